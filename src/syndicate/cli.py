@@ -1,0 +1,145 @@
+"""The command line: the only module that prints, picks exit codes and reads the real clock.
+
+Each command parses its options, calls one pipeline function and reports what it did.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import click
+
+from .config import Config, load_config
+from .errors import SyndicateError
+from .model import ArticleSet, Severity
+from .reader import read_articles
+
+
+def _fail(exc: SyndicateError) -> None:
+    click.echo(f"syndicate: {exc}", err=True)
+    sys.exit(exc.exit_code)
+
+
+def with_config(command: Callable[..., Any]) -> Callable[..., Any]:
+    """Add ``--config`` (and ``--debug``) to a command and hand it a loaded Config."""
+
+    @click.option(
+        "--config",
+        "config_path",
+        type=click.Path(path_type=Path, dir_okay=False),
+        default=None,
+        help="Config file (default: $SYNDICATE_CONFIG, else ./config.toml, else built-ins).",
+    )
+    @click.option("--debug", is_flag=True, help="Show tracebacks instead of one-line errors.")
+    @functools.wraps(command)
+    def wrapper(config_path: Path | None, debug: bool, **kwargs: Any) -> Any:
+        try:
+            return command(load_config(config_path), **kwargs)
+        except SyndicateError as exc:
+            if debug:
+                raise
+            _fail(exc)
+
+    return wrapper
+
+
+articles_option = click.option(
+    "--articles",
+    type=click.Path(path_type=Path, file_okay=False),
+    default=None,
+    help="Folder of article files (default: site.articles from the config).",
+)
+
+
+def load_articles(config: Config, articles: Path | None, *, bodies: bool = True) -> ArticleSet:
+    """Read the article set named on the command line, else the configured one."""
+    folder = articles if articles is not None else config.path(config.site.articles)
+    return read_articles(folder, config.profiles, bodies=bodies)
+
+
+def print_problems(articles: ArticleSet) -> None:
+    for problem in articles.problems:
+        click.echo(str(problem), err=True)
+
+
+@click.group()
+@click.version_option(package_name="syndicate")
+def main() -> None:
+    """Multilingual Atom/RSS feeds and audience newsletters from plain-text articles."""
+
+
+@main.command()
+@with_config
+@articles_option
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
+def check(config: Config, articles: Path | None, as_json: bool) -> None:
+    """Read the article set and report what was found and every problem."""
+    found = load_articles(config, articles)
+    if as_json:
+        click.echo(json.dumps(check_report(found), ensure_ascii=False, indent=2))
+    else:
+        print_summary(found, config)
+    sys.exit(1 if found.has_errors else 0)
+
+
+def check_report(found: ArticleSet) -> dict[str, Any]:
+    """The ``check --json`` contract: one document, articles then problems."""
+    return {
+        "articles": [
+            {
+                "file": a.source,
+                "lang": a.lang,
+                "slug": a.slug,
+                "title": a.title,
+                "updated": a.updated.isoformat(),
+                "summary": a.summary,
+                "audiences": {t.audience: list(t.bullets) for t in a.takeaways},
+                "references": [{"n": r.number, "text": r.text, "url": r.url} for r in a.references],
+                "alt_slugs": list(a.seo.alt_slugs),
+            }
+            for a in sorted(found, key=lambda a: (a.slug, a.lang))
+        ],
+        "problems": [
+            {"file": p.file, "line": p.line, "severity": str(p.severity), "message": p.message}
+            for p in found.problems
+        ],
+    }
+
+
+def print_summary(found: ArticleSet, config: Config) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"{len(found)} article(s)")
+    for column in ("lang", "slug", "title", "updated", "bullets per audience", "refs"):
+        table.add_column(column)
+    for a in sorted(found, key=lambda a: (a.slug, a.lang)):
+        bullets = " ".join(f"{t.audience}:{len(t.bullets)}" for t in a.takeaways) or "-"
+        table.add_row(
+            a.lang, a.slug, a.title, a.updated.isoformat(), bullets, str(len(a.references))
+        )
+    console = Console(soft_wrap=True)
+    console.print(table, markup=False)
+    errors = sum(p.severity is Severity.ERROR for p in found.problems)
+    warnings = len(found.problems) - errors
+    print_problems(found)
+    click.echo(f"{errors} error(s), {warnings} warning(s)", err=True)
+
+
+@main.command()
+@with_config
+@articles_option
+@click.option("--once", is_flag=True, help="Do what is due now and exit.")
+def run(config: Config, articles: Path | None, once: bool) -> None:
+    """The publishing job: read the article set and publish what is due."""
+    found = load_articles(config, articles)
+    print_summary(found, config)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,378 @@
+"""config.toml → a frozen, validated ``Config``.
+
+Every key has a default, so the project runs with no file at all. Every problem in a file is
+reported at once, one ``key: message`` line each. Secrets and server URLs may come from
+``SYNDICATE_*`` environment variables and are never required in the file. Relative paths are
+resolved against the config file's folder.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from collections.abc import Mapping
+from datetime import time
+from importlib import resources
+from pathlib import Path
+from typing import Annotated, Any
+from urllib.parse import urlsplit
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from .errors import ConfigError
+from .model import AUDIENCES
+
+ENV_CONFIG = "SYNDICATE_CONFIG"
+DEFAULT_CONFIG = "config.toml"
+
+
+def _check_url(value: str) -> str:
+    parts = urlsplit(value)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise ValueError(f"not an absolute http(s) URL: {value!r}")
+    return value.rstrip("/")
+
+
+def _check_zone(value: str) -> str:
+    try:
+        ZoneInfo(value)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise ValueError(f"unknown IANA time zone {value!r}") from None
+    return value
+
+
+HttpUrl = Annotated[str, AfterValidator(_check_url)]
+TimeZone = Annotated[str, AfterValidator(_check_zone)]
+LangCode = Annotated[str, Field(pattern=r"^[a-z]{2,3}(-[A-Za-z0-9]{2,8})*$")]
+
+
+class Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class SeoFields(Section):
+    title: list[str] = []
+    """Labels of the SEO title line."""
+    description: list[str] = []
+    """Labels of the SEO description line."""
+    excerpt: list[str] = []
+    """Labels of the excerpt line."""
+    primary_slug: list[str] = []
+    """Labels of the primary URL slug (the translation key)."""
+    alt_slugs: list[str] = []
+    """Labels of alternative slugs (matched as a prefix: "Alt 1", "Alt 2", ...)."""
+
+
+class LanguageProfile(Section):
+    """The words one language uses, so that reading and rendering it needs no code."""
+
+    name: str
+    """The language's own name, shown to readers."""
+    date_line: list[str]
+    """Words before the date on the article's date line."""
+    takeaways: list[str]
+    """Headings that open the key-takeaways section."""
+    references: list[str]
+    """Headings that open the reference list."""
+    seo: list[str] = []
+    """Headings that open the SEO tail."""
+    seo_fields: SeoFields = SeoFields()
+    audiences: dict[str, list[str]]
+    """Per audience id, the labels that open its takeaways line."""
+    audience_names: dict[str, str] = {}
+    """Per audience id, the name digests use in headings."""
+    feed_title: str = ""
+    """Title of this language's feeds (the site title when empty)."""
+    feed_subtitle: str = ""
+    """Subtitle of this language's feeds."""
+
+    @field_validator("date_line", "takeaways", "references")
+    @classmethod
+    def _not_empty(cls, value: list[str]) -> list[str]:
+        if not value or not all(v.strip() for v in value):
+            raise ValueError("needs at least one non-empty phrase")
+        return value
+
+
+class Site(Section):
+    title: str = "Syndicate"
+    """Publisher name, used in feeds and emails."""
+    base_url: HttpUrl = "http://127.0.0.1:8080"
+    """Public root URL; every link in feeds and emails is built from it."""
+    article_url: str = "{base_url}/{lang}/{slug}/"
+    """Template of an article's URL; knows {base_url}, {lang} and {slug}."""
+    author: str = "Syndicate editors"
+    """Author named in feeds."""
+    author_email: str | None = None
+    """Author e-mail named in feeds (optional)."""
+    timezone: TimeZone = "Europe/Amsterdam"
+    """IANA time zone of the publisher: dates, schedules."""
+    publish_time: time = time(9, 0)
+    """Time of day an article's date line stands for, in the publisher's time zone."""
+    languages: list[LangCode] = ["en", "nl", "de"]
+    """Languages read and published, in display order."""
+    articles: Path = Path("articles")
+    """Folder of article files."""
+
+    @field_validator("article_url")
+    @classmethod
+    def _template(cls, value: str) -> str:
+        unknown = set(re.findall(r"{(\w*)}", value)) - {"base_url", "lang", "slug"}
+        if unknown:
+            raise ValueError(
+                f"unknown placeholder(s) {sorted(unknown)} (known: base_url, lang, slug)"
+            )
+        return value
+
+
+class Feeds(Section):
+    out: Path = Path("feeds")
+    """Folder the feeds are written to."""
+    max_entries: int = Field(50, ge=1, le=10_000)
+    """Entries per feed document; older ones go to RFC 5005 archive documents."""
+    hub: HttpUrl | None = None
+    """WebSub hub announced in every feed (optional)."""
+
+
+class State(Section):
+    database: str = "sqlite:///state/syndicate.db"
+    """SQLAlchemy URL of the state database; SYNDICATE_DATABASE_URL overrides it."""
+
+
+class Email(Section):
+    sender: str = "Syndicate <digest@example.com>"
+    """From header of every digest."""
+    reply_to: str | None = None
+    """Reply-To header (optional)."""
+    preview_to: str = "editor@example.com"
+    """Recipient of digests generated by hand for review."""
+    outbox: Path = Path("outbox")
+    """Folder of previews and of the local Maildir used when no SMTP server is configured."""
+    english_fallback: bool = False
+    """Render in English a language whose catalog is incomplete, instead of refusing."""
+    list_id: str = "digest.example.com"
+    """List-Id of the digests."""
+    unsubscribe_mailto: str | None = None
+    """Address for mailto: unsubscribe requests (optional)."""
+    dkim_selector: str | None = None
+    """DKIM selector; signing is on when this and dkim_key_file are set."""
+    dkim_domain: str | None = None
+    """DKIM signing domain (default: the sender's domain)."""
+    dkim_key_file: Path | None = None
+    """PEM private key for DKIM."""
+
+
+class Smtp(Section):
+    url: str | None = None
+    """Whole server as a URL (smtp://, smtp+starttls://, smtps://); SYNDICATE_SMTP_URL overrides
+    it. Without one, mail goes to the Maildir in the outbox."""
+    username: str | None = None
+    """Login name, when the URL holds none."""
+    password: SecretStr | None = None
+    """Password; better given as SYNDICATE_SMTP_PASSWORD."""
+    pool_size: int = Field(4, ge=1, le=64)
+    """Persistent connections used at once."""
+    rate: float = Field(50.0, gt=0)
+    """Messages per second at most."""
+    timeout: float = Field(30.0, gt=0)
+    """Seconds to wait for the server."""
+    retries: int = Field(3, ge=0, le=20)
+    """Retries of a temporary failure within one run."""
+    max_bounces: int = Field(3, ge=1)
+    """Permanent failures after which a reader is marked bounced."""
+
+    @field_validator("url")
+    @classmethod
+    def _smtp_url(cls, value: str | None) -> str | None:
+        if value is not None and urlsplit(value).scheme not in ("smtp", "smtp+starttls", "smtps"):
+            raise ValueError("must start with smtp://, smtp+starttls:// or smtps://")
+        return value
+
+
+class DigestJob(Section):
+    name: str
+    """Stable job id."""
+    day_of_week: str = "mon"
+    """Cron day(s) of week by name: mon..sun, ranges and lists (mon-fri)."""
+    hour: int = Field(7, ge=0, le=23)
+    minute: int = Field(30, ge=0, le=59)
+    languages: list[LangCode] = []
+    """Languages this job sends (all when empty)."""
+    audiences: list[str] = []
+    """Audiences this job sends (all when empty)."""
+
+    @field_validator("day_of_week")
+    @classmethod
+    def _days(cls, value: str) -> str:
+        names = "mon|tue|wed|thu|fri|sat|sun"
+        if not re.fullmatch(rf"({names})(-({names}))?(,({names})(-({names}))?)*|\*", value):
+            raise ValueError("use weekday names (mon..sun), e.g. 'mon' or 'mon-fri'")
+        return value
+
+
+class Schedule(Section):
+    feeds_every_minutes: int = Field(30, ge=1)
+    """Interval of the feed rebuild."""
+    misfire_grace_seconds: int = Field(6 * 3600, ge=1)
+    """How late a missed run may still start."""
+    digests: list[DigestJob] = [DigestJob(name="weekly")]
+    """Digest send jobs."""
+
+
+class Web(Section):
+    host: str = "127.0.0.1"
+    port: int = Field(8080, ge=1, le=65535)
+    secret_key: SecretStr | None = None
+    """Key that signs reader tokens; better given as SYNDICATE_SECRET_KEY."""
+    subscribe_per_minute: int = Field(10, ge=1)
+    """Subscribe requests per client address and minute."""
+
+
+class Config(Section):
+    site: Site = Site()
+    feeds: Feeds = Feeds()
+    state: State = State()
+    email: Email = Email()
+    smtp: Smtp = Smtp()
+    schedule: Schedule = Schedule()
+    web: Web = Web()
+    languages: dict[LangCode, LanguageProfile] = {}
+    """Every known language: the built-in profiles merged with config blocks."""
+    root: Path = Path(".")
+    """Folder relative paths are resolved against (the config file's folder)."""
+
+    @model_validator(mode="after")
+    def _languages_known(self) -> Config:
+        missing = [lang for lang in self.site.languages if lang not in self.languages]
+        if missing:
+            raise ValueError(
+                f"site.languages names {missing} but no [languages.<code>] profile exists for it"
+            )
+        for job in self.schedule.digests:
+            unknown = set(job.audiences) - set(self.audiences)
+            if unknown:
+                raise ValueError(
+                    f"schedule.digests {job.name!r}: unknown audience(s) {sorted(unknown)}"
+                )
+        return self
+
+    @property
+    def audiences(self) -> tuple[str, ...]:
+        """Audience ids: the standard ones, then any that a language profile adds."""
+        extra = {a for p in self.languages.values() for a in p.audiences} - set(AUDIENCES)
+        return AUDIENCES + tuple(sorted(extra))
+
+    @property
+    def profiles(self) -> dict[str, LanguageProfile]:
+        """Profiles of the published languages, in configured order."""
+        return {lang: self.languages[lang] for lang in self.site.languages}
+
+    def path(self, value: Path) -> Path:
+        """A configured path, resolved against the config file's folder."""
+        return value if value.is_absolute() else (self.root / value)
+
+    @property
+    def database_url(self) -> str:
+        """The database URL with a relative SQLite path resolved against ``root``."""
+        url = self.state.database
+        prefix = "sqlite:///"
+        if url.startswith(prefix) and not url.startswith(prefix + "/") and url != "sqlite://":
+            rest = url[len(prefix) :]
+            if rest and rest != ":memory:":
+                return prefix + str(self.path(Path(rest)))
+        return url
+
+    def article_url(self, lang: str, slug: str) -> str:
+        return self.site.article_url.format(base_url=self.site.base_url, lang=lang, slug=slug)
+
+
+def builtin_profiles() -> dict[str, Any]:
+    text = resources.files("syndicate").joinpath("profiles.toml").read_text("utf-8")
+    return tomllib.loads(text)
+
+
+def _merge(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+    merged = dict(base)
+    for key, value in over.items():
+        if isinstance(value, Mapping) and isinstance(merged.get(key), Mapping):
+            merged[key] = _merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def _from_env(data: dict[str, Any], env: Mapping[str, str]) -> dict[str, Any]:
+    """Environment overrides: secrets and server URLs never need to be in the file."""
+    overrides = {
+        "SYNDICATE_DATABASE_URL": ("state", "database"),
+        "SYNDICATE_SMTP_URL": ("smtp", "url"),
+        "SYNDICATE_SMTP_PASSWORD": ("smtp", "password"),
+        "SYNDICATE_SECRET_KEY": ("web", "secret_key"),
+    }
+    for var, (section, key) in overrides.items():
+        if env.get(var):
+            data = _merge(data, {section: {key: env[var]}})
+    return data
+
+
+def _key(loc: tuple[int | str, ...]) -> str:
+    return ".".join(str(part) for part in loc) or "(top level)"
+
+
+def parse_config(
+    data: Mapping[str, Any], *, root: Path, source: str, env: Mapping[str, str] | None = None
+) -> Config:
+    """Validate an already-parsed TOML document (plus environment overrides) into a Config."""
+    raw = _from_env(dict(data), os.environ if env is None else env)
+    languages = raw.get("languages", {})
+    if not isinstance(languages, Mapping):
+        raise ConfigError(source, ["languages: must be a table of [languages.<code>] blocks"])
+    raw["languages"] = _merge(builtin_profiles(), languages)
+    raw["root"] = root
+    try:
+        return Config.model_validate(raw)
+    except ValidationError as exc:
+        problems = []
+        for err in exc.errors():
+            message = err["msg"].removeprefix("Value error, ")
+            if err["type"] == "extra_forbidden":
+                message = "unknown key"
+            problems.append(f"{_key(err['loc'])}: {message}")
+        raise ConfigError(source, problems) from None
+
+
+def load_config(path: Path | str | None = None, env: Mapping[str, str] | None = None) -> Config:
+    """Read the config file: ``path``, else $SYNDICATE_CONFIG, else ./config.toml if present.
+
+    With no file at all the embedded defaults apply, so a fresh clone runs as it is.
+    """
+    env = os.environ if env is None else env
+    explicit = path if path is not None else env.get(ENV_CONFIG)
+    file = Path(explicit) if explicit else Path(DEFAULT_CONFIG)
+    if not file.is_file():
+        if explicit:
+            raise ConfigError(str(file), ["file not found (run without --config for the defaults)"])
+        return parse_config({}, root=Path.cwd(), source="(defaults)", env=env)
+    try:
+        data = tomllib.loads(file.read_text("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            str(file), [f"not UTF-8 text ({exc.reason} at byte {exc.start})"]
+        ) from None
+    except tomllib.TOMLDecodeError as exc:
+        found = re.search(r"\s*\(at line (\d+), column (\d+)\)$", str(exc))
+        message = str(exc)[: found.start()] if found else str(exc)
+        where = f"line {found[1]}, column {found[2]}" if found else "syntax"
+        raise ConfigError(str(file), [f"{where}: {message}"]) from None
+    return parse_config(data, root=file.resolve().parent, source=str(file), env=env)

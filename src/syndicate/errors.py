@@ -1,0 +1,29 @@
+"""One exception family; the CLI turns each into a one-line message and an exit code."""
+
+from __future__ import annotations
+
+
+class SyndicateError(Exception):
+    """Base of every error the user should see as a message rather than a traceback."""
+
+    exit_code = 1
+
+
+class ConfigError(SyndicateError):
+    """The configuration is unusable; ``problems`` holds one ``key: message`` line per fault."""
+
+    exit_code = 2
+
+    def __init__(self, source: str, problems: list[str]) -> None:
+        self.source = source
+        self.problems = problems
+        lines = "\n".join(f"  {p}" for p in problems)
+        super().__init__(f"invalid configuration in {source}:\n{lines}")
+
+
+class RenderError(SyndicateError):
+    """A template or MJML document could not be rendered; the message names template and line."""
+
+
+class DeliveryError(SyndicateError):
+    """Mail could not be handed to the transport at all (not a per-recipient failure)."""

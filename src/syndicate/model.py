@@ -1,0 +1,157 @@
+"""The data that flows between the stages: plain frozen values, no I/O, no library imports.
+
+The reader produces these; feeds, digests, messages and delivery only consume them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import date
+from enum import StrEnum
+
+AUDIENCES: tuple[str, ...] = ("architects", "cost", "procurement", "strategy", "ecosystem")
+"""Audience ids in the order articles list them and digests show them."""
+
+
+class Severity(StrEnum):
+    ERROR = "error"
+    WARNING = "warning"
+
+
+@dataclass(frozen=True, slots=True)
+class Diagnostic:
+    """One problem with one input, reported compiler-style: ``file:line: severity: message``."""
+
+    file: str
+    line: int | None
+    severity: Severity
+    message: str
+
+    def __str__(self) -> str:
+        where = f"{self.file}:{self.line}" if self.line else self.file
+        return f"{where}: {self.severity}: {self.message}"
+
+
+@dataclass(frozen=True, slots=True)
+class Reference:
+    number: int
+    text: str
+    url: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Block:
+    """A heading or a paragraph of the body.
+
+    ``parts`` is the text split at footnote marks: strings are text, ints are reference numbers,
+    so renderers can link a mark to its reference without re-parsing superscripts.
+    """
+
+    kind: str  # "heading" | "paragraph"
+    parts: tuple[str | int, ...]
+    line: int
+
+    @property
+    def text(self) -> str:
+        """The text without footnote marks."""
+        return "".join(p for p in self.parts if isinstance(p, str))
+
+    @property
+    def notes(self) -> tuple[int, ...]:
+        return tuple(p for p in self.parts if isinstance(p, int))
+
+
+@dataclass(frozen=True, slots=True)
+class Takeaways:
+    """The bullets one audience gets from one article."""
+
+    audience: str  # an id from AUDIENCES (or a configured one)
+    label: str  # the label as the article wrote it, e.g. "For cost optimization teams"
+    bullets: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Seo:
+    title: str | None = None
+    description: str | None = None
+    excerpt: str | None = None
+    primary_slug: str | None = None
+    alt_slugs: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Article:
+    """One language version of one article.
+
+    ``slug`` is the translation key shared by every language version; ``(lang, slug)`` is unique
+    in an ArticleSet. ``digest`` is a hash of the normalised content, so whitespace-only edits
+    do not count as revisions.
+    """
+
+    source: str
+    lang: str
+    slug: str
+    title: str
+    updated: date
+    summary: str
+    blocks: tuple[Block, ...]
+    takeaways: tuple[Takeaways, ...]
+    references: tuple[Reference, ...]
+    seo: Seo
+    digest: str
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.lang, self.slug)
+
+    def takeaways_for(self, audience: str) -> Takeaways | None:
+        return next((t for t in self.takeaways if t.audience == audience), None)
+
+    def reference(self, number: int) -> Reference | None:
+        return next((r for r in self.references if r.number == number), None)
+
+
+@dataclass(frozen=True, slots=True)
+class ArticleSet:
+    """Every article that was read without error, plus every problem found on the way."""
+
+    articles: tuple[Article, ...] = ()
+    problems: tuple[Diagnostic, ...] = ()
+    _by_key: dict[tuple[str, str], Article] = field(default_factory=dict, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        self._by_key.update((a.key, a) for a in self.articles)
+
+    def __iter__(self) -> Iterator[Article]:
+        return iter(self.articles)
+
+    def __len__(self) -> int:
+        return len(self.articles)
+
+    @property
+    def languages(self) -> tuple[str, ...]:
+        return tuple(sorted({a.lang for a in self.articles}))
+
+    def in_language(self, lang: str) -> tuple[Article, ...]:
+        """Articles of one language, newest first, ties broken by slug for a stable order."""
+        chosen = [a for a in self.articles if a.lang == lang]
+        chosen.sort(key=lambda a: a.slug)
+        chosen.sort(key=lambda a: a.updated, reverse=True)
+        return tuple(chosen)
+
+    def translations(self, article: Article) -> tuple[Article, ...]:
+        """The other language versions of ``article``, ordered by language."""
+        return tuple(
+            sorted(
+                (a for a in self.articles if a.slug == article.slug and a.lang != article.lang),
+                key=lambda a: a.lang,
+            )
+        )
+
+    def get(self, lang: str, slug: str) -> Article | None:
+        return self._by_key.get((lang, slug))
+
+    @property
+    def has_errors(self) -> bool:
+        return any(p.severity is Severity.ERROR for p in self.problems)

@@ -1,0 +1,43 @@
+"""Shared fixtures: the seed articles, a fixed clock, and the rule for missing real parts."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from syndicate.config import Config, parse_config
+
+ROOT = Path(__file__).resolve().parent.parent
+ARTICLES = ROOT / "articles"
+DATA = Path(__file__).resolve().parent / "data"
+SCHEMAS = Path(__file__).resolve().parent / "schemas"
+
+
+def missing_real_part(reason: str) -> None:
+    """Skip on a developer machine; fail under CI, where every real part must be present."""
+    if os.environ.get("SYNDICATE_REQUIRE_REAL"):
+        pytest.fail(f"required real part missing: {reason}")
+    pytest.skip(reason)
+
+
+@pytest.fixture
+def now() -> datetime:
+    return datetime(2025, 12, 15, 8, 0, tzinfo=UTC)
+
+
+@pytest.fixture
+def articles_dir(tmp_path: Path) -> Path:
+    """A private copy of the bundled article set."""
+    target = tmp_path / "articles"
+    shutil.copytree(ARTICLES, target)
+    return target
+
+
+@pytest.fixture
+def config(tmp_path: Path) -> Config:
+    """Built-in defaults rooted in a temporary folder, so state and output stay there."""
+    return parse_config({}, root=tmp_path, source="(test)", env={})
