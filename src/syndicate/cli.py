@@ -5,19 +5,27 @@ Each command parses its options, calls one pipeline function and reports what it
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
+import logging
+import os
+import signal
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from .config import Config, load_config
+from .config import Config, DigestJob, load_config
 from .errors import SyndicateError
 from .model import ArticleSet, Severity
 from .reader import read_articles
+
+if TYPE_CHECKING:
+    from .scheduler import Jobs, Report
 
 
 def _fail(exc: SyndicateError) -> None:
@@ -134,11 +142,137 @@ def print_summary(found: ArticleSet, config: Config) -> None:
 @main.command()
 @with_config
 @articles_option
-@click.option("--once", is_flag=True, help="Do what is due now and exit.")
-def run(config: Config, articles: Path | None, once: bool) -> None:
-    """The publishing job: read the article set and publish what is due."""
-    found = load_articles(config, articles)
-    print_summary(found, config)
+@click.option("--once", is_flag=True, help="Do what is due now and exit (for cron and timers).")
+@click.option("--standby", is_flag=True, help="Wait while another scheduler acts, then take over.")
+@click.option("--log-json", is_flag=True, help="Log one JSON object per line.")
+def run(config: Config, articles: Path | None, once: bool, standby: bool, log_json: bool) -> None:
+    """The publishing job: rebuild feeds and send digests on the configured schedule."""
+    from .scheduler import Scheduler
+
+    configure_logging(log_json)
+    if articles is not None:
+        config = config.model_copy(
+            update={"site": config.site.model_copy(update={"articles": articles})}
+        )
+    if once:
+        found = load_articles(config, articles)
+        print_summary(found, config)
+        sys.exit(0 if Scheduler(config, default_jobs(config)).run_once() else 1)
+    scheduler = Scheduler(config, default_jobs(config))
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: scheduler.request_stop())
+    scheduler.run(standby=standby)
+    if scheduler.interrupted:
+        # A job thread is still busy; the interpreter would wait for it. Its send is
+        # idempotent and resumes at the next start, so leave now, within the stop bound.
+        logging.shutdown()
+        os._exit(0)
+
+
+@main.command()
+@with_config
+def schedule(config: Config) -> None:
+    """List the scheduled jobs and their next run times in the site's time zone."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from .scheduler import Scheduler
+
+    rows = Scheduler(config, default_jobs(config)).planned()
+    table = Table(title=f"schedule ({config.site.timezone})")
+    for column in ("job", "trigger", "next run", "note"):
+        table.add_column(column)
+    for row in rows:
+        when = row.next_run.strftime("%a %Y-%m-%d %H:%M %Z") if row.next_run else "-"
+        table.add_row(row.id, row.trigger, when, row.note)
+    Console(soft_wrap=True).print(table, markup=False)
+
+
+def default_jobs(config: Config) -> Jobs:
+    """What the schedule triggers: the pipeline's feed rebuild and digest send.
+
+    The one place the scheduler is joined to the pipeline; the scheduler itself only knows
+    the ``Jobs`` interface.
+    """
+    from .scheduler import Jobs, Report
+
+    def build_feeds(now: datetime) -> Report:
+        from . import pipeline
+
+        return _report(pipeline.build_feeds(config, now))
+
+    def send_digest(job: DigestJob, now: datetime) -> Report:
+        from . import pipeline
+        from .deliver import mailer_for
+        from .store import open_store
+
+        store = open_store(config.database_url)
+        try:
+            result = pipeline.send_digests(
+                config,
+                now,
+                mailer=mailer_for(config),
+                store=store,
+                langs=job.languages or None,
+                audiences=job.audiences or None,
+            )
+        finally:
+            store.close()
+        report = _report(result)
+        if not any(report.counts.values()) and report.reason is None:
+            langs = ", ".join(job.languages) or "all languages"
+            audiences = ", ".join(job.audiences) or "all audiences"
+            return Report(report.counts, f"no new content for {langs} / {audiences}")
+        return report
+
+    return Jobs(build_feeds=build_feeds, send_digest=send_digest)
+
+
+def _report(result: object) -> Report:
+    """A pipeline result as log counts: a mapping of ints, or a dataclass's int fields."""
+    from .scheduler import Report
+
+    if isinstance(result, Report):
+        return result
+    if dataclasses.is_dataclass(result) and not isinstance(result, type):
+        values = {f.name: getattr(result, f.name) for f in dataclasses.fields(result)}
+    elif isinstance(result, Mapping):
+        values = dict(result)
+    else:
+        values = {"items": result} if isinstance(result, int) else {}
+    counts = {
+        key: value if isinstance(value, int) else len(value)
+        for key, value in values.items()
+        if isinstance(value, int | list | tuple | set | dict) and not isinstance(value, bool)
+    }
+    reason = getattr(result, "reason", None)
+    return Report(counts, reason if isinstance(reason, str) else None)
+
+
+class JsonLines(logging.Formatter):
+    """One JSON object per record; a run's structured fields become top-level keys."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        data: dict[str, Any] = {
+            "time": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+        }
+        data.update(getattr(record, "fields", None) or {"message": record.getMessage()})
+        if record.exc_info:
+            data["traceback"] = self.formatException(record.exc_info)
+        return json.dumps(data, ensure_ascii=False, default=str)
+
+
+def configure_logging(json_lines: bool) -> None:
+    """Log to stderr: plain lines for people, ``--log-json`` for machines."""
+    handler = logging.StreamHandler(sys.stderr)
+    text = logging.Formatter("%(asctime)s %(levelname)s %(message)s")
+    handler.setFormatter(JsonLines() if json_lines else text)
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(logging.INFO)
+    logging.getLogger("apscheduler").setLevel(logging.WARNING)
 
 
 if __name__ == "__main__":

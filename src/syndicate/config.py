@@ -224,8 +224,11 @@ class DigestJob(Section):
 class Schedule(Section):
     feeds_every_minutes: int = Field(30, ge=1)
     """Interval of the feed rebuild."""
-    misfire_grace_seconds: int = Field(6 * 3600, ge=1)
-    """How late a missed run may still start."""
+    misfire_grace_seconds: int = Field(7 * 24 * 3600, ge=1)
+    """How late a missed run may still start; runs missed while down coalesce into one."""
+    stop_timeout_seconds: float = Field(60.0, gt=0)
+    """On SIGTERM, how long a running job may finish before the process exits anyway (the
+    send it leaves unfinished resumes at the next start); keep systemd's TimeoutStopSec above."""
     digests: list[DigestJob] = [DigestJob(name="weekly")]
     """Digest send jobs."""
 

@@ -27,3 +27,9 @@ class RenderError(SyndicateError):
 
 class DeliveryError(SyndicateError):
     """Mail could not be handed to the transport at all (not a per-recipient failure)."""
+
+
+class SchedulerBusyError(SyndicateError):
+    """Another scheduler already acts on this state database; only one may."""
+
+    exit_code = 3

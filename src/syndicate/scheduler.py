@@ -1,0 +1,618 @@
+"""The schedule: when the feed rebuild and the digest sends run. The only apscheduler import.
+
+*What* runs is injected as ``Jobs`` (the CLI wires in the pipeline), so this module never
+touches articles, templates or mail. It owns the job store, the single-scheduler lock, misfire
+and DST policy, graceful stop and the one log line per run.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import logging
+import os
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+from zoneinfo import ZoneInfo
+
+import sqlalchemy as sa
+from apscheduler.events import EVENT_JOB_MISSED, EVENT_SCHEDULER_START, JobExecutionEvent
+from apscheduler.executors.pool import ThreadPoolExecutor
+from apscheduler.job import Job
+from apscheduler.jobstores.sqlalchemy import SQLAlchemyJobStore
+from apscheduler.schedulers.base import STATE_STOPPED
+from apscheduler.schedulers.blocking import BlockingScheduler
+from apscheduler.triggers.base import BaseTrigger
+from apscheduler.triggers.cron import CronTrigger
+from apscheduler.triggers.interval import IntervalTrigger
+
+from .config import Config, DigestJob
+from .errors import SchedulerBusyError, SyndicateError
+from .store import create_engine
+
+log = logging.getLogger("syndicate.scheduler")
+
+FEEDS_JOB = "feeds"
+DIGEST_PREFIX = "digest:"
+INTERRUPTED_PREFIX = "interrupted:"
+"""A paused marker job saying "this run started and never finished"; the next start reruns it."""
+
+Clock = Callable[[], datetime]
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+# -- what runs -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Report:
+    """What one run did: counts for the log line, and why nothing was done when nothing was."""
+
+    counts: Mapping[str, int] = field(default_factory=dict)
+    reason: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Jobs:
+    """The work the schedule triggers. Both must be safe to repeat (the send is idempotent)."""
+
+    build_feeds: Callable[[datetime], Report]
+    send_digest: Callable[[DigestJob, datetime], Report]
+
+
+# -- when it runs --------------------------------------------------------------------------
+
+
+class WallClockCronTrigger(CronTrigger):
+    """A CronTrigger that fires at most once per wall-clock time.
+
+    APScheduler 3.x fires a 02:30 job twice on the night the clocks go back (02:30 CEST and
+    02:30 CET). The second occurrence of an ambiguous local time is skipped. Stateless, so it
+    also holds across restarts; the spring-forward gap keeps APScheduler's behaviour (it fires
+    once, an hour later on the wall clock).
+    """
+
+    def get_next_fire_time(
+        self, previous_fire_time: datetime | None, now: datetime
+    ) -> datetime | None:
+        fire = super().get_next_fire_time(previous_fire_time, now)
+        while fire is not None and _repeated_wall_time(fire, self.timezone):
+            fire = super().get_next_fire_time(fire, fire)
+        return fire
+
+
+def _repeated_wall_time(moment: datetime, zone: Any) -> bool:
+    wall = moment.astimezone(zone).replace(tzinfo=None)
+    first = wall.replace(tzinfo=zone, fold=0)
+    return first.astimezone(UTC) != moment.astimezone(UTC)
+
+
+@dataclass(frozen=True, slots=True)
+class JobSpec:
+    """One configured job: its stable id, its trigger, and the digest job it sends (if any)."""
+
+    id: str
+    trigger: BaseTrigger
+    digest: DigestJob | None = None
+
+
+def job_specs(config: Config) -> list[JobSpec]:
+    """The jobs ``config.schedule`` asks for, with ids that stay stable across restarts."""
+    zone = ZoneInfo(config.site.timezone)
+    schedule = config.schedule
+    specs = [
+        JobSpec(FEEDS_JOB, IntervalTrigger(minutes=schedule.feeds_every_minutes, timezone=zone))
+    ]
+    for digest in schedule.digests:
+        trigger = WallClockCronTrigger(
+            day_of_week=digest.day_of_week, hour=digest.hour, minute=digest.minute, timezone=zone
+        )
+        specs.append(JobSpec(DIGEST_PREFIX + digest.name, trigger, digest))
+    return specs
+
+
+def _trigger_key(trigger: BaseTrigger) -> tuple[str, str, str]:
+    """What makes two triggers equal: class, fields and zone (``str`` alone omits the zone)."""
+    return (type(trigger).__name__, str(trigger), str(getattr(trigger, "timezone", "")))
+
+
+# -- one scheduler at a time ---------------------------------------------------------------
+
+
+class SchedulerLock:
+    """Held for the life of the acting scheduler; a second one cannot take it."""
+
+    def acquire(self) -> bool:
+        raise NotImplementedError
+
+    def release(self) -> None:
+        raise NotImplementedError
+
+    def holder(self) -> str:
+        """Who holds the lock, for the message a second scheduler prints."""
+        raise NotImplementedError
+
+
+class FileLock(SchedulerLock):
+    """``flock`` on a file beside the SQLite database; the OS drops it when the process dies."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._fd: int | None = None
+
+    def acquire(self) -> bool:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return False
+        os.ftruncate(fd, 0)
+        os.write(fd, f"pid {os.getpid()} on {socket.gethostname()}\n".encode())
+        self._fd = fd
+        return True
+
+    def release(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    def holder(self) -> str:
+        try:
+            who = self.path.read_text("utf-8").strip()
+        except OSError:
+            who = ""
+        return f"{who or 'another process'} (lock file {self.path})"
+
+
+class AdvisoryLock(SchedulerLock):
+    """A PostgreSQL session advisory lock on a dedicated connection; dies with the session."""
+
+    KEY = int.from_bytes(hashlib.sha256(b"syndicate.scheduler").digest()[:8], "big", signed=True)
+
+    def __init__(self, engine: sa.Engine) -> None:
+        self.engine = engine
+        self._connection: sa.Connection | None = None
+
+    def acquire(self) -> bool:
+        connection = self.engine.connect().execution_options(isolation_level="AUTOCOMMIT")
+        query = sa.text("SELECT pg_try_advisory_lock(:key)")
+        if connection.execute(query, {"key": self.KEY}).scalar():
+            self._connection = connection
+            return True
+        connection.close()
+        return False
+
+    def release(self) -> None:
+        if self._connection is not None:
+            self._connection.close()  # ending the session releases the lock
+            self._connection = None
+
+    def holder(self) -> str:
+        query = sa.text(
+            "SELECT a.pid, a.client_addr, a.backend_start FROM pg_locks l"
+            " JOIN pg_stat_activity a ON a.pid = l.pid WHERE l.locktype = 'advisory'"
+            " AND l.granted AND ((l.classid::bigint << 32) | l.objid::bigint) = :key"
+        )
+        with self.engine.connect() as connection:
+            row = connection.execute(query, {"key": self.KEY & 0xFFFFFFFFFFFFFFFF}).first()
+        where = f"server pid {row.pid} from {row.client_addr or 'local'}" if row else "a session"
+        return f"{where} (PostgreSQL advisory lock {self.KEY})"
+
+
+class NoLock(SchedulerLock):
+    """An in-memory database is private to its process: nothing to share, nothing to lock."""
+
+    def acquire(self) -> bool:
+        return True
+
+    def release(self) -> None:
+        pass
+
+    def holder(self) -> str:
+        return "nobody"
+
+
+def scheduler_lock(url: str, engine: sa.Engine) -> SchedulerLock:
+    """The lock that matches the state database at ``url``."""
+    parsed = sa.engine.make_url(url)
+    if parsed.get_backend_name() == "postgresql":
+        return AdvisoryLock(engine)
+    if parsed.get_backend_name() == "sqlite":
+        if not parsed.database or parsed.database == ":memory:":
+            return NoLock()
+        return FileLock(Path(parsed.database + ".scheduler.lock"))
+    raise SyndicateError(
+        f"state.database: the scheduler needs SQLite or PostgreSQL, not {parsed.drivername}"
+    )
+
+
+# -- running -------------------------------------------------------------------------------
+
+_active: Scheduler | None = None
+
+
+def fire(job_id: str) -> None:
+    """The callable every stored job names; it hands the run to this process's scheduler.
+
+    Stored jobs must name an importable function (they are pickled), so the injected ``Jobs``
+    are looked up here rather than stored.
+    """
+    if _active is None:
+        raise RuntimeError(f"job {job_id!r} fired with no active scheduler in this process")
+    _active.execute(job_id)
+
+
+@dataclass(frozen=True, slots=True)
+class Planned:
+    """One row of ``syndicate schedule``."""
+
+    id: str
+    trigger: str
+    next_run: datetime | None
+    note: str = ""
+
+
+class Scheduler:
+    """The one acting scheduler of this deployment: a BlockingScheduler on the state database."""
+
+    def __init__(
+        self,
+        config: Config,
+        jobs: Jobs,
+        *,
+        clock: Clock = utc_now,
+        stop_timeout: float | None = None,
+    ) -> None:
+        self.config = config
+        self.jobs = jobs
+        self.clock = clock
+        self.zone = ZoneInfo(config.site.timezone)
+        self.specs = {spec.id: spec for spec in job_specs(config)}
+        self.grace = config.schedule.misfire_grace_seconds
+        self.stop_timeout = (
+            config.schedule.stop_timeout_seconds if stop_timeout is None else stop_timeout
+        )
+        self.engine = create_engine(config.database_url)
+        self.lock = scheduler_lock(config.database_url, self.engine)
+        self.interrupted = False
+        """True after a stop that had to leave a run unfinished (it resumes at the next start)."""
+        self._sched: BlockingScheduler | None = None
+        self._stopping = threading.Event()
+        self._running: set[str] = set()
+        self._idle = threading.Condition()
+        self._outcomes: list[str] = []
+
+    # -- entry points ------------------------------------------------------------------
+
+    def run(self, *, standby: bool = False, poll_seconds: float = 10.0) -> None:
+        """Act as the scheduler until ``request_stop``: reconcile the store, then run jobs.
+
+        Raises SchedulerBusyError when another scheduler acts and ``standby`` is off; with it,
+        waits for the lock, polling every ``poll_seconds``.
+        """
+        with self._locked(standby, poll_seconds) as acquired:
+            if acquired:
+                self._session(self._start_running)
+
+    def run_once(self) -> bool:
+        """Do what is due now (the feed rebuild, due or interrupted digests); True if all
+        went well, False if a job failed (its log line says why)."""
+        self._outcomes.clear()
+        with self._locked(standby=False, poll_seconds=0):
+            self._session(self._run_due)
+        return "error" not in self._outcomes
+
+    def planned(self) -> list[Planned]:
+        """The schedule as ``run`` will act on it: stored next runs, plus pending config changes.
+
+        Read-only, so it needs no lock and may run beside the acting scheduler.
+        """
+        rows: list[Planned] = []
+        self._session(lambda sched: rows.extend(self._plan(sched, self.clock())), lock=False)
+        return rows
+
+    def request_stop(self) -> None:
+        """Stop taking new work, let the running job finish (up to the bound), then stop.
+
+        Safe from a signal handler: the waiting happens in a helper thread.
+        """
+        if self._stopping.is_set():
+            return
+        self._stopping.set()
+        threading.Thread(target=self._stop, name="syndicate-stop", daemon=True).start()
+
+    # -- the APScheduler session -------------------------------------------------------
+
+    @contextmanager
+    def _locked(self, standby: bool, poll_seconds: float) -> Iterator[bool]:
+        waiting = False
+        while not self.lock.acquire():
+            if not standby:
+                raise SchedulerBusyError(f"another scheduler is active: {self.lock.holder()}")
+            if not waiting:
+                log.info("standby: another scheduler is active: %s", self.lock.holder())
+                waiting = True
+            if self._stopping.wait(poll_seconds):
+                yield False
+                return
+        if waiting:
+            log.info("lock acquired: this scheduler is now acting")
+        try:
+            yield True
+        finally:
+            self.lock.release()
+            self.engine.dispose()
+
+    def _session(self, work: Callable[[BlockingScheduler], None], *, lock: bool = True) -> None:
+        """Start a paused scheduler, hand it to ``work`` once the store is open, and block
+        until it is shut down. Errors inside ``work`` are raised here, not swallowed by the
+        listener machinery."""
+        global _active
+        sched = BlockingScheduler(
+            jobstores={"default": SQLAlchemyJobStore(engine=self.engine)},
+            executors={"default": ThreadPoolExecutor(max_workers=len(self.specs) + 1)},
+            job_defaults={
+                "misfire_grace_time": self.grace,
+                "coalesce": True,
+                "max_instances": 1,
+            },
+            timezone=self.zone,
+        )
+        failure: list[BaseException] = []
+
+        def started(_event: object) -> None:
+            try:
+                work(sched)
+            except BaseException as exc:
+                failure.append(exc)
+                if sched.state != STATE_STOPPED:
+                    sched.shutdown(wait=False)
+
+        sched.add_listener(started, EVENT_SCHEDULER_START)
+        sched.add_listener(self._missed, EVENT_JOB_MISSED)
+        self._sched = sched
+        if lock:
+            _active = self
+        try:
+            sched.start(paused=True)
+        finally:
+            if lock:
+                _active = None
+            self._sched = None
+        if failure:
+            raise failure[0]
+
+    def _start_running(self, sched: BlockingScheduler) -> None:
+        self._reconcile(sched, self.clock())
+        if self._stopping.is_set():
+            sched.shutdown(wait=False)
+        else:
+            sched.resume()
+            log.info("scheduler started: %d job(s) in %s", len(self.specs), self.zone.key)
+
+    def _run_due(self, sched: BlockingScheduler) -> None:
+        now = self.clock()
+        self._reconcile(sched, now)
+        for job in sched.get_jobs():
+            due = job.next_run_time is not None and job.next_run_time <= now
+            if job.id not in self.specs or not due:
+                continue
+            late = (now - _latest_run_time(job, now)).total_seconds()
+            job.modify(next_run_time=job.trigger.get_next_fire_time(None, now))
+            if late > self.grace:
+                log_run(job.id, now, 0.0, "missed", reason=f"{late:.0f} s late, over the grace")
+            else:
+                self.execute(job.id)  # several missed runs coalesce into this one
+        sched.shutdown(wait=False)
+
+    def _stop(self) -> None:
+        sched = self._sched
+        if sched is None or sched.state == STATE_STOPPED:
+            return  # still in standby or starting up: they check _stopping themselves
+        sched.pause()
+        with self._idle:
+            finished = self._idle.wait_for(lambda: not self._running, timeout=self.stop_timeout)
+        if not finished:
+            self.interrupted = True
+            log.warning(
+                "stopping with %s unfinished after %.0f s; it resumes at the next start",
+                ", ".join(sorted(self._running)),
+                self.stop_timeout,
+            )
+        sched.shutdown(wait=False)
+        log.info("scheduler stopped")
+
+    # -- reconciling the store with config.toml ----------------------------------------
+
+    def _reconcile(self, sched: BlockingScheduler, now: datetime) -> None:
+        """Make the store match the config without losing a run missed while down.
+
+        New jobs are added, removed ones dropped, changed ones updated in place: options
+        with ``modify_job`` (which keeps the stored next run), triggers with the earlier of
+        the overdue stored run and the new trigger's next fire. ``add_job(replace_existing=
+        True)`` is not used: it would silently skip every run missed while down.
+        """
+        stored = {job.id: job for job in sched.get_jobs()}
+        interrupted = {
+            job_id.removeprefix(INTERRUPTED_PREFIX)
+            for job_id in stored
+            if job_id.startswith(INTERRUPTED_PREFIX)
+        }
+        for job_id in stored:
+            if job_id.startswith(INTERRUPTED_PREFIX):
+                sched.remove_job(job_id)
+            elif job_id not in self.specs:
+                sched.remove_job(job_id)
+                log.info("job %s removed (no longer in the config)", job_id)
+        for spec in self.specs.values():
+            job = stored.get(spec.id)
+            first_run = now if spec.id == FEEDS_JOB or spec.id in interrupted else None
+            if spec.id in interrupted:
+                log.info("job %s was interrupted; running it again now", spec.id)
+            if job is None:
+                sched.add_job(
+                    fire,
+                    spec.trigger,
+                    args=(spec.id,),
+                    id=spec.id,
+                    name=spec.id,
+                    next_run_time=first_run or spec.trigger.get_next_fire_time(None, now),
+                    **self._options(),
+                )
+                log.info("job %s added", spec.id)
+                continue
+            changes: dict[str, Any] = {
+                key: value for key, value in self._options().items() if getattr(job, key) != value
+            }
+            next_run = job.next_run_time
+            if _trigger_key(job.trigger) != _trigger_key(spec.trigger):
+                changes["trigger"] = spec.trigger
+                upcoming = spec.trigger.get_next_fire_time(None, now)
+                overdue = next_run is not None and next_run <= now
+                next_run = next_run if overdue else upcoming
+                log.info("job %s changed: %s", spec.id, spec.trigger)
+            if first_run is not None:
+                next_run = first_run
+            if next_run != job.next_run_time:
+                changes["next_run_time"] = next_run
+            if changes:
+                sched.modify_job(spec.id, **changes)
+
+    def _options(self) -> dict[str, Any]:
+        """Set on every job explicitly: the store freezes them, so defaults would go stale."""
+        return {"misfire_grace_time": self.grace, "coalesce": True, "max_instances": 1}
+
+    def _plan(self, sched: BlockingScheduler, now: datetime) -> list[Planned]:
+        stored = {job.id: job for job in sched.get_jobs()}
+        rows = []
+        for spec in self.specs.values():
+            job = stored.get(spec.id)
+            if job is None:
+                next_run, note = spec.trigger.get_next_fire_time(None, now), "added at next start"
+            elif _trigger_key(job.trigger) != _trigger_key(spec.trigger):
+                next_run, note = spec.trigger.get_next_fire_time(None, now), "changed at next start"
+            else:
+                next_run, note = job.next_run_time, ""
+            if INTERRUPTED_PREFIX + spec.id in stored:
+                note = "interrupted: runs again at next start"
+            elif next_run is not None and next_run <= now:
+                note = note or "due: runs at next start"
+            rows.append(
+                Planned(
+                    spec.id, str(spec.trigger), next_run and next_run.astimezone(self.zone), note
+                )
+            )
+        for job_id, job in stored.items():
+            if job_id not in self.specs and not job_id.startswith(INTERRUPTED_PREFIX):
+                rows.append(Planned(job_id, str(job.trigger), None, "removed at next start"))
+        return rows
+
+    # -- one run -----------------------------------------------------------------------
+
+    def execute(self, job_id: str) -> None:
+        """Run one job now and log one line about it; never raises (the log says why)."""
+        spec = self.specs.get(job_id)
+        if spec is None:
+            log_run(job_id, self.clock(), 0.0, "error", reason="not in the config")
+            return
+        if self._stopping.is_set() and self._sched is not None and spec.digest is not None:
+            self._mark_interrupted(job_id)
+            log_run(job_id, self.clock(), 0.0, "deferred", reason="stopping; runs at next start")
+            return
+        with self._idle:
+            self._running.add(job_id)
+        if spec.digest is not None:
+            self._mark_interrupted(job_id)  # cleared below; left behind if the process dies
+        now = self.clock()
+        started = time.monotonic()
+        try:
+            if spec.digest is None:
+                report = self.jobs.build_feeds(now)
+            else:
+                report = self.jobs.send_digest(spec.digest, now)
+        except Exception as exc:
+            outcome, report = "error", Report(reason=f"{type(exc).__name__}: {exc}")
+            log.exception("job %s failed", job_id)
+        else:
+            outcome = "ok" if report.reason is None else "nothing"
+        log_run(job_id, now, time.monotonic() - started, outcome, report.counts, report.reason)
+        self._outcomes.append(outcome)
+        if spec.digest is not None:
+            self._clear_interrupted(job_id)
+        with self._idle:
+            self._running.discard(job_id)
+            self._idle.notify_all()
+
+    def _mark_interrupted(self, job_id: str) -> None:
+        sched = self._sched
+        if sched is not None and sched.state != STATE_STOPPED:
+            sched.add_job(
+                fire,
+                args=(job_id,),
+                id=INTERRUPTED_PREFIX + job_id,
+                next_run_time=None,
+                replace_existing=True,
+            )
+
+    def _clear_interrupted(self, job_id: str) -> None:
+        sched = self._sched
+        marker = INTERRUPTED_PREFIX + job_id
+        if sched is not None and sched.state != STATE_STOPPED and sched.get_job(marker):
+            sched.remove_job(marker)
+
+    def _missed(self, event: JobExecutionEvent) -> None:
+        late = self.clock() - event.scheduled_run_time
+        log_run(
+            event.job_id,
+            event.scheduled_run_time,
+            0.0,
+            "missed",
+            reason=f"{late.total_seconds():.0f} s late, over the grace",
+        )
+
+
+def _latest_run_time(job: Job, now: datetime) -> datetime:
+    """The last fire time not after ``now``: the one a coalesced catch-up stands for."""
+    latest = fire_time = job.next_run_time
+    while fire_time is not None and fire_time <= now:
+        latest, fire_time = fire_time, job.trigger.get_next_fire_time(fire_time, now)
+    return latest
+
+
+def log_run(
+    job_id: str,
+    start: datetime,
+    duration: float,
+    outcome: str,
+    counts: Mapping[str, int] | None = None,
+    reason: str | None = None,
+) -> None:
+    """The one structured line per run; ``record.fields`` carries it for JSON output."""
+    fields: dict[str, Any] = {
+        "job": job_id,
+        "start": start.isoformat(timespec="seconds"),
+        "duration": round(duration, 3),
+        "outcome": outcome,
+        "counts": dict(counts or {}),
+    }
+    if reason:
+        fields["reason"] = reason
+    text = " ".join(
+        [f"job={job_id} outcome={outcome} start={fields['start']} duration={duration:.3f}s"]
+        + [f"{key}={value}" for key, value in fields["counts"].items()]
+        + ([f"reason={reason!r}"] if reason else [])
+    )
+    level = logging.ERROR if outcome == "error" else logging.INFO
+    log.log(level, "%s", text, extra={"fields": fields})
