@@ -25,7 +25,7 @@ from .model import ArticleSet, Severity
 from .reader import read_articles
 
 if TYPE_CHECKING:
-    from .scheduler import Jobs, Report
+    from .scheduler import Jobs, Report, Scheduler
 
 
 def _fail(exc: SyndicateError) -> None:
@@ -158,13 +158,17 @@ def run(config: Config, articles: Path | None, once: bool, standby: bool, log_js
         found = load_articles(config, articles)
         print_summary(found, config)
         sys.exit(0 if Scheduler(config, default_jobs(config)).run_once() else 1)
-    scheduler = Scheduler(config, default_jobs(config))
+    serve(Scheduler(config, default_jobs(config)), standby=standby)
+
+
+def serve(scheduler: Scheduler, *, standby: bool = False, poll_seconds: float = 10.0) -> None:
+    """Act as the scheduler until SIGTERM or SIGINT, then exit 0 within the stop bound."""
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: scheduler.request_stop())
-    scheduler.run(standby=standby)
+    scheduler.run(standby=standby, poll_seconds=poll_seconds)
     if scheduler.interrupted:
-        # A job thread is still busy; the interpreter would wait for it. Its send is
-        # idempotent and resumes at the next start, so leave now, within the stop bound.
+        # A job thread is still busy and the interpreter would wait for it. Its send is
+        # idempotent and resumes at the next start, so leave now, within the bound.
         logging.shutdown()
         os._exit(0)
 
@@ -173,19 +177,15 @@ def run(config: Config, articles: Path | None, once: bool, standby: bool, log_js
 @with_config
 def schedule(config: Config) -> None:
     """List the scheduled jobs and their next run times in the site's time zone."""
-    from rich.console import Console
-    from rich.table import Table
-
     from .scheduler import Scheduler
 
     rows = Scheduler(config, default_jobs(config)).planned()
-    table = Table(title=f"schedule ({config.site.timezone})")
-    for column in ("job", "trigger", "next run", "note"):
-        table.add_column(column)
+    width = max(len(row.id) for row in rows)
+    click.echo(f"{'job':{width}}  {'next run (' + config.site.timezone + ')':28}  trigger")
     for row in rows:
         when = row.next_run.strftime("%a %Y-%m-%d %H:%M %Z") if row.next_run else "-"
-        table.add_row(row.id, row.trigger, when, row.note)
-    Console(soft_wrap=True).print(table, markup=False)
+        note = f"  ({row.note})" if row.note else ""
+        click.echo(f"{row.id:{width}}  {when:28}  {row.trigger}{note}")
 
 
 def default_jobs(config: Config) -> Jobs:

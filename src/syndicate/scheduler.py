@@ -78,8 +78,7 @@ class WallClockCronTrigger(CronTrigger):
 
     APScheduler 3.x fires a 02:30 job twice on the night the clocks go back (02:30 CEST and
     02:30 CET). The second occurrence of an ambiguous local time is skipped. Stateless, so it
-    also holds across restarts; the spring-forward gap keeps APScheduler's behaviour (it fires
-    once, an hour later on the wall clock).
+    also holds across restarts. In the spring-forward gap it fires once, at 03:30 CEST.
     """
 
     def get_next_fire_time(
@@ -88,7 +87,9 @@ class WallClockCronTrigger(CronTrigger):
         fire = super().get_next_fire_time(previous_fire_time, now)
         while fire is not None and _repeated_wall_time(fire, self.timezone):
             fire = super().get_next_fire_time(fire, fire)
-        return fire
+        # A time in the spring-forward gap (02:30 that day) comes back as a wall time that
+        # does not exist; say it as the real one (03:30) so listings show what will happen.
+        return None if fire is None else fire.astimezone(UTC).astimezone(self.timezone)
 
 
 def _repeated_wall_time(moment: datetime, zone: Any) -> bool:
@@ -196,7 +197,10 @@ class AdvisoryLock(SchedulerLock):
 
     def release(self) -> None:
         if self._connection is not None:
-            self._connection.close()  # ending the session releases the lock
+            # close() only returns the session to the pool: unlock explicitly (a dead
+            # process's session ends, and that releases the lock too)
+            self._connection.execute(sa.text("SELECT pg_advisory_unlock(:key)"), {"key": self.KEY})
+            self._connection.close()
             self._connection = None
 
     def holder(self) -> str:
@@ -206,7 +210,7 @@ class AdvisoryLock(SchedulerLock):
             " AND l.granted AND ((l.classid::bigint << 32) | l.objid::bigint) = :key"
         )
         with self.engine.connect() as connection:
-            row = connection.execute(query, {"key": self.KEY & 0xFFFFFFFFFFFFFFFF}).first()
+            row = connection.execute(query, {"key": self.KEY}).first()
         where = f"server pid {row.pid} from {row.client_addr or 'local'}" if row else "a session"
         return f"{where} (PostgreSQL advisory lock {self.KEY})"
 
@@ -320,7 +324,12 @@ class Scheduler:
         Read-only, so it needs no lock and may run beside the acting scheduler.
         """
         rows: list[Planned] = []
-        self._session(lambda sched: rows.extend(self._plan(sched, self.clock())), lock=False)
+
+        def collect(sched: BlockingScheduler) -> bool:
+            rows.extend(self._plan(sched, self.clock()))
+            return False
+
+        self._session(collect, lock=False)
         return rows
 
     def request_stop(self) -> None:
@@ -355,10 +364,10 @@ class Scheduler:
             self.lock.release()
             self.engine.dispose()
 
-    def _session(self, work: Callable[[BlockingScheduler], None], *, lock: bool = True) -> None:
-        """Start a paused scheduler, hand it to ``work`` once the store is open, and block
-        until it is shut down. Errors inside ``work`` are raised here, not swallowed by the
-        listener machinery."""
+    def _session(self, work: Callable[[BlockingScheduler], bool], *, lock: bool = True) -> None:
+        """Start a paused scheduler and hand it to ``work`` once the store is open; unless
+        ``work`` returns True (it resumed the scheduler), shut it down again. Blocks until
+        shutdown. Errors inside ``work`` are raised here, not swallowed by the listeners."""
         global _active
         sched = BlockingScheduler(
             jobstores={"default": SQLAlchemyJobStore(engine=self.engine)},
@@ -373,12 +382,13 @@ class Scheduler:
         failure: list[BaseException] = []
 
         def started(_event: object) -> None:
+            keep_running = False
             try:
-                work(sched)
+                keep_running = work(sched)
             except BaseException as exc:
                 failure.append(exc)
-                if sched.state != STATE_STOPPED:
-                    sched.shutdown(wait=False)
+            if not keep_running and sched.state != STATE_STOPPED:
+                sched.shutdown(wait=False)
 
         sched.add_listener(started, EVENT_SCHEDULER_START)
         sched.add_listener(self._missed, EVENT_JOB_MISSED)
@@ -394,20 +404,20 @@ class Scheduler:
         if failure:
             raise failure[0]
 
-    def _start_running(self, sched: BlockingScheduler) -> None:
+    def _start_running(self, sched: BlockingScheduler) -> bool:
         self._reconcile(sched, self.clock())
         if self._stopping.is_set():
-            sched.shutdown(wait=False)
-        else:
-            sched.resume()
-            log.info("scheduler started: %d job(s) in %s", len(self.specs), self.zone.key)
+            return False
+        sched.resume()
+        log.info("scheduler started: %d job(s) in %s", len(self.specs), self.zone.key)
+        return True
 
-    def _run_due(self, sched: BlockingScheduler) -> None:
+    def _run_due(self, sched: BlockingScheduler) -> bool:
         now = self.clock()
         self._reconcile(sched, now)
-        for job in sched.get_jobs():
-            due = job.next_run_time is not None and job.next_run_time <= now
-            if job.id not in self.specs or not due:
+        stored = {job.id: job for job in sched.get_jobs()}
+        for job in (stored[job_id] for job_id in self.specs):  # feeds first, then digests
+            if job.next_run_time is None or job.next_run_time > now:
                 continue
             late = (now - _latest_run_time(job, now)).total_seconds()
             job.modify(next_run_time=job.trigger.get_next_fire_time(None, now))
@@ -415,7 +425,7 @@ class Scheduler:
                 log_run(job.id, now, 0.0, "missed", reason=f"{late:.0f} s late, over the grace")
             else:
                 self.execute(job.id)  # several missed runs coalesce into this one
-        sched.shutdown(wait=False)
+        return False
 
     def _stop(self) -> None:
         sched = self._sched
@@ -543,11 +553,11 @@ class Scheduler:
             else:
                 report = self.jobs.send_digest(spec.digest, now)
         except Exception as exc:
-            outcome, report = "error", Report(reason=f"{type(exc).__name__}: {exc}")
-            log.exception("job %s failed", job_id)
+            outcome, report, failure = "error", Report(reason=f"{type(exc).__name__}: {exc}"), exc
         else:
-            outcome = "ok" if report.reason is None else "nothing"
-        log_run(job_id, now, time.monotonic() - started, outcome, report.counts, report.reason)
+            outcome, failure = ("ok" if report.reason is None else "nothing"), None
+        duration = time.monotonic() - started
+        log_run(job_id, now, duration, outcome, report.counts, report.reason, failure)
         self._outcomes.append(outcome)
         if spec.digest is not None:
             self._clear_interrupted(job_id)
@@ -598,8 +608,10 @@ def log_run(
     outcome: str,
     counts: Mapping[str, int] | None = None,
     reason: str | None = None,
+    failure: BaseException | None = None,
 ) -> None:
-    """The one structured line per run; ``record.fields`` carries it for JSON output."""
+    """The one structured line per run (with the traceback of a failure); ``record.fields``
+    carries it for JSON output."""
     fields: dict[str, Any] = {
         "job": job_id,
         "start": start.isoformat(timespec="seconds"),
@@ -615,4 +627,4 @@ def log_run(
         + ([f"reason={reason!r}"] if reason else [])
     )
     level = logging.ERROR if outcome == "error" else logging.INFO
-    log.log(level, "%s", text, extra={"fields": fields})
+    log.log(level, "%s", text, exc_info=failure, extra={"fields": fields})

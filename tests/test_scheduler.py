@@ -1,0 +1,474 @@
+"""The schedule: fire times (DST, weekdays), catch-up after downtime, restarts, the single-
+scheduler lock and stopping on SIGTERM. Clocks are injected; real processes where it matters."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+from zoneinfo import ZoneInfo
+
+import pytest
+import sqlalchemy as sa
+from apscheduler.triggers.cron import CronTrigger
+from click.testing import CliRunner
+
+from syndicate.cli import JsonLines, main
+from syndicate.config import Config, DigestJob, parse_config
+from syndicate.errors import SchedulerBusyError
+from syndicate.scheduler import Jobs, Report, Scheduler, job_specs, scheduler_lock
+from syndicate.store import create_engine
+from tests.conftest import ROOT, missing_real_part
+
+AMSTERDAM = ZoneInfo("Europe/Amsterdam")
+POSTGRES_URL = os.environ.get(
+    "SYNDICATE_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"
+)
+
+
+def _fresh_postgres() -> str:
+    engine = sa.create_engine(POSTGRES_URL)
+    try:
+        with engine.begin() as db:
+            db.execute(sa.text("DROP SCHEMA IF EXISTS public CASCADE"))
+            db.execute(sa.text("CREATE SCHEMA public"))
+    except sa.exc.OperationalError as exc:
+        missing_real_part(f"PostgreSQL not reachable at {POSTGRES_URL}: {exc.orig}")
+    finally:
+        engine.dispose()
+    return POSTGRES_URL
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path}/state.db" if request.param == "sqlite" else _fresh_postgres()
+
+
+@pytest.fixture
+def sqlite_url(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path}/state.db"
+
+
+def make_config(tmp_path: Path, url: str, digests: list[dict[str, Any]], **schedule: Any) -> Config:
+    data = {"state": {"database": url}, "schedule": {"digests": digests, **schedule}}
+    return parse_config(data, root=tmp_path, source="(test)", env={})
+
+
+class Recorder:
+    """Real jobs that remember their calls; ``fail`` makes digest sends raise."""
+
+    def __init__(self, reason: str | None = None, fail: bool = False) -> None:
+        self.calls: list[tuple[str, datetime]] = []
+        self.digest_sent = threading.Event()
+        self.reason = reason
+        self.fail = fail
+
+    def build_feeds(self, now: datetime) -> Report:
+        self.calls.append(("feeds", now))
+        return Report({"feeds": 3})
+
+    def send_digest(self, job: DigestJob, now: datetime) -> Report:
+        self.calls.append((job.name, now))
+        self.digest_sent.set()
+        if self.fail:
+            raise OSError("mail server refused the connection")
+        return Report({"sent": 0 if self.reason else 2}, self.reason)
+
+    @property
+    def jobs(self) -> Jobs:
+        return Jobs(build_feeds=self.build_feeds, send_digest=self.send_digest)
+
+    def count(self, name: str) -> int:
+        return sum(call == name for call, _ in self.calls)
+
+
+def fire_times(trigger: Any, start: datetime, end: datetime) -> list[datetime]:
+    """Ask the trigger, as the scheduler does, for every fire time in [start, end)."""
+    times: list[datetime] = []
+    fire = trigger.get_next_fire_time(None, start)
+    while fire is not None and fire < end:
+        times.append(fire)
+        fire = trigger.get_next_fire_time(fire, fire)
+    return times
+
+
+def digest_trigger(tmp_path: Path, **digest: Any) -> Any:
+    config = make_config(tmp_path, "sqlite://", [{"name": "d", **digest}])
+    return next(spec.trigger for spec in job_specs(config) if spec.digest is not None)
+
+
+# -- fire times ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("day", "expected_utc"),
+    [
+        ("2026-03-29", datetime(2026, 3, 29, 1, 30, tzinfo=UTC)),  # 02:30 does not exist
+        ("2026-10-25", datetime(2026, 10, 25, 0, 30, tzinfo=UTC)),  # 02:30 exists twice
+    ],
+)
+def test_a_0230_daily_job_fires_exactly_once_on_a_dst_change_day(
+    tmp_path: Path, day: str, expected_utc: datetime
+) -> None:
+    trigger = digest_trigger(tmp_path, day_of_week="*", hour=2, minute=30)
+    middle = datetime.fromisoformat(day).replace(tzinfo=AMSTERDAM)
+    times = fire_times(trigger, middle - timedelta(days=3), middle + timedelta(days=3))
+    per_day = Counter(t.astimezone(AMSTERDAM).date().isoformat() for t in times)
+    assert len(per_day) == 6 and set(per_day.values()) == {1}
+    on_day = [t for t in times if t.astimezone(AMSTERDAM).date().isoformat() == day]
+    assert [t.astimezone(UTC) for t in on_day] == [expected_utc]
+
+
+def test_plain_cron_trigger_fires_twice_at_fall_back() -> None:
+    """Why the schedule uses its own trigger: APScheduler 3.x repeats the ambiguous hour."""
+    plain = CronTrigger(hour=2, minute=30, timezone=AMSTERDAM)
+    day = datetime(2026, 10, 25, tzinfo=AMSTERDAM)
+    assert len(fire_times(plain, day, day + timedelta(days=1))) == 2
+
+
+def test_weekday_names_mean_those_days(tmp_path: Path) -> None:
+    trigger = digest_trigger(tmp_path, day_of_week="mon", hour=7, minute=30)
+    sunday = datetime(2026, 1, 4, 12, 0, tzinfo=AMSTERDAM)
+    first, second = fire_times(trigger, sunday, sunday + timedelta(days=8))
+    assert first == datetime(2026, 1, 5, 7, 30, tzinfo=AMSTERDAM)
+    assert first.weekday() == 0 and second - first == timedelta(days=7)
+
+
+def test_weekday_numbers_are_refused(tmp_path: Path) -> None:
+    with pytest.raises(Exception, match="weekday names"):
+        make_config(tmp_path, "sqlite://", [{"name": "d", "day_of_week": "0"}])
+
+
+# -- catch-up, restarts, reconciling -------------------------------------------------------
+
+MONDAY = {"name": "weekly", "day_of_week": "mon", "hour": 7, "minute": 30}
+T0 = datetime(2026, 1, 5, 12, 0, tzinfo=UTC)  # a Monday, after the 07:30 send
+
+
+def clock(at: datetime) -> Callable[[], datetime]:
+    return lambda: at
+
+
+def test_downtime_spanning_three_sends_runs_one_catch_up(tmp_path: Path, db_url: str) -> None:
+    config = make_config(tmp_path, db_url, [MONDAY])
+    first = Recorder()
+    assert Scheduler(config, first.jobs, clock=clock(T0)).run_once()
+    assert first.count("weekly") == 0  # next send: Monday 12 January
+
+    back = T0 + timedelta(days=21, hours=2)  # missed 12, 19 and 26 January
+    after = Recorder()
+    assert Scheduler(config, after.jobs, clock=clock(back)).run_once()
+    assert after.count("weekly") == 1 and after.count("feeds") == 1
+
+    again = Recorder()
+    Scheduler(config, again.jobs, clock=clock(back + timedelta(minutes=5))).run_once()
+    assert again.count("weekly") == 0
+    (row,) = [
+        r
+        for r in Scheduler(config, again.jobs, clock=clock(back)).planned()
+        if r.id.startswith("digest:")
+    ]
+    assert row.next_run == datetime(2026, 2, 2, 7, 30, tzinfo=AMSTERDAM)
+
+
+def test_the_long_running_scheduler_coalesces_missed_sends(tmp_path: Path, sqlite_url: str) -> None:
+    """Real APScheduler processing: three overdue daily sends become one run at start."""
+    now = datetime.now(UTC)
+    at = (now - timedelta(hours=1)).astimezone(AMSTERDAM)
+    daily = {"name": "daily", "day_of_week": "*", "hour": at.hour, "minute": at.minute}
+    config = make_config(tmp_path, sqlite_url, [daily])
+    Scheduler(config, Recorder().jobs, clock=clock(now - timedelta(days=3))).run_once()
+
+    recorder = Recorder()
+    scheduler = Scheduler(config, recorder.jobs)
+    thread = threading.Thread(target=scheduler.run)
+    thread.start()
+    assert recorder.digest_sent.wait(20)
+    scheduler.request_stop()
+    thread.join(20)
+    assert not thread.is_alive() and not scheduler.interrupted
+    assert recorder.count("daily") == 1 and recorder.count("feeds") == 1
+    (row,) = [r for r in scheduler.planned() if r.id.startswith("digest:")]
+    assert row.next_run is not None and row.next_run > now
+
+
+def test_grace_frozen_into_the_store_follows_the_config(tmp_path: Path, sqlite_url: str) -> None:
+    strict = make_config(tmp_path, sqlite_url, [MONDAY], misfire_grace_seconds=1)
+    Scheduler(strict, Recorder().jobs, clock=clock(T0)).run_once()
+    relaxed = make_config(tmp_path, sqlite_url, [MONDAY], misfire_grace_seconds=86400)
+    late = Recorder()
+    Scheduler(relaxed, late.jobs, clock=clock(datetime(2026, 1, 12, 9, 0, tzinfo=UTC))).run_once()
+    assert late.count("weekly") == 1
+
+
+def test_a_send_later_than_the_grace_is_logged_as_missed(
+    tmp_path: Path, sqlite_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    config = make_config(tmp_path, sqlite_url, [MONDAY], misfire_grace_seconds=3600)
+    Scheduler(config, Recorder().jobs, clock=clock(T0)).run_once()
+    late = Recorder()
+    with caplog.at_level(logging.INFO, "syndicate.scheduler"):
+        Scheduler(config, late.jobs, clock=clock(datetime(2026, 1, 13, tzinfo=UTC))).run_once()
+    assert late.count("weekly") == 0
+    (missed,) = [
+        r.fields for r in caplog.records if getattr(r, "fields", {}).get("outcome") == "missed"
+    ]
+    assert missed["job"] == "digest:weekly" and "grace" in missed["reason"]
+
+
+def test_restart_keeps_the_schedule_and_applies_config_changes(tmp_path: Path, db_url: str) -> None:
+    config = make_config(tmp_path, db_url, [MONDAY])
+    Scheduler(config, Recorder().jobs, clock=clock(T0)).run_once()
+    next_monday = datetime(2026, 1, 12, 7, 30, tzinfo=AMSTERDAM)
+
+    later = clock(T0 + timedelta(days=2))
+    Scheduler(config, Recorder().jobs, clock=later).run_once()
+    rows = {r.id: r for r in Scheduler(config, Recorder().jobs, clock=later).planned()}
+    assert rows["digest:weekly"].next_run == next_monday and rows["digest:weekly"].note == ""
+
+    changed = make_config(
+        tmp_path,
+        db_url,
+        [
+            {**MONDAY, "hour": 9},
+            {"name": "daily", "day_of_week": "mon-fri", "hour": 6, "minute": 0},
+        ],
+    )
+    pending = {r.id: r.note for r in Scheduler(changed, Recorder().jobs, clock=later).planned()}
+    assert pending == {
+        "feeds": "",
+        "digest:weekly": "changed at next start",
+        "digest:daily": "added at next start",
+    }
+    Scheduler(changed, Recorder().jobs, clock=later).run_once()
+    rows = {r.id: r for r in Scheduler(changed, Recorder().jobs, clock=later).planned()}
+    assert rows["digest:weekly"].next_run == next_monday.replace(hour=9)
+    assert rows["digest:daily"].next_run == datetime(2026, 1, 8, 6, 0, tzinfo=AMSTERDAM)
+
+    only_daily = make_config(tmp_path, db_url, [{"name": "daily", "day_of_week": "mon-fri"}])
+    Scheduler(only_daily, Recorder().jobs, clock=later).run_once()
+    ids = {r.id for r in Scheduler(only_daily, Recorder().jobs, clock=later).planned()}
+    assert ids == {"feeds", "digest:daily"}
+
+
+def test_a_failing_job_is_logged_and_the_others_still_run(
+    tmp_path: Path, sqlite_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    config = make_config(tmp_path, sqlite_url, [MONDAY])
+    Scheduler(config, Recorder().jobs, clock=clock(T0)).run_once()
+    failing = Recorder(fail=True)
+    with caplog.at_level(logging.INFO, "syndicate.scheduler"):
+        ok = Scheduler(config, failing.jobs, clock=clock(T0 + timedelta(days=7))).run_once()
+    assert not ok and failing.count("feeds") == 1 and failing.count("weekly") == 1
+    lines = [r.fields for r in caplog.records if hasattr(r, "fields")]
+    assert [(f["job"], f["outcome"]) for f in lines] == [
+        ("feeds", "ok"),
+        ("digest:weekly", "error"),
+    ]
+    assert "refused" in lines[1]["reason"]
+
+
+def test_a_digest_with_nothing_new_logs_why_as_one_json_line(
+    tmp_path: Path, sqlite_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    config = make_config(tmp_path, sqlite_url, [MONDAY])
+    Scheduler(config, Recorder().jobs, clock=clock(T0)).run_once()
+    idle = Recorder(reason="no new content for en / cost since 2026-01-05")
+    with caplog.at_level(logging.INFO, "syndicate.scheduler"):
+        Scheduler(config, idle.jobs, clock=clock(T0 + timedelta(days=7))).run_once()
+    (record,) = [
+        r for r in caplog.records if getattr(r, "fields", {}).get("job") == "digest:weekly"
+    ]
+    line = json.loads(JsonLines().format(record))
+    assert line["outcome"] == "nothing" and line["counts"] == {"sent": 0}
+    assert line["reason"] == "no new content for en / cost since 2026-01-05"
+    assert line["start"] == "2026-01-12T12:00:00+00:00" and line["duration"] >= 0
+    assert "reason='no new content" in record.getMessage()
+
+
+def test_schedule_command_lists_next_runs_in_the_site_zone(tmp_path: Path) -> None:
+    (tmp_path / "config.toml").write_text(
+        '[schedule]\n[[schedule.digests]]\nname = "weekly"\nday_of_week = "mon"\nhour = 7\n'
+        'minute = 30\n[site]\ntimezone = "America/New_York"\n',
+        encoding="utf-8",
+    )
+    result = CliRunner().invoke(main, ["schedule", "--config", str(tmp_path / "config.toml")])
+    assert result.exit_code == 0, result.output
+    assert "digest:weekly" in result.output and "feeds" in result.output
+    assert "Mon " in result.output and "07:30 E" in result.output  # EST or EDT
+    assert "added at next start" in result.output
+
+
+# -- one scheduler at a time ---------------------------------------------------------------
+
+
+def test_only_one_lock_holder(db_url: str) -> None:
+    engine = create_engine(db_url)
+    first, second = scheduler_lock(db_url, engine), scheduler_lock(db_url, engine)
+    try:
+        assert first.acquire()
+        assert not second.acquire()
+        assert str(os.getpid()) in second.holder() or "server pid" in second.holder()
+        first.release()
+        assert second.acquire()
+    finally:
+        first.release()
+        second.release()
+        engine.dispose()
+
+
+def test_run_once_refuses_while_another_scheduler_acts(tmp_path: Path, db_url: str) -> None:
+    config = make_config(tmp_path, db_url, [MONDAY])
+    engine = create_engine(db_url)
+    held = scheduler_lock(db_url, engine)
+    assert held.acquire()
+    try:
+        recorder = Recorder()
+        with pytest.raises(SchedulerBusyError, match="another scheduler is active"):
+            Scheduler(config, recorder.jobs, clock=clock(T0)).run_once()
+        assert recorder.calls == []
+    finally:
+        held.release()
+        engine.dispose()
+
+
+# -- real processes ------------------------------------------------------------------------
+
+
+def wait_for(condition: Callable[[], bool], timeout: float = 30) -> bool:
+    """Poll for an event with a deadline (no assertion depends on how long it took)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.05)
+    return condition()
+
+
+class Process:
+    """``syndicate run`` with recording jobs (tests/scheduler_process.py) in a child process."""
+
+    def __init__(self, config: Path, record: Path, *flags: str) -> None:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("SYNDICATE_")}
+        self.record = record
+        self.log = record.with_name(record.name + ".log")
+        with self.log.open("w") as log:
+            self.popen = subprocess.Popen(
+                [sys.executable, "-m", "tests.scheduler_process", str(config), str(record), *flags],
+                cwd=ROOT,
+                env=env,
+                stderr=log,
+            )
+
+    def lines(self) -> list[str]:
+        return self.record.read_text().splitlines() if self.record.exists() else []
+
+    def stderr(self) -> str:
+        return self.log.read_text()
+
+    def finish(self, timeout: float = 30) -> tuple[int, str]:
+        self.popen.wait(timeout=timeout)
+        return self.popen.returncode, self.stderr()
+
+    def kill(self) -> None:
+        if self.popen.poll() is None:
+            self.popen.kill()
+            self.popen.wait()
+
+
+@pytest.fixture
+def processes() -> Iterator[list[Process]]:
+    started: list[Process] = []
+    yield started
+    for process in started:
+        process.kill()
+
+
+def due_daily_digest(tmp_path: Path, url: str, stop_timeout: float = 30) -> tuple[Path, Config]:
+    """A config whose daily digest is overdue by an hour, as after a short downtime."""
+    now = datetime.now(UTC)
+    at = (now - timedelta(hours=1)).astimezone(AMSTERDAM)
+    path = tmp_path / "config.toml"
+    path.write_text(
+        f'[state]\ndatabase = "{url}"\n[schedule]\nstop_timeout_seconds = {stop_timeout}\n'
+        f'[[schedule.digests]]\nname = "daily"\nday_of_week = "*"\nhour = {at.hour}\n'
+        f"minute = {at.minute}\n",
+        encoding="utf-8",
+    )
+    config = make_config(
+        tmp_path,
+        url,
+        [{"name": "daily", "day_of_week": "*", "hour": at.hour, "minute": at.minute}],
+        stop_timeout_seconds=stop_timeout,
+    )
+    Scheduler(config, Recorder().jobs, clock=clock(now - timedelta(hours=2))).run_once()
+    return path, config
+
+
+def test_two_processes_one_acts_and_a_standby_takes_over(
+    tmp_path: Path, db_url: str, processes: list[Process]
+) -> None:
+    config, _ = due_daily_digest(tmp_path, db_url)
+    (tmp_path / "a.release").touch()  # A's sends complete at once
+    processes.append(acting := Process(config, tmp_path / "a"))
+    assert wait_for(lambda: "done daily" in acting.lines())
+
+    processes.append(second := Process(config, tmp_path / "b"))
+    code, err = second.finish()
+    assert code == 3 and "another scheduler is active" in err
+    assert second.lines() == []
+
+    processes.append(standby := Process(config, tmp_path / "c", "--standby"))
+    assert wait_for(lambda: "standby" in standby.stderr())
+    acting.popen.send_signal(signal.SIGTERM)
+    assert acting.finish()[0] == 0
+    assert wait_for(lambda: "feeds" in standby.lines())
+    assert "daily" not in " ".join(standby.lines())  # the send already happened under A
+    standby.popen.send_signal(signal.SIGTERM)
+    code, err = standby.finish()
+    assert code == 0 and "standby" in err and "now acting" in err
+
+
+def test_sigterm_during_a_send_lets_it_finish_and_exits_0(
+    tmp_path: Path, sqlite_url: str, processes: list[Process]
+) -> None:
+    config, _ = due_daily_digest(tmp_path, sqlite_url)
+    processes.append(process := Process(config, tmp_path / "rec", "--log-json"))
+    assert wait_for(lambda: "start daily" in process.lines())
+    process.popen.send_signal(signal.SIGTERM)
+    (tmp_path / "rec.release").touch()
+    code, err = process.finish(timeout=30)
+    assert code == 0
+    assert process.lines() == ["feeds", "start daily", "done daily"]
+    runs = [json.loads(line) for line in err.splitlines() if '"outcome"' in line]
+    assert {(r["job"], r["outcome"]) for r in runs} == {("feeds", "ok"), ("digest:daily", "ok")}
+
+
+def test_sigterm_during_a_stuck_send_exits_0_in_bound_and_the_rerun_completes_it(
+    tmp_path: Path, sqlite_url: str, processes: list[Process]
+) -> None:
+    config_path, config = due_daily_digest(tmp_path, sqlite_url, stop_timeout=0.5)
+    processes.append(process := Process(config_path, tmp_path / "rec"))
+    assert wait_for(lambda: "start daily" in process.lines())
+    signalled = time.monotonic()
+    process.popen.send_signal(signal.SIGTERM)
+    code, err = process.finish(timeout=30)
+    assert code == 0 and time.monotonic() - signalled < 10
+    assert "digest:daily unfinished" in err and "done daily" not in process.lines()
+
+    rerun = Recorder()
+    Scheduler(config, rerun.jobs).run_once()
+    assert rerun.count("daily") == 1  # the interrupted send runs again (it is idempotent)
+    again = Recorder()
+    Scheduler(config, again.jobs).run_once()
+    assert again.count("daily") == 0
