@@ -92,6 +92,11 @@ class Recorder:
         return sum(call == name for call, _ in self.calls)
 
 
+def run_lines(caplog: pytest.LogCaptureFixture) -> list[dict[str, Any]]:
+    """The structured per-run lines that were logged."""
+    return [r.fields for r in caplog.records if hasattr(r, "fields")]
+
+
 def fire_times(trigger: Any, start: datetime, end: datetime) -> list[datetime]:
     """Ask the trigger, as the scheduler does, for every fire time in [start, end)."""
     times: list[datetime] = []
@@ -181,7 +186,9 @@ def test_downtime_spanning_three_sends_runs_one_catch_up(tmp_path: Path, db_url:
     assert row.next_run == datetime(2026, 2, 2, 7, 30, tzinfo=AMSTERDAM)
 
 
-def test_the_long_running_scheduler_coalesces_missed_sends(tmp_path: Path, sqlite_url: str) -> None:
+def test_the_long_running_scheduler_coalesces_missed_sends(
+    tmp_path: Path, sqlite_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
     """Real APScheduler processing: three overdue daily sends become one run at start."""
     now = datetime.now(UTC)
     at = (now - timedelta(hours=1)).astimezone(AMSTERDAM)
@@ -192,12 +199,15 @@ def test_the_long_running_scheduler_coalesces_missed_sends(tmp_path: Path, sqlit
     recorder = Recorder()
     scheduler = Scheduler(config, recorder.jobs)
     thread = threading.Thread(target=scheduler.run)
-    thread.start()
-    assert recorder.digest_sent.wait(20)
-    scheduler.request_stop()
-    thread.join(20)
+    with caplog.at_level(logging.INFO, "syndicate.scheduler"):
+        thread.start()
+        assert recorder.digest_sent.wait(20)
+        scheduler.request_stop()
+        thread.join(20)
     assert not thread.is_alive() and not scheduler.interrupted
     assert recorder.count("daily") == 1 and recorder.count("feeds") == 1
+    runs = [(f["job"], f["outcome"]) for f in run_lines(caplog) if f["job"] != "feeds"]
+    assert runs == [("digest:daily", "ok")]
     (row,) = [r for r in scheduler.planned() if r.id.startswith("digest:")]
     assert row.next_run is not None and row.next_run > now
 

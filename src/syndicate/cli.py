@@ -273,6 +273,7 @@ def configure_logging(json_lines: bool) -> None:
     root.handlers[:] = [handler]
     root.setLevel(logging.INFO)
     logging.getLogger("apscheduler").setLevel(logging.WARNING)
+    logging.getLogger("apscheduler.executors").setLevel(logging.ERROR)  # our run lines say it
 
 
 if __name__ == "__main__":

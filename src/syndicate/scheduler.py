@@ -23,7 +23,13 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 import sqlalchemy as sa
-from apscheduler.events import EVENT_JOB_MISSED, EVENT_SCHEDULER_START, JobExecutionEvent
+from apscheduler.events import (
+    EVENT_JOB_MAX_INSTANCES,
+    EVENT_JOB_MISSED,
+    EVENT_SCHEDULER_START,
+    JobExecutionEvent,
+    JobSubmissionEvent,
+)
 from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.job import Job
 from apscheduler.jobstores.sqlalchemy import SQLAlchemyJobStore
@@ -392,6 +398,7 @@ class Scheduler:
 
         sched.add_listener(started, EVENT_SCHEDULER_START)
         sched.add_listener(self._missed, EVENT_JOB_MISSED)
+        sched.add_listener(self._overlapped, EVENT_JOB_MAX_INSTANCES)
         self._sched = sched
         if lock:
             _active = self
@@ -441,7 +448,7 @@ class Scheduler:
                 ", ".join(sorted(self._running)),
                 self.stop_timeout,
             )
-        sched.shutdown(wait=False)
+        sched.shutdown(wait=finished)  # waits only for bookkeeping once the jobs are done
         log.info("scheduler stopped")
 
     # -- reconciling the store with config.toml ----------------------------------------
@@ -581,6 +588,10 @@ class Scheduler:
         marker = INTERRUPTED_PREFIX + job_id
         if sched is not None and sched.state != STATE_STOPPED and sched.get_job(marker):
             sched.remove_job(marker)
+
+    def _overlapped(self, event: JobSubmissionEvent) -> None:
+        reason = "the previous run is still going (max_instances=1)"
+        log_run(event.job_id, event.scheduled_run_times[-1], 0.0, "skipped", reason=reason)
 
     def _missed(self, event: JobExecutionEvent) -> None:
         late = self.clock() - event.scheduled_run_time
