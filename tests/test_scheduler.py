@@ -230,9 +230,7 @@ def test_a_send_later_than_the_grace_is_logged_as_missed(
     with caplog.at_level(logging.INFO, "syndicate.scheduler"):
         Scheduler(config, late.jobs, clock=clock(datetime(2026, 1, 13, tzinfo=UTC))).run_once()
     assert late.count("weekly") == 0
-    (missed,) = [
-        r.fields for r in caplog.records if getattr(r, "fields", {}).get("outcome") == "missed"
-    ]
+    (missed,) = [f for f in run_lines(caplog) if f["outcome"] == "missed"]
     assert missed["job"] == "digest:weekly" and "grace" in missed["reason"]
 
 
@@ -280,7 +278,7 @@ def test_a_failing_job_is_logged_and_the_others_still_run(
     with caplog.at_level(logging.INFO, "syndicate.scheduler"):
         ok = Scheduler(config, failing.jobs, clock=clock(T0 + timedelta(days=7))).run_once()
     assert not ok and failing.count("feeds") == 1 and failing.count("weekly") == 1
-    lines = [r.fields for r in caplog.records if hasattr(r, "fields")]
+    lines = run_lines(caplog)
     assert [(f["job"], f["outcome"]) for f in lines] == [
         ("feeds", "ok"),
         ("digest:weekly", "error"),

@@ -517,7 +517,8 @@ class Scheduler:
         for spec in self.specs.values():
             job = stored.get(spec.id)
             if job is None:
-                next_run, note = spec.trigger.get_next_fire_time(None, now), "added at next start"
+                first = now if spec.id == FEEDS_JOB else spec.trigger.get_next_fire_time(None, now)
+                next_run, note = first, "added at next start"
             elif _trigger_key(job.trigger) != _trigger_key(spec.trigger):
                 next_run, note = spec.trigger.get_next_fire_time(None, now), "changed at next start"
             else:
