@@ -335,6 +335,27 @@ def test_only_one_lock_holder(db_url: str) -> None:
         engine.dispose()
 
 
+def test_a_lost_postgresql_session_is_noticed_and_frees_the_lock() -> None:
+    url = _fresh_postgres()
+    engine = create_engine(url)
+    lock, other = scheduler_lock(url, engine), scheduler_lock(url, engine)
+    try:
+        assert lock.acquire() and lock.held()
+        with engine.connect() as db:  # as when the database server restarts
+            db.execute(
+                sa.text(
+                    "SELECT pg_terminate_backend(pid) FROM pg_locks"
+                    " WHERE locktype = 'advisory' AND pid <> pg_backend_pid()"
+                )
+            )
+        assert not lock.held()
+        assert other.acquire()
+    finally:
+        lock.release()
+        other.release()
+        engine.dispose()
+
+
 def test_run_once_refuses_while_another_scheduler_acts(tmp_path: Path, db_url: str) -> None:
     config = make_config(tmp_path, db_url, [MONDAY])
     engine = create_engine(db_url)

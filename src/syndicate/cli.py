@@ -162,15 +162,18 @@ def run(config: Config, articles: Path | None, once: bool, standby: bool, log_js
 
 
 def serve(scheduler: Scheduler, *, standby: bool = False, poll_seconds: float = 10.0) -> None:
-    """Act as the scheduler until SIGTERM or SIGINT, then exit 0 within the stop bound."""
+    """Act as the scheduler until SIGTERM or SIGINT, then exit 0 within the stop bound
+    (1 if the lock was lost, so that the service manager restarts the process)."""
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: scheduler.request_stop())
     scheduler.run(standby=standby, poll_seconds=poll_seconds)
+    status = 1 if scheduler.lost_lock else 0  # lost lock: let the service manager restart us
     if scheduler.interrupted:
         # A job thread is still busy and the interpreter would wait for it. Its send is
         # idempotent and resumes at the next start, so leave now, within the bound.
         logging.shutdown()
-        os._exit(0)
+        os._exit(status)
+    sys.exit(status)
 
 
 @main.command()

@@ -7,6 +7,7 @@ and DST policy, graceful stop and the one log line per run.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import hashlib
 import logging
@@ -15,7 +16,6 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -33,6 +33,7 @@ from apscheduler.events import (
 from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.job import Job
 from apscheduler.jobstores.sqlalchemy import SQLAlchemyJobStore
+from apscheduler.schedulers import SchedulerNotRunningError
 from apscheduler.schedulers.base import STATE_STOPPED
 from apscheduler.schedulers.blocking import BlockingScheduler
 from apscheduler.triggers.base import BaseTrigger
@@ -149,6 +150,10 @@ class SchedulerLock:
         """Who holds the lock, for the message a second scheduler prints."""
         raise NotImplementedError
 
+    def held(self) -> bool:
+        """Whether this process still holds it (checked before every run)."""
+        raise NotImplementedError
+
 
 class FileLock(SchedulerLock):
     """``flock`` on a file beside the SQLite database; the OS drops it when the process dies."""
@@ -174,6 +179,9 @@ class FileLock(SchedulerLock):
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
+
+    def held(self) -> bool:
+        return self._fd is not None
 
     def holder(self) -> str:
         try:
@@ -205,9 +213,20 @@ class AdvisoryLock(SchedulerLock):
         if self._connection is not None:
             # close() only returns the session to the pool: unlock explicitly (a dead
             # process's session ends, and that releases the lock too)
-            self._connection.execute(sa.text("SELECT pg_advisory_unlock(:key)"), {"key": self.KEY})
+            with contextlib.suppress(sa.exc.SQLAlchemyError):  # a dead session holds nothing
+                unlock = sa.text("SELECT pg_advisory_unlock(:key)")
+                self._connection.execute(unlock, {"key": self.KEY})
             self._connection.close()
             self._connection = None
+
+    def held(self) -> bool:
+        if self._connection is None:
+            return False
+        try:
+            self._connection.execute(sa.text("SELECT 1"))
+        except sa.exc.SQLAlchemyError:
+            return False  # the session, and the lock with it, is gone
+        return True
 
     def holder(self) -> str:
         query = sa.text(
@@ -229,6 +248,9 @@ class NoLock(SchedulerLock):
 
     def release(self) -> None:
         pass
+
+    def held(self) -> bool:
+        return True
 
     def holder(self) -> str:
         return "nobody"
@@ -302,6 +324,10 @@ class Scheduler:
         self._stopping = threading.Event()
         self._running: set[str] = set()
         self._idle = threading.Condition()
+        self._starting = threading.Lock()
+        self.lost_lock = False
+        """True after the lock was found gone (e.g. the database restarted): this process
+        stopped acting, since another scheduler may have taken over."""
         self._outcomes: list[str] = []
 
     # -- entry points ------------------------------------------------------------------
@@ -350,7 +376,7 @@ class Scheduler:
 
     # -- the APScheduler session -------------------------------------------------------
 
-    @contextmanager
+    @contextlib.contextmanager
     def _locked(self, standby: bool, poll_seconds: float) -> Iterator[bool]:
         waiting = False
         while not self.lock.acquire():
@@ -378,11 +404,7 @@ class Scheduler:
         sched = BlockingScheduler(
             jobstores={"default": SQLAlchemyJobStore(engine=self.engine)},
             executors={"default": ThreadPoolExecutor(max_workers=len(self.specs) + 1)},
-            job_defaults={
-                "misfire_grace_time": self.grace,
-                "coalesce": True,
-                "max_instances": 1,
-            },
+            job_defaults=self._options(),
             timezone=self.zone,
         )
         failure: list[BaseException] = []
@@ -393,8 +415,8 @@ class Scheduler:
                 keep_running = work(sched)
             except BaseException as exc:
                 failure.append(exc)
-            if not keep_running and sched.state != STATE_STOPPED:
-                sched.shutdown(wait=False)
+            if not keep_running:
+                _shutdown(sched, wait=False)
 
         sched.add_listener(started, EVENT_SCHEDULER_START)
         sched.add_listener(self._missed, EVENT_JOB_MISSED)
@@ -412,10 +434,11 @@ class Scheduler:
             raise failure[0]
 
     def _start_running(self, sched: BlockingScheduler) -> bool:
-        self._reconcile(sched, self.clock())
-        if self._stopping.is_set():
-            return False
-        sched.resume()
+        with self._starting:
+            self._reconcile(sched, self.clock())
+            if self._stopping.is_set():
+                return False
+            sched.resume()
         log.info("scheduler started: %d job(s) in %s", len(self.specs), self.zone.key)
         return True
 
@@ -427,18 +450,20 @@ class Scheduler:
             if job.next_run_time is None or job.next_run_time > now:
                 continue
             late = (now - _latest_run_time(job, now)).total_seconds()
-            job.modify(next_run_time=job.trigger.get_next_fire_time(None, now))
             if late > self.grace:
                 log_run(job.id, now, 0.0, "missed", reason=f"{late:.0f} s late, over the grace")
             else:
                 self.execute(job.id)  # several missed runs coalesce into this one
+            # advanced only now: a crash during the run leaves it due for the next --once
+            job.modify(next_run_time=job.trigger.get_next_fire_time(None, now))
         return False
 
     def _stop(self) -> None:
-        sched = self._sched
-        if sched is None or sched.state == STATE_STOPPED:
-            return  # still in standby or starting up: they check _stopping themselves
-        sched.pause()
+        with self._starting:  # let a start in progress finish reconciling first
+            sched = self._sched
+            if sched is None or sched.state == STATE_STOPPED:
+                return  # in standby or not started: they check _stopping themselves
+            sched.pause()
         with self._idle:
             finished = self._idle.wait_for(lambda: not self._running, timeout=self.stop_timeout)
         if not finished:
@@ -448,7 +473,7 @@ class Scheduler:
                 ", ".join(sorted(self._running)),
                 self.stop_timeout,
             )
-        sched.shutdown(wait=finished)  # waits only for bookkeeping once the jobs are done
+        _shutdown(sched, wait=finished)  # waits only for bookkeeping once the jobs are done
         log.info("scheduler stopped")
 
     # -- reconciling the store with config.toml ----------------------------------------
@@ -545,14 +570,27 @@ class Scheduler:
         if spec is None:
             log_run(job_id, self.clock(), 0.0, "error", reason="not in the config")
             return
-        if self._stopping.is_set() and self._sched is not None and spec.digest is not None:
-            self._mark_interrupted(job_id)
-            log_run(job_id, self.clock(), 0.0, "deferred", reason="stopping; runs at next start")
+        if not self.lock.held():
+            self.lost_lock = True
+            self.request_stop()
+        if self._stopping.is_set():
+            if spec.digest is not None:
+                self._mark_interrupted(job_id)
+            reason = "the scheduler lock was lost" if self.lost_lock else "stopping"
+            log_run(job_id, self.clock(), 0.0, "deferred", reason=f"{reason}; runs at next start")
             return
         with self._idle:
             self._running.add(job_id)
+        try:
+            self._execute(spec)
+        finally:
+            with self._idle:
+                self._running.discard(job_id)
+                self._idle.notify_all()
+
+    def _execute(self, spec: JobSpec) -> None:
         if spec.digest is not None:
-            self._mark_interrupted(job_id)  # cleared below; left behind if the process dies
+            self._mark_interrupted(spec.id)  # cleared below; left behind if the process dies
         now = self.clock()
         started = time.monotonic()
         try:
@@ -565,13 +603,10 @@ class Scheduler:
         else:
             outcome, failure = ("ok" if report.reason is None else "nothing"), None
         duration = time.monotonic() - started
-        log_run(job_id, now, duration, outcome, report.counts, report.reason, failure)
+        log_run(spec.id, now, duration, outcome, report.counts, report.reason, failure)
         self._outcomes.append(outcome)
         if spec.digest is not None:
-            self._clear_interrupted(job_id)
-        with self._idle:
-            self._running.discard(job_id)
-            self._idle.notify_all()
+            self._clear_interrupted(spec.id)
 
     def _mark_interrupted(self, job_id: str) -> None:
         sched = self._sched
@@ -603,6 +638,12 @@ class Scheduler:
             "missed",
             reason=f"{late.total_seconds():.0f} s late, over the grace",
         )
+
+
+def _shutdown(sched: BlockingScheduler, *, wait: bool) -> None:
+    """Shut down unless already down (a stop and the end of a start may race here)."""
+    with contextlib.suppress(SchedulerNotRunningError):
+        sched.shutdown(wait=wait)
 
 
 def _latest_run_time(job: Job, now: datetime) -> datetime:
