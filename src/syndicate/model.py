@@ -5,6 +5,7 @@ The reader produces these; feeds, digests, messages and delivery only consume th
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import date
@@ -155,3 +156,37 @@ class ArticleSet:
     @property
     def has_errors(self) -> bool:
         return any(p.severity is Severity.ERROR for p in self.problems)
+
+
+@dataclass(frozen=True, slots=True)
+class DigestItem:
+    """One article in a digest, with only the takeaways of the digest's audiences."""
+
+    article: Article
+    takeaways: tuple[Takeaways, ...]
+    revised: bool = False
+    """An earlier version of this article already went out in this digest."""
+
+
+@dataclass(frozen=True, slots=True)
+class Digest:
+    """What one (language, audience set, window) issue contains; rendered once, sent to many."""
+
+    lang: str
+    audiences: tuple[str, ...]
+    """Audience ids in display order."""
+    items: tuple[DigestItem, ...]
+    since: date | None = None
+
+    @property
+    def key(self) -> str:
+        """Stable id of the variant, e.g. ``nl-cost+strategy``; also the preview file name."""
+        return f"{self.lang}-{'+'.join(sorted(self.audiences))}"
+
+    @property
+    def content_hash(self) -> str:
+        """Changes exactly when what the digest shows changes."""
+        h = hashlib.sha256(self.key.encode())
+        for item in self.items:
+            h.update(f"\n{item.article.slug}:{item.article.digest}:{int(item.revised)}".encode())
+        return h.hexdigest()[:32]
