@@ -9,6 +9,7 @@ import functools
 import json
 import sys
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,9 @@ import click
 from .config import Config, load_config
 from .errors import SyndicateError
 from .model import ArticleSet, Severity
+from .pipeline import write_digest, write_previews
 from .reader import read_articles
+from .render import catalog_problems
 
 
 def _fail(exc: SyndicateError) -> None:
@@ -80,6 +83,7 @@ def main() -> None:
 def check(config: Config, articles: Path | None, as_json: bool) -> None:
     """Read the article set and report what was found and every problem."""
     found = load_articles(config, articles)
+    found = ArticleSet(found.articles, found.problems + tuple(catalog_problems(config)))
     if as_json:
         click.echo(json.dumps(check_report(found), ensure_ascii=False, indent=2))
     else:
@@ -139,6 +143,60 @@ def run(config: Config, articles: Path | None, once: bool) -> None:
     """The publishing job: read the article set and publish what is due."""
     found = load_articles(config, articles)
     print_summary(found, config)
+    previews = config.path(config.email.outbox) / "preview"
+    written = write_previews(config, found, previews, now=datetime.now(UTC))
+    click.echo(f"{len(written)} digest preview file(s) in {previews}", err=True)
+
+
+@main.command()
+@with_config
+@articles_option
+@click.option("--lang", required=True, help="Language of the digest, e.g. nl.")
+@click.option(
+    "--audience", "audiences", multiple=True, required=True, help="Audience id; repeatable."
+)
+@click.option(
+    "--since",
+    type=click.DateTime(formats=["%Y-%m-%d"]),
+    default=None,
+    help="Only articles updated on or after this date (YYYY-MM-DD).",
+)
+@click.option(
+    "--out",
+    type=click.Path(path_type=Path, file_okay=False),
+    default=None,
+    help="Output folder (default: <email.outbox>/preview).",
+)
+def digest(
+    config: Config,
+    articles: Path | None,
+    lang: str,
+    audiences: tuple[str, ...],
+    since: datetime | None,
+    out: Path | None,
+) -> None:
+    """Render one digest by hand: <lang>-<audiences>.html, .txt and .eml (to email.preview_to)."""
+    if lang not in config.site.languages:
+        raise click.BadParameter(
+            f"{lang!r} is not published (site.languages: {', '.join(config.site.languages)})",
+            param_hint="--lang",
+        )
+    for audience in audiences:
+        if audience not in config.audiences:
+            raise click.BadParameter(
+                f"unknown audience {audience!r} (known: {', '.join(config.audiences)})",
+                param_hint="--audience",
+            )
+    found = load_articles(config, articles)
+    print_problems(found)
+    out = out if out is not None else config.path(config.email.outbox) / "preview"
+    day = since.date() if since else None
+    paths = write_digest(config, found, lang, audiences, out, now=datetime.now(UTC), since=day)
+    if not paths:
+        window = f" since {day.isoformat()}" if day else ""
+        click.echo(f"nothing new for {lang} / {'+'.join(audiences)}{window}: no digest written")
+    for path in paths:
+        click.echo(str(path))
 
 
 if __name__ == "__main__":

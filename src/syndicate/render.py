@@ -192,7 +192,9 @@ class RenderedDigest:
         object.__setattr__(self, "html_parts", _split(self.html, pattern))
         object.__setattr__(self, "text_parts", _split(self.text, pattern))
 
-    def personalise(self, *, unsubscribe_url: str, preferences_url: str, view_url: str) -> Personalised:
+    def personalise(
+        self, *, unsubscribe_url: str, preferences_url: str, view_url: str
+    ) -> Personalised:
         """The reader's HTML and text: placeholders replaced, no template or MJML work."""
         urls = {
             "unsubscribe_url": check_url("unsubscribe_url", unsubscribe_url),
@@ -216,7 +218,10 @@ def digest_context(digest: Digest, config: Config, ui_lang: str) -> dict[str, ob
         _phrase(profile.audiences.get(a, [a])[0]) if profile.audiences.get(a) else a
         for a in digest.audiences
     ]
-    names = {a: profile.audience_names.get(a) or profile.audiences.get(a, [a])[0] for a in digest.audiences}
+    names = {
+        a: profile.audience_names.get(a) or profile.audiences.get(a, [a])[0]
+        for a in digest.audiences
+    }
     try:
         for_audiences = format_list(labels, locale=ui_lang.replace("-", "_"))
     except (UnknownLocaleError, ValueError):
@@ -298,6 +303,11 @@ def _mjml_error(exc: ValueError, source: str, template: str, templates: Path) ->
     )
 
 
+def _lines(body: str) -> str:
+    """LF line ends and one final newline: what a MIME text part holds canonically."""
+    return body.replace("\r\n", "\n").replace("\r", "\n").rstrip() + "\n"
+
+
 def render_mjml(source: str) -> str:
     """The one call into mjml-python: no remote fonts, no comments."""
     return mjml2html(source, disable_comments=True, fonts={})
@@ -356,8 +366,8 @@ def render_digest(
         lang=digest.lang,
         audiences=digest.audiences,
         subject=str(context["subject"]),
-        html=page.rstrip("\n") + "\n",
-        text=text.rstrip() + "\n",
+        html=_lines(page),
+        text=_lines(text),
         content_hash=digest.content_hash,
         ui_lang=ui_lang,
         marker=rf"@@({'|'.join(PLACEHOLDERS)})\.{nonce}@@",
