@@ -281,23 +281,45 @@ def _unclosed(source: str) -> int | None:
     return stack[-1][1] if stack else None
 
 
-def _mjml_error(exc: ValueError, source: str, template: str, templates: Path) -> RenderError:
-    """mjml-python reports byte offsets in the rendered MJML; turn them into a template line."""
-    found = re.search(r"position (\d+):(\d+)", str(exc))
-    data = source.encode()
-    offset = int(found[1]) if found else None
-    if offset is None:
+def _error_line(source: str, message: str) -> int | None:
+    """The line of the rendered MJML an error is on.
+
+    mjml-python gives a byte offset for some errors, none for others: an unclosed element is
+    found by balancing the tags, anything else by the shortest prefix that fails the same way.
+    """
+    found = re.search(r"position (\d+):(\d+)", message)
+    if found:
+        return source.encode().count(b"\n", 0, int(found[1])) + 1
+    if "end of stream" in message:
         start = _unclosed(source)
-        offset = len(source[:start].encode()) if start is not None else None
-    if offset is None:
+        return None if start is None else source.count("\n", 0, start) + 1
+    lines = source.split("\n")
+    low, high = 1, len(lines)
+    while low < high:
+        middle = (low + high) // 2
+        try:
+            render_mjml("\n".join(lines[:middle]))
+            failed = False
+        except ValueError as exc:
+            failed = str(exc) == message
+        low, high = (low, middle) if failed else (middle + 1, high)
+    return low
+
+
+def _mjml_error(exc: ValueError, source: str, template: str, templates: Path) -> RenderError:
+    """Name the template line that produced the failing MJML line, when it is unambiguous."""
+    line_no = _error_line(source, str(exc))
+    if line_no is None:
         return RenderError(f"templates/{template}: MJML: {exc}")
-    line_no = data.count(b"\n", 0, offset) + 1
-    line = data.split(b"\n")[line_no - 1].decode(errors="replace").strip()
-    for path in sorted((templates / "email").glob("*.mjml")):
-        for number, text in enumerate(path.read_text("utf-8").splitlines(), 1):
-            if line and text.strip() == line:
-                name = path.relative_to(templates).as_posix()
-                return RenderError(f"templates/{name}:{number}: MJML: {exc}: {line[:80]!r}")
+    line = source.split("\n")[line_no - 1].strip()
+    places = [
+        f"{path.relative_to(templates).as_posix()}:{number}"
+        for path in sorted((templates / "email").glob("*.mjml"))
+        for number, text in enumerate(path.read_text("utf-8").splitlines(), 1)
+        if line and text.strip() == line
+    ]
+    if len(places) == 1:
+        return RenderError(f"templates/{places[0]}: MJML: {exc}: {line[:80]!r}")
     return RenderError(
         f"templates/{template}: MJML: {exc}: line {line_no} of the rendered MJML: {line[:80]!r}"
     )
