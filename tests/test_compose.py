@@ -8,13 +8,13 @@ from datetime import UTC, datetime, timedelta, timezone
 from email.message import EmailMessage
 
 import pytest
-from conftest import ARTICLES
 
 from syndicate.compose import HeaderError, compose_message, reference_message
 from syndicate.config import Config
 from syndicate.digest import select_digest
 from syndicate.reader import read_articles
 from syndicate.render import RenderedDigest, render_digest
+from tests.conftest import ARTICLES
 
 BOUNDARY = "=_test-boundary"
 READER = {

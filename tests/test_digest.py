@@ -6,12 +6,12 @@ from dataclasses import replace
 from datetime import date
 
 import pytest
-from conftest import ARTICLES
 
 from syndicate.config import Config
 from syndicate.digest import audience_order, select_digest
 from syndicate.model import ArticleSet
 from syndicate.reader import read_articles
+from tests.conftest import ARTICLES
 
 SLUG = "amazon-trainium3-aws-nvidia-ai-chip-competition"
 UPDATED = date(2025, 12, 11)

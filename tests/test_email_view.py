@@ -8,12 +8,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import ARTICLES, missing_real_part
 
 from syndicate.config import Config, parse_config
 from syndicate.digest import select_digest
 from syndicate.reader import read_articles
 from syndicate.render import render_digest
+from tests.conftest import ARTICLES, missing_real_part
 
 CHROMIUM = Path("/usr/bin/chromium")
 ARGS = [

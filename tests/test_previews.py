@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from conftest import ARTICLES
 
 from syndicate.cli import main
 from syndicate.config import Config, load_config
@@ -19,6 +18,7 @@ from syndicate.errors import RenderError
 from syndicate.model import ArticleSet
 from syndicate.pipeline import digest_variants, write_previews
 from syndicate.reader import read_articles
+from tests.conftest import ARTICLES
 
 CONFIG = """
 [site]

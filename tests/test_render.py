@@ -12,7 +12,6 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
-from conftest import ARTICLES
 
 from syndicate.config import Config, parse_config
 from syndicate.digest import select_digest
@@ -29,6 +28,7 @@ from syndicate.render import (
     template_messages,
     templates_dir,
 )
+from tests.conftest import ARTICLES
 
 GOLDEN = Path(__file__).resolve().parent / "golden" / "email"
 SLUG = "amazon-trainium3-aws-nvidia-ai-chip-competition"
