@@ -142,6 +142,7 @@ def test_deterministic_and_only_the_reader_differs(rendered: dict[str, RenderedD
     [
         ("to", "reader@example.org\r\nBcc: everyone@example.org", "To: control character"),
         ("to", "reader@example.org\nBcc: everyone@example.org", "To: control character"),
+        ("to", "one@example.org, two@example.org", "To: must name exactly one reader"),
         ("sender", "Syndicate <digest@example.com>\rX-Evil: 1", "From: control character"),
         ("message_id", "<a@b>\r\nBcc: x@y", "Message-ID: control character"),
         ("message_id", "no-at-sign", "Message-ID: not of the form"),

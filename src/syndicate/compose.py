@@ -121,8 +121,11 @@ def _skeleton(
 
 
 def _address(to: str) -> bytes:
+    """The To header of exactly one reader; plain addresses skip the slow parser."""
     if _SIMPLE_ADDRESS.fullmatch(to):
         return b"To: " + to.encode("ascii") + CRLF
+    if len(_POLICY.header_factory("To", to).addresses) != 1:
+        raise HeaderError(f"To: must name exactly one reader: {to!r}")
     return _fold("To", to)
 
 
