@@ -42,13 +42,15 @@ JSON_MIME = "application/feed+json"
 
 # XML 1.0 forbids these code points outright; lxml refuses to serialise them.
 _NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+_SPACES = re.compile(r"\s+")
 # feedgen formats RSS dates under setlocale(LC_ALL, "C"), which is process-global.
 _RSS_LOCK = threading.Lock()
 
 
 def _safe(text: str) -> str:
-    """Text that any XML or JSON document can carry: forbidden characters dropped."""
-    return _NOT_XML.sub("", text)
+    """Text that any XML or JSON document can carry: forbidden characters dropped, and runs of
+    white space made one space, so that re-spacing an article changes no byte of its feeds."""
+    return _SPACES.sub(" ", _NOT_XML.sub("", text))
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,7 +134,7 @@ def paginate(newest_first: Sequence[Article], size: int):
 
 
 def _text(text: str) -> str:
-    return html.escape(text, quote=False)
+    return html.escape(_safe(text), quote=False)
 
 
 def _inline(parts: Sequence[str | int], article: Article, anchor: str) -> str:
@@ -167,11 +169,11 @@ def article_html(config: Config, article: Article) -> str:
         for ref in article.references:
             text = _text(ref.text)
             if ref.url:
-                url = html.escape(ref.url)
+                url = html.escape(_safe(ref.url))
                 text += f' <a href="{url}">{url}</a>'
             out.append(f'<li id="{anchor}-{ref.number}" value="{ref.number}">{text}</li>')
         out.append("</ol>")
-    return _safe("\n".join(out))
+    return "\n".join(out)
 
 
 def make_entry(
@@ -209,13 +211,16 @@ def make_entry(
 
 class _Entry(FeedEntry):
     """feedgen 1.0.0 drops every entry link attribute but href (python-feedgen#135), and
-    writes no RSS author without an e-mail address: re-emit the links, add dc:creator."""
+    writes no RSS author without an e-mail address: re-emit the links (the article's own
+    first), add dc:creator."""
 
     def atom_entry(self, extensions: bool = True):
         entry = super().atom_entry(extensions)
         for old in entry.findall("link"):
             entry.remove(old)
-        for link in self.link() or []:
+        links = self.link() or []
+        # The article's own URL was added last (for RSS); readers take Atom's first alternate.
+        for link in links[-1:] + links[:-1]:
             xml_elem("link", entry, **{k: str(v) for k, v in link.items() if v})
         return entry
 
