@@ -42,7 +42,8 @@ JSON_MIME = "application/feed+json"
 
 # XML 1.0 forbids these code points outright; lxml refuses to serialise them.
 _NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
-_SPACES = re.compile(r"\s+")
+_SPACES = re.compile(r"[ \t\n\r\f\v]+")  # ASCII white space; a no-break space stays
+_UNSAFE = re.compile(f"{_NOT_XML.pattern}|  |[\t\n\r\f\v]")
 # feedgen formats RSS dates under setlocale(LC_ALL, "C"), which is process-global.
 _RSS_LOCK = threading.Lock()
 
@@ -50,6 +51,8 @@ _RSS_LOCK = threading.Lock()
 def _safe(text: str) -> str:
     """Text that any XML or JSON document can carry: forbidden characters dropped, and runs of
     white space made one space, so that re-spacing an article changes no byte of its feeds."""
+    if _UNSAFE.search(text) is None:  # the common case, at one scan
+        return text
     return _SPACES.sub(" ", _NOT_XML.sub("", text))
 
 
@@ -178,9 +181,9 @@ def article_html(config: Config, article: Article) -> str:
 
 def make_entry(
     config: Config,
-    articles: ArticleSet,
     article: Article,
     published: datetime,
+    translations: Iterable[Article] = (),
     *,
     content: bool = True,
 ) -> Entry:
@@ -200,7 +203,9 @@ def make_entry(
             for t in article.takeaways
         ),
         translations=tuple(
-            (t.lang, config.article_url(t.lang, t.slug)) for t in articles.translations(article)
+            (t.lang, config.article_url(t.lang, t.slug))
+            for t in sorted(translations, key=lambda t: t.lang)
+            if t.lang != article.lang
         ),
     )
 
@@ -410,6 +415,9 @@ def render_feeds(
     """
     docs: dict[str, bytes] = {}
     langs = []
+    by_slug: dict[str, list[Article]] = {}  # ArticleSet.translations scans the whole set
+    for article in articles:
+        by_slug.setdefault(article.slug, []).append(article)
     size = config.feeds.max_entries
     for lang in config.site.languages:
         chosen = articles.in_language(lang)
@@ -418,7 +426,7 @@ def render_feeds(
         langs.append(lang)
         current, pages = paginate(chosen, size)
         names = feed_names(lang)
-        entries = [make_entry(config, articles, a, published[a.key]) for a in current]
+        entries = [make_entry(config, a, published[a.key], by_slug[a.slug]) for a in current]
         archive_urls = [feed_url(config, archive_name(lang, n)) for n in range(1, len(pages) + 1)]
         atom_url = feed_url(config, names["atom"])
         docs[names["atom"]] = atom_document(
@@ -427,7 +435,10 @@ def render_feeds(
         docs[names["rss"]] = rss_document(config, lang, entries)
         docs[names["json"]] = json_document(config, lang, entries)
         for number, page in enumerate(pages, 1):
-            older = [make_entry(config, articles, a, published[a.key], content=False) for a in page]
+            older = [
+                make_entry(config, a, published[a.key], by_slug[a.slug], content=False)
+                for a in page
+            ]
             where = Page(
                 archive_urls[number - 1],
                 current=atom_url,
