@@ -156,6 +156,10 @@ def test_feedparser_sees_every_field(archived: tuple[Config, Path]) -> None:
             assert feed.language == lang
             assert feed.updated_parsed is not None
             assert feed.link == f"{config.site.base_url}/"
+            if name.endswith(".atom.xml"):
+                assert feed.id == f"tag:127.0.0.1,2025-01-01:feeds/{lang}"
+                assert feed.author == "Syndicate editors"
+                assert feed.generator == "syndicate"
             assert [e.title for e in parsed.entries]
             for entry in parsed.entries:
                 slug = entry.id.rsplit("/", 1)[1]
@@ -441,3 +445,22 @@ def test_build_command_writes_the_feeds_and_says_where(tmp_path: Path, articles_
     assert result.exit_code == 0, result.output
     assert f"feeds in {tmp_path / 'feeds'}" in result.output
     assert (tmp_path / "feeds" / "de.json").is_file()
+
+
+def test_an_article_dated_ahead_waits_for_its_time(tmp_path: Path) -> None:
+    write_set(tmp_path / "articles", 3)  # dated 2025-01-01 .. 2025-01-03, 09:00 Amsterdam
+    config = make_config(tmp_path)
+    before = datetime.fromisoformat("2025-01-02T12:00:00+01:00")
+    report = build_feeds(config, tmp_path / "articles", now=before)
+    assert report.entries == {"de": 2, "en": 2, "nl": 2}
+    assert report.next_due == datetime.fromisoformat("2025-01-03T09:00:00+01:00")
+    atom = feedparser.parse((tmp_path / "feeds" / "en.atom.xml").read_bytes())
+    assert atom.feed.updated == "2025-01-02T09:00:00+01:00"
+    # Nothing changed on disk, but the held-back article fell due: the build must not skip.
+    assert build_feeds(config, tmp_path / "articles", now=before).skipped
+    after = datetime.fromisoformat("2025-01-03T09:00:00+01:00")
+    report = build_feeds(config, tmp_path / "articles", now=after)
+    assert not report.skipped and report.next_due is None
+    assert report.entries == {"de": 3, "en": 3, "nl": 3}
+    atom = feedparser.parse((tmp_path / "feeds" / "en.atom.xml").read_bytes())
+    assert atom.entries[0].published == "2025-01-03T09:00:00+01:00"

@@ -9,6 +9,7 @@ import functools
 import json
 import sys
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -140,7 +141,7 @@ def run(config: Config, articles: Path | None, once: bool) -> None:
     """The publishing job: read the article set and publish what is due."""
     found = load_articles(config, articles)
     print_summary(found, config)
-    print_feed_report(build_feeds(config, articles), problems=False)
+    print_feed_report(build_feeds(config, articles, now=datetime.now(UTC)), problems=False)
 
 
 @main.command()
@@ -155,7 +156,7 @@ def run(config: Config, articles: Path | None, once: bool) -> None:
 def build(config: Config, articles: Path | None, out: Path | None) -> None:
     """Build the Atom, RSS and JSON feeds of every language (files that would not change are
     left alone)."""
-    report = build_feeds(config, articles, out)
+    report = build_feeds(config, articles, out, now=datetime.now(UTC))
     print_feed_report(report)
     sys.exit(1 if report.has_errors else 0)
 
@@ -172,6 +173,8 @@ def print_feed_report(report: FeedReport, *, problems: bool = True) -> None:
             f"feeds in {report.out} ({counts}): {len(report.written)} written, "
             f"{len(report.unchanged)} unchanged, {len(report.removed)} removed"
         )
+    if report.next_due:
+        click.echo(f"articles dated later are held back; the next is due {report.next_due}")
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ import json
 import os
 import tempfile
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 
 from . import __version__, feeds
@@ -94,15 +95,16 @@ class FeedReport:
     removed: tuple[str, ...] = ()
     problems: tuple[Diagnostic, ...] = ()
     skipped: bool = False  # nothing changed since the last build: nothing was read or written
+    next_due: datetime | None = None  # when the next held-back article falls due
 
     @property
     def has_errors(self) -> bool:
         return any(p.severity is Severity.ERROR for p in self.problems)
 
 
-def _fingerprint(config: Config, folder: Path) -> str:
+def _fingerprint(config: Config, folder: Path, *, gated: bool) -> str:
     """Everything besides the article files that decides the output bytes."""
-    text = f"{__version__}\n{folder.resolve()}\n{config.model_dump_json()}"
+    text = f"{__version__}\n{gated}\n{folder.resolve()}\n{config.model_dump_json()}"
     return hashlib.sha256(text.encode()).hexdigest()
 
 
@@ -128,14 +130,33 @@ def _problems(found: list[dict]) -> tuple[Diagnostic, ...]:
     )
 
 
+def _due(
+    config: Config, found: ArticleSet, now: datetime | None
+) -> tuple[ArticleSet, datetime | None]:
+    """The articles whose date line has come (all without ``now``), and the next one's time."""
+    if now is None:
+        return found, None
+    when = {a.key: feeds.updated_at(config, a.updated) for a in found}
+    due = tuple(a for a in found if when[a.key] <= now)
+    later = [t for t in when.values() if t > now]
+    return ArticleSet(due, found.problems), min(later, default=None)
+
+
 def build_feeds(
-    config: Config, articles_dir: Path | None = None, out: Path | None = None
+    config: Config,
+    articles_dir: Path | None = None,
+    out: Path | None = None,
+    *,
+    now: datetime | None = None,
 ) -> FeedReport:
     """Read the article set and write every feed document into ``out`` (default: feeds.out).
 
+    With ``now``, an article whose date line is still ahead is held back (and not recorded as
+    published) until a build after its time: no feed ever shows a date in the future.
     A manifest of the inputs (path, size, mtime_ns), the config and the outputs is kept in the
-    output folder; when none of them changed, nothing is read or written. Publication times
-    are recorded in the state database the first time an article is built.
+    output folder; when none of them changed and no held-back article fell due, nothing is read
+    or written. Publication times are recorded in the state database the first time an article
+    is built.
     """
     folder = articles_dir if articles_dir is not None else config.path(config.site.articles)
     out = out if out is not None else config.path(config.feeds.out)
@@ -144,7 +165,7 @@ def build_feeds(
         raise SyndicateError(f"{folder}: article folder not found")
     manifest_path = out / MANIFEST
     inputs = _scan(folder)
-    fingerprint = _fingerprint(config, folder)
+    fingerprint = _fingerprint(config, folder, gated=now is not None)
     try:
         previous = json.loads(manifest_path.read_text("utf-8"))
     except (OSError, ValueError):
@@ -153,6 +174,7 @@ def build_feeds(
         previous.get("fingerprint") == fingerprint
         and previous.get("inputs") == inputs
         and previous.get("outputs") == _stats(out, [out / n for n in previous.get("outputs", {})])
+        and (not previous.get("next_due") or now < datetime.fromisoformat(previous["next_due"]))
     ):
         return FeedReport(
             out,
@@ -160,9 +182,11 @@ def build_feeds(
             unchanged=tuple(previous["outputs"]),
             problems=_problems(previous.get("problems", [])),
             skipped=True,
+            next_due=_when(previous.get("next_due")),
         )
 
-    found = _with_bodies(config, read_articles(folder, config.profiles, bodies=False))
+    due, next_due = _due(config, read_articles(folder, config.profiles, bodies=False), now)
+    found = _with_bodies(config, due)
     store = open_store(config.database_url)
     try:
         published = store.first_published(feeds.publication_candidates(found, config))
@@ -185,6 +209,7 @@ def build_feeds(
                 "inputs": inputs,
                 "outputs": _stats(out, [out / n for n in docs]),
                 "entries": entries,
+                "next_due": next_due.isoformat() if next_due else None,
                 "problems": [
                     {
                         "file": p.file,
@@ -199,5 +224,15 @@ def build_feeds(
         ).encode(),
     )
     return FeedReport(
-        out, entries, tuple(written), tuple(unchanged), tuple(removed), found.problems
+        out,
+        entries,
+        tuple(written),
+        tuple(unchanged),
+        tuple(removed),
+        found.problems,
+        next_due=next_due,
     )
+
+
+def _when(value: str | None) -> datetime | None:
+    return datetime.fromisoformat(value) if value else None
