@@ -18,7 +18,7 @@ import click
 from .config import Config, load_config
 from .errors import SyndicateError
 from .model import ArticleSet, Severity
-from .pipeline import write_digest, write_previews
+from .pipeline import FeedReport, build_feeds, write_digest, write_previews
 from .reader import read_articles
 from .render import catalog_problems
 
@@ -143,6 +143,7 @@ def run(config: Config, articles: Path | None, once: bool) -> None:
     """The publishing job: read the article set and publish what is due."""
     found = load_articles(config, articles)
     print_summary(found, config)
+    print_feed_report(build_feeds(config, articles, now=datetime.now(UTC)), problems=False)
     previews = config.path(config.email.outbox) / "preview"
     written = write_previews(config, found, previews, now=datetime.now(UTC))
     click.echo(f"{len(written)} digest preview file(s) in {previews}", err=True)
@@ -197,6 +198,39 @@ def digest(
         click.echo(f"nothing new for {lang} / {'+'.join(audiences)}{window}: no digest written")
     for path in paths:
         click.echo(str(path))
+
+
+@main.command()
+@with_config
+@articles_option
+@click.option(
+    "--out",
+    type=click.Path(path_type=Path, file_okay=False),
+    default=None,
+    help="Folder the feeds are written to (default: feeds.out from the config).",
+)
+def build(config: Config, articles: Path | None, out: Path | None) -> None:
+    """Build the Atom, RSS and JSON feeds of every language (files that would not change are
+    left alone)."""
+    report = build_feeds(config, articles, out, now=datetime.now(UTC))
+    print_feed_report(report)
+    sys.exit(1 if report.has_errors else 0)
+
+
+def print_feed_report(report: FeedReport, *, problems: bool = True) -> None:
+    if problems:
+        for problem in report.problems:
+            click.echo(str(problem), err=True)
+    counts = ", ".join(f"{lang}: {n}" for lang, n in report.entries.items()) or "no articles"
+    if report.skipped:
+        click.echo(f"feeds in {report.out} are up to date ({counts})")
+    else:
+        click.echo(
+            f"feeds in {report.out} ({counts}): {len(report.written)} written, "
+            f"{len(report.unchanged)} unchanged, {len(report.removed)} removed"
+        )
+    if report.next_due:
+        click.echo(f"articles dated later are held back; the next is due {report.next_due}")
 
 
 if __name__ == "__main__":
