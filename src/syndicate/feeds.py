@@ -202,11 +202,7 @@ def make_entry(
             (t.audience, _safe(profile.audience_names.get(t.audience, t.label)))
             for t in article.takeaways
         ),
-        translations=tuple(
-            (t.lang, config.article_url(t.lang, t.slug))
-            for t in sorted(translations, key=lambda t: t.lang)
-            if t.lang != article.lang
-        ),
+        translations=tuple((t.lang, config.article_url(t.lang, t.slug)) for t in translations),
     )
 
 
@@ -415,9 +411,6 @@ def render_feeds(
     """
     docs: dict[str, bytes] = {}
     langs = []
-    by_slug: dict[str, list[Article]] = {}  # ArticleSet.translations scans the whole set
-    for article in articles:
-        by_slug.setdefault(article.slug, []).append(article)
     size = config.feeds.max_entries
     for lang in config.site.languages:
         chosen = articles.in_language(lang)
@@ -426,7 +419,9 @@ def render_feeds(
         langs.append(lang)
         current, pages = paginate(chosen, size)
         names = feed_names(lang)
-        entries = [make_entry(config, a, published[a.key], by_slug[a.slug]) for a in current]
+        entries = [
+            make_entry(config, a, published[a.key], articles.translations(a)) for a in current
+        ]
         archive_urls = [feed_url(config, archive_name(lang, n)) for n in range(1, len(pages) + 1)]
         atom_url = feed_url(config, names["atom"])
         docs[names["atom"]] = atom_document(
@@ -436,7 +431,7 @@ def render_feeds(
         docs[names["json"]] = json_document(config, lang, entries)
         for number, page in enumerate(pages, 1):
             older = [
-                make_entry(config, a, published[a.key], by_slug[a.slug], content=False)
+                make_entry(config, a, published[a.key], articles.translations(a), content=False)
                 for a in page
             ]
             where = Page(

@@ -120,9 +120,12 @@ class ArticleSet:
     articles: tuple[Article, ...] = ()
     problems: tuple[Diagnostic, ...] = ()
     _by_key: dict[tuple[str, str], Article] = field(default_factory=dict, repr=False, compare=False)
+    _by_slug: dict[str, list[Article]] = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         self._by_key.update((a.key, a) for a in self.articles)
+        for article in sorted(self.articles, key=lambda a: a.lang):
+            self._by_slug.setdefault(article.slug, []).append(article)
 
     def __iter__(self) -> Iterator[Article]:
         return iter(self.articles)
@@ -143,12 +146,7 @@ class ArticleSet:
 
     def translations(self, article: Article) -> tuple[Article, ...]:
         """The other language versions of ``article``, ordered by language."""
-        return tuple(
-            sorted(
-                (a for a in self.articles if a.slug == article.slug and a.lang != article.lang),
-                key=lambda a: a.lang,
-            )
-        )
+        return tuple(a for a in self._by_slug.get(article.slug, ()) if a.lang != article.lang)
 
     def get(self, lang: str, slug: str) -> Article | None:
         return self._by_key.get((lang, slug))
