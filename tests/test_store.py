@@ -1,0 +1,73 @@
+"""The state database, on a SQLite file and on PostgreSQL: same code, same behaviour."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+from syndicate.store import Store, open_store
+from tests.conftest import missing_real_part
+
+POSTGRES_URL = os.environ.get(
+    "SYNDICATE_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"
+)
+
+
+def _fresh_postgres() -> str:
+    engine = sa.create_engine(POSTGRES_URL)
+    try:
+        with engine.begin() as db:
+            db.execute(sa.text("DROP SCHEMA IF EXISTS public CASCADE"))
+            db.execute(sa.text("CREATE SCHEMA public"))
+    except sa.exc.OperationalError as exc:
+        missing_real_part(f"PostgreSQL not reachable at {POSTGRES_URL}: {exc.orig}")
+    finally:
+        engine.dispose()
+    return POSTGRES_URL
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
+    url = f"sqlite:///{tmp_path}/state.db" if request.param == "sqlite" else _fresh_postgres()
+    opened = open_store(url)
+    yield opened
+    opened.close()
+
+
+def test_first_publication_time_is_kept_across_revisions(store: Store) -> None:
+    first = datetime(2025, 12, 2, 8, 0, tzinfo=UTC)
+    assert store.first_published([("en", "a", first)]) == {("en", "a"): first}
+    later = first + timedelta(days=9)
+    got = store.first_published([("en", "a", later), ("nl", "a", later)])
+    assert got == {("en", "a"): first, ("nl", "a"): later}
+
+
+def test_migrating_twice_changes_nothing(store: Store) -> None:
+    store.first_published([("en", "a", datetime(2025, 1, 1, tzinfo=UTC))])
+    reopened = open_store(str(store.engine.url.render_as_string(hide_password=False)))
+    assert reopened.first_published([("en", "a", datetime(2026, 1, 1, tzinfo=UTC))]) == {
+        ("en", "a"): datetime(2025, 1, 1, tzinfo=UTC)
+    }
+    reopened.close()
+
+
+def test_subscriber_round_trip(store: Store, now: datetime) -> None:
+    added = store.add_subscriber(
+        "reader@example.com",
+        "de",
+        ["procurement", "cost"],
+        status="pending",
+        consent_source="cli",
+        now=now,
+    )
+    assert added.audiences == ("cost", "procurement")
+    assert added.status == "pending" and added.created_at == now
+    store.set_status(added.id, "active", now)
+    assert [s.email for s in store.subscribers("active")] == ["reader@example.com"]
+    assert store.remove_subscriber("reader@example.com")
+    assert store.subscriber("reader@example.com") is None
