@@ -15,7 +15,6 @@ from hypothesis import strategies as st
 from syndicate.config import Config
 from syndicate.model import Article, Severity
 from syndicate.reader import paragraphs, parse_article, parse_date, read_articles, split_marks
-
 from tests.conftest import ARTICLES
 
 GOLDEN = Path(__file__).parent / "golden" / "articles"
@@ -241,8 +240,10 @@ def test_footnote_mark_without_reference(config: Config) -> None:
 
 def test_control_characters_are_dropped_with_a_warning(config: Config) -> None:
     plain, _ = parse(config, seed("nl"))
-    text = seed("nl").replace("AWS lanceerde", "AWS\x07 lanceerde\x00").replace(
-        "Klantvalidatie", "Klant\x1bvalidatie", 1
+    text = (
+        seed("nl")
+        .replace("AWS lanceerde", "AWS\x07 lanceerde\x00")
+        .replace("Klantvalidatie", "Klant\x1bvalidatie", 1)
     )
     article, found = parse(config, text)
     assert article == plain
@@ -474,7 +475,14 @@ def test_adding_a_language_is_a_config_block(tmp_path: Path) -> None:
     assert fr.title == "La puce d'Amazon relance la guerre des processeurs"
     assert str(fr.updated) == "2026-03-03"
     assert fr.summary.startswith("Mise à jour de mars 2026 :")
-    assert [(b.kind, b.text) for b in fr.blocks][0] == ("heading", "Les performances")
+    assert [(b.kind, b.text) for b in fr.blocks] == [
+        ("heading", "Les performances"),
+        (
+            "paragraph",
+            "Amazon affirme que sa nouvelle puce réduit de moitié le coût de l'entraînement "
+            "des modèles.",
+        ),
+    ]
     assert [(t.audience, t.bullets) for t in fr.takeaways] == [
         ("architects", ("Bande passante mémoire doublée", "Réseau plus rapide")),
         ("procurement", ("Coûts réduits de 50 % selon Amazon",)),
@@ -486,21 +494,27 @@ def test_adding_a_language_is_a_config_block(tmp_path: Path) -> None:
 # --- robustness -----------------------------------------------------------------------------
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(data=st.binary(max_size=2000))
 def test_arbitrary_bytes_give_diagnostics_not_exceptions(config: Config, data: bytes) -> None:
     article, found = parse(config, data)
     assert article is not None or any(d.severity is Severity.ERROR for d in found)
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(text=st.text(alphabet=st.characters(codec="utf-8"), max_size=2000))
 def test_arbitrary_text_gives_diagnostics_not_exceptions(config: Config, text: str) -> None:
     article, found = parse(config, text)
     assert article is not None or any(d.severity is Severity.ERROR for d in found)
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(
     lang=st.sampled_from(sorted(SEEDS)),
     edits=st.lists(

@@ -170,23 +170,14 @@ def paragraphs(text: str) -> list[Paragraph]:
     return found
 
 
-def split_marks(text: str, known: frozenset[int] | set[int] | None = None) -> tuple[str | int, ...]:
-    """'memory.¹ Scale' → ('memory.', 1, ' Scale'); '¹¹' is 11.
-
-    With ``known`` reference numbers, a run like '²³' that is no reference but whose digits all
-    are becomes (2, 3).
-    """
+def split_marks(text: str) -> tuple[str | int, ...]:
+    """'memory.¹ Scale' → ('memory.', 1, ' Scale'). A run of marks is one number: '¹¹' is 11."""
     parts: list[str | int] = []
     pos = 0
     for mark in _MARKS.finditer(text):
         if mark.start() > pos:
             parts.append(text[pos : mark.start()])
-        digits = mark.group().translate(_SUPER_DIGIT)
-        number = int(digits)
-        if known and number not in known and all(int(d) in known for d in digits):
-            parts.extend(int(d) for d in digits)
-        else:
-            parts.append(number)
+        parts.append(int(mark.group().translate(_SUPER_DIGIT)))
         pos = mark.end()
     if pos < len(text):
         parts.append(text[pos:])
@@ -807,7 +798,7 @@ def _parse(
     numbers = frozenset(r.number for r in references)
     blocks: list[Block] = []
     for para in paras[body_start:body_end] if body else ():
-        parts = split_marks(para.text, numbers)
+        parts = split_marks(para.text)
         for note in parts:
             if isinstance(note, int) and note not in numbers:
                 warn.append((para.line, f"footnote mark {note} has no reference"))
