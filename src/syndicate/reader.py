@@ -83,7 +83,9 @@ def _fold(text: str) -> str:
 
 def _bare_label(text: str) -> str:
     """A label as compared: no bullet, emphasis, trailing colon or "(158 characters)" note."""
-    text = _PARENS.sub("", text).strip().lstrip(_BULLETS).strip(" *_#")
+    if "(" in text:
+        text = _PARENS.sub("", text)
+    text = text.strip().lstrip(_BULLETS).strip(" *_#")
     return _fold(text.rstrip(":"))
 
 
