@@ -105,7 +105,8 @@ def main() -> None:
         size = generate(folder, per_language)
         files = per_language * 3
         print(f"{files} files, {size / 2**20:.0f} MiB")
-        floor_s, paragraphs = floor(folder)
+        # Best of two: the first pass also warms the page cache for the reads that follow.
+        floor_s, paragraphs = min(floor(folder), floor(folder))
         print(
             f"floor      {files / floor_s:9.0f} files/s  {floor_s / files * 1e6:6.1f} µs/file"
             f"  ({paragraphs} paragraphs)"

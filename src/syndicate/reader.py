@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import math
 import re
+import sys
 import unicodedata
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -509,7 +510,7 @@ def _takeaways(
         elif audience in found:
             warn.append((line, f"second takeaways line for {label!r} ignored"))
         else:
-            found[audience] = Takeaways(audience, label, tuple(bullets))
+            found[audience] = Takeaways(audience, sys.intern(label), tuple(bullets))
 
     for para in paras:
         rows = para.rows
@@ -581,7 +582,8 @@ def _finish_references(
         if number in refs:
             warn.append((line, f"reference {number} appears twice; the first one is kept"))
             continue
-        refs[number] = Reference(number, text, url)
+        # The same source is often cited many times (and in every language): share the text.
+        refs[number] = Reference(number, sys.intern(text), sys.intern(url) if url else None)
     return tuple(refs.values())
 
 
