@@ -13,7 +13,7 @@ import time
 from datetime import datetime
 from pathlib import Path
 
-from syndicate.cli import configure_logging, serve
+from syndicate.cli import logging_to_stderr, serve
 from syndicate.config import DigestJob, load_config
 from syndicate.errors import SyndicateError
 from syndicate.scheduler import Jobs, Report, Scheduler
@@ -42,10 +42,10 @@ def recording_jobs(record: Path) -> Jobs:
 
 def main(argv: list[str]) -> None:
     config_path, record = argv[0], Path(argv[1])
-    configure_logging("--log-json" in argv)
     scheduler = Scheduler(load_config(config_path), recording_jobs(record))
     try:
-        serve(scheduler, standby="--standby" in argv, poll_seconds=0.1)
+        with logging_to_stderr("--log-json" in argv):
+            serve(scheduler, standby="--standby" in argv, poll_seconds=0.1)
     except SyndicateError as exc:
         print(f"syndicate: {exc}", file=sys.stderr)
         sys.exit(exc.exit_code)

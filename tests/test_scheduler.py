@@ -200,6 +200,7 @@ def test_the_long_running_scheduler_coalesces_missed_sends(
     scheduler = Scheduler(config, recorder.jobs)
     thread = threading.Thread(target=scheduler.run)
     with caplog.at_level(logging.INFO, "syndicate.scheduler"):
+        caplog.clear()
         thread.start()
         assert recorder.digest_sent.wait(20)
         scheduler.request_stop()
@@ -228,6 +229,7 @@ def test_a_send_later_than_the_grace_is_logged_as_missed(
     Scheduler(config, Recorder().jobs, clock=clock(T0)).run_once()
     late = Recorder()
     with caplog.at_level(logging.INFO, "syndicate.scheduler"):
+        caplog.clear()
         Scheduler(config, late.jobs, clock=clock(datetime(2026, 1, 13, tzinfo=UTC))).run_once()
     assert late.count("weekly") == 0
     (missed,) = [f for f in run_lines(caplog) if f["outcome"] == "missed"]
@@ -276,6 +278,7 @@ def test_a_failing_job_is_logged_and_the_others_still_run(
     Scheduler(config, Recorder().jobs, clock=clock(T0)).run_once()
     failing = Recorder(fail=True)
     with caplog.at_level(logging.INFO, "syndicate.scheduler"):
+        caplog.clear()
         ok = Scheduler(config, failing.jobs, clock=clock(T0 + timedelta(days=7))).run_once()
     assert not ok and failing.count("feeds") == 1 and failing.count("weekly") == 1
     lines = run_lines(caplog)
@@ -293,6 +296,7 @@ def test_a_digest_with_nothing_new_logs_why_as_one_json_line(
     Scheduler(config, Recorder().jobs, clock=clock(T0)).run_once()
     idle = Recorder(reason="no new content for en / cost since 2026-01-05")
     with caplog.at_level(logging.INFO, "syndicate.scheduler"):
+        caplog.clear()
         Scheduler(config, idle.jobs, clock=clock(T0 + timedelta(days=7))).run_once()
     (record,) = [
         r for r in caplog.records if getattr(r, "fields", {}).get("job") == "digest:weekly"

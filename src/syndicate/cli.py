@@ -5,6 +5,7 @@ Each command parses its options, calls one pipeline function and reports what it
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import json
@@ -12,7 +13,7 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -22,7 +23,9 @@ import click
 from .config import Config, DigestJob, load_config
 from .errors import SyndicateError
 from .model import ArticleSet, Severity
+from .pipeline import FeedReport, build_feeds, write_digest, write_previews
 from .reader import read_articles
+from .render import catalog_problems
 
 if TYPE_CHECKING:
     from .scheduler import Jobs, Report, Scheduler
@@ -88,6 +91,7 @@ def main() -> None:
 def check(config: Config, articles: Path | None, as_json: bool) -> None:
     """Read the article set and report what was found and every problem."""
     found = load_articles(config, articles)
+    found = ArticleSet(found.articles, found.problems + tuple(catalog_problems(config)))
     if as_json:
         click.echo(json.dumps(check_report(found), ensure_ascii=False, indent=2))
     else:
@@ -149,16 +153,22 @@ def run(config: Config, articles: Path | None, once: bool, standby: bool, log_js
     """The publishing job: rebuild feeds and send digests on the configured schedule."""
     from .scheduler import Scheduler
 
-    configure_logging(log_json)
     if articles is not None:
         config = config.model_copy(
             update={"site": config.site.model_copy(update={"articles": articles})}
         )
-    if once:
+    scheduler = Scheduler(config, default_jobs(config))
+    with logging_to_stderr(log_json):
+        if not once:
+            serve(scheduler, standby=standby)  # does not return: it exits the process
         found = load_articles(config, articles)
         print_summary(found, config)
-        sys.exit(0 if Scheduler(config, default_jobs(config)).run_once() else 1)
-    serve(Scheduler(config, default_jobs(config)), standby=standby)
+        ok = scheduler.run_once()  # the feed rebuild and the digests now due, under the lock
+        click.echo(f"feeds in {config.path(config.feeds.out)}", err=True)
+        previews = config.path(config.email.outbox) / "preview"
+        written = write_previews(config, found, previews, now=datetime.now(UTC))
+        click.echo(f"{len(written)} digest preview file(s) in {previews}", err=True)
+    sys.exit(0 if ok else 1)
 
 
 def serve(scheduler: Scheduler, *, standby: bool = False, poll_seconds: float = 10.0) -> None:
@@ -199,10 +209,16 @@ def default_jobs(config: Config) -> Jobs:
     """
     from .scheduler import Jobs, Report
 
-    def build_feeds(now: datetime) -> Report:
-        from . import pipeline
-
-        return _report(pipeline.build_feeds(config, now))
+    def rebuild_feeds(now: datetime) -> Report:
+        report = build_feeds(config, now=now)
+        counts = {
+            "entries": sum(report.entries.values()),
+            "written": len(report.written),
+            "unchanged": len(report.unchanged),
+            "removed": len(report.removed),
+            "problems": len(report.problems),
+        }
+        return Report(counts, "no input changed since the last build" if report.skipped else None)
 
     def send_digest(job: DigestJob, now: datetime) -> Report:
         from . import pipeline
@@ -228,7 +244,7 @@ def default_jobs(config: Config) -> Jobs:
             return Report(report.counts, f"no new content for {langs} / {audiences}")
         return report
 
-    return Jobs(build_feeds=build_feeds, send_digest=send_digest)
+    return Jobs(build_feeds=rebuild_feeds, send_digest=send_digest)
 
 
 def _report(result: object) -> Report:
@@ -267,16 +283,108 @@ class JsonLines(logging.Formatter):
         return json.dumps(data, ensure_ascii=False, default=str)
 
 
-def configure_logging(json_lines: bool) -> None:
-    """Log to stderr: plain lines for people, ``--log-json`` for machines."""
+@contextlib.contextmanager
+def logging_to_stderr(json_lines: bool) -> Iterator[None]:
+    """Log to stderr while the block runs: plain lines for people, ``--log-json`` for
+    machines. The previous logging setup comes back afterwards."""
     handler = logging.StreamHandler(sys.stderr)
     text = logging.Formatter("%(asctime)s %(levelname)s %(message)s")
     handler.setFormatter(JsonLines() if json_lines else text)
-    root = logging.getLogger()
+    root, executors = logging.getLogger(), logging.getLogger("apscheduler.executors")
+    saved = root.handlers[:], root.level, executors.level
     root.handlers[:] = [handler]
     root.setLevel(logging.INFO)
-    logging.getLogger("apscheduler").setLevel(logging.WARNING)
-    logging.getLogger("apscheduler.executors").setLevel(logging.ERROR)  # our run lines say it
+    executors.setLevel(logging.ERROR)  # its "missed" warnings repeat our run lines
+    try:
+        yield
+    finally:
+        root.handlers[:], level, executors_level = saved
+        root.setLevel(level)
+        executors.setLevel(executors_level)
+
+
+@main.command()
+@with_config
+@articles_option
+@click.option("--lang", required=True, help="Language of the digest, e.g. nl.")
+@click.option(
+    "--audience", "audiences", multiple=True, required=True, help="Audience id; repeatable."
+)
+@click.option(
+    "--since",
+    type=click.DateTime(formats=["%Y-%m-%d"]),
+    default=None,
+    help="Only articles updated on or after this date (YYYY-MM-DD).",
+)
+@click.option(
+    "--out",
+    type=click.Path(path_type=Path, file_okay=False),
+    default=None,
+    help="Output folder (default: <email.outbox>/preview).",
+)
+def digest(
+    config: Config,
+    articles: Path | None,
+    lang: str,
+    audiences: tuple[str, ...],
+    since: datetime | None,
+    out: Path | None,
+) -> None:
+    """Render one digest by hand: <lang>-<audiences>.html, .txt and .eml (to email.preview_to)."""
+    if lang not in config.site.languages:
+        raise click.BadParameter(
+            f"{lang!r} is not published (site.languages: {', '.join(config.site.languages)})",
+            param_hint="--lang",
+        )
+    for audience in audiences:
+        if audience not in config.audiences:
+            raise click.BadParameter(
+                f"unknown audience {audience!r} (known: {', '.join(config.audiences)})",
+                param_hint="--audience",
+            )
+    found = load_articles(config, articles)
+    print_problems(found)
+    out = out if out is not None else config.path(config.email.outbox) / "preview"
+    day = since.date() if since else None
+    paths = write_digest(config, found, lang, audiences, out, now=datetime.now(UTC), since=day)
+    if not paths:
+        window = f" since {day.isoformat()}" if day else ""
+        click.echo(f"nothing new for {lang} / {'+'.join(audiences)}{window}: no digest written")
+    for path in paths:
+        click.echo(str(path))
+
+
+@main.command()
+@with_config
+@articles_option
+@click.option(
+    "--out",
+    type=click.Path(path_type=Path, file_okay=False),
+    default=None,
+    help="Folder the feeds are written to (default: feeds.out from the config).",
+)
+def build(config: Config, articles: Path | None, out: Path | None) -> None:
+    """Build the Atom, RSS and JSON feeds of every language (files that would not change are
+    left alone)."""
+    report = build_feeds(config, articles, out, now=datetime.now(UTC))
+    print_feed_report(report)
+    sys.exit(1 if report.has_errors else 0)
+
+
+def print_feed_report(report: FeedReport, *, problems: bool = True) -> None:
+    if problems:
+        for problem in report.problems:
+            click.echo(str(problem), err=True)
+    counts = ", ".join(f"{lang}: {n}" for lang, n in report.entries.items()) or "no articles"
+    if report.skipped:
+        click.echo(f"feeds in {report.out} are up to date ({counts})")
+    else:
+        click.echo(
+            f"feeds in {report.out} ({counts}): {len(report.written)} written, "
+            f"{len(report.unchanged)} unchanged, {len(report.removed)} removed"
+        )
+    if report.next_due:
+        click.echo(f"articles dated later are held back; the next is due {report.next_due}")
 
 
 if __name__ == "__main__":
