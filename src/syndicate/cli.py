@@ -290,17 +290,24 @@ def logging_to_stderr(json_lines: bool) -> Iterator[None]:
     handler = logging.StreamHandler(sys.stderr)
     text = logging.Formatter("%(asctime)s %(levelname)s %(message)s")
     handler.setFormatter(JsonLines() if json_lines else text)
-    root, executors = logging.getLogger(), logging.getLogger("apscheduler.executors")
-    saved = root.handlers[:], root.level, executors.level
+    levels = {
+        "": logging.INFO,
+        "alembic": logging.WARNING,
+        "apscheduler": logging.WARNING,
+        "apscheduler.executors": logging.ERROR,  # its "missed" warnings repeat our run lines
+    }
+    loggers = {logging.getLogger(name): level for name, level in levels.items()}
+    root = logging.getLogger()
+    saved_handlers, saved_levels = root.handlers[:], {lg: lg.level for lg in loggers}
     root.handlers[:] = [handler]
-    root.setLevel(logging.INFO)
-    executors.setLevel(logging.ERROR)  # its "missed" warnings repeat our run lines
+    for logger, level in loggers.items():
+        logger.setLevel(level)
     try:
         yield
     finally:
-        root.handlers[:], level, executors_level = saved
-        root.setLevel(level)
-        executors.setLevel(executors_level)
+        root.handlers[:] = saved_handlers
+        for logger, level in saved_levels.items():
+            logger.setLevel(level)
 
 
 @main.command()
