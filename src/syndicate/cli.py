@@ -221,8 +221,7 @@ def default_jobs(config: Config) -> Jobs:
         return Report(counts, "no input changed since the last build" if report.skipped else None)
 
     def send_digest(job: DigestJob, now: datetime) -> Report:
-        from . import pipeline
-        from .deliver import mailer_for
+        from . import pipeline  # send_digests and open_mailer come with the delivery stage
         from .store import open_store
 
         store = open_store(config.database_url)
@@ -230,7 +229,7 @@ def default_jobs(config: Config) -> Jobs:
             result = pipeline.send_digests(
                 config,
                 now,
-                mailer=mailer_for(config),
+                mailer=pipeline.open_mailer(config),
                 store=store,
                 langs=job.languages or None,
                 audiences=job.audiences or None,
