@@ -481,10 +481,11 @@ class Scheduler:
     def _reconcile(self, sched: BlockingScheduler, now: datetime) -> None:
         """Make the store match the config without losing a run missed while down.
 
-        New jobs are added, removed ones dropped, changed ones updated in place: options
-        with ``modify_job`` (which keeps the stored next run), triggers with the earlier of
-        the overdue stored run and the new trigger's next fire. ``add_job(replace_existing=
-        True)`` is not used: it would silently skip every run missed while down.
+        New jobs are added, removed ones dropped, changed ones updated in place with
+        ``modify_job``, which keeps the stored next run; a new trigger replaces that run only
+        when it is not overdue. ``add_job(replace_existing=True)`` is not used: it would
+        silently skip every run missed while down. The feed rebuild, and any run left
+        unfinished by the previous process, are due at once.
         """
         stored = {job.id: job for job in sched.get_jobs()}
         interrupted = {
