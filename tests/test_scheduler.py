@@ -271,6 +271,21 @@ def test_restart_keeps_the_schedule_and_applies_config_changes(tmp_path: Path, d
     assert ids == {"feeds", "digest:daily"}
 
 
+def test_a_send_missed_before_a_schedule_change_still_goes_out_once(
+    tmp_path: Path, sqlite_url: str
+) -> None:
+    Scheduler(
+        make_config(tmp_path, sqlite_url, [MONDAY]), Recorder().jobs, clock=clock(T0)
+    ).run_once()
+    tuesday = make_config(tmp_path, sqlite_url, [{**MONDAY, "day_of_week": "tue", "hour": 9}])
+    back = clock(datetime(2026, 1, 13, 12, 0, tzinfo=UTC))  # down across Monday's send
+    recorder = Recorder()
+    Scheduler(tuesday, recorder.jobs, clock=back).run_once()
+    assert recorder.count("weekly") == 1
+    (row,) = [r for r in Scheduler(tuesday, recorder.jobs, clock=back).planned() if r.id != "feeds"]
+    assert row.next_run == datetime(2026, 1, 20, 9, 30, tzinfo=AMSTERDAM) and row.note == ""
+
+
 def test_a_failing_job_is_logged_and_the_others_still_run(
     tmp_path: Path, sqlite_url: str, caplog: pytest.LogCaptureFixture
 ) -> None:
