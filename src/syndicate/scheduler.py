@@ -328,7 +328,7 @@ class Scheduler:
         self.lost_lock = False
         """True after the lock was found gone (e.g. the database restarted): this process
         stopped acting, since another scheduler may have taken over."""
-        self._outcomes: list[str] = []
+        self._failures = 0
 
     # -- entry points ------------------------------------------------------------------
 
@@ -345,10 +345,10 @@ class Scheduler:
     def run_once(self) -> bool:
         """Do what is due now (the feed rebuild, due or interrupted digests); True if all
         went well, False if a job failed (its log line says why)."""
-        self._outcomes.clear()
+        self._failures = 0
         with self._locked(standby=False, poll_seconds=0):
             self._session(self._run_due)
-        return "error" not in self._outcomes
+        return self._failures == 0
 
     def planned(self) -> list[Planned]:
         """The schedule as ``run`` will act on it: stored next runs, plus pending config changes.
@@ -605,7 +605,7 @@ class Scheduler:
             outcome, failure = ("ok" if report.reason is None else "nothing"), None
         duration = time.monotonic() - started
         log_run(spec.id, now, duration, outcome, report.counts, report.reason, failure)
-        self._outcomes.append(outcome)
+        self._failures += outcome == "error"
         if spec.digest is not None:
             self._clear_interrupted(spec.id)
 
