@@ -25,7 +25,7 @@ from click.testing import CliRunner
 
 from syndicate.cli import JsonLines, main
 from syndicate.config import Config, DigestJob, parse_config
-from syndicate.errors import SchedulerBusyError
+from syndicate.errors import ConfigError, SchedulerBusyError
 from syndicate.scheduler import Jobs, Report, Scheduler, job_specs, scheduler_lock
 from syndicate.store import create_engine
 from tests.conftest import ROOT, missing_real_part
@@ -150,7 +150,7 @@ def test_weekday_names_mean_those_days(tmp_path: Path) -> None:
 
 
 def test_weekday_numbers_are_refused(tmp_path: Path) -> None:
-    with pytest.raises(Exception, match="weekday names"):
+    with pytest.raises(ConfigError, match="weekday names"):
         make_config(tmp_path, "sqlite://", [{"name": "d", "day_of_week": "0"}])
 
 
