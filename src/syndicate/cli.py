@@ -7,10 +7,15 @@ from __future__ import annotations
 
 import functools
 import json
+import mailbox
+import smtplib
 import sys
 from collections.abc import Callable
+from datetime import UTC, datetime
+from email.message import EmailMessage
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote, urlsplit
 
 import click
 
@@ -139,6 +144,60 @@ def run(config: Config, articles: Path | None, once: bool) -> None:
     """The publishing job: read the article set and publish what is due."""
     found = load_articles(config, articles)
     print_summary(found, config)
+
+
+def mail_transport(config: Config) -> Callable[[EmailMessage], None]:
+    """One message at a time: to smtp.url when set, else into the outbox's Maildir."""
+    if not config.smtp.url:
+        config.path(config.email.outbox).mkdir(parents=True, exist_ok=True)
+        maildir = mailbox.Maildir(config.path(config.email.outbox) / "maildir")
+
+        def keep(message: EmailMessage) -> None:
+            maildir.add(message)
+
+        return keep
+    url = urlsplit(config.smtp.url)
+    user = unquote(url.username) if url.username else config.smtp.username
+    secret = config.smtp.password.get_secret_value() if config.smtp.password else None
+    password = unquote(url.password) if url.password else secret
+
+    def send(message: EmailMessage) -> None:
+        kind = smtplib.SMTP_SSL if url.scheme == "smtps" else smtplib.SMTP
+        default_port = 465 if url.scheme == "smtps" else 587 if "starttls" in url.scheme else 25
+        with kind(url.hostname or "localhost", url.port or default_port, timeout=30) as smtp:
+            if url.scheme == "smtp+starttls":
+                smtp.starttls()
+            if user and password:
+                smtp.login(user, password)
+            smtp.send_message(message)
+
+    return send
+
+
+@main.command()
+@with_config
+@articles_option
+@click.option("--host", default=None, help="Address to listen on (default: web.host).")
+@click.option("--port", type=int, default=None, help="Port to listen on (default: web.port).")
+def serve(config: Config, articles: Path | None, host: str | None, port: int | None) -> None:
+    """Serve the feeds, article pages and readers' subscription links over HTTP."""
+    import uvicorn
+
+    from .store import open_store
+    from .tokens import secret_key
+    from .web import create_app, watch_articles
+
+    folder = articles if articles is not None else config.path(config.site.articles)
+    app = create_app(
+        config,
+        store=open_store(config.database_url),
+        mailer=mail_transport(config),
+        articles=watch_articles(folder, config),
+        secret=secret_key(config),
+        now=lambda: datetime.now(UTC),
+    )
+    # No access log: its lines would carry readers' tokens and addresses.
+    uvicorn.run(app, host=host or config.web.host, port=port or config.web.port, access_log=False)
 
 
 if __name__ == "__main__":
