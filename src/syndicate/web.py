@@ -33,8 +33,6 @@ from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import FormData
 from starlette.exceptions import HTTPException
-from starlette.middleware import Middleware
-from starlette.middleware.gzip import GZipMiddleware
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Route
@@ -279,7 +277,7 @@ def create_app(
         nonce = request.cookies.get(CSRF_COOKIE)
         new_nonce = None if nonce else secrets.token_urlsafe(24)
         root = request.scope.get("root_path", "")
-        html = env.get_template(template).render(
+        text = env.get_template(template).render(
             site=config.site,
             lang=lang,
             t=words(lang),
@@ -292,8 +290,16 @@ def create_app(
             ],
             **context,
         )
-        headers = {**_PAGE_HEADERS, **(_TOKEN_HEADERS if token_page else {})}
-        response = HTMLResponse(html, status, headers=headers)
+        headers = {
+            **_PAGE_HEADERS,
+            **(_TOKEN_HEADERS if token_page else {}),
+            "Vary": "Accept-Encoding",
+        }
+        body = text.encode()
+        if _accepts_gzip(request):
+            body = gzip.compress(body, 6)
+            headers["Content-Encoding"] = "gzip"
+        response = HTMLResponse(body, status, headers=headers)
         if new_nonce:
             response.set_cookie(
                 CSRF_COOKIE, new_nonce, httponly=True, samesite="lax", secure=secure_cookie
@@ -567,11 +573,7 @@ def create_app(
         Route("/{lang}/", index),
         Route("/{lang}/{slug}/", article),
     ]
-    return Starlette(
-        routes=routes,
-        middleware=[Middleware(GZipMiddleware, minimum_size=500)],
-        exception_handlers={HTTPException: not_found},
-    )
+    return Starlette(routes=routes, exception_handlers={HTTPException: not_found})
 
 
 def _html_title(path: Path) -> str:
