@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from email import message_from_bytes, policy
 from email.message import EmailMessage
-from email.utils import formatdate
+from email.utils import formatdate, parsedate_to_datetime
 from pathlib import Path
 
 import lxml.html
@@ -20,6 +20,7 @@ import pytest
 from aiosmtpd.controller import Controller
 from starlette.testclient import TestClient
 
+from syndicate.cli import mail_transport
 from syndicate.config import Config, parse_config
 from syndicate.reader import read_articles
 from syndicate.store import Store, open_store
@@ -193,7 +194,7 @@ def test_conditional_get_answers_304(site):
     assert status(**{"If-None-Match": "*"}) == 304
     assert status(**{"If-None-Match": '"other"'}) == 200
     assert status(**{"If-Modified-Since": modified}) == 304
-    earlier = formatdate(first_seconds(modified) - 60, usegmt=True)
+    earlier = formatdate(parsedate_to_datetime(modified).timestamp() - 60, usegmt=True)
     assert status(**{"If-Modified-Since": earlier}) == 200
     # If-None-Match wins over If-Modified-Since (RFC 9110 §13.2.2).
     assert status(**{"If-None-Match": '"other"', "If-Modified-Since": modified}) == 200
@@ -202,10 +203,15 @@ def test_conditional_get_answers_304(site):
     assert not_modified.headers["etag"] == etag
 
 
-def first_seconds(http_date: str) -> float:
-    from email.utils import parsedate_to_datetime
-
-    return parsedate_to_datetime(http_date).timestamp()
+def test_head_gives_the_validators_without_the_body(site):
+    client, *_ = site
+    plain = {"Accept-Encoding": "identity"}
+    response = client.head("/feeds/nl.atom.xml", headers=plain)
+    assert response.status_code == 200
+    assert response.content == b""
+    assert (
+        response.headers["etag"] == client.get("/feeds/nl.atom.xml", headers=plain).headers["etag"]
+    )
 
 
 def test_a_changed_feed_gets_a_new_etag(site, tmp_path):
@@ -574,3 +580,28 @@ def test_a_missing_secret_is_generated_once_and_kept(tmp_path):
     assert key_file.stat().st_mode & 0o777 == 0o600
     configured = parse_config({}, root=tmp_path, source="(t)", env={"SYNDICATE_SECRET_KEY": "k"})
     assert secret_key(configured) == b"k"
+
+
+# -- the serve command's mail transport -----------------------------------------------------
+
+
+def test_confirmation_mail_goes_to_the_configured_smtp_server(tmp_path, smtp, clock):
+    inbox, port = smtp
+    config = parse_config(
+        {"smtp": {"url": f"smtp://127.0.0.1:{port}"}}, root=tmp_path, source="(t)", env={}
+    )
+    message = EmailMessage()
+    message["To"], message["Subject"] = "a@example.org", "hello"
+    message.set_content("body")
+    mail_transport(config)(message)
+    assert [m["Subject"] for m in inbox.messages] == ["hello"]
+
+
+def test_without_smtp_the_mail_lands_in_the_outbox_maildir(tmp_path):
+    config = parse_config({}, root=tmp_path, source="(t)", env={})
+    message = EmailMessage()
+    message["To"], message["Subject"] = "a@example.org", "hello"
+    message.set_content("body")
+    mail_transport(config)(message)
+    [stored] = list((tmp_path / "outbox" / "maildir" / "new").iterdir())
+    assert b"Subject: hello" in stored.read_bytes()
