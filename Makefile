@@ -16,7 +16,7 @@ run: $(BIN)/syndicate
 	$(BIN)/syndicate run --once
 
 test: $(BIN)/syndicate
-	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff check
 	$(BIN)/pytest
 
 golden: $(BIN)/syndicate

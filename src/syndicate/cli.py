@@ -22,7 +22,9 @@ import click
 from .config import Config, load_config
 from .errors import SyndicateError
 from .model import ArticleSet, Severity
+from .pipeline import FeedReport, build_feeds, write_digest, write_previews
 from .reader import read_articles
+from .render import catalog_problems
 
 
 def _fail(exc: SyndicateError) -> None:
@@ -85,6 +87,7 @@ def main() -> None:
 def check(config: Config, articles: Path | None, as_json: bool) -> None:
     """Read the article set and report what was found and every problem."""
     found = load_articles(config, articles)
+    found = ArticleSet(found.articles, found.problems + tuple(catalog_problems(config)))
     if as_json:
         click.echo(json.dumps(check_report(found), ensure_ascii=False, indent=2))
     else:
@@ -144,6 +147,94 @@ def run(config: Config, articles: Path | None, once: bool) -> None:
     """The publishing job: read the article set and publish what is due."""
     found = load_articles(config, articles)
     print_summary(found, config)
+    print_feed_report(build_feeds(config, articles, now=datetime.now(UTC)), problems=False)
+    previews = config.path(config.email.outbox) / "preview"
+    written = write_previews(config, found, previews, now=datetime.now(UTC))
+    click.echo(f"{len(written)} digest preview file(s) in {previews}", err=True)
+
+
+@main.command()
+@with_config
+@articles_option
+@click.option("--lang", required=True, help="Language of the digest, e.g. nl.")
+@click.option(
+    "--audience", "audiences", multiple=True, required=True, help="Audience id; repeatable."
+)
+@click.option(
+    "--since",
+    type=click.DateTime(formats=["%Y-%m-%d"]),
+    default=None,
+    help="Only articles updated on or after this date (YYYY-MM-DD).",
+)
+@click.option(
+    "--out",
+    type=click.Path(path_type=Path, file_okay=False),
+    default=None,
+    help="Output folder (default: <email.outbox>/preview).",
+)
+def digest(
+    config: Config,
+    articles: Path | None,
+    lang: str,
+    audiences: tuple[str, ...],
+    since: datetime | None,
+    out: Path | None,
+) -> None:
+    """Render one digest by hand: <lang>-<audiences>.html, .txt and .eml (to email.preview_to)."""
+    if lang not in config.site.languages:
+        raise click.BadParameter(
+            f"{lang!r} is not published (site.languages: {', '.join(config.site.languages)})",
+            param_hint="--lang",
+        )
+    for audience in audiences:
+        if audience not in config.audiences:
+            raise click.BadParameter(
+                f"unknown audience {audience!r} (known: {', '.join(config.audiences)})",
+                param_hint="--audience",
+            )
+    found = load_articles(config, articles)
+    print_problems(found)
+    out = out if out is not None else config.path(config.email.outbox) / "preview"
+    day = since.date() if since else None
+    paths = write_digest(config, found, lang, audiences, out, now=datetime.now(UTC), since=day)
+    if not paths:
+        window = f" since {day.isoformat()}" if day else ""
+        click.echo(f"nothing new for {lang} / {'+'.join(audiences)}{window}: no digest written")
+    for path in paths:
+        click.echo(str(path))
+
+
+@main.command()
+@with_config
+@articles_option
+@click.option(
+    "--out",
+    type=click.Path(path_type=Path, file_okay=False),
+    default=None,
+    help="Folder the feeds are written to (default: feeds.out from the config).",
+)
+def build(config: Config, articles: Path | None, out: Path | None) -> None:
+    """Build the Atom, RSS and JSON feeds of every language (files that would not change are
+    left alone)."""
+    report = build_feeds(config, articles, out, now=datetime.now(UTC))
+    print_feed_report(report)
+    sys.exit(1 if report.has_errors else 0)
+
+
+def print_feed_report(report: FeedReport, *, problems: bool = True) -> None:
+    if problems:
+        for problem in report.problems:
+            click.echo(str(problem), err=True)
+    counts = ", ".join(f"{lang}: {n}" for lang, n in report.entries.items()) or "no articles"
+    if report.skipped:
+        click.echo(f"feeds in {report.out} are up to date ({counts})")
+    else:
+        click.echo(
+            f"feeds in {report.out} ({counts}): {len(report.written)} written, "
+            f"{len(report.unchanged)} unchanged, {len(report.removed)} removed"
+        )
+    if report.next_due:
+        click.echo(f"articles dated later are held back; the next is due {report.next_due}")
 
 
 def mail_transport(config: Config) -> Callable[[EmailMessage], None]:

@@ -143,6 +143,9 @@ class Feeds(Section):
     """Entries per feed document; older ones go to RFC 5005 archive documents."""
     hub: HttpUrl | None = None
     """WebSub hub announced in every feed (optional)."""
+    tag: str | None = Field(None, pattern=r"^[A-Za-z0-9.@-]+,\d{4}(-\d{2}(-\d{2})?)?$")
+    """Tag-URI authority and date of every feed and entry id ("example.org,2025-01-01"); default:
+    the host of site.base_url with 2025-01-01. Keep it when the site moves, so ids never change."""
 
 
 class State(Section):

@@ -5,6 +5,7 @@ The reader produces these; feeds, digests, messages and delivery only consume th
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import date
@@ -119,9 +120,12 @@ class ArticleSet:
     articles: tuple[Article, ...] = ()
     problems: tuple[Diagnostic, ...] = ()
     _by_key: dict[tuple[str, str], Article] = field(default_factory=dict, repr=False, compare=False)
+    _by_slug: dict[str, list[Article]] = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         self._by_key.update((a.key, a) for a in self.articles)
+        for article in sorted(self.articles, key=lambda a: a.lang):
+            self._by_slug.setdefault(article.slug, []).append(article)
 
     def __iter__(self) -> Iterator[Article]:
         return iter(self.articles)
@@ -142,12 +146,7 @@ class ArticleSet:
 
     def translations(self, article: Article) -> tuple[Article, ...]:
         """The other language versions of ``article``, ordered by language."""
-        return tuple(
-            sorted(
-                (a for a in self.articles if a.slug == article.slug and a.lang != article.lang),
-                key=lambda a: a.lang,
-            )
-        )
+        return tuple(a for a in self._by_slug.get(article.slug, ()) if a.lang != article.lang)
 
     def get(self, lang: str, slug: str) -> Article | None:
         return self._by_key.get((lang, slug))
@@ -155,3 +154,37 @@ class ArticleSet:
     @property
     def has_errors(self) -> bool:
         return any(p.severity is Severity.ERROR for p in self.problems)
+
+
+@dataclass(frozen=True, slots=True)
+class DigestItem:
+    """One article in a digest, with only the takeaways of the digest's audiences."""
+
+    article: Article
+    takeaways: tuple[Takeaways, ...]
+    revised: bool = False
+    """An earlier version of this article already went out in this digest."""
+
+
+@dataclass(frozen=True, slots=True)
+class Digest:
+    """What one (language, audience set, window) issue contains; rendered once, sent to many."""
+
+    lang: str
+    audiences: tuple[str, ...]
+    """Audience ids in display order."""
+    items: tuple[DigestItem, ...]
+    since: date | None = None
+
+    @property
+    def key(self) -> str:
+        """Stable id of the variant, e.g. ``nl-cost+strategy``; also the preview file name."""
+        return f"{self.lang}-{'+'.join(sorted(self.audiences))}"
+
+    @property
+    def content_hash(self) -> str:
+        """Changes exactly when what the digest shows changes."""
+        h = hashlib.sha256(self.key.encode())
+        for item in self.items:
+            h.update(f"\n{item.article.slug}:{item.article.digest}:{int(item.revised)}".encode())
+        return h.hexdigest()[:32]

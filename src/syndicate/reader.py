@@ -5,20 +5,24 @@ touches the file system. A broken file yields diagnostics and is skipped; it nev
 
 The format: paragraphs separated by blank lines. Title; date line; update summary; body
 (single-line headings and paragraphs with superscript footnote marks); the key-takeaways
-section ("<audience label>: - bullet - bullet"); numbered references; an optional SEO tail.
-Which words mark each part is per-language data (``LanguageProfile``), never code.
+section ("<audience label>: - bullet - bullet", or one bullet a line); numbered references;
+an optional SEO tail. Which words mark each part is per-language data (``LanguageProfile``),
+never code.
 """
 
 from __future__ import annotations
 
 import hashlib
+import math
 import re
+import sys
 import unicodedata
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date
 from functools import cache
 from pathlib import Path
+from typing import NamedTuple
 
 from babel import Locale, UnknownLocaleError
 from babel.dates import get_date_format, get_month_names
@@ -38,15 +42,20 @@ from .model import (
 SUPERSCRIPTS = "⁰¹²³⁴⁵⁶⁷⁸⁹"
 _SUPER_DIGIT = str.maketrans(SUPERSCRIPTS, "0123456789")
 _MARKS = re.compile(f"[{SUPERSCRIPTS}]+")
-# C0/C1 controls except tab and newline, plus lone surrogates and non-characters.
-_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ufffe\uffff]")
-_BULLET_SPLIT = re.compile(r"\s+-\s+")
-_REFERENCE = re.compile(r"(\d{1,4})\.\s+(.*)", re.S)
-_URL = re.compile(r"https?://\S+")
+# C0/C1 controls except tab and newline, plus non-characters and stray BOMs.
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ufeff\ufffe\uffff]")
+_BLANK = re.compile(r"(\n\s*\n)")
+_BULLETS = "-–—•*·▪◦‣"
+_REF_START = re.compile(rf"(?:\[(\d{{1,4}})\]|(\d{{1,4}})[.)]|([{SUPERSCRIPTS}]+))\s*(.*)")
+_URL = re.compile(r"<?(https?://[^\s<>]+)>?")
 _SLUG = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
-_SENTENCE_END = tuple(".!?:;…\"'”’»)")
-_HEADING_MAX = 140
+# "December 2025 Update: ..." in any language: a short label holding a year, then a colon.
+_SUMMARY_LABEL = re.compile(r"[^:.!?]{0,60}\b\d{4}\b[^:.!?]{0,40}:\s")
+_PARENS = re.compile(r"\s*\([^)]*\)")
+_HEADING_MAX = 120
+_LABEL_MAX = 80
 _LANGID_MIN_PROB = 0.9
+_LANGID_SAMPLE = 100
 
 
 class ArticleProblem(Exception):
@@ -57,15 +66,28 @@ class ArticleProblem(Exception):
         self.line = line
 
 
-@dataclass(frozen=True, slots=True)
-class Paragraph:
+class Paragraph(NamedTuple):
+    """A run of non-blank lines: ``text`` joins them with spaces; ``line`` is the first line.
+
+    A named tuple rather than a dataclass: every file makes dozens, and this is the hot path.
+    """
+
     text: str
     line: int
+    rows: tuple[str, ...]
 
 
 def _fold(text: str) -> str:
     """Case- and space-insensitive form for comparing labels and headings."""
     return " ".join(text.casefold().split())
+
+
+def _bare_label(text: str) -> str:
+    """A label as compared: no bullet, emphasis, trailing colon or "(158 characters)" note."""
+    if "(" in text:
+        text = _PARENS.sub("", text)
+    text = text.strip().lstrip(_BULLETS).strip(" *_#")
+    return _fold(text.rstrip(":"))
 
 
 def decode(data: bytes) -> str:
@@ -82,9 +104,32 @@ def decode(data: bytes) -> str:
         ) from None
 
 
-def clean(text: str, warn: list[tuple[int, str]]) -> str:
-    """Normalise newlines and Unicode; drop control characters, noting where they were."""
-    text = text.replace("\r\n", "\n").replace("\r", "\n")
+# Bytes that may need cleaning: C0 controls and DEL, lead bytes of combining marks
+# (U+0300-036F), C1 controls (after 0xC2), BOMs and non-characters (after 0xEF). A few
+# C-speed passes over the bytes let a clean file skip the character-level scans; text
+# without combining marks is taken as NFC already.
+_PLAIN = bytes(b for b in range(256) if (b >= 0x20 and b not in b"\x7f\xcc\xcd") or b in b"\t\n\r")
+_C1 = re.compile(rb"\xc2[\x80-\x9f]")
+
+
+def _suspect(data: bytes) -> bool:
+    return bool(
+        data.translate(None, _PLAIN)
+        or (b"\xef" in data and (b"\xef\xbb\xbf" in data or b"\xef\xbf" in data))
+        or (b"\xc2" in data and _C1.search(data))
+    )
+
+
+def clean(text: str, warn: list[tuple[int, str]], data: bytes | None = None) -> str:
+    """Normalise newlines and Unicode; drop control characters, noting where they were.
+
+    ``data``, the bytes ``text`` was decoded from (BOM removed), lets a clean file skip the
+    character-level scans.
+    """
+    if "\r" in text:
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
+    if data is not None and not _suspect(data):
+        return text
     if _CONTROL.search(text):
         for number, line in enumerate(text.split("\n"), 1):
             found = _CONTROL.findall(line)
@@ -96,25 +141,32 @@ def clean(text: str, warn: list[tuple[int, str]]) -> str:
 
 
 def paragraphs(text: str) -> list[Paragraph]:
-    """Split on blank lines; lines of one paragraph are joined with a space."""
+    """Split on blank lines; a paragraph keeps its stripped lines and their joined text."""
     found: list[Paragraph] = []
-    lines: list[str] = []
-    start = 0
-    for number, line in enumerate(text.split("\n"), 1):
-        if line.strip():
-            if not lines:
-                start = number
-            lines.append(line.strip())
-        elif lines:
-            found.append(Paragraph(" ".join(lines), start))
-            lines = []
-    if lines:
-        found.append(Paragraph(" ".join(lines), start))
+    line = 1
+    pieces = _BLANK.split(text)  # text, gap, text, gap, ..., text
+    for index in range(0, len(pieces), 2):
+        chunk = pieces[index]
+        if "\n" not in chunk:
+            row = chunk.strip()
+            if row:
+                found.append(Paragraph(row, line, (row,)))
+        else:
+            rows = [row.strip() for row in chunk.split("\n")]
+            first = 0
+            if "" in rows:  # only at the very start or end of the text
+                first = next((i for i, row in enumerate(rows) if row), 0)
+                rows = [row for row in rows if row]
+            if rows:
+                found.append(Paragraph(" ".join(rows), line + first, tuple(rows)))
+            line += chunk.count("\n")
+        if index + 1 < len(pieces):
+            line += pieces[index + 1].count("\n")
     return found
 
 
 def split_marks(text: str) -> tuple[str | int, ...]:
-    """'memory.¹ Scale' → ('memory.', 1, ' Scale')."""
+    """'memory.¹ Scale' → ('memory.', 1, ' Scale'). A run of marks is one number: '¹¹' is 11."""
     parts: list[str | int] = []
     pos = 0
     for mark in _MARKS.finditer(text):
@@ -132,12 +184,12 @@ def strip_marks(text: str) -> str:
 
 
 # ---------------------------------------------------------------------------------------------
-# Dates: the long date format and month names of the language, from Babel's CLDR data.
+# Dates: the language's own date formats and month names, from Babel's CLDR data.
 
 
 @cache
-def _date_pattern(lang: str) -> tuple[re.Pattern[str], dict[str, int]] | None:
-    """A regex for the language's long date (``d MMMM y`` and the like), months from CLDR."""
+def _date_patterns(lang: str) -> tuple[tuple[re.Pattern[str], ...], dict[str, int]] | None:
+    """Regexes for the language's long and medium dates, then common orders; months from CLDR."""
     try:
         locale = Locale.parse(lang.replace("-", "_"))
     except (UnknownLocaleError, ValueError):
@@ -147,98 +199,207 @@ def _date_pattern(lang: str) -> tuple[re.Pattern[str], dict[str, int]] | None:
         for context in ("format", "stand-alone"):
             for number, name in get_month_names(width, context, locale).items():
                 months.setdefault(_fold(name).rstrip("."), number)
-    month_re = "|".join(sorted((re.escape(m) for m in months), key=len, reverse=True))
-    pattern = get_date_format("long", locale).pattern
-    out: list[str] = []
-    for token in re.finditer(r"'([^']*)'|(d+|M+|L+|y+)|([^'dMLy]+)", pattern):
-        literal, field, other = token.groups()
-        if literal is not None:
-            out.append(r"\s*" + re.escape(literal) + r"\s*")
-        elif field and field[0] == "d":
-            out.append(r"(?P<day>\d{1,2})\.?")
-        elif field and field[0] in "ML":
-            out.append(rf"(?P<month>{month_re})\.?")
-        elif field:
-            out.append(r"(?P<year>\d{4})")
-        else:
-            out.append(r"[\s,.]*" if other.strip(" ,.") == "" else re.escape(other.strip()))
-    return re.compile("".join(out), re.I), months
+    month = "(?P<month>{})\\.?".format(
+        "|".join(sorted((re.escape(m) for m in months), key=len, reverse=True))
+    )
+    day = r"(?P<day>\d{1,2})(?:\.|st|nd|rd|th|er|º|ª)?"
+    year = r"(?P<year>\d{4})"
+    patterns = []
+    for width in ("long", "medium"):
+        out: list[str] = []
+        for token in re.finditer(
+            r"'([^']*)'|(d+|M+|L+|y+)|([^'dMLy]+)", get_date_format(width, locale).pattern
+        ):
+            literal, part, other = token.groups()
+            if literal is not None:
+                out.append(r"\s*" + re.escape(literal) + r"\s*")
+            elif part:
+                out.append({"d": day, "M": month, "L": month, "y": year}[part[0]])
+            else:
+                out.append(r"[\s,.]*" if other.strip(" ,.") == "" else re.escape(other.strip()))
+        patterns.append("".join(out))
+    patterns += [rf"{day}\s+{month},?\s+{year}", rf"{month}\s+{day},?\s+{year}"]
+    compiled = tuple(re.compile(rf"(?<!\w){p}(?!\w)", re.I) for p in dict.fromkeys(patterns))
+    return compiled, months
+
+
+_ISO_DATE = re.compile(r"(?<!\d)(\d{4})-(\d{2})-(\d{2})(?!\d)")
 
 
 def parse_date(text: str, lang: str) -> date | None:
-    """The first long-format date in ``text`` for ``lang``, or None."""
-    compiled = _date_pattern(lang)
-    if compiled is None:
-        return None
-    regex, months = compiled
-    found = regex.search(text)
-    if not found:
-        return None
-    month = months[_fold(found["month"]).rstrip(".")]
-    try:
-        return date(int(found["year"]), month, int(found["day"]))
-    except ValueError:
-        return None
+    """The first date in ``text`` written the way ``lang`` writes dates (or ISO 8601), or None."""
+    compiled = _date_patterns(lang)
+    if compiled is not None:
+        regexes, months = compiled
+        for regex in regexes:
+            found = regex.search(text)
+            if found:
+                try:
+                    month = months[_fold(found["month"]).rstrip(".")]
+                    return date(int(found["year"]), month, int(found["day"]))
+                except ValueError:
+                    return None
+    iso = _ISO_DATE.search(text)
+    if iso:
+        try:
+            return date(int(iso[1]), int(iso[2]), int(iso[3]))
+        except ValueError:
+            return None
+    return None
+
+
+# ---------------------------------------------------------------------------------------------
+# Per-language markers, folded once per profile.
+
+
+@dataclass(frozen=True, slots=True)
+class _Markers:
+    date_line: tuple[str, ...]
+    headings: dict[str, str]  # folded heading -> "takeaways" | "references" | "seo"
+    labels: dict[str, str]  # folded audience label -> audience id
+    seo_fields: dict[str, str]  # folded SEO label -> Seo field name
+    alt_slugs: tuple[str, ...]  # folded prefixes of alternative-slug labels
+
+
+_MARKERS: dict[int, tuple[LanguageProfile, _Markers]] = {}
+
+
+def _markers(profile: LanguageProfile) -> _Markers:
+    cached = _MARKERS.get(id(profile))
+    if cached is not None and cached[0] is profile:
+        return cached[1]
+    headings = {
+        _fold(h).rstrip(":"): kind
+        for kind in ("seo", "references", "takeaways")
+        for h in getattr(profile, kind)
+    }
+    fields = profile.seo_fields
+    seo = {
+        _bare_label(label): name
+        for name in ("title", "description", "excerpt", "primary_slug")
+        for label in getattr(fields, name)
+    }
+    made = _Markers(
+        date_line=tuple(sorted({_fold(p) for p in profile.date_line}, key=len, reverse=True)),
+        headings=headings,
+        labels={_bare_label(x): a for a, labels in profile.audiences.items() for x in labels},
+        seo_fields=seo,
+        alt_slugs=tuple(_bare_label(a) for a in fields.alt_slugs),
+    )
+    _MARKERS[id(profile)] = (profile, made)
+    return made
+
+
+def _starts_with(text: str, phrases: Sequence[str]) -> str | None:
+    """The longest folded phrase ``text`` starts with as whole words, or None."""
+    folded = _fold(text[:80])
+    for phrase in phrases:  # longest first
+        if folded.startswith(phrase) and (
+            len(folded) == len(phrase) or not folded[len(phrase)].isalnum()
+        ):
+            return phrase
+    return None
 
 
 # ---------------------------------------------------------------------------------------------
 # Language: the profiles decide; an offline language-identification model cross-checks.
 
 
-def _starts_with(text: str, phrases: list[str]) -> str | None:
-    """The longest phrase ``text`` starts with (as whole words, ignoring case), or None."""
-    folded = _fold(text)
-    matches = [
-        p
-        for p in map(_fold, phrases)
-        if folded.startswith(p) and (len(folded) == len(p) or not folded[len(p)].isalnum())
-    ]
-    return max(matches, key=len, default=None)
+class _LanguageModel:
+    """py3langid's bundled model, restricted to our languages and scored in plain Python.
 
+    Same features, weights and calibration as ``LanguageIdentifier.classify``, minus the
+    per-call numpy overhead, which dominated the cost of one short sample.
+    """
 
-def _profile_score(paras: list[Paragraph], profile: LanguageProfile) -> int:
-    score = 0
-    if len(paras) > 1 and _starts_with(paras[1].text, profile.date_line):
-        score += 4
-    headings = {_fold(h) for h in (*profile.takeaways, *profile.references, *profile.seo)}
-    labels = [label for labels in profile.audiences.values() for label in labels]
-    for para in paras[3:]:
-        if _fold(para.text) in headings:
-            score += 2
-        elif ":" in para.text[:80] and _starts_with(para.text.split(":", 1)[0], labels):
-            score += 1
-    return score
+    def __init__(self, langs: tuple[str, ...]) -> None:
+        from py3langid.langid import MODEL_FILE, LanguageIdentifier
+
+        model = LanguageIdentifier.from_model_file(MODEL_FILE)
+        self.langs = tuple(lang for lang in langs if lang in model.nb_classes)
+        model.set_languages(self.langs or None)
+        self.nextmove = model.tk_nextmove
+        self.rowbase = [row << 8 for row in model.tk_row]
+        self.output = model.tk_output
+        self.weights = model.nb_ptc.tolist()
+        self.priors = model.nb_pc.tolist()
+        self.langs = tuple(model.nb_classes)
+
+    def classify(self, text: str) -> tuple[str, float] | None:
+        data = text.encode()
+        nextmove, rowbase, output = self.nextmove, self.rowbase, self.output
+        counts: dict[int, int] = {}
+        state = 0
+        for byte in data:
+            state = nextmove[rowbase[state] + byte]
+            feature = output[state]
+            if feature >= 0:
+                counts[feature] = counts.get(feature, 0) + 1
+        if not counts:
+            return None
+        scores = list(self.priors)
+        for feature, count in counts.items():
+            weight = math.log1p(count)
+            for index, value in enumerate(self.weights[feature]):
+                scores[index] += weight * value
+        # The model's own calibration: temperature sqrt(bytes), then softmax.
+        scale = 1.0 / math.sqrt(len(data))
+        best = max(scores)
+        total = sum(math.exp((score - best) * scale) for score in scores)
+        return self.langs[scores.index(best)], 1.0 / total
 
 
 @cache
-def _identifier(langs: tuple[str, ...]):
-    from py3langid.langid import MODEL_FILE, LanguageIdentifier
-
-    identifier = LanguageIdentifier.from_model_file(MODEL_FILE, norm_probs=True)
-    known = [lang for lang in langs if lang in identifier.nb_classes]
-    if len(known) < 2:
-        return None
-    identifier.set_languages(known)
-    return identifier
+def _model(langs: tuple[str, ...]) -> _LanguageModel | None:
+    model = _LanguageModel(langs)
+    return model if len(model.langs) >= 2 else None
 
 
 def identify(text: str, langs: tuple[str, ...]) -> tuple[str, float] | None:
     """The language model's guess among ``langs`` (those it knows), or None if it can't tell."""
-    identifier = _identifier(langs)
-    if identifier is None:
-        return None
-    lang, prob = identifier.classify(text)
-    return str(lang), float(prob)
+    model = _model(tuple(sorted(langs)))
+    return model.classify(text) if model is not None and text.strip() else None
+
+
+def _langid_sample(paras: list[Paragraph]) -> str:
+    """A short stretch of running prose: the model's cost grows with every byte it reads."""
+    prose = next((p.text for p in paras[3:] if len(p.text) > _LANGID_SAMPLE), "")
+    if not prose:
+        prose = " ".join(p.text for p in paras[:3])
+    cut = prose.rfind(" ", 0, _LANGID_SAMPLE)
+    return prose[: cut if cut > 0 else _LANGID_SAMPLE]
 
 
 def detect_language(
     paras: list[Paragraph], profiles: Mapping[str, LanguageProfile], warn: list[tuple[int, str]]
 ) -> str:
-    scores = {lang: _profile_score(paras, p) for lang, p in profiles.items()}
+    """The profile whose date line, headings and audience labels the text uses.
+
+    The language model only breaks ties and warns when it clearly reads another language.
+    """
+    dated = {
+        lang
+        for lang, profile in profiles.items()
+        if any(_starts_with(p.text, _markers(profile).date_line) for p in paras[1:3])
+    }
+    if len(dated) == 1:  # the usual case: the date line alone decides
+        scores = {lang: 4 if lang in dated else 0 for lang in profiles}
+    else:  # none or several: headings and audience labels decide
+        shorts = {_fold(p.text).rstrip(":") for p in paras[3:] if len(p.text) <= _LABEL_MAX}
+        labels = set()
+        for p in paras[3:]:
+            colon = p.rows[0].find(":", 0, _LABEL_MAX)
+            if colon > 0:
+                labels.add(_bare_label(p.rows[0][:colon]))
+        scores = {}
+        for lang, profile in profiles.items():
+            m = _markers(profile)
+            score = 4 if lang in dated else 0
+            score += 2 * len(shorts & m.headings.keys()) + len(labels & m.labels.keys())
+            scores[lang] = score
     best = max(scores.values(), default=0)
     candidates = [lang for lang, s in scores.items() if s == best and s > 0]
-    sample = " ".join(p.text for p in paras[:3])
-    guess = identify(sample, tuple(profiles))
+    guess = identify(_langid_sample(paras), tuple(profiles))
     if not candidates:
         hint = (
             f"; the text looks like '{guess[0]}'" if guess and guess[1] >= _LANGID_MIN_PROB else ""
@@ -246,115 +407,228 @@ def detect_language(
         raise ArticleProblem(
             f"unknown language: no configured language profile ({', '.join(profiles)}) "
             f"matches its date line or headings{hint}",
-            paras[1].line if len(paras) > 1 else 1,
+            paras[1].line if len(paras) > 1 else paras[0].line,
         )
     if len(candidates) > 1:
-        if guess and guess[0] in candidates:
-            return guess[0]
-        return candidates[0]
+        return guess[0] if guess and guess[0] in candidates else candidates[0]
     lang = candidates[0]
-    if guess and guess[0] != lang and guess[1] >= _LANGID_MIN_PROB and scores.get(guess[0], 0) == 0:
-        warn.append((1, f"the '{lang}' profile matches, but the text reads like '{guess[0]}'"))
+    if guess and guess[0] != lang and guess[1] >= _LANGID_MIN_PROB and scores[guess[0]] == 0:
+        warn.append(
+            (paras[0].line, f"the '{lang}' profile matches, but the text reads like '{guess[0]}'")
+        )
     return lang
 
 
 # ---------------------------------------------------------------------------------------------
-# Sections.
+# The head: title, date line, summary.
 
 
-def _is_heading(text: str) -> bool:
-    bare = strip_marks(text).rstrip()
-    return 0 < len(bare) <= _HEADING_MAX and not bare.endswith(_SENTENCE_END)
+def _split_head(paras: list[Paragraph], date_words: Sequence[str]) -> list[Paragraph]:
+    """Let title, date line and summary share a paragraph (no blank lines between them)."""
+    for index, para in enumerate(paras[:2]):
+        rows = para.rows
+        for row_no in range(1 if index == 0 else 0, len(rows)):
+            if row_no == 0 or not _starts_with(rows[row_no], date_words):
+                continue
+            parts = [rows[:row_no], rows[row_no : row_no + 1], rows[row_no + 1 :]]
+            made = [
+                Paragraph(" ".join(part), para.line + start, tuple(part))
+                for part, start in zip(parts, (0, row_no, row_no + 1), strict=True)
+                if part
+            ]
+            return paras[:index] + made + paras[index + 1 :]
+    return paras
 
 
-def _find(paras: list[Paragraph], start: int, phrases: list[str]) -> int | None:
-    wanted = {_fold(p) for p in phrases}
-    for index in range(start, len(paras)):
-        if _fold(paras[index].text).rstrip(":") in wanted:
-            return index
+def _is_heading(para: Paragraph) -> bool:
+    """A body heading: one short line that does not end like a sentence."""
+    if len(para.rows) != 1 or len(para.text) > _HEADING_MAX:
+        return False
+    bare = strip_marks(para.text).rstrip()
+    if not bare or bare[-1] in ".:;,…\"'”’»)" or bare[0] in _BULLETS:
+        return False
+    # A question or exclamation can be a heading, as long as it is a single sentence.
+    return bare[-1] not in "?!" or not re.search(r"[.?!]\s", bare[:-1])
+
+
+# ---------------------------------------------------------------------------------------------
+# Sections after the body.
+
+
+def _bullet_marker(text: str) -> str | None:
+    if len(text) > 1 and text[0] in _BULLETS and text[1].isspace():
+        return text[0]
     return None
 
 
+def _bullets(first: str, rows: Sequence[str]) -> list[str]:
+    """Bullets written inline (": - a - b") or one a line ("- a"); hyphens in words never split."""
+    texts = [t for t in (first.strip(), *rows) if t]
+    if sum(_bullet_marker(t) is not None for t in texts) >= 2:
+        items: list[str] = []
+        for text in texts:
+            if _bullet_marker(text) is not None or not items:
+                items.append(text.lstrip(_BULLETS).strip())
+            else:  # a wrapped bullet continues on the next line
+                items[-1] += " " + text
+        return [i for i in items if i]
+    joined = " ".join(texts)
+    marker = _bullet_marker(joined)
+    if marker is None:
+        return [joined] if joined else []
+    pieces = re.split(rf"\s+{re.escape(marker)}\s+", " " + joined)
+    return [p.strip() for p in pieces if p.strip()]
+
+
+def _audience_label(row: str, m: _Markers) -> tuple[str | None, str, str] | None:
+    """(audience id or None if unknown, label as written, rest of the row) for a label row."""
+    colon = row.find(":", 0, _LABEL_MAX + 1)
+    if colon < 0 and len(row) > _LABEL_MAX:
+        return None
+    label, sep, rest = row.partition(":")
+    if not sep:
+        audience = m.labels.get(_bare_label(row))
+        return (audience, row.strip(" *:"), "") if audience else None
+    if len(label) > _LABEL_MAX or _bullet_marker(label) or _REF_START.fullmatch(label):
+        return None
+    return m.labels.get(_bare_label(label)), label.strip(" *"), rest
+
+
 def _takeaways(
-    paras: list[Paragraph], profile: LanguageProfile, warn: list[tuple[int, str]]
+    paras: list[Paragraph], m: _Markers, warn: list[tuple[int, str]]
 ) -> tuple[Takeaways, ...]:
-    by_label = {
-        _fold(label): audience for audience, labels in profile.audiences.items() for label in labels
-    }
     found: dict[str, Takeaways] = {}
-    for para in paras:
-        label, sep, rest = para.text.partition(":")
-        if not sep:
-            warn.append(
-                (para.line, f"takeaways line without '<audience>:' label: {para.text[:60]!r}")
-            )
-            continue
-        audience = by_label.get(_fold(label))
-        if audience is None:
-            known = "; ".join(labels[0] for labels in profile.audiences.values())
-            warn.append((para.line, f"unknown audience label {label.strip()!r} (known: {known})"))
-            continue
-        rest = rest.strip()
-        if rest.startswith("-"):
-            rest = rest[1:]
-        bullets = tuple(b.strip() for b in _BULLET_SPLIT.split(" " + rest) if b.strip())
+    current: tuple[str, str, int] | None = None  # audience, label, line
+    bullets: list[str] = []
+
+    def close() -> None:
+        if current is None:
+            return
+        audience, label, line = current
         if not bullets:
-            warn.append((para.line, f"no bullets after {label.strip()!r}"))
+            warn.append((line, f"no bullets after {label!r}"))
+        elif audience in found:
+            warn.append((line, f"second takeaways line for {label!r} ignored"))
+        else:
+            found[audience] = Takeaways(audience, sys.intern(label), tuple(bullets))
+
+    for para in paras:
+        rows = para.rows
+        head = _audience_label(rows[0], m)
+        if head is None:
+            if current is not None and _bullet_marker(rows[0]):
+                bullets.extend(_bullets("", rows))
+            else:
+                warn.append(
+                    (para.line, f"takeaways line without '<audience>:' label: {para.text[:60]!r}")
+                )
             continue
-        if audience in found:
-            warn.append((para.line, f"second takeaways line for {label.strip()!r} ignored"))
+        close()
+        audience, label, rest = head
+        current, bullets = None, []
+        if audience is None:
+            known = "; ".join(sorted({v: k for k, v in m.labels.items()}.values()))
+            warn.append((para.line, f"unknown audience label {label!r} (known: {known})"))
             continue
-        found[audience] = Takeaways(audience, label.strip(), bullets)
+        current = (audience, label, para.line)
+        bullets = _bullets(rest, rows[1:])
+    close()
     return tuple(found.values())
 
 
-def _references(paras: list[Paragraph]) -> tuple[tuple[Reference, ...], int]:
-    """Numbered references from the start of ``paras``; returns them and how many paragraphs."""
-    refs: list[Reference] = []
+def _reference(row: str) -> tuple[int, str] | None:
+    found = _REF_START.fullmatch(row)
+    if not found or not found[4]:
+        return None
+    digits = found[1] or found[2] or found[3].translate(_SUPER_DIGIT)
+    return int(digits), found[4]
+
+
+def _references(
+    paras: list[Paragraph], warn: list[tuple[int, str]]
+) -> tuple[tuple[Reference, ...], int]:
+    """Numbered references from the start of ``paras``; returns them and how many paragraphs.
+
+    One reference a paragraph or one a line; a line that does not start with a number continues
+    the reference above it.
+    """
+    raw: list[tuple[int, str, int]] = []
     for index, para in enumerate(paras):
-        found = _REFERENCE.fullmatch(para.text)
-        if not found:
-            return tuple(refs), index
-        body = found[2]
-        urls = _URL.findall(body)
-        url = urls[-1].rstrip(".,;)") if urls else None
-        text = body[: body.rfind(urls[-1])].strip() if urls else body.strip()
-        refs.append(Reference(int(found[1]), text or body.strip(), url))
-    return tuple(refs), len(paras)
+        first = _reference(para.rows[0])
+        if first is None:
+            return _finish_references(raw, warn), index
+        for offset, row in enumerate(para.rows):
+            ref = _reference(row)
+            if ref is not None:
+                raw.append((ref[0], ref[1], para.line + offset))
+            else:
+                number, text, line = raw[-1]
+                raw[-1] = (number, f"{text} {row}", line)
+    return _finish_references(raw, warn), len(paras)
 
 
-def _seo_items(paras: list[Paragraph]) -> Iterator[tuple[str, str]]:
+def _finish_references(
+    raw: list[tuple[int, str, int]], warn: list[tuple[int, str]]
+) -> tuple[Reference, ...]:
+    refs: dict[int, Reference] = {}
+    for number, body, line in raw:
+        urls = list(_URL.finditer(body))
+        url = urls[-1][1].rstrip(".,;:)]'\"") if urls else None
+        text = body
+        if urls:
+            last = urls[-1]
+            text = body[: last.start()] + body[last.end() :]
+        text = " ".join(text.split()).rstrip(" -–—") or body
+        if number in refs:
+            warn.append((line, f"reference {number} appears twice; the first one is kept"))
+            continue
+        # The same source is often cited many times (and in every language): share the text.
+        refs[number] = Reference(number, sys.intern(text), sys.intern(url) if url else None)
+    return tuple(refs.values())
+
+
+def _seo_items(para: Paragraph) -> Iterator[tuple[str, str]]:
     """(label, value) pairs of the SEO tail, whether written as lines, bullets or inline lists."""
-    for para in paras:
-        for item in re.split(r"(?:^|\s)[•·▪]\s*", para.text):
-            label, sep, value = item.partition(":")
+    for row in para.rows:
+        for item in re.split(r"(?:^|\s)[•·▪]\s*", row):
+            label, sep, value = item.strip().lstrip(_BULLETS).partition(":")
+            value = value.strip()
             if not sep:
                 continue
-            value = value.strip()
-            if value.startswith("- "):
-                for sub in _BULLET_SPLIT.split(" " + value):
+            if _bullet_marker(value):
+                for sub in _bullets(value, ()):
                     sub_label, sub_sep, sub_value = sub.partition(":")
                     if sub_sep:
-                        yield sub_label.strip(), sub_value.strip()
+                        yield sub_label, sub_value.strip()
                 continue
-            yield label.strip(), value
+            yield label, value
 
 
-def _seo(paras: list[Paragraph], profile: LanguageProfile) -> Seo:
-    fields = profile.seo_fields
+def _seo_field(label: str, m: _Markers) -> str | None:
+    bare = _bare_label(label)
+    name = m.seo_fields.get(bare)
+    if name is None and any(bare == a or bare.startswith(a + " ") for a in m.alt_slugs):
+        name = "alt_slugs"
+    return name
+
+
+def _is_seo(para: Paragraph, m: _Markers) -> bool:
+    return any(_seo_field(label, m) for label, _ in _seo_items(para))
+
+
+def _seo(paras: list[Paragraph], m: _Markers, warn: list[tuple[int, str]]) -> Seo:
     values: dict[str, str] = {}
     alts: list[str] = []
-    for label, value in _seo_items(paras):
-        bare = _fold(re.sub(r"\s*\([^)]*\)", "", label))
-        if not bare or not value:
-            continue
-        for name in ("title", "description", "excerpt", "primary_slug"):
-            if bare in {_fold(x) for x in getattr(fields, name)}:
-                values.setdefault(name, value)
-                break
-        else:
-            if any(bare == _fold(a) or bare.startswith(_fold(a) + " ") for a in fields.alt_slugs):
+    for para in paras:
+        items = [(label, value) for label, value in _seo_items(para) if value]
+        if not items:
+            warn.append((para.line, f"text after the references ignored: {para.text[:60]!r}"))
+        for label, value in items:
+            name = _seo_field(label, m)
+            if name == "alt_slugs":
                 alts.append(value)
+            elif name is not None:
+                values.setdefault(name, value)
     return Seo(
         title=values.get("title"),
         description=values.get("description"),
@@ -370,12 +644,9 @@ def slugify(text: str) -> str:
 
 
 def content_digest(lang: str, paras: list[Paragraph]) -> str:
-    """A hash of the text that ignores how it was spaced or wrapped."""
-    h = hashlib.sha256(lang.encode())
-    for para in paras:
-        h.update(b"\n\n")
-        h.update(" ".join(para.text.split()).encode())
-    return h.hexdigest()[:32]
+    """A hash of the text that ignores how it was wrapped and how many blank lines there were."""
+    text = "\n".join(p.text for p in paras)
+    return hashlib.sha256(f"{lang}\n{text}".encode()).hexdigest()[:32]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -386,8 +657,9 @@ def parse_article(
 ) -> tuple[Article | None, list[Diagnostic]]:
     """Parse one file's bytes. Returns the article (None if unusable) and its diagnostics.
 
-    With ``body=False`` the body blocks are not kept (everything else is), which is what
-    summaries and indexes need, at a fraction of the memory.
+    Never raises on bad input: every problem is a diagnostic. With ``body=False`` the body
+    blocks are not kept (everything else is, diagnostics included), which is what summaries
+    and indexes need, at a fraction of the memory.
     """
     warnings: list[tuple[int, str]] = []
 
@@ -397,6 +669,8 @@ def parse_article(
             found.append(Diagnostic(source, error.line, Severity.ERROR, str(error)))
         return found
 
+    if not profiles:
+        return None, [Diagnostic(source, None, Severity.ERROR, "no language profiles configured")]
     try:
         article = _parse(data, source, profiles, body, warnings)
     except ArticleProblem as problem:
@@ -411,78 +685,131 @@ def _parse(
     body: bool,
     warn: list[tuple[int, str]],
 ) -> Article:
-    paras = paragraphs(clean(decode(data), warn))
+    if data.startswith(b"\xef\xbb\xbf"):
+        data = data[3:]
+    paras = paragraphs(clean(decode(data), warn, data))
     if not paras:
         raise ArticleProblem("empty file: no text to read")
+    all_date_words = sorted(
+        {w for p in profiles.values() for w in _markers(p).date_line}, key=len, reverse=True
+    )
+    paras = _split_head(paras, all_date_words)
     if len(paras) < 3:
         raise ArticleProblem(
             "too short: expected a title, a date line and a summary paragraph", paras[-1].line
         )
     lang = detect_language(paras, profiles, warn)
-    profile = profiles[lang]
+    m = _markers(profiles[lang])
 
-    date_para = paras[1]
-    prefix = _starts_with(date_para.text, profile.date_line)
-    if prefix is None:
-        raise ArticleProblem(
-            f"missing date line: expected {profile.date_line[0]!r} and a date, "
-            f"found {date_para.text[:60]!r}",
-            date_para.line,
-        )
+    # The date line is the second paragraph (a subtitle may sit between it and the title).
+    at = (
+        2
+        if _starts_with(paras[2].text, m.date_line) and not _starts_with(paras[1].text, m.date_line)
+        else 1
+    )
+    date_para = paras[at]
     updated = parse_date(date_para.text, lang)
+    if not _starts_with(date_para.text, m.date_line):
+        if updated is None:
+            raise ArticleProblem(
+                f"missing date line: expected {profiles[lang].date_line[0]!r} and a date, "
+                f"found {date_para.text[:60]!r}",
+                date_para.line,
+            )
+        warn.append((date_para.line, f"date line without {profiles[lang].date_line[0]!r}"))
     if updated is None:
         raise ArticleProblem(f"cannot read the date in {date_para.text[:80]!r}", date_para.line)
+    if at == 2:
+        warn.append(
+            (paras[1].line, f"text between title and date line ignored: {paras[1].text[:60]!r}")
+        )
+    if len(paras) <= at + 1:
+        raise ArticleProblem("too short: no summary paragraph after the date line", date_para.line)
+    summary_para = paras[at + 1]
+    # Without a "<Month year> Update:" paragraph, the first body paragraph is also the summary.
+    body_start = at + 2 if _SUMMARY_LABEL.match(summary_para.text) else at + 1
 
-    takeaways_at = _find(paras, 3, profile.takeaways)
-    references_at = _find(
-        paras, 3 if takeaways_at is None else takeaways_at + 1, profile.references
-    )
-    body_end = next(i for i in (takeaways_at, references_at, len(paras)) if i is not None)
+    # Sections: each runs from its heading to the next; the body ends at the first of them.
+    # Takeaways without their heading start at the first audience-label line.
+    starts: list[tuple[int, str, int]] = []  # (heading index, kind, first content index)
+    for index in range(body_start, len(paras)):
+        para = paras[index]
+        kind = (
+            m.headings.get(_fold(para.text).rstrip(":")) if len(para.text) <= _LABEL_MAX else None
+        )
+        if kind is not None:
+            starts.append((index, kind, index + 1))
+        elif not starts and para.rows[0].find(":", 0, _LABEL_MAX) > 0:
+            head = _audience_label(para.rows[0], m)
+            if head is not None and head[0] is not None:
+                starts.append((index, "takeaways", index))
+    body_end = starts[0][0] if starts else len(paras)
+    sections: dict[str, list[Paragraph]] = {}
+    for number, (index, kind, first) in enumerate(starts):
+        end = starts[number + 1][0] if number + 1 < len(starts) else len(paras)
+        if kind in sections:
+            warn.append((paras[index].line, f"second {kind} section ignored"))
+            continue
+        sections[kind] = paras[first:end]
+
+    # Within the takeaways, a numbered list is the references and labelled SEO lines the tail.
+    takeaway_paras = sections.get("takeaways", [])
+    for index, para in enumerate(takeaway_paras):
+        if _audience_label(para.rows[0], m) is not None:
+            continue
+        if _reference(para.rows[0]) and "references" not in sections:
+            sections["references"] = takeaway_paras[index:]
+        elif _is_seo(para, m):
+            sections["seo"] = takeaway_paras[index:] + sections.get("seo", [])
+        else:
+            continue
+        takeaway_paras = takeaway_paras[:index]
+        break
 
     takeaways: tuple[Takeaways, ...] = ()
-    if takeaways_at is None:
+    if "takeaways" in sections:
+        takeaways = _takeaways(takeaway_paras, m, warn)
+        if not takeaway_paras:
+            heading = next(index for index, kind, _ in starts if kind == "takeaways")
+            warn.append((paras[heading].line, "key-takeaways section is empty"))
+    else:
         warn.append(
             (paras[body_end - 1].line, "no key-takeaways section: the article goes to feeds only")
         )
-    else:
-        end = references_at if references_at is not None else len(paras)
-        section = paras[takeaways_at + 1 : end]
-        # An SEO tail right after the takeaways (no references) is not takeaways.
-        seo_start = _find(section, 0, profile.seo)
-        takeaways = _takeaways(section[:seo_start], profile, warn)
 
     references: tuple[Reference, ...] = ()
-    tail_start = len(paras)
-    if references_at is not None:
-        references, count = _references(paras[references_at + 1 :])
-        tail_start = references_at + 1 + count
-    elif takeaways_at is not None:
-        tail_start = takeaways_at + 1 + len(takeaways)
-    tail = paras[tail_start:]
-    if tail and _find(tail[:1], 0, profile.seo) is not None:
-        tail = tail[1:]
-    seo = _seo(tail, profile)
+    tail: list[Paragraph] = []
+    if "references" in sections:
+        listed = sections["references"]
+        references, count = _references(listed, warn)
+        tail = listed[count:]
+    seo = _seo(tail + sections.get("seo", []), m, warn)
 
-    numbers = {r.number for r in references}
+    # The body, and the checks only it needs, only when asked for: summaries skip both.
+    numbers = frozenset(r.number for r in references)
     blocks: list[Block] = []
-    for para in paras[3:body_end]:
+    for para in paras[body_start:body_end] if body else ():
         parts = split_marks(para.text)
-        for note in (p for p in parts if isinstance(p, int)):
-            if note not in numbers:
+        for note in parts:
+            if isinstance(note, int) and note not in numbers:
                 warn.append((para.line, f"footnote mark {note} has no reference"))
-        if body:
-            kind = "heading" if _is_heading(para.text) else "paragraph"
-            blocks.append(Block(kind, parts, para.line))
+        kind = "heading" if _is_heading(para) else "paragraph"
+        blocks.append(Block(kind, parts, para.line))
 
+    digest = content_digest(lang, paras)
     slug = seo.primary_slug
     if slug is not None and not _SLUG.fullmatch(slug):
         warn.append((1, f"primary slug {slug!r} is not a URL slug; using {slugify(slug)!r}"))
         slug = slugify(slug)
     if not slug:
-        slug = slugify(seo.title or paras[0].text)
-        warn.append((1, f"no primary slug in the SEO tail; using {slug!r} from the title"))
-    if not slug:
-        raise ArticleProblem("no slug: the title has no letters or digits to make one from", 1)
+        slug = slugify(seo.title or paras[0].text) or f"article-{digest[:12]}"
+        warn.append(
+            (paras[0].line, f"no primary slug in the SEO tail; using {slug!r} from the title")
+        )
+    alt_slugs = tuple(dict.fromkeys(a if _SLUG.fullmatch(a) else slugify(a) for a in seo.alt_slugs))
+    seo = Seo(
+        seo.title, seo.description, seo.excerpt, seo.primary_slug, tuple(a for a in alt_slugs if a)
+    )
 
     return Article(
         source=source,
@@ -490,12 +817,12 @@ def _parse(
         slug=slug,
         title=strip_marks(paras[0].text),
         updated=updated,
-        summary=strip_marks(paras[2].text),
+        summary=strip_marks(summary_para.text),
         blocks=tuple(blocks),
         takeaways=takeaways,
         references=references,
         seo=seo,
-        digest=content_digest(lang, paras),
+        digest=digest,
     )
 
 

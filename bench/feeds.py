@@ -1,0 +1,171 @@
+"""Feed build benchmark: N articles x 3 languages, the project's build beside raw feedgen.
+
+    .venv/bin/python bench/feeds.py [--n 2000]     # --n 10000: the full-size run (~3 minutes)
+
+Prints, in one run: the full build (read, model, every feed format, archives, writes) in a
+fresh process with its peak memory; a rebuild with nothing changed; and the Atom writing of
+the newest entries against raw feedgen writing the same entries (the floor). Targets: full
+build < 4 s and < 300 MiB at n=10000, rebuild < 1/10 of the full build, Atom within 1.5x.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import date
+from pathlib import Path
+
+from babel.dates import format_date
+from feedgen.feed import FeedGenerator
+
+from syndicate import feeds
+from syndicate.config import parse_config
+from syndicate.reader import read_articles
+
+ROOT = Path(__file__).resolve().parent.parent
+SEED_SLUG = "amazon-trainium3-aws-nvidia-ai-chip-competition"
+DATE_LINES = {"en": "Updated", "nl": "Bijgewerkt op", "de": "Aktualisiert am"}
+
+CHILD = """
+import json, resource, sys, time
+from pathlib import Path
+from syndicate.config import parse_config
+from syndicate.pipeline import build_feeds
+root = Path(sys.argv[1])
+config = parse_config({}, root=root, source="(bench)", env={})
+start = time.perf_counter()
+report = build_feeds(config, root / "articles")
+seconds = time.perf_counter() - start
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+print(json.dumps({"seconds": seconds, "peak_mib": peak, "skipped": report.skipped,
+                  "files": len(report.written) + len(report.unchanged)}))
+"""
+
+
+def generate(folder: Path, n: int) -> None:
+    """n articles per language from the seeds: own slug, one day apart, translations paired."""
+    folder.mkdir(parents=True)
+    for path in sorted((ROOT / "articles").iterdir()):
+        text = path.read_text("utf-8")
+        lang = next(lang for lang, words in DATE_LINES.items() if f"\n\n{words} " in text)
+        paras = text.split("\n\n")
+        for i in range(n):
+            day = date.fromordinal(date(2000, 1, 1).toordinal() + i)
+            paras[1] = f"{DATE_LINES[lang]} {format_date(day, 'long', locale=lang)}"
+            body = "\n\n".join(paras).replace(SEED_SLUG, f"article-{i:05d}")
+            (folder / f"{lang}-{i:05d}.txt").write_text(body, "utf-8")
+
+
+def build_in_child(root: Path) -> dict:
+    """One build in a fresh interpreter, so that its peak memory is its own."""
+    start = time.perf_counter()
+    done = subprocess.run(
+        [sys.executable, "-c", CHILD, str(root)], check=True, capture_output=True, text=True
+    )
+    result = json.loads(done.stdout)
+    result["wall"] = time.perf_counter() - start
+    return result
+
+
+def raw_feedgen(config, lang: str, entries: list[feeds.Entry]) -> bytes:
+    """The floor: plain feedgen 1.0.0 writing the same values, none of our fixes."""
+    fg = FeedGenerator()
+    fg.id(feeds.feed_id(config, lang))
+    fg.title("t")
+    fg.subtitle("s")
+    fg.language(lang)
+    fg.author({"name": config.site.author})
+    fg.updated(entries[0].updated)
+    fg.link(href=feeds.feed_url(config, f"{lang}.atom.xml"), rel="self")
+    for e in entries:
+        fe = fg.add_entry(order="append")
+        fe.id(e.id)
+        fe.title(e.title)
+        fe.published(e.published)
+        fe.updated(e.updated)
+        fe.author({"name": config.site.author})
+        for other, url in e.translations:
+            fe.link(href=url, rel="alternate", type="text/html", hreflang=other)
+        fe.link(href=e.url, rel="alternate", type="text/html", hreflang=lang)
+        for term, label in e.categories:
+            fe.category(term=term, label=label)
+        fe.summary(e.summary)
+        fe.content(e.content, type="html")
+    return fg.atom_str(pretty=True)
+
+
+def atom_ratio(root: Path, rounds: int = 10) -> dict[str, float]:
+    """µs per entry for one 50-entry document: raw feedgen (the floor), our Atom writing of
+    the same entries, and our whole path from articles (HTML content model included)."""
+    config = parse_config({}, root=root, source="(bench)", env={})
+    sample = root / "sample"
+    sample.mkdir()
+    for path in sorted((root / "articles").glob("en-*.txt"))[-50:]:
+        (sample / path.name).write_bytes(path.read_bytes())
+    articles = read_articles(sample, config.profiles)
+    published = {a.key: feeds.updated_at(config, a.updated) for a in articles}
+    chosen = articles.in_language("en")
+    entries = [
+        feeds.make_entry(config, a, published[a.key], articles.translations(a)) for a in chosen
+    ]
+    page = feeds.Page(feeds.feed_url(config, "en.atom.xml"))
+
+    def whole() -> None:
+        made = [
+            feeds.make_entry(config, a, published[a.key], articles.translations(a)) for a in chosen
+        ]
+        feeds.atom_document(config, "en", made, page)
+
+    work = {
+        "raw": lambda: raw_feedgen(config, "en", entries),
+        "ours": lambda: feeds.atom_document(config, "en", entries, page),
+        "whole": whole,
+    }
+    timings = {}
+    for name, run in work.items():
+        run()
+        start = time.perf_counter()
+        for _ in range(rounds):
+            run()
+        timings[name] = (time.perf_counter() - start) / rounds / len(chosen) * 1e6
+    return timings
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, default=2_000, help="articles per language")
+    n = parser.parse_args().n
+    with tempfile.TemporaryDirectory(prefix="syndicate-bench-") as tmp:
+        root = Path(tmp)
+        start = time.perf_counter()
+        generate(root / "articles", n)
+        print(f"generated {3 * n} article files in {time.perf_counter() - start:.1f} s")
+
+        full = build_in_child(root)
+        per_file = full["seconds"] / (3 * n) * 1e3
+        print(
+            f"full build: {full['seconds']:.2f} s in build_feeds ({full['wall']:.2f} s wall "
+            f"with start-up), {per_file:.2f} ms per article file, peak {full['peak_mib']:.0f} "
+            f"MiB, {full['files']} files written (target at n=10000: < 4 s, < 300 MiB; "
+            f"linear projection: {per_file * 30:.0f} s)"
+        )
+        again = build_in_child(root)
+        assert again["skipped"], "a rebuild with no change should read and write nothing"
+        print(
+            f"rebuild, nothing changed: {again['seconds']:.3f} s = "
+            f"{again['seconds'] / full['seconds']:.3f} x full build (target < 0.1)"
+        )
+        t = atom_ratio(root)
+        print(
+            f"Atom writing, same entries: {t['ours']:.0f} µs/entry vs raw feedgen "
+            f"{t['raw']:.0f} µs/entry = {t['ours'] / t['raw']:.2f} x (target < 1.5); "
+            f"with the HTML content model: {t['whole']:.0f} µs/entry"
+        )
+
+
+if __name__ == "__main__":
+    main()

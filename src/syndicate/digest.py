@@ -1,0 +1,51 @@
+"""Digest stage: which articles and takeaways one (language, audience set, window) issue holds.
+
+Pure selection over an ArticleSet; no templates, no clock, no state. What was sent before comes
+in as a mapping, so the same rules serve the by-hand preview and the scheduled send.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import date
+
+from .model import AUDIENCES, ArticleSet, Digest, DigestItem
+
+
+def audience_order(audiences: Sequence[str]) -> tuple[str, ...]:
+    """Distinct audience ids in display order: the standard ones first, then others by name."""
+    rank = {a: i for i, a in enumerate(AUDIENCES)}
+    return tuple(sorted(set(audiences), key=lambda a: (rank.get(a, len(rank)), a)))
+
+
+def select_digest(
+    articles: ArticleSet,
+    lang: str,
+    audiences: Sequence[str],
+    *,
+    since: date | None = None,
+    sent: Mapping[tuple[str, str], str] | None = None,
+) -> Digest | None:
+    """The digest of ``lang`` for ``audiences``, or None when nothing in it would be new.
+
+    An article is chosen when it has takeaways for at least one of the audiences, was updated
+    on or after ``since`` (when given) and is not in ``sent`` with the same content hash. An
+    article in ``sent`` with another hash is a revision and is marked so.
+    """
+    if not audiences:
+        raise ValueError("a digest needs at least one audience")
+    chosen = audience_order(audiences)
+    sent = sent or {}
+    items = []
+    for article in articles.in_language(lang):
+        if since is not None and article.updated < since:
+            continue
+        before = sent.get(article.key)
+        if before == article.digest:
+            continue
+        takeaways = tuple(t for a in chosen if (t := article.takeaways_for(a)) is not None)
+        if takeaways:
+            items.append(DigestItem(article, takeaways, revised=before is not None))
+    if not items:
+        return None
+    return Digest(lang, chosen, tuple(items), since)

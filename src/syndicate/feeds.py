@@ -1,0 +1,448 @@
+"""Feed stage: articles + config + publication dates → the bytes of every feed document.
+
+Atom (with RFC 5005 archives), RSS 2.0 and JSON Feed per language, plus an OPML index. Pure:
+no clock, no files, no database; ``pipeline.build_feeds`` gathers the inputs and writes the
+output. feedgen 1.0.0 is used only here, with its traps worked around (see ``_Entry``).
+
+Ids: ``tag:<authority>,<date>:<lang>/<slug>`` (RFC 4151). The authority and date come from
+``feeds.tag`` (default: the host of ``site.base_url`` and 2025-01-01), so an id depends only on
+the article's language and slug: not on its file name, URL template, text or dates, and not on
+the state database either (losing it would otherwise re-announce every article). Keep
+``feeds.tag`` when the site moves, and ids stay.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+import threading
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import date, datetime
+from urllib.parse import urlsplit
+from zoneinfo import ZoneInfo
+
+from feedgen.entry import FeedEntry
+from feedgen.ext.base import BaseExtension
+from feedgen.feed import FeedGenerator
+from feedgen.util import xml_elem
+from lxml import etree
+
+from .config import Config
+from .model import Article, ArticleSet
+
+ATOM_NS = "http://www.w3.org/2005/Atom"
+HISTORY_NS = "http://purl.org/syndication/history/1.0"
+DC_NS = "http://purl.org/dc/elements/1.1/"
+GENERATOR = "syndicate"
+ATOM_MIME = "application/atom+xml"
+RSS_MIME = "application/rss+xml"
+JSON_MIME = "application/feed+json"
+
+# XML 1.0 forbids these code points outright; lxml refuses to serialise them.
+_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+_SPACES = re.compile(r"[ \t\n\r\f\v]+")  # ASCII white space; a no-break space stays
+_UNSAFE = re.compile(f"{_NOT_XML.pattern}|  |[\t\n\r\f\v]")
+# feedgen formats RSS dates under setlocale(LC_ALL, "C"), which is process-global.
+_RSS_LOCK = threading.Lock()
+
+
+def _safe(text: str) -> str:
+    """Text that any XML or JSON document can carry: forbidden characters dropped, and runs of
+    white space made one space, so that re-spacing an article changes no byte of its feeds."""
+    if _UNSAFE.search(text) is None:  # the common case, at one scan
+        return text
+    return _SPACES.sub(" ", _NOT_XML.sub("", text))
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One article as every format shows it: computed once, serialised three times."""
+
+    id: str
+    title: str
+    url: str
+    published: datetime
+    updated: datetime
+    summary: str
+    content: str | None  # HTML; None in archive documents
+    categories: tuple[tuple[str, str], ...]  # (term, label)
+    translations: tuple[tuple[str, str], ...]  # (lang, url)
+
+
+@dataclass(frozen=True, slots=True)
+class Page:
+    """Where an Atom document sits in its RFC 5005 chain (URLs, or None at either end)."""
+
+    self_url: str
+    current: str | None = None  # set on archive documents only
+    prev_archive: str | None = None
+    next_archive: str | None = None
+
+
+# ---------------------------------------------------------------------------------------------
+# Names, ids and dates.
+
+
+def tagging_entity(config: Config) -> str:
+    """``authority,date`` of every tag URI this site mints."""
+    return config.feeds.tag or f"{urlsplit(config.site.base_url).hostname},2025-01-01"
+
+
+def feed_id(config: Config, lang: str) -> str:
+    return f"tag:{tagging_entity(config)}:feeds/{lang}"
+
+
+def entry_id(config: Config, lang: str, slug: str) -> str:
+    return f"tag:{tagging_entity(config)}:{lang}/{slug}"
+
+
+def feed_url(config: Config, name: str) -> str:
+    """Absolute URL of an output file; the output folder is served at ``/feeds/``."""
+    return f"{config.site.base_url}/feeds/{name}"
+
+
+def feed_names(lang: str) -> dict[str, str]:
+    return {"atom": f"{lang}.atom.xml", "rss": f"{lang}.rss.xml", "json": f"{lang}.json"}
+
+
+def archive_name(lang: str, number: int) -> str:
+    return f"archive/{lang}-{number}.atom.xml"
+
+
+def updated_at(config: Config, day: date) -> datetime:
+    """An article's date line as an instant: the configured time of day in the site's zone."""
+    return datetime.combine(day, config.site.publish_time, tzinfo=ZoneInfo(config.site.timezone))
+
+
+def publication_candidates(articles: Iterable[Article], config: Config):
+    """(lang, slug, instant) for the state database: an entry's first date, if it is new."""
+    return [(a.lang, a.slug, updated_at(config, a.updated)) for a in articles]
+
+
+def paginate(newest_first: Sequence[Article], size: int):
+    """The subscription document's articles, then archive pages, oldest page first.
+
+    Pages are cut from the oldest end so that a new article changes only the newest archive
+    page: every older archive document keeps its bytes (RFC 5005 wants them stable).
+    """
+    current, rest = newest_first[:size], list(reversed(newest_first[size:]))
+    pages = [list(reversed(rest[i : i + size])) for i in range(0, len(rest), size)]
+    return list(current), pages
+
+
+# ---------------------------------------------------------------------------------------------
+# Entries.
+
+
+def _text(text: str) -> str:
+    return html.escape(_safe(text), quote=False)
+
+
+def _inline(parts: Sequence[str | int], article: Article, anchor: str) -> str:
+    out = []
+    for part in parts:
+        if isinstance(part, int):
+            mark = f"<sup>{part}</sup>"
+            if article.reference(part) is not None:
+                mark = f'<sup><a href="#{anchor}-{part}">{part}</a></sup>'
+            out.append(mark)
+        else:
+            out.append(_text(part))
+    return "".join(out)
+
+
+def article_html(config: Config, article: Article) -> str:
+    """The whole article as HTML: body, takeaways per audience, references; text escaped."""
+    profile = config.languages[article.lang]
+    anchor = f"{article.lang}-{article.slug}-ref"
+    out = []
+    for block in article.blocks:
+        tag = "h2" if block.kind == "heading" else "p"
+        out.append(f"<{tag}>{_inline(block.parts, article, anchor)}</{tag}>")
+    if article.takeaways:
+        out.append(f"<h2>{_text(profile.takeaways[0])}</h2>")
+        for t in article.takeaways:
+            name = profile.audience_names.get(t.audience, t.label)
+            items = "".join(f"<li>{_text(b)}</li>" for b in t.bullets)
+            out.append(f"<h3>{_text(name)}</h3><ul>{items}</ul>")
+    if article.references:
+        out.append(f"<h2>{_text(profile.references[0])}</h2><ol>")
+        for ref in article.references:
+            text = _text(ref.text)
+            if ref.url:
+                url = html.escape(_safe(ref.url))
+                text += f' <a href="{url}">{url}</a>'
+            out.append(f'<li id="{anchor}-{ref.number}" value="{ref.number}">{text}</li>')
+        out.append("</ol>")
+    return "\n".join(out)
+
+
+def make_entry(
+    config: Config,
+    article: Article,
+    published: datetime,
+    translations: Iterable[Article] = (),
+    *,
+    content: bool = True,
+) -> Entry:
+    """The feed values of one article; ``published`` comes from the state database."""
+    zone = ZoneInfo(config.site.timezone)
+    profile = config.languages[article.lang]
+    return Entry(
+        id=entry_id(config, article.lang, article.slug),
+        title=_safe(article.title),
+        url=config.article_url(article.lang, article.slug),
+        published=published.astimezone(zone),
+        updated=updated_at(config, article.updated),
+        summary=_safe(article.summary or article.seo.description or article.title),
+        content=article_html(config, article) if content else None,
+        categories=tuple(
+            (t.audience, _safe(profile.audience_names.get(t.audience, t.label)))
+            for t in article.takeaways
+        ),
+        translations=tuple((t.lang, config.article_url(t.lang, t.slug)) for t in translations),
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# feedgen, with its 1.0.0 traps handled in one place.
+
+
+class _Entry(FeedEntry):
+    """feedgen 1.0.0 drops every entry link attribute but href (python-feedgen#135), and
+    writes no RSS author without an e-mail address: re-emit the links (the article's own
+    first), add dc:creator."""
+
+    def atom_entry(self, extensions: bool = True):
+        entry = super().atom_entry(extensions)
+        for old in entry.findall("link"):
+            entry.remove(old)
+        links = self.link() or []
+        # The article's own URL was added last (for RSS); readers take Atom's first alternate.
+        for link in links[-1:] + links[:-1]:
+            xml_elem("link", entry, **{k: str(v) for k, v in link.items() if v})
+        return entry
+
+    def rss_entry(self, extensions: bool = True):
+        item = super().rss_entry(extensions)
+        if item.find("author") is None:
+            for author in self.author() or []:
+                xml_elem(f"{{{DC_NS}}}creator", item).text = author["name"]
+        return item
+
+
+class _AtomExtras(BaseExtension):
+    """RFC 5005: an archive document says so with ``<fh:archive/>``."""
+
+    archive = False
+
+    def extend_ns(self) -> dict[str, str]:
+        return {"fh": HISTORY_NS} if self.archive else {}
+
+    def extend_atom(self, feed):
+        if self.archive:
+            xml_elem(f"{{{HISTORY_NS}}}archive", feed)
+        return feed
+
+
+class _RssExtras(BaseExtension):
+    """RSS has no hub element: WebSub names it with an atom:link, as Atom does."""
+
+    hub: str | None = None
+
+    def extend_ns(self) -> dict[str, str]:
+        return {"dc": DC_NS}
+
+    def extend_rss(self, feed):
+        if self.hub:
+            xml_elem(f"{{{ATOM_NS}}}link", feed.find("channel"), rel="hub", href=self.hub)
+        return feed
+
+
+def _generator(config: Config, lang: str, entries: Sequence[Entry], title: str) -> FeedGenerator:
+    profile = config.languages[lang]
+    fg = FeedGenerator()
+    fg.register_extension("syndicate_atom", _AtomExtras, atom=True, rss=False)
+    fg.register_extension("syndicate_rss", _RssExtras, atom=False, rss=True)
+    fg.id(feed_id(config, lang))
+    fg.title(_safe(title))
+    fg.subtitle(_safe(profile.feed_subtitle or title))
+    fg.language(lang)
+    fg.author(_author(config))
+    fg.generator(GENERATOR)  # no version: an upgrade alone must not change the bytes
+    # Never the build time (feedgen's default): the newest entry's date.
+    fg.updated(max(e.updated for e in entries))
+    seen: dict[str, str] = {}
+    for entry in entries:
+        seen.update(entry.categories)
+    for term, label in sorted(seen.items(), key=lambda c: config.audiences.index(c[0])):
+        fg.category(term=term, label=label)
+    for e in entries:
+        fe = fg.add_entry(_Entry(), order="append")
+        fe.id(e.id)
+        fe.title(e.title)
+        fe.published(e.published)
+        fe.updated(e.updated)
+        fe.author(_author(config))
+        for lang_, url in e.translations:
+            fe.link(href=url, rel="alternate", type="text/html", hreflang=lang_)
+        # Last: feedgen makes the last alternate link the RSS <link>.
+        fe.link(href=e.url, rel="alternate", type="text/html", hreflang=lang)
+        for term, label in e.categories:
+            fe.category(term=term, label=label)
+        fe.summary(e.summary)
+        if e.content is not None:
+            fe.content(e.content, type="html")
+    return fg
+
+
+def _author(config: Config) -> dict[str, str]:
+    author = {"name": _safe(config.site.author)}
+    if config.site.author_email:
+        author["email"] = config.site.author_email
+    return author
+
+
+def _feed_links(fg: FeedGenerator, config: Config, page: Page, mime: str) -> None:
+    """Feed links in a deliberate order: the last one becomes the RSS channel <link>."""
+    fg.link(href=page.self_url, rel="self", type=mime, replace=True)
+    if config.feeds.hub:
+        fg.link(href=config.feeds.hub, rel="hub")
+    for rel, href in (
+        ("current", page.current),
+        ("prev-archive", page.prev_archive),
+        ("next-archive", page.next_archive),
+    ):
+        if href:
+            fg.link(href=href, rel=rel, type=ATOM_MIME)
+    fg.link(href=f"{config.site.base_url}/", rel="alternate", type="text/html")
+
+
+def _title(config: Config, lang: str) -> str:
+    return config.languages[lang].feed_title or config.site.title
+
+
+def atom_document(
+    config: Config, lang: str, entries: Sequence[Entry], page: Page, *, archive: bool = False
+) -> bytes:
+    fg = _generator(config, lang, entries, _title(config, lang))
+    fg.syndicate_atom.archive = archive
+    _feed_links(fg, config, page, ATOM_MIME)
+    return fg.atom_str(pretty=True)
+
+
+def rss_document(config: Config, lang: str, entries: Sequence[Entry]) -> bytes:
+    fg = _generator(config, lang, entries, _title(config, lang))
+    fg.syndicate_rss.hub = config.feeds.hub
+    _feed_links(fg, config, Page(feed_url(config, feed_names(lang)["rss"])), RSS_MIME)
+    with _RSS_LOCK:
+        return fg.rss_str(pretty=True)
+
+
+def json_document(config: Config, lang: str, entries: Sequence[Entry]) -> bytes:
+    """JSON Feed 1.1; json.dumps escapes whatever the text holds."""
+    title = _title(config, lang)
+    author = {"name": _safe(config.site.author)}
+    feed: dict = {
+        "version": "https://jsonfeed.org/version/1.1",
+        "title": _safe(title),
+        "home_page_url": f"{config.site.base_url}/",
+        "feed_url": feed_url(config, feed_names(lang)["json"]),
+        "description": _safe(config.languages[lang].feed_subtitle or title),
+        "language": lang,
+        "authors": [author],
+    }
+    if config.feeds.hub:
+        feed["hubs"] = [{"type": "WebSub", "url": config.feeds.hub}]
+    feed["items"] = [
+        {
+            "id": e.id,
+            "url": e.url,
+            "title": e.title,
+            "summary": e.summary,
+            "content_html": e.content or f"<p>{_text(e.summary)}</p>",
+            "date_published": e.published.isoformat(),
+            "date_modified": e.updated.isoformat(),
+            "authors": [author],
+            "tags": [label for _, label in e.categories],
+            "language": lang,
+        }
+        for e in entries
+    ]
+    return json.dumps(feed, ensure_ascii=False, indent=2).encode() + b"\n"
+
+
+def opml_document(config: Config, langs: Sequence[str]) -> bytes:
+    """OPML 2.0 subscription list: every feed of every language."""
+    root = etree.Element("opml", version="2.0")
+    head = etree.SubElement(root, "head")
+    etree.SubElement(head, "title").text = _safe(config.site.title)
+    body = etree.SubElement(root, "body")
+    kinds = {"atom": "Atom", "rss": "RSS", "json": "JSON Feed"}
+    for lang in langs:
+        for kind, name in feed_names(lang).items():
+            text = f"{_title(config, lang)} ({kinds[kind]}, {lang})"
+            etree.SubElement(
+                body,
+                "outline",
+                type="rss",
+                text=_safe(text),
+                title=_safe(text),
+                xmlUrl=feed_url(config, name),
+                htmlUrl=f"{config.site.base_url}/",
+                language=lang,
+            )
+    return etree.tostring(root, pretty_print=True, xml_declaration=True, encoding="UTF-8")
+
+
+def render_feeds(
+    config: Config,
+    articles: ArticleSet,
+    published: Mapping[tuple[str, str], datetime],
+) -> dict[str, bytes]:
+    """Every output document: file name (relative to the feeds folder) → bytes.
+
+    ``published`` holds each article's first publication time (from the state database).
+    Subscription documents carry the newest ``feeds.max_entries`` articles with full content;
+    older ones go to Atom archive documents with their summary and link, so only the newest
+    articles need their bodies read.
+    """
+    docs: dict[str, bytes] = {}
+    langs = []
+    size = config.feeds.max_entries
+    for lang in config.site.languages:
+        chosen = articles.in_language(lang)
+        if not chosen:
+            continue
+        langs.append(lang)
+        current, pages = paginate(chosen, size)
+        names = feed_names(lang)
+        entries = [
+            make_entry(config, a, published[a.key], articles.translations(a)) for a in current
+        ]
+        archive_urls = [feed_url(config, archive_name(lang, n)) for n in range(1, len(pages) + 1)]
+        atom_url = feed_url(config, names["atom"])
+        docs[names["atom"]] = atom_document(
+            config, lang, entries, Page(atom_url, prev_archive=(archive_urls or [None])[-1])
+        )
+        docs[names["rss"]] = rss_document(config, lang, entries)
+        docs[names["json"]] = json_document(config, lang, entries)
+        for number, page in enumerate(pages, 1):
+            older = [
+                make_entry(config, a, published[a.key], articles.translations(a), content=False)
+                for a in page
+            ]
+            where = Page(
+                archive_urls[number - 1],
+                current=atom_url,
+                prev_archive=archive_urls[number - 2] if number > 1 else None,
+                next_archive=archive_urls[number] if number < len(pages) else None,
+            )
+            docs[archive_name(lang, number)] = atom_document(
+                config, lang, older, where, archive=True
+            )
+    if langs:
+        docs["index.opml"] = opml_document(config, langs)
+    return docs

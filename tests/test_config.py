@@ -1,0 +1,144 @@
+"""config.toml: defaults, one line per problem naming its key, secrets from the environment."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from syndicate.config import load_config, parse_config
+from syndicate.errors import ConfigError
+
+
+def write(folder: Path, text: str, name: str = "config.toml") -> Path:
+    path = folder / name
+    path.write_text(text, "utf-8")
+    return path
+
+
+def problems_of(path: Path, env: dict[str, str] | None = None) -> list[str]:
+    with pytest.raises(ConfigError) as caught:
+        load_config(path, env=env or {})
+    assert caught.value.exit_code == 2
+    return caught.value.problems
+
+
+def test_every_problem_is_reported_at_once_one_line_each(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        """
+[site]
+titel = "typo"
+timezone = "Mars/Olympus"
+base_url = "ftp:/nope"
+[feeds]
+max_entries = "many"
+[smtp]
+rate = -1
+[bogus]
+x = 1
+""",
+    )
+    assert problems_of(path) == [
+        "site.base_url: not an absolute http(s) URL: 'ftp:/nope'",
+        "site.timezone: unknown IANA time zone 'Mars/Olympus'",
+        "site.titel: unknown key",
+        "feeds.max_entries: Input should be a valid integer, unable to parse string as an integer",
+        "smtp.rate: Input should be greater than 0",
+        "bogus: unknown key",
+    ]
+
+
+def test_toml_syntax_error_names_the_line(tmp_path: Path) -> None:
+    path = write(tmp_path, '[site]\ntitle = "Syndicate"\nbase_url = "http://x\n')
+    (problem,) = problems_of(path)
+    assert problem.startswith("line 3, column ")
+
+
+def test_error_message_names_the_file(tmp_path: Path) -> None:
+    path = write(tmp_path, "[site]\nport = 1\n")
+    with pytest.raises(ConfigError) as caught:
+        load_config(path, env={})
+    assert str(caught.value) == f"invalid configuration in {path}:\n  site.port: unknown key"
+
+
+def test_a_language_block_is_validated_like_the_rest(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        '[site]\nlanguages = ["en", "fr"]\n[languages.fr]\nname = "Français"\n'
+        'date_line = []\ntakeaways = ["Points clés"]\n',
+    )
+    assert problems_of(path) == [
+        "languages.fr.date_line: needs at least one non-empty phrase",
+        "languages.fr.references: Field required",
+        "languages.fr.audiences: Field required",
+    ]
+
+
+def test_no_file_means_built_in_defaults(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    config = load_config(env={})
+    assert config.root == tmp_path
+    assert config.site.languages == ["en", "nl", "de"]
+    assert set(config.profiles) == {"en", "nl", "de"}
+
+
+def test_explicit_path_that_does_not_exist_is_an_error(tmp_path: Path) -> None:
+    assert problems_of(tmp_path / "nope.toml") == [
+        "file not found (run without --config for the defaults)"
+    ]
+
+
+def test_syndicate_config_env_and_relative_paths(tmp_path: Path) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    path = write(
+        elsewhere,
+        '[site]\narticles = "texts"\n[feeds]\nout = "public"\n'
+        '[state]\ndatabase = "sqlite:///state/s.db"\n[email]\noutbox = "mail"\n',
+        name="site.toml",
+    )
+    config = load_config(env={"SYNDICATE_CONFIG": str(path)})
+    assert config.root == elsewhere
+    assert config.path(config.site.articles) == elsewhere / "texts"
+    assert config.path(config.feeds.out) == elsewhere / "public"
+    assert config.path(config.email.outbox) == elsewhere / "mail"
+    assert config.database_url == f"sqlite:///{elsewhere / 'state' / 's.db'}"
+    # An explicit --config wins over the environment.
+    other = write(tmp_path, '[site]\ntitle = "Other"\n')
+    assert load_config(other, env={"SYNDICATE_CONFIG": str(path)}).site.title == "Other"
+
+
+def test_secrets_come_from_the_environment(tmp_path: Path) -> None:
+    path = write(tmp_path, "[smtp]\npool_size = 2\n")
+    env = {
+        "SYNDICATE_SMTP_PASSWORD": "s3cret",
+        "SYNDICATE_SECRET_KEY": "signing-key",
+        "SYNDICATE_SMTP_URL": "smtps://mail.example.com:465",
+        "SYNDICATE_DATABASE_URL": "postgresql+psycopg://u@db/x",
+    }
+    config = load_config(path, env=env)
+    assert config.smtp.password is not None
+    assert config.smtp.password.get_secret_value() == "s3cret"
+    assert "s3cret" not in repr(config)
+    assert config.web.secret_key is not None
+    assert config.web.secret_key.get_secret_value() == "signing-key"
+    assert config.smtp.url == "smtps://mail.example.com:465"
+    assert config.database_url == "postgresql+psycopg://u@db/x"
+    plain = load_config(path, env={})
+    assert plain.smtp.password is None and plain.web.secret_key is None
+
+
+def test_shipped_config_is_valid_and_every_option_has_a_comment() -> None:
+    shipped = Path(__file__).resolve().parent.parent / "config.toml"
+    load_config(shipped, env={})
+    lines = shipped.read_text("utf-8").splitlines()
+    for number, line in enumerate(lines):
+        if "=" in line and not line.lstrip().startswith("#"):
+            assert lines[number - 1].lstrip().startswith("#"), f"line {number + 1}: {line}"
+
+
+def test_parse_config_rejects_a_non_table_languages_value(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as caught:
+        parse_config({"languages": 3}, root=tmp_path, source="x", env={})
+    assert caught.value.problems == ["languages: must be a table of [languages.<code>] blocks"]

@@ -1,0 +1,466 @@
+"""Feeds as subscribers' readers see them: valid, stable, exact, and never half-written."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import threading
+from datetime import date, datetime
+from email.utils import parsedate_to_datetime
+from pathlib import Path
+from typing import Any
+
+import feedparser
+import pytest
+from babel.dates import format_date
+from click.testing import CliRunner
+from lxml import etree
+
+from syndicate import feeds
+from syndicate.cli import main
+from syndicate.config import Config, parse_config
+from syndicate.errors import SyndicateError
+from syndicate.model import Article, ArticleSet, Block, Reference, Seo, Takeaways
+from syndicate.pipeline import MANIFEST, build_feeds
+from tests.conftest import ARTICLES, SCHEMAS
+
+GOLDEN = Path(__file__).resolve().parent / "golden" / "feeds"
+SEED_SLUG = "amazon-trainium3-aws-nvidia-ai-chip-competition"
+DATE_LINES = {"en": "Updated", "nl": "Bijgewerkt op", "de": "Aktualisiert am"}
+ATOM = "{http://www.w3.org/2005/Atom}"
+RFC822 = re.compile(r"^[A-Z][a-z]{2}, \d{2} [A-Z][a-z]{2} \d{4} \d{2}:\d{2}:\d{2} [+-]\d{4}$")
+
+
+def make_config(root: Path, **feeds_section: Any) -> Config:
+    return parse_config({"feeds": feeds_section}, root=root, source="(test)", env={})
+
+
+def seeds() -> dict[str, str]:
+    """The bundled articles by language."""
+    found = {}
+    for path in sorted(ARTICLES.iterdir()):
+        text = path.read_text("utf-8")
+        lang = next(lang for lang, words in DATE_LINES.items() if f"\n\n{words} " in text)
+        found[lang] = text
+    return found
+
+
+def variant(text: str, lang: str, *, slug: str, day: date, title: str | None = None) -> str:
+    """A seed turned into another article: new slug, date line and (optionally) title."""
+    paras = text.split("\n\n")
+    paras[1] = f"{DATE_LINES[lang]} {format_date(day, 'long', locale=lang)}"
+    if title is not None:
+        paras[0] = title
+    return "\n\n".join(paras).replace(SEED_SLUG, slug)
+
+
+def write_set(folder: Path, count: int, *, start: date = date(2025, 1, 1)) -> None:
+    """``count`` articles per language, one day apart, translations sharing a slug."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for lang, text in seeds().items():
+        for n in range(count):
+            day = date.fromordinal(start.toordinal() + n)
+            body = variant(text, lang, slug=f"article-{n:03d}", day=day)
+            (folder / f"{lang}-{n:03d}.txt").write_text(body, "utf-8")
+
+
+def outputs(out: Path) -> dict[str, bytes]:
+    return {
+        str(p.relative_to(out)): p.read_bytes()
+        for p in sorted(out.rglob("*"))
+        if p.is_file() and p.name != MANIFEST
+    }
+
+
+def mtimes(out: Path) -> dict[str, int]:
+    return {str(p.relative_to(out)): p.stat().st_mtime_ns for p in out.rglob("*") if p.is_file()}
+
+
+@pytest.fixture(scope="module")
+def atom_schema() -> etree.RelaxNG:
+    return etree.RelaxNG(etree.parse(str(SCHEMAS / "atom.rng")))
+
+
+@pytest.fixture
+def archived(tmp_path: Path) -> tuple[Config, Path]:
+    """Five articles per language, two per document: a subscription feed and two archives."""
+    write_set(tmp_path / "articles", 5)
+    config = make_config(tmp_path, max_entries=2, hub="https://hub.example.org/")
+    build_feeds(config, tmp_path / "articles")
+    return config, tmp_path / "feeds"
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def test_seed_feeds_match_golden(tmp_path: Path, articles_dir: Path) -> None:
+    """Regenerate with ``UPDATE_GOLDEN=1 pytest``; review the diff like code."""
+    config = make_config(tmp_path, hub="https://hub.example.org/")
+    build_feeds(config, articles_dir)
+    got = outputs(tmp_path / "feeds")
+    if os.environ.get("UPDATE_GOLDEN"):
+        shutil.rmtree(GOLDEN, ignore_errors=True)
+        for name, data in got.items():
+            (GOLDEN / name).parent.mkdir(parents=True, exist_ok=True)
+            (GOLDEN / name).write_bytes(data)
+    assert GOLDEN.is_dir(), "no golden files: run UPDATE_GOLDEN=1 pytest"
+    assert sorted(got) == sorted(str(p.relative_to(GOLDEN)) for p in GOLDEN.rglob("*.*"))
+    for name, data in got.items():
+        assert data.decode() == (GOLDEN / name).read_text("utf-8"), name
+
+
+def test_every_atom_document_validates_against_the_schema(
+    archived: tuple[Config, Path], atom_schema: etree.RelaxNG, tmp_path: Path
+) -> None:
+    _, out = archived
+    documents = sorted(out.rglob("*.atom.xml"))
+    assert len(documents) == 3 * 3  # per language: subscription + 2 archives
+    for path in documents:
+        assert atom_schema.validate(etree.parse(str(path))), (path, atom_schema.error_log)
+
+
+def test_rss_has_the_required_structure(archived: tuple[Config, Path]) -> None:
+    config, out = archived
+    for lang in config.site.languages:
+        channel = etree.parse(str(out / f"{lang}.rss.xml")).getroot().find("channel")
+        assert channel.findtext("title") == config.languages[lang].feed_title
+        assert channel.findtext("link") == f"{config.site.base_url}/"
+        assert channel.findtext("description")
+        assert channel.findtext("language") == lang
+        self_link = channel.find(f"{ATOM}link[@rel='self']")
+        assert self_link.get("href") == f"{config.site.base_url}/feeds/{lang}.rss.xml"
+        assert channel.find(f"{ATOM}link[@rel='hub']").get("href") == "https://hub.example.org"
+        items = channel.findall("item")
+        assert len(items) == 2
+        for item in items:
+            assert item.find("guid").get("isPermaLink") == "false"
+            assert item.findtext("guid").startswith("tag:")
+            assert RFC822.match(item.findtext("pubDate")), item.findtext("pubDate")
+            assert parsedate_to_datetime(item.findtext("pubDate")).tzinfo is not None
+            assert item.findtext("link") == config.article_url(lang, item.findtext("guid")[-11:])
+        assert RFC822.match(channel.findtext("lastBuildDate"))
+        assert channel.findtext("lastBuildDate") == items[0].findtext("pubDate")
+
+
+def test_feedparser_sees_every_field(archived: tuple[Config, Path]) -> None:
+    config, out = archived
+    for lang in config.site.languages:
+        for name in (f"{lang}.atom.xml", f"{lang}.rss.xml"):
+            parsed = feedparser.parse((out / name).read_bytes())
+            assert not parsed.bozo, (name, parsed.get("bozo_exception"))
+            feed = parsed.feed
+            assert feed.title == config.languages[lang].feed_title
+            assert feed.subtitle == config.languages[lang].feed_subtitle
+            assert feed.language == lang
+            assert feed.updated_parsed is not None
+            assert feed.link == f"{config.site.base_url}/"
+            if name.endswith(".atom.xml"):
+                assert feed.id == f"tag:127.0.0.1,2025-01-01:feeds/{lang}"
+                assert feed.author == "Syndicate editors"
+                assert feed.generator == "syndicate"
+            assert [e.title for e in parsed.entries]
+            for entry in parsed.entries:
+                slug = entry.id.rsplit("/", 1)[1]
+                assert entry.id == f"tag:127.0.0.1,2025-01-01:{lang}/{slug}"
+                own = config.article_url(lang, slug)
+                if name.endswith(".rss.xml"):
+                    assert entry.link == own
+                assert entry.title and entry.summary and entry.author == "Syndicate editors"
+                assert entry.published_parsed is not None
+                assert [t.label or t.term for t in entry.tags] == [
+                    config.languages[lang].audience_names[a] for a in config.audiences
+                ]
+                assert "<h2>" in entry.content[0].value
+                if name.endswith(".atom.xml"):
+                    assert entry.updated_parsed is not None
+                    # The article's own link first: most readers (Miniflux, SimplePie) take the
+                    # first alternate (feedparser alone takes the last).
+                    assert (entry.links[0].href, entry.links[0].hreflang) == (own, lang)
+                    alternates = {
+                        link.get("hreflang"): link.href
+                        for link in entry.links
+                        if link.rel == "alternate"
+                    }
+                    assert alternates == {
+                        other: config.article_url(other, slug) for other in config.site.languages
+                    }
+
+
+def test_atom_dates_come_from_the_date_line_in_the_site_zone(
+    archived: tuple[Config, Path],
+) -> None:
+    _, out = archived
+    root = etree.parse(str(out / "en.atom.xml")).getroot()
+    entries = root.findall(f"{ATOM}entry")
+    # Newest first; 2025-01-05 at 09:00 in Europe/Amsterdam (CET, +01:00).
+    assert [e.findtext(f"{ATOM}updated") for e in entries] == [
+        "2025-01-05T09:00:00+01:00",
+        "2025-01-04T09:00:00+01:00",
+    ]
+    assert root.findtext(f"{ATOM}updated") == "2025-01-05T09:00:00+01:00"
+    # First build: published is the update time, recorded in the state database.
+    assert [e.findtext(f"{ATOM}published") for e in entries] == [
+        "2025-01-05T09:00:00+01:00",
+        "2025-01-04T09:00:00+01:00",
+    ]
+
+
+def test_ids_are_unique_across_languages_and_documents(archived: tuple[Config, Path]) -> None:
+    config, out = archived
+    ids = []
+    for path in out.rglob("*.atom.xml"):
+        ids += [e.findtext(f"{ATOM}id") for e in etree.parse(str(path)).iter(f"{ATOM}entry")]
+    assert len(ids) == len(set(ids)) == 5 * len(config.site.languages)
+    feed_ids = {feeds.feed_id(config, lang) for lang in config.site.languages}
+    assert len(feed_ids) == 3
+
+
+def test_archives_form_an_rfc5005_chain(archived: tuple[Config, Path]) -> None:
+    config, out = archived
+    url = f"{config.site.base_url}/feeds/"
+
+    def links(path: Path) -> dict[str, str]:
+        root = etree.parse(str(path)).getroot()
+        return {link.get("rel"): link.get("href") for link in root.findall(f"{ATOM}link")}
+
+    def updated(path: Path) -> list[str]:
+        root = etree.parse(str(path)).getroot()
+        return [e.findtext(f"{ATOM}updated")[:10] for e in root.findall(f"{ATOM}entry")]
+
+    assert links(out / "en.atom.xml")["prev-archive"] == url + "archive/en-2.atom.xml"
+    newest = links(out / "archive/en-2.atom.xml")
+    assert newest["current"] == url + "en.atom.xml"
+    assert newest["prev-archive"] == url + "archive/en-1.atom.xml"
+    assert "next-archive" not in newest
+    oldest = links(out / "archive/en-1.atom.xml")
+    assert oldest["next-archive"] == url + "archive/en-2.atom.xml"
+    assert "prev-archive" not in oldest
+    history = "{http://purl.org/syndication/history/1.0}archive"
+    assert etree.parse(str(out / "archive/en-1.atom.xml")).getroot().find(history) is not None
+    assert etree.parse(str(out / "en.atom.xml")).getroot().find(history) is None
+    # Oldest page first, filled from the old end; entries newest first within a document.
+    assert updated(out / "archive/en-1.atom.xml") == ["2025-01-02", "2025-01-01"]
+    assert updated(out / "archive/en-2.atom.xml") == ["2025-01-03"]
+
+
+def test_a_new_article_leaves_full_archive_pages_alone(tmp_path: Path) -> None:
+    write_set(tmp_path / "articles", 6)
+    config = make_config(tmp_path, max_entries=2)
+    build_feeds(config, tmp_path / "articles")
+    before = outputs(tmp_path / "feeds")
+    write_set(tmp_path / "articles", 7)
+    report = build_feeds(config, tmp_path / "articles")
+    assert "archive/en-1.atom.xml" in report.unchanged
+    assert "archive/en-2.atom.xml" in report.written
+    assert outputs(tmp_path / "feeds")["archive/en-1.atom.xml"] == before["archive/en-1.atom.xml"]
+
+
+def test_json_feed_matches_the_atom_feed(archived: tuple[Config, Path]) -> None:
+    config, out = archived
+    doc = json.loads((out / "de.json").read_text("utf-8"))
+    assert doc["version"] == "https://jsonfeed.org/version/1.1"
+    assert doc["language"] == "de"
+    assert doc["feed_url"] == f"{config.site.base_url}/feeds/de.json"
+    assert doc["hubs"] == [{"type": "WebSub", "url": "https://hub.example.org"}]
+    atom = feedparser.parse((out / "de.atom.xml").read_bytes())
+    assert [i["id"] for i in doc["items"]] == [e.id for e in atom.entries]
+    for item in doc["items"]:
+        assert datetime.fromisoformat(item["date_modified"]).utcoffset() is not None
+        assert item["content_html"].startswith("<p>")
+
+
+def test_opml_lists_every_feed(archived: tuple[Config, Path]) -> None:
+    config, out = archived
+    root = etree.parse(str(out / "index.opml")).getroot()
+    urls = {o.get("xmlUrl") for o in root.iter("outline")}
+    assert urls == {
+        f"{config.site.base_url}/feeds/{lang}.{kind}"
+        for lang in config.site.languages
+        for kind in ("atom.xml", "rss.xml", "json")
+    }
+
+
+def test_hostile_text_is_escaped_never_interpreted(tmp_path: Path) -> None:
+    hostile = "Tom & Jerry <script>alert(1)</script> ]]> {{ config }} {% if %}\x01\x0b\ud800\uffff"
+    article = Article(
+        source="x.txt",
+        lang="en",
+        slug="hostile",
+        title=hostile,
+        updated=date(2025, 12, 11),
+        summary=hostile,
+        blocks=(Block("heading", (hostile,), 4), Block("paragraph", (hostile, 1, "]]>"), 5)),
+        takeaways=(Takeaways("cost", hostile, (hostile, "b")),),
+        references=(Reference(1, hostile, "https://example.org/?a=1&b=<2>"),),
+        seo=Seo(),
+        digest="0",
+    )
+    config = make_config(tmp_path)
+    when = feeds.updated_at(config, article.updated)
+    docs = feeds.render_feeds(config, ArticleSet((article,)), {article.key: when})
+    clean = "Tom & Jerry <script>alert(1)</script> ]]> {{ config }} {% if %}"
+    for name in ("en.atom.xml", "en.rss.xml"):
+        etree.fromstring(docs[name])  # well-formed
+        entry = feedparser.parse(docs[name]).entries[0]
+        assert entry.title == clean
+    atom = feedparser.parse(docs["en.atom.xml"], sanitize_html=False).entries[0]
+    assert "&lt;script&gt;" in atom.content[0].value
+    assert "<script>" not in atom.content[0].value
+    item = json.loads(docs["en.json"])["items"][0]
+    assert item["title"] == clean
+    assert "&lt;script&gt;" in item["content_html"]
+
+
+def test_revision_moves_updated_but_never_id_or_published(tmp_path: Path) -> None:
+    write_set(tmp_path / "articles", 2)
+    config = make_config(tmp_path)
+    build_feeds(config, tmp_path / "articles")
+    out = tmp_path / "feeds"
+
+    def entry(name: str) -> dict[str, str]:
+        root = etree.parse(str(out / name)).getroot()
+        first = root.find(f"{ATOM}entry")
+        return {
+            "feed": root.findtext(f"{ATOM}updated"),
+            **{k: first.findtext(ATOM + k) for k in ("id", "published", "updated", "title")},
+        }
+
+    before = entry("en.atom.xml")
+    path = tmp_path / "articles" / "en-001.txt"
+    text = path.read_text("utf-8")
+    path.write_text(text.replace("January 2, 2025", "February 20, 2025"), "utf-8")
+    build_feeds(config, tmp_path / "articles")
+    after = entry("en.atom.xml")
+    assert after["updated"] == after["feed"] == "2025-02-20T09:00:00+01:00"
+    assert (after["id"], after["published"]) == (before["id"], before["published"])
+    assert before["published"] == "2025-01-02T09:00:00+01:00"
+
+    # Whitespace alone: the files are rebuilt from scratch and nothing changes.
+    kept = mtimes(out)
+    respaced = path.read_text("utf-8").replace("\n\n", "\n  \n\n").replace(". ", ".  ")
+    path.write_text(respaced + "\n\n\n", "utf-8")
+    report = build_feeds(config, tmp_path / "articles")
+    assert not report.skipped
+    assert report.written == ()
+    assert mtimes(out) == {**kept, MANIFEST: mtimes(out)[MANIFEST]}
+
+
+def test_rebuild_is_byte_identical_and_keeps_mtimes(tmp_path: Path, articles_dir: Path) -> None:
+    config = make_config(tmp_path)
+    first = build_feeds(config, articles_dir)
+    assert len(first.written) == 10
+    out = tmp_path / "feeds"
+    before, kept = outputs(out), mtimes(out)
+    assert build_feeds(config, articles_dir).skipped  # the manifest says nothing changed
+    (out / MANIFEST).unlink()  # a full rebuild
+    again = build_feeds(config, articles_dir)
+    assert not again.skipped and again.written == () and len(again.unchanged) == 10
+    assert outputs(out) == before
+    assert {k: v for k, v in mtimes(out).items() if k != MANIFEST} == {
+        k: v for k, v in kept.items() if k != MANIFEST
+    }
+
+
+def test_a_deleted_output_is_written_again(tmp_path: Path, articles_dir: Path) -> None:
+    config = make_config(tmp_path)
+    build_feeds(config, articles_dir)
+    (tmp_path / "feeds" / "nl.rss.xml").unlink()
+    report = build_feeds(config, articles_dir)
+    assert report.written == ("nl.rss.xml",)
+
+
+def test_readers_polling_during_builds_never_see_invalid_xml(tmp_path: Path) -> None:
+    write_set(tmp_path / "articles", 3)
+    config = make_config(tmp_path)
+    build_feeds(config, tmp_path / "articles")
+    out = tmp_path / "feeds"
+    path = tmp_path / "articles" / "en-002.txt"
+    text = path.read_text("utf-8")
+    stop = threading.Event()
+    seen: list[int] = []
+    failures: list[str] = []
+
+    def poll() -> None:
+        while not stop.is_set():
+            for name in ("en.atom.xml", "en.rss.xml"):
+                data = (out / name).read_bytes()
+                try:
+                    etree.fromstring(data)
+                except etree.XMLSyntaxError as exc:
+                    failures.append(f"{name}: {exc}")
+                seen.append(len(data))
+            json.loads((out / "en.json").read_bytes())
+
+    reader = threading.Thread(target=poll)
+    reader.start()
+    try:
+        for n in range(12):
+            # Alternate between two titles of different lengths: every build rewrites.
+            title = "A short title" if n % 2 else "A much longer title " * 20
+            paras = text.split("\n\n")
+            path.write_text("\n\n".join([title, *paras[1:]]), "utf-8")
+            assert "en.atom.xml" in build_feeds(config, tmp_path / "articles").written
+    finally:
+        stop.set()
+        reader.join()
+    assert not failures
+    assert len(set(seen)) >= 2  # the reader saw both versions, not just one
+
+
+def test_a_failing_build_leaves_the_previous_feeds(tmp_path: Path, articles_dir: Path) -> None:
+    config = make_config(tmp_path)
+    build_feeds(config, articles_dir)
+    out = tmp_path / "feeds"
+    before, kept = outputs(out), mtimes(out)
+    # The state database cannot be opened (its path is a folder): nothing may be written.
+    (tmp_path / "state" / "broken.db").mkdir()
+    broken = parse_config(
+        {"state": {"database": "sqlite:///state/broken.db"}, "site": {"title": "Changed"}},
+        root=tmp_path,
+        source="(test)",
+        env={},
+    )
+    with pytest.raises(Exception, match="unable to open database file"):
+        build_feeds(broken, articles_dir)
+    with pytest.raises(SyndicateError, match="article folder not found"):
+        build_feeds(config, tmp_path / "missing")
+    assert outputs(out) == before
+    assert mtimes(out) == kept
+    assert not [p for p in out.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_build_command_writes_the_feeds_and_says_where(tmp_path: Path, articles_dir: Path) -> None:
+    out = tmp_path / "public"
+    runner = CliRunner()
+    config_file = tmp_path / "config.toml"
+    config_file.write_text('[state]\ndatabase = "sqlite:///state/s.db"\n', "utf-8")
+    args = ["--config", str(config_file), "--articles", str(articles_dir)]
+    result = runner.invoke(main, ["build", *args, "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert f"feeds in {out}" in result.output
+    assert (out / "en.atom.xml").is_file() and (out / "index.opml").is_file()
+    result = runner.invoke(main, ["run", "--once", *args])
+    assert result.exit_code == 0, result.output
+    assert f"feeds in {tmp_path / 'feeds'}" in result.output
+    assert (tmp_path / "feeds" / "de.json").is_file()
+
+
+def test_an_article_dated_ahead_waits_for_its_time(tmp_path: Path) -> None:
+    write_set(tmp_path / "articles", 3)  # dated 2025-01-01 .. 2025-01-03, 09:00 Amsterdam
+    config = make_config(tmp_path)
+    before = datetime.fromisoformat("2025-01-02T12:00:00+01:00")
+    report = build_feeds(config, tmp_path / "articles", now=before)
+    assert report.entries == {"de": 2, "en": 2, "nl": 2}
+    assert report.next_due == datetime.fromisoformat("2025-01-03T09:00:00+01:00")
+    atom = feedparser.parse((tmp_path / "feeds" / "en.atom.xml").read_bytes())
+    assert atom.feed.updated == "2025-01-02T09:00:00+01:00"
+    # Nothing changed on disk, but the held-back article fell due: the build must not skip.
+    assert build_feeds(config, tmp_path / "articles", now=before).skipped
+    after = datetime.fromisoformat("2025-01-03T09:00:00+01:00")
+    report = build_feeds(config, tmp_path / "articles", now=after)
+    assert not report.skipped and report.next_due is None
+    assert report.entries == {"de": 3, "en": 3, "nl": 3}
+    atom = feedparser.parse((tmp_path / "feeds" / "en.atom.xml").read_bytes())
+    assert atom.entries[0].published == "2025-01-03T09:00:00+01:00"

@@ -1,0 +1,544 @@
+"""The reader: seeds pinned field by field, every diagnostic, format variations, robustness."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from syndicate.config import Config
+from syndicate.model import Article, Severity
+from syndicate.reader import paragraphs, parse_article, parse_date, read_articles, split_marks
+from tests.conftest import ARTICLES
+
+GOLDEN = Path(__file__).parent / "golden" / "articles"
+SEEDS = {
+    "nl": ARTICLES / "000_155b2b46303fac14.txt",
+    "de": ARTICLES / "002_dfeedf542ab175c6.txt",
+    "en": ARTICLES / "003_f25c1f93821d1bd3.txt",
+}
+
+
+def as_json(article: Article) -> dict:
+    """Every field of an article, as the golden files hold it."""
+    data = dataclasses.asdict(article)
+    data["source"] = Path(article.source).name
+    data["updated"] = article.updated.isoformat()
+    return data
+
+
+def parse(config: Config, data: bytes | str, *, body: bool = True):
+    raw = data.encode() if isinstance(data, str) else data
+    return parse_article(raw, "a.txt", config.profiles, body=body)
+
+
+def problems(found) -> list[tuple[int | None, str, str]]:
+    return [(d.line, str(d.severity), d.message) for d in found]
+
+
+def seed(lang: str) -> str:
+    return SEEDS[lang].read_text("utf-8")
+
+
+# --- the seeds, pinned ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("lang", sorted(SEEDS))
+def test_seed_matches_golden(config: Config, lang: str) -> None:
+    article, found = parse_article(SEEDS[lang].read_bytes(), str(SEEDS[lang]), config.profiles)
+    assert found == []
+    assert article is not None and article.lang == lang
+    golden = GOLDEN / f"{lang}.json"
+    text = json.dumps(as_json(article), ensure_ascii=False, indent=2) + "\n"
+    if os.environ.get("UPDATE_GOLDEN"):
+        golden.write_text(text, "utf-8")
+    assert golden.exists(), f"missing {golden}; run UPDATE_GOLDEN=1 pytest"
+    assert json.loads(text) == json.loads(golden.read_text("utf-8"))
+
+
+def test_seed_facts_by_eye(config: Config) -> None:
+    """Independent of the goldens: the facts a reader of the seeds sees."""
+    de, _ = parse(config, seed("de"))
+    assert de is not None
+    assert de.title == "Amazons Trainium3 wirft den Fehdehandschuh im KI-Chip-Wettstreit"
+    assert str(de.updated) == "2025-12-11"
+    assert de.slug == "amazon-trainium3-aws-nvidia-ai-chip-competition"
+    assert de.seo.alt_slugs == ("trainium3-vs-nvidia-gpu-enterprise-ai-costs",)
+    assert [b.text for b in de.blocks if b.kind == "heading"] == [
+        "Das Leistungsargument",
+        "Kundenvalidierung",
+        "Die Trainium4-Roadmap signalisiert größere Ambitionen",
+        "Was der Wettbewerb für Unternehmen bedeutet",
+        "Die breiteren Implikationen",
+    ]
+    architects = de.takeaways_for("architects")
+    assert architects is not None and architects.bullets[1] == (
+        "Leistung: 4,4-fache Verbesserung gegenüber Trainium2, 4-fach bessere "
+        "Energieeffizienz, 5-mal mehr Tokens pro Megawatt"
+    )
+    cost = de.takeaways_for("cost")
+    assert cost is not None and "GPU-Alternativen" in cost.bullets[0]
+    assert [len(t.bullets) for t in de.takeaways] == [3, 3, 3, 3, 3]
+    assert [t.audience for t in de.takeaways] == [
+        "architects",
+        "cost",
+        "procurement",
+        "strategy",
+        "ecosystem",
+    ]
+    # ¹¹ is footnote eleven, not one and one.
+    eleven = next(b for b in de.blocks if 11 in b.notes)
+    assert eleven.text.startswith("Noch bedeutsamer ist")
+    assert [r.number for r in de.references] == list(range(1, 12))
+    assert de.references[3].url == (
+        "https://www.nextplatform.com/2025/12/03/with-trainium4-aws-will-crank-up-everything-but-the-clocks/"
+    )
+    assert de.references[1].url is None
+
+    en, _ = parse(config, seed("en"))
+    assert en is not None
+    assert en.seo.title == "Amazon Trainium3: AWS Challenges NVIDIA's AI Chip Throne"
+    assert en.seo.alt_slugs == (
+        "aws-trainium3-ultraserver-ai-accelerator-2025",
+        "trainium3-vs-nvidia-gpu-enterprise-ai-costs",
+        "amazon-ai-chip-trainium3-anthropic-production",
+    )
+    assert en.summary.startswith("December 2025 Update: Trainium3 shipping on TSMC 3nm")
+
+    nl, _ = parse(config, seed("nl"))
+    assert nl is not None and nl.seo.description is not None and nl.seo.title is None
+    assert nl.seo.description.startswith("AWS Trainium3 levert 362 petaflops")
+
+
+def test_read_articles_reads_the_bundled_set(config: Config) -> None:
+    found = read_articles(ARTICLES, config.profiles)
+    assert found.problems == ()
+    assert sorted(a.key for a in found) == [
+        (lang, "amazon-trainium3-aws-nvidia-ai-chip-competition") for lang in ("de", "en", "nl")
+    ]
+
+
+def test_summaries_only_drop_the_body_and_nothing_else(config: Config) -> None:
+    full, _ = parse(config, seed("en"))
+    light, _ = parse(config, seed("en"), body=False)
+    assert full is not None and light is not None
+    assert light.blocks == ()
+    assert dataclasses.replace(full, blocks=()) == light
+
+
+# --- diagnostics -----------------------------------------------------------------------------
+
+
+def test_empty_file_is_an_error(config: Config) -> None:
+    for data in (b"", b"\n \n\t\n"):
+        article, found = parse(config, data)
+        assert article is None
+        assert problems(found) == [(None, "error", "empty file: no text to read")]
+
+
+def test_bytes_that_are_not_utf8(config: Config) -> None:
+    data = seed("en").encode()
+    at = data.index(b"Trainium3 shipping")
+    article, found = parse(config, data[:at] + b"\xff" + data[at:])
+    assert article is None
+    assert problems(found) == [
+        (5, "error", f"not UTF-8 text: byte 0xff at offset {at} cannot be decoded")
+    ]
+
+
+@pytest.mark.parametrize("lang", sorted(SEEDS))
+def test_bom_and_crlf_parse_like_the_plain_file(config: Config, lang: str) -> None:
+    plain, plain_found = parse(config, seed(lang))
+    for variant in (
+        b"\xef\xbb\xbf" + seed(lang).encode(),
+        seed(lang).replace("\n", "\r\n").encode(),
+        b"\xef\xbb\xbf" + seed(lang).replace("\n", "\r\n").encode(),
+    ):
+        article, found = parse(config, variant)
+        assert found == plain_found == []
+        assert article == plain
+
+
+def test_missing_date_line(config: Config) -> None:
+    text = seed("en").replace("Updated December 11, 2025", "Written by the editors")
+    article, found = parse(config, text)
+    assert article is None
+    assert problems(found) == [
+        (
+            3,
+            "error",
+            "missing date line: expected 'Updated' and a date, found 'Written by the editors'",
+        )
+    ]
+
+
+def test_unparseable_date(config: Config) -> None:
+    text = seed("de").replace("am 11. Dezember 2025", "am 41. Dezember 2025")
+    article, found = parse(config, text)
+    assert article is None
+    assert problems(found) == [
+        (3, "error", "cannot read the date in 'Aktualisiert am 41. Dezember 2025'")
+    ]
+
+
+def test_unknown_language(config: Config) -> None:
+    text = (
+        "El chip de Amazon\n\nActualizado el 11 de diciembre de 2025\n\n"
+        "Resumen de la actualización de diciembre.\n\n"
+        "Amazon presentó su nuevo chip para inteligencia artificial en Las Vegas este año.\n"
+    )
+    article, found = parse(config, text)
+    assert article is None
+    assert problems(found) == [
+        (
+            3,
+            "error",
+            "unknown language: no configured language profile (en, nl, de) matches its "
+            "date line or headings",
+        )
+    ]
+
+
+def test_no_takeaways_is_a_warning_and_the_article_stays(config: Config) -> None:
+    text = seed("en")
+    start, end = text.index("Key takeaways"), text.index("References")
+    article, found = parse(config, text[:start] + text[end:])
+    assert article is not None and article.takeaways == ()
+    assert len(article.references) == 11
+    assert problems(found) == [
+        (55, "warning", "no key-takeaways section: the article goes to feeds only")
+    ]
+
+
+def test_unknown_audience_label(config: Config) -> None:
+    text = seed("en").replace("For procurement teams:", "For marketing teams:")
+    article, found = parse(config, text)
+    assert article is not None
+    assert [t.audience for t in article.takeaways] == [
+        "architects",
+        "cost",
+        "strategy",
+        "ecosystem",
+    ]
+    assert len(found) == 1
+    assert found[0].line == 63 and found[0].severity is Severity.WARNING
+    assert found[0].message.startswith("unknown audience label 'For marketing teams' (known: ")
+
+
+def test_footnote_mark_without_reference(config: Config) -> None:
+    text = seed("en").replace("training throughput.", "training throughput.¹²")
+    article, found = parse(config, text)
+    assert article is not None
+    assert problems(found) == [(15, "warning", "footnote mark 12 has no reference")]
+
+
+def test_control_characters_are_dropped_with_a_warning(config: Config) -> None:
+    plain, _ = parse(config, seed("nl"))
+    text = (
+        seed("nl")
+        .replace("AWS lanceerde", "AWS\x07 lanceerde\x00")
+        .replace("Klantvalidatie", "Klant\x1bvalidatie", 1)
+    )
+    article, found = parse(config, text)
+    assert article == plain
+    assert problems(found) == [
+        (7, "warning", "dropped 2 control character(s) (U+0000, U+0007)"),
+        (19, "warning", "dropped 1 control character(s) (U+001B)"),
+    ]
+
+
+def test_duplicate_language_and_slug_and_bad_files_are_skipped(
+    config: Config, articles_dir: Path
+) -> None:
+    shutil.copy(SEEDS["en"], articles_dir / "zz-copy.txt")
+    (articles_dir / "broken.txt").write_bytes(b"\xfe\xff")
+    (articles_dir / "empty.txt").write_bytes(b"")
+    found = read_articles(articles_dir, config.profiles)
+    assert sorted(a.lang for a in found) == ["de", "en", "nl"]
+    assert found.get("en", "amazon-trainium3-aws-nvidia-ai-chip-competition").source.endswith(
+        "003_f25c1f93821d1bd3.txt"
+    )
+    assert [(Path(p.file).name, p.line, str(p.severity)) for p in found.problems] == [
+        ("broken.txt", 1, "error"),
+        ("empty.txt", None, "error"),
+        ("zz-copy.txt", 1, "error"),
+    ]
+    assert found.problems[2].message == (
+        f"duplicate article: {articles_dir / '003_f25c1f93821d1bd3.txt'} already has "
+        "language 'en' and slug 'amazon-trainium3-aws-nvidia-ai-chip-competition'"
+    )
+    assert found.has_errors
+
+
+def test_missing_folder_is_one_error(config: Config, tmp_path: Path) -> None:
+    found = read_articles(tmp_path / "nope", config.profiles)
+    assert len(found) == 0
+    assert [p.message for p in found.problems] == ["article folder not found"]
+
+
+# --- variations of the format ---------------------------------------------------------------
+
+SHORT = """\
+Chips and costs
+
+Updated Dec 3, 2025
+
+December 2025 Update: a short note on chips.
+
+Why it matters?
+
+Cheaper chips change
+the economics of
+training.¹
+
+Key Takeaways
+
+For infrastructure architects:
+- First bullet with a 4-fach hyphen
+- Second bullet that wraps
+  onto a second line
+
+For cost optimization teams: • one • two
+
+References
+
+1. A source without a link.
+2. A source with one https://example.com/a.
+
+SEO Title: Chips and costs explained
+Primary slug: chips-and-costs
+"""
+
+
+def test_variations_one_bullet_a_line_wrapped_text_and_lists(config: Config) -> None:
+    article, found = parse(config, SHORT)
+    assert problems(found) == []
+    assert article is not None
+    assert str(article.updated) == "2025-12-03"
+    assert [(b.kind, b.text) for b in article.blocks] == [
+        ("heading", "Why it matters?"),
+        ("paragraph", "Cheaper chips change the economics of training."),
+    ]
+    assert article.blocks[1].parts == ("Cheaper chips change the economics of training.", 1)
+    assert [(t.audience, t.bullets) for t in article.takeaways] == [
+        (
+            "architects",
+            ("First bullet with a 4-fach hyphen", "Second bullet that wraps onto a second line"),
+        ),
+        ("cost", ("one", "two")),
+    ]
+    assert [(r.number, r.text, r.url) for r in article.references] == [
+        (1, "A source without a link.", None),
+        (2, "A source with one", "https://example.com/a"),
+    ]
+    assert (article.slug, article.seo.title) == ("chips-and-costs", "Chips and costs explained")
+
+
+def test_references_one_a_line_and_seo_heading(config: Config) -> None:
+    text = SHORT.replace("link.\n2.", "link.\n2.").replace(
+        "\nSEO Title", "\nSEO Elements\n\nSEO Title"
+    )
+    text = text.replace("1. A source without a link.\n2.", "1. A source without a link.\n2.")
+    article, found = parse(config, text.replace("link.\n\n2.", "link.\n2."))
+    assert problems(found) == []
+    assert article is not None and [r.number for r in article.references] == [1, 2]
+    assert article.seo.title == "Chips and costs explained"
+
+
+def test_title_and_date_without_blank_line(config: Config) -> None:
+    text = SHORT.replace("Chips and costs\n\nUpdated", "Chips and costs\nUpdated")
+    article, found = parse(config, text)
+    assert problems(found) == []
+    assert article is not None and article.title == "Chips and costs"
+    assert str(article.updated) == "2025-12-03"
+
+
+def test_missing_seo_tail_takes_the_slug_from_the_title(config: Config) -> None:
+    text = SHORT[: SHORT.index("SEO Title")]
+    article, found = parse(config, text)
+    assert article is not None and article.slug == "chips-and-costs"
+    assert problems(found) == [
+        (1, "warning", "no primary slug in the SEO tail; using 'chips-and-costs' from the title")
+    ]
+
+
+def test_takeaways_written_inline_split_only_on_spaced_hyphens(config: Config) -> None:
+    text = SHORT.replace(
+        "For cost optimization teams: • one • two",
+        "For cost optimization teams: - GPU-Alternativen stay - 4-fach - x-y - last",
+    )
+    article, _ = parse(config, text)
+    assert article is not None
+    cost = article.takeaways_for("cost")
+    assert cost is not None and cost.bullets == ("GPU-Alternativen stay", "4-fach", "x-y", "last")
+
+
+@pytest.mark.parametrize(
+    ("text", "lang", "expected"),
+    [
+        ("Updated December 11, 2025", "en", "2025-12-11"),
+        ("Updated Dec. 11, 2025", "en", "2025-12-11"),
+        ("Updated 11 December 2025", "en", "2025-12-11"),
+        ("Bijgewerkt op 1 mrt. 2026", "nl", "2026-03-01"),
+        ("Bijgewerkt op 11 december 2025", "nl", "2025-12-11"),
+        ("Aktualisiert am 3. März 2026", "de", "2026-03-03"),
+        ("Aktualisiert am 3. Mär. 2026", "de", "2026-03-03"),
+        ("Mis à jour le 1er mars 2026", "fr", "2026-03-01"),
+        ("Actualizado el 3 de marzo de 2026", "es", "2026-03-03"),
+        ("Updated 2026-03-04", "en", "2026-03-04"),
+        ("Updated February 30, 2026", "en", None),
+        ("Updated sometime", "en", None),
+    ],
+)
+def test_parse_date_uses_cldr_names(text: str, lang: str, expected: str | None) -> None:
+    found = parse_date(text, lang)
+    assert (found.isoformat() if found else None) == expected
+
+
+def test_paragraph_lines_count_blank_runs() -> None:
+    found = paragraphs("\n\nA\nb\n\n \n\n\nC\n")
+    assert [(p.text, p.line, p.rows) for p in found] == [("A b", 3, ("A", "b")), ("C", 9, ("C",))]
+
+
+def test_split_marks() -> None:
+    assert split_marks("a.¹ b.¹¹") == ("a.", 1, " b.", 11)
+    assert split_marks("x²³ y") == ("x", 23, " y")
+
+
+# --- a language that is not built in ------------------------------------------------------
+
+FRENCH = """\
+La puce d'Amazon relance la guerre des processeurs
+
+Mis à jour le 3 mars 2026
+
+Mise à jour de mars 2026 : la nouvelle puce est livrée aux premiers clients.
+
+Les performances
+
+Amazon affirme que sa nouvelle puce réduit de moitié le coût de l'entraînement des modèles.¹
+
+Points clés
+
+Pour les architectes d'infrastructure : - Bande passante mémoire doublée - Réseau plus rapide
+
+Pour les équipes achats : - Coûts réduits de 50 % selon Amazon
+
+Références
+
+1. Amazon. « Trainium3 ». https://www.aboutamazon.com/news
+
+Slug principal : puce-amazon-trainium3
+"""
+
+FRENCH_BLOCK = """
+[site]
+languages = ["en", "fr"]
+
+[languages.fr]
+name = "Français"
+date_line = ["Mis à jour le"]
+takeaways = ["Points clés"]
+references = ["Références"]
+
+[languages.fr.seo_fields]
+primary_slug = ["Slug principal"]
+
+[languages.fr.audiences]
+architects = ["Pour les architectes d'infrastructure"]
+procurement = ["Pour les équipes achats"]
+
+[languages.fr.audience_names]
+architects = "Architectes d'infrastructure"
+procurement = "Équipes achats"
+"""
+
+
+def test_adding_a_language_is_a_config_block(tmp_path: Path) -> None:
+    from syndicate.config import load_config
+
+    (tmp_path / "config.toml").write_text(FRENCH_BLOCK, "utf-8")
+    (tmp_path / "articles").mkdir()
+    (tmp_path / "articles" / "puce.txt").write_text(FRENCH, "utf-8")
+    shutil.copy(SEEDS["en"], tmp_path / "articles")
+    config = load_config(tmp_path / "config.toml", env={})
+    found = read_articles(config.path(config.site.articles), config.profiles)
+    assert found.problems == ()
+    fr = found.get("fr", "puce-amazon-trainium3")
+    assert fr is not None
+    assert fr.title == "La puce d'Amazon relance la guerre des processeurs"
+    assert str(fr.updated) == "2026-03-03"
+    assert fr.summary.startswith("Mise à jour de mars 2026 :")
+    assert [(b.kind, b.text) for b in fr.blocks] == [
+        ("heading", "Les performances"),
+        (
+            "paragraph",
+            "Amazon affirme que sa nouvelle puce réduit de moitié le coût de l'entraînement "
+            "des modèles.",
+        ),
+    ]
+    assert [(t.audience, t.bullets) for t in fr.takeaways] == [
+        ("architects", ("Bande passante mémoire doublée", "Réseau plus rapide")),
+        ("procurement", ("Coûts réduits de 50 % selon Amazon",)),
+    ]
+    assert fr.references[0].url == "https://www.aboutamazon.com/news"
+    assert found.get("en", "amazon-trainium3-aws-nvidia-ai-chip-competition") is not None
+
+
+# --- robustness -----------------------------------------------------------------------------
+
+
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(data=st.binary(max_size=2000))
+def test_arbitrary_bytes_give_diagnostics_not_exceptions(config: Config, data: bytes) -> None:
+    article, found = parse(config, data)
+    assert article is not None or any(d.severity is Severity.ERROR for d in found)
+
+
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(text=st.text(alphabet=st.characters(codec="utf-8"), max_size=2000))
+def test_arbitrary_text_gives_diagnostics_not_exceptions(config: Config, text: str) -> None:
+    article, found = parse(config, text)
+    assert article is not None or any(d.severity is Severity.ERROR for d in found)
+
+
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    lang=st.sampled_from(sorted(SEEDS)),
+    edits=st.lists(
+        st.tuples(
+            st.sampled_from(["delete", "duplicate", "insert", "join"]),
+            st.integers(min_value=0, max_value=200),
+            st.text(max_size=40),
+        ),
+        max_size=8,
+    ),
+)
+def test_mutated_seeds_never_crash(config: Config, lang: str, edits: list) -> None:
+    lines = seed(lang).split("\n")
+    for action, at, text in edits:
+        at %= len(lines) or 1
+        if not lines:
+            break
+        if action == "delete":
+            del lines[at]
+        elif action == "duplicate":
+            lines.insert(at, lines[at])
+        elif action == "insert":
+            lines.insert(at, text)
+        elif at + 1 < len(lines):
+            lines[at : at + 2] = [lines[at] + lines[at + 1]]
+    article, found = parse(config, "\n".join(lines))
+    assert article is not None or any(d.severity is Severity.ERROR for d in found)

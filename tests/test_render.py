@@ -1,0 +1,388 @@
+"""Rendering: golden output, the quality list, escaping, catalogs and error messages."""
+
+from __future__ import annotations
+
+import html
+import os
+import re
+import shutil
+from dataclasses import replace
+from datetime import date, datetime
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+
+from syndicate.config import Config, parse_config
+from syndicate.digest import select_digest
+from syndicate.errors import RenderError
+from syndicate.model import ArticleSet, Takeaways
+from syndicate.pipeline import preview_files, preview_links
+from syndicate.reader import read_articles
+from syndicate.render import (
+    HTML_LIMIT,
+    RenderedDigest,
+    catalog_problems,
+    missing_messages,
+    render_digest,
+    template_messages,
+    templates_dir,
+)
+from tests.conftest import ARTICLES
+
+GOLDEN = Path(__file__).resolve().parent / "golden" / "email"
+SLUG = "amazon-trainium3-aws-nvidia-ai-chip-competition"
+LINKS = {
+    "unsubscribe_url": "https://news.example.org/unsubscribe?token=abc&list=1",
+    "preferences_url": "https://news.example.org/preferences?token=abc",
+    "view_url": "https://news.example.org/digest/view?token=abc",
+}
+
+
+def assert_golden(name: str, data: bytes) -> None:
+    path = GOLDEN / name
+    if os.environ.get("UPDATE_GOLDEN"):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+    assert path.exists(), f"missing golden file {path}; create it with UPDATE_GOLDEN=1 pytest"
+    assert data == path.read_bytes(), f"{name} differs from its golden file"
+
+
+@pytest.fixture
+def seeds(config: Config) -> ArticleSet:
+    return read_articles(ARTICLES, config.profiles)
+
+
+def render(seeds: ArticleSet, config: Config, lang: str, *audiences: str, **kw) -> RenderedDigest:
+    digest = select_digest(seeds, lang, audiences, **kw)
+    assert digest is not None
+    return render_digest(digest, config)
+
+
+class Links(HTMLParser):
+    """Collects hrefs and the text of the page (outside <style> and <title>)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.hrefs: list[str] = []
+        self.links: dict[str, str] = {}
+        self.text: list[str] = []
+        self._skip = 0
+        self._href: str | None = None
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag in ("style", "title"):
+            self._skip += 1
+        if tag == "a":
+            self._href = dict(attrs)["href"]
+            self.hrefs.append(self._href)
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in ("style", "title"):
+            self._skip -= 1
+        if tag == "a":
+            self._href = None
+
+    def handle_data(self, data: str) -> None:
+        if not self._skip:
+            self.text.append(data)
+            if self._href and data.strip():
+                self.links[data.strip()] = self._href
+
+
+def parse(html: str) -> Links:
+    found = Links()
+    found.feed(html)
+    return found
+
+
+@pytest.mark.parametrize(("lang", "audiences"), [("en", ("cost",)), ("nl", ("cost", "strategy"))])
+def test_golden(
+    seeds: ArticleSet, config: Config, now: datetime, lang: str, audiences: tuple[str, ...]
+) -> None:
+    rendered = render(seeds, config, lang, *audiences)
+    for suffix, data in preview_files(rendered, config, now=now).items():
+        assert_golden(f"{rendered.key}{suffix}", data)
+
+
+@pytest.mark.parametrize(
+    ("lang", "audiences", "subject"),
+    [
+        ("en", ("cost",), "Key takeaways for cost optimization teams: 1 new article"),
+        (
+            "nl",
+            ("cost",),
+            "Belangrijkste conclusies voor kostenoptimalisatieteams: 1 nieuw artikel",
+        ),
+        ("de", ("cost",), "Wichtige Erkenntnisse für Kostenoptimierungsteams: 1 neuer Artikel"),
+        (
+            "en",
+            ("strategy", "architects"),
+            "Key takeaways for infrastructure architects and for strategic planning: 1 new article",
+        ),
+        (
+            "de",
+            ("architects", "cost", "procurement", "strategy", "ecosystem"),
+            "Wichtige Erkenntnisse: 1 neuer Artikel",
+        ),
+    ],
+)
+def test_localised_subject(
+    seeds: ArticleSet, config: Config, lang: str, audiences: tuple[str, ...], subject: str
+) -> None:
+    assert render(seeds, config, lang, *audiences).subject == subject
+
+
+def test_subject_counts_articles_in_the_plural(seeds: ArticleSet, config: Config) -> None:
+    first = seeds.get("nl", SLUG)
+    second = replace(first, slug="tweede", title="Tweede", updated=date(2025, 12, 1))
+    rendered = render(ArticleSet((*seeds.articles, second)), config, "nl", "cost")
+    assert rendered.subject.endswith(": 2 nieuwe artikelen")
+    assert "2 nieuwe artikelen in deze editie." in rendered.text
+
+
+@pytest.mark.parametrize(
+    ("lang", "day", "heading", "read", "why"),
+    [
+        (
+            "en",
+            "December 11, 2025",
+            "Cost optimization teams",
+            "Read the full article",
+            "You receive this email because you subscribed to the key takeaways for "
+            "cost optimization teams from Syndicate, in English.",
+        ),
+        (
+            "nl",
+            "11 december 2025",
+            "Kostenoptimalisatieteams",
+            "Lees het volledige artikel",
+            "Je ontvangt deze e-mail omdat je je hebt aangemeld voor de belangrijkste "
+            "conclusies voor kostenoptimalisatieteams van Syndicate, in het Nederlands.",
+        ),
+        (
+            "de",
+            "11. Dezember 2025",
+            "Kostenoptimierungsteams",
+            "Den vollständigen Artikel lesen",
+            "Sie erhalten diese E-Mail, weil Sie die wichtigen Erkenntnisse für "
+            "Kostenoptimierungsteams von Syndicate auf Deutsch abonniert haben.",
+        ),
+    ],
+)
+def test_quality_list(
+    seeds: ArticleSet, config: Config, lang: str, day: str, heading: str, read: str, why: str
+) -> None:
+    rendered = render(seeds, config, lang, "cost")
+    page, text = rendered.personalise(**LINKS)
+    found = parse(page)
+    visible = " ".join(" ".join(found.text).split())
+
+    assert len(page.encode()) < HTML_LIMIT
+    assert re.search(rf'<html lang="{lang}"', page)
+    assert f"<title>{rendered.subject}</title>" in page
+    title = seeds.get(lang, SLUG).title
+    preheader = re.search(r'<div style="display:none;[^"]*">([^<]+)</div>', page)
+    assert preheader and html.unescape(preheader[1]).startswith(title)
+    assert '<meta name="color-scheme" content="light dark"' in page
+    assert "@media (prefers-color-scheme: dark)" in page
+    # Every link is absolute, and the plain-text part carries every one of them.
+    assert found.hrefs and all(h.startswith(("https://", "http://")) for h in found.hrefs)
+    for href in found.hrefs:
+        assert href.replace("&amp;", "&") in text
+    # The footer: unsubscribe and preferences links, and why the reader gets this.
+    unsubscribe, preferences = found.hrefs[-3:-1]
+    assert unsubscribe == LINKS["unsubscribe_url"] and preferences == LINKS["preferences_url"]
+    assert why in visible and why in " ".join(text.split())
+    # Content: the article's date in the language, its audience heading, bullets and link.
+    article_url = f"http://127.0.0.1:8080/{lang}/{SLUG}/"
+    assert found.links[title] == article_url and found.links[f"{read} →"] == article_url
+    assert day in visible and day in text
+    assert heading in visible and heading in text
+    for bullet in seeds.get(lang, SLUG).takeaways_for("cost").bullets:
+        assert bullet in visible
+    # Privacy: nothing is fetched from elsewhere.
+    for remote in ("<img", "<link", "@import", "googleapis", "<script", "<iframe", "url("):
+        assert remote not in page
+
+
+def test_revised_articles_are_marked(seeds: ArticleSet, config: Config) -> None:
+    fresh = render(seeds, config, "nl", "cost")
+    revised = render(seeds, config, "nl", "cost", sent={("nl", SLUG): "older"})
+    assert "herzien sinds de vorige editie" not in fresh.html + fresh.text
+    assert "11 december 2025 &#183; <strong>herzien sinds de vorige editie</strong>" in revised.html
+    assert "11 december 2025 (herzien sinds de vorige editie)" in revised.text
+
+
+def test_since_is_shown_in_the_language(seeds: ArticleSet, config: Config) -> None:
+    rendered = render(seeds, config, "de", "cost", since=date(2025, 12, 1))
+    assert "1 neuer Artikel seit dem 1. Dezember 2025." in rendered.text
+
+
+def test_hostile_article_text_is_escaped_never_evaluated(seeds: ArticleSet, config: Config) -> None:
+    hostile = "<script>alert(1)</script> {{ 7*7 }} {% for x in range(3) %}x{% endfor %} @@"
+    article = seeds.get("en", SLUG)
+    evil = replace(
+        article,
+        title=f"Title {hostile}",
+        takeaways=(Takeaways("cost", "For cost optimization teams", (f"Bullet {hostile}",)),),
+    )
+    others = tuple(a for a in seeds.articles if a.lang != "en")
+    rendered = render(ArticleSet((*others, evil)), config, "en", "cost")
+    page, text = rendered.personalise(**LINKS)
+    assert "<script>" not in page
+    assert "&lt;script&gt;alert(1)&lt;/script&gt; {{ 7*7 }} {% for x in range(3) %}" in page
+    assert "49" not in page.replace(rendered.content_hash, "") and "xxx" not in page
+    flat = " ".join(text.split())
+    assert f"Title {hostile}" in flat and f"- Bullet {hostile}" in flat
+
+
+def test_article_text_cannot_forge_a_reader_placeholder(seeds: ArticleSet, config: Config) -> None:
+    article = seeds.get("en", SLUG)
+    forged = replace(article, title="@@unsubscribe_url.0123456789abcdef@@ {{ unsubscribe_url }}")
+    others = tuple(a for a in seeds.articles if a.lang != "en")
+    page, text = render(ArticleSet((*others, forged)), config, "en", "cost").personalise(**LINKS)
+    assert "@@unsubscribe_url.0123456789abcdef@@ {{ unsubscribe_url }}" in page
+    assert page.count("token=abc&amp;list=1") == 1  # the footer link only
+    assert "@@unsubscribe_url.0123456789abcdef@@" in text
+    assert text.count(LINKS["unsubscribe_url"]) == 1
+
+
+def test_personalise_fills_every_placeholder_and_escapes(seeds: ArticleSet, config: Config) -> None:
+    rendered = render(seeds, config, "en", "cost", "strategy")
+    assert re.search(r"@@unsubscribe_url\.[0-9a-f]{16}@@", rendered.html)
+    page, text = rendered.personalise(**LINKS)
+    assert "@@" not in page and "@@" not in text
+    assert 'href="https://news.example.org/unsubscribe?token=abc&amp;list=1"' in page
+    assert LINKS["unsubscribe_url"] in text and LINKS["view_url"] in text
+    with pytest.raises(ValueError, match="view_url"):
+        rendered.personalise(**{**LINKS, "view_url": "https://x.org/\r\nBcc: a@b.c"})
+    with pytest.raises(ValueError, match="unsubscribe_url"):
+        rendered.personalise(**{**LINKS, "unsubscribe_url": "javascript:alert(1)"})
+
+
+def test_every_variant_renders_in_every_language(seeds: ArticleSet, config: Config) -> None:
+    for lang in ("en", "nl", "de"):
+        for audiences in [(a,) for a in config.audiences] + [config.audiences]:
+            rendered = render(seeds, config, lang, *audiences)
+            assert rendered.ui_lang == lang
+            assert len(rendered.html.encode()) < HTML_LIMIT
+
+
+def test_preview_links_are_labelled_as_previews(config: Config) -> None:
+    links = preview_links(config, "nl-cost")
+    assert all(url.startswith(config.site.base_url + "/") for url in links.values())
+    assert all("token=PREVIEW-ONLY-NOT-A-READER-TOKEN" in url for url in links.values())
+
+
+# --- catalogs --------------------------------------------------------------------------------
+
+FRENCH = {
+    "site": {"languages": ["en", "nl", "de", "fr"]},
+    "languages": {
+        "fr": {
+            "name": "Français",
+            "date_line": ["Mis à jour le"],
+            "takeaways": ["Points clés"],
+            "references": ["Références"],
+            "audiences": {"cost": ["Pour les équipes d'optimisation des coûts"]},
+            "audience_names": {"cost": "Équipes d'optimisation des coûts"},
+        }
+    },
+}
+
+
+def french(tmp_path: Path, fallback: bool) -> Config:
+    data = {**FRENCH, "email": {"english_fallback": fallback}}
+    return parse_config(data, root=tmp_path, source="(test)", env={})
+
+
+def test_shipped_catalogs_are_complete(config: Config) -> None:
+    assert len(template_messages(templates_dir())) >= 10
+    for lang in ("en", "nl", "de"):
+        assert missing_messages(lang) == []
+    assert catalog_problems(config) == []
+
+
+def test_incomplete_catalog_is_reported_and_refused(seeds: ArticleSet, tmp_path: Path) -> None:
+    config = french(tmp_path, fallback=False)
+    [problem] = catalog_problems(config)
+    assert problem.severity == "error" and problem.file.endswith("fr/LC_MESSAGES/messages.po")
+    assert "catalog for 'fr' is incomplete" in problem.message
+    fr = ArticleSet(tuple(replace(a, lang="fr") for a in seeds.articles if a.lang == "en"))
+    with pytest.raises(RenderError, match=r"cannot render 'fr' digests.*english_fallback"):
+        render(fr, config, "fr", "cost")
+
+
+def test_english_fallback_renders_the_interface_in_english(
+    seeds: ArticleSet, tmp_path: Path
+) -> None:
+    config = french(tmp_path, fallback=True)
+    [problem] = catalog_problems(config)
+    assert problem.severity == "warning"
+    fr = ArticleSet(tuple(replace(a, lang="fr") for a in seeds.articles if a.lang == "en"))
+    rendered = render(fr, config, "fr", "cost")
+    assert rendered.ui_lang == "en" and '<html lang="fr"' in rendered.html
+    assert rendered.subject == (
+        "Key takeaways pour les équipes d'optimisation des coûts: 1 new article"
+    )
+    assert "11 décembre 2025" in rendered.text  # dates stay in the digest's language
+
+
+# --- errors name the template and line -------------------------------------------------------
+
+
+@pytest.fixture
+def templates(tmp_path: Path) -> Path:
+    copy = tmp_path / "templates"
+    shutil.copytree(templates_dir(), copy)
+    return copy
+
+
+def break_line(templates: Path, name: str, find: str, insert: str) -> int:
+    """Insert a line after the first line containing ``find``; returns the new line's number."""
+    path = templates / "email" / name
+    lines = path.read_text("utf-8").splitlines()
+    at = next(i for i, line in enumerate(lines) if find in line) + 1
+    lines.insert(at, insert)
+    path.write_text("\n".join(lines) + "\n", "utf-8")
+    return at + 1
+
+
+def test_undefined_variable_fails_loudly(
+    seeds: ArticleSet, config: Config, templates: Path
+) -> None:
+    line = break_line(templates, "digest.mjml", "<h1", "<p>{{ no_such_value }}</p>")
+    digest = select_digest(seeds, "en", ["cost"])
+    with pytest.raises(RenderError, match=rf"templates/email/digest\.mjml:{line}: .*no_such_value"):
+        render_digest(digest, config, templates=templates)
+
+
+def test_undefined_in_the_text_template(seeds: ArticleSet, config: Config, templates: Path) -> None:
+    line = break_line(templates, "digest.txt", "{{ intro", "{{ item_count }}")
+    digest = select_digest(seeds, "en", ["cost"])
+    with pytest.raises(RenderError, match=rf"templates/email/digest\.txt:{line}: .*item_count"):
+        render_digest(digest, config, templates=templates)
+
+
+def test_template_syntax_error(seeds: ArticleSet, config: Config, templates: Path) -> None:
+    line = break_line(templates, "base.mjml", "<mj-head>", "{% if %}")
+    digest = select_digest(seeds, "en", ["cost"])
+    with pytest.raises(RenderError, match=rf"templates/email/base\.mjml:{line}: "):
+        render_digest(digest, config, templates=templates)
+
+
+@pytest.mark.parametrize(
+    "broken",
+    [
+        "<mj-text padding=>broken attribute</mj-text>",  # no position from mjml-python
+        '<mj-section css-class="never-closed">',  # unexpected end of stream
+    ],
+)
+def test_mjml_error_names_template_and_line(
+    seeds: ArticleSet, config: Config, templates: Path, broken: str
+) -> None:
+    line = break_line(templates, "digest.mjml", "{% block body %}", broken)
+    digest = select_digest(seeds, "en", ["cost"])
+    with pytest.raises(RenderError, match=rf"templates/email/digest\.mjml:{line}: MJML: "):
+        render_digest(digest, config, templates=templates)
