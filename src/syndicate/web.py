@@ -22,13 +22,13 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from email.message import EmailMessage
 from email.utils import format_datetime, formatdate, make_msgid, parseaddr, parsedate_to_datetime
-from importlib import resources
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 from babel.dates import format_date
 from email_validator import EmailNotValidError, validate_email
-from jinja2 import Environment, PackageLoader, select_autoescape
+from jinja2 import Environment, FileSystemLoader, select_autoescape
+from markupsafe import Markup
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import FormData
@@ -38,8 +38,10 @@ from starlette.responses import HTMLResponse, PlainTextResponse, RedirectRespons
 from starlette.routing import Route
 
 from .config import Config
+from .feeds import article_html
 from .model import ArticleSet
 from .reader import article_files, read_articles
+from .render import templates_dir
 from .store import Store, Subscriber
 from .tokens import CONFIRM, PREFERENCES, UNSUBSCRIBE, link, make_token, read_token
 
@@ -176,8 +178,7 @@ class RateLimit:
 
 def load_strings() -> dict[str, dict[str, str]]:
     """The web's words per language (templates/web/strings.toml)."""
-    text = resources.files("syndicate").joinpath("templates/web/strings.toml").read_text("utf-8")
-    return tomllib.loads(text)
+    return tomllib.loads((templates_dir() / "web" / "strings.toml").read_text("utf-8"))
 
 
 def watch_articles(folder: Path, config: Config) -> Callable[[], ArticleSet]:
@@ -232,7 +233,7 @@ def create_app(
     archive_root = config.path(config.web.archive)
     limiter = RateLimit(config.web.subscribe_per_minute)
     env = Environment(
-        loader=PackageLoader("syndicate", "templates/web"),
+        loader=FileSystemLoader(templates_dir() / "web"),
         autoescape=select_autoescape(["html"]),
         trim_blocks=True,
         lstrip_blocks=True,
@@ -389,7 +390,7 @@ def create_app(
             article=item,
             url=config.article_url,
             updated=long_date(item.updated, lang),
-            profile=config.languages[lang],
+            body=Markup(article_html(config, item)),  # the feeds' HTML, so both say the same
             alternates=[(a.lang, config.article_url(a.lang, a.slug)) for a in versions],
             translations=[(a, config.languages[a.lang].name) for a in versions if a is not item],
         )
