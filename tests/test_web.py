@@ -32,7 +32,7 @@ from syndicate.tokens import (
     read_token,
     secret_key,
 )
-from syndicate.web import create_app
+from syndicate.web import create_app, watch_articles
 from tests.conftest import ARTICLES
 
 SECRET = b"test secret key"
@@ -384,6 +384,14 @@ def test_invalid_input_is_refused_without_side_effects(site):
     assert inbox.messages == []
 
 
+def test_echoed_input_is_escaped(site):
+    client, *_ = site
+    response = subscribe(client, '"><script>alert(1)</script>')
+    assert response.status_code == 400
+    assert "<script>alert" not in response.text
+    assert html(response).xpath("//input[@name='email']/@value") == ['"><script>alert(1)</script>']
+
+
 def test_form_posts_need_the_csrf_token(site, clock):
     client, store, inbox, *_ = site
     data = {"email": "a@example.org", "lang": "nl", "audiences": "cost"}
@@ -535,6 +543,16 @@ def test_bad_tokens_get_one_plain_page(site, active, clock, store):
             bodies.add(response.text)
     assert len(bodies) == 1
     assert store.subscriber_by_id(active.id).status == "active"
+
+
+def test_a_running_server_sees_article_changes(articles_dir, tmp_path):
+    config = web_config(tmp_path)
+    current = watch_articles(articles_dir, config)
+    first = current()
+    assert current() is first  # unchanged files are not read again
+    removed = sorted(articles_dir.iterdir())[0]
+    removed.unlink()
+    assert len(current()) == len(first) - 1
 
 
 # -- archive -------------------------------------------------------------------------------
