@@ -15,6 +15,7 @@ from email.message import EmailMessage
 from email.utils import formatdate, parsedate_to_datetime
 from pathlib import Path
 
+import feedparser
 import lxml.html
 import pytest
 from aiosmtpd.controller import Controller
@@ -22,6 +23,7 @@ from starlette.testclient import TestClient
 
 from syndicate.cli import mail_transport
 from syndicate.config import Config, parse_config
+from syndicate.pipeline import build_feeds
 from syndicate.reader import read_articles
 from syndicate.store import Store, open_store
 from syndicate.tokens import (
@@ -178,6 +180,32 @@ def test_feed_files_are_served_with_their_media_type(site, name, content_type):
     assert "content-encoding" not in response.headers
     assert response.headers["etag"].startswith('"')
     assert response.headers["last-modified"].endswith("GMT")
+
+
+def test_every_file_build_writes_is_served_and_every_feed_link_resolves(site, tmp_path, now):
+    client, *_ = site
+    config = web_config(tmp_path)
+    out = tmp_path / "feeds"
+    report = build_feeds(config, ARTICLES, out, now=now)
+    assert report.written
+    expected = {
+        ".atom.xml": "application/atom+xml",
+        ".rss.xml": "application/rss+xml",
+        ".json": "application/feed+json",
+        ".opml": "text/x-opml",
+    }
+    links = set()
+    for name in report.written:
+        response = client.get(f"/feeds/{name}")
+        assert response.status_code == 200, name
+        kind = next(t for suffix, t in expected.items() if name.endswith(suffix))
+        assert response.headers["content-type"].split(";")[0] == kind, name
+        if name.endswith(".atom.xml"):
+            links |= {e.link for e in feedparser.parse(response.content).entries}
+    assert links
+    for url in links:
+        assert url.startswith("http://testserver/")
+        assert client.get(url).status_code == 200, url
 
 
 def test_conditional_get_answers_304(site):

@@ -38,7 +38,7 @@ from starlette.responses import HTMLResponse, PlainTextResponse, RedirectRespons
 from starlette.routing import Route
 
 from .config import Config
-from .feeds import article_html
+from .feeds import article_html, feed_names, feed_url
 from .model import ArticleSet
 from .reader import article_files, read_articles
 from .render import templates_dir
@@ -286,8 +286,8 @@ def create_app(
             languages=[(code, config.languages[code].name) for code in languages],
             csrf=csrf_field(nonce or new_nonce or ""),
             feed_links=[
-                (f"{config.site.base_url}/feeds/{lang}{suffix}", feed_content_type(suffix))
-                for suffix in (".atom.xml", ".rss.xml", ".json")
+                (feed_url(config, name), feed_content_type(name))
+                for name in feed_names(lang).values()
             ],
             **context,
         )
