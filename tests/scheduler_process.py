@@ -13,7 +13,7 @@ import time
 from datetime import datetime
 from pathlib import Path
 
-from syndicate.cli import logging_to_stderr, serve
+from syndicate.cli import logging_to_stderr, run_scheduler
 from syndicate.config import DigestJob, load_config
 from syndicate.errors import SyndicateError
 from syndicate.scheduler import Jobs, Report, Scheduler
@@ -45,7 +45,7 @@ def main(argv: list[str]) -> None:
     scheduler = Scheduler(load_config(config_path), recording_jobs(record))
     try:
         with logging_to_stderr("--log-json" in argv):
-            serve(scheduler, standby="--standby" in argv, poll_seconds=0.1)
+            run_scheduler(scheduler, standby="--standby" in argv, poll_seconds=0.1)
     except SyndicateError as exc:
         print(f"syndicate: {exc}", file=sys.stderr)
         sys.exit(exc.exit_code)

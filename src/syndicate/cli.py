@@ -10,13 +10,17 @@ import dataclasses
 import functools
 import json
 import logging
+import mailbox
 import os
 import signal
+import smtplib
 import sys
 from collections.abc import Callable, Iterator, Mapping
 from datetime import UTC, datetime
+from email.message import EmailMessage
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote, urlsplit
 
 import click
 
@@ -160,7 +164,7 @@ def run(config: Config, articles: Path | None, once: bool, standby: bool, log_js
     scheduler = Scheduler(config, default_jobs(config))
     with logging_to_stderr(log_json):
         if not once:
-            serve(scheduler, standby=standby)  # does not return: it exits the process
+            run_scheduler(scheduler, standby=standby)  # does not return: it exits the process
         found = load_articles(config, articles)
         print_summary(found, config)
         ok = scheduler.run_once()  # the feed rebuild and the digests now due, under the lock
@@ -171,7 +175,9 @@ def run(config: Config, articles: Path | None, once: bool, standby: bool, log_js
     sys.exit(0 if ok else 1)
 
 
-def serve(scheduler: Scheduler, *, standby: bool = False, poll_seconds: float = 10.0) -> None:
+def run_scheduler(
+    scheduler: Scheduler, *, standby: bool = False, poll_seconds: float = 10.0
+) -> None:
     """Act as the scheduler until SIGTERM or SIGINT, then exit 0 within the stop bound
     (1 if the lock was lost, so that the service manager restarts the process)."""
     for signum in (signal.SIGTERM, signal.SIGINT):
@@ -391,6 +397,60 @@ def print_feed_report(report: FeedReport, *, problems: bool = True) -> None:
         )
     if report.next_due:
         click.echo(f"articles dated later are held back; the next is due {report.next_due}")
+
+
+def mail_transport(config: Config) -> Callable[[EmailMessage], None]:
+    """One message at a time: to smtp.url when set, else into the outbox's Maildir."""
+    if not config.smtp.url:
+        config.path(config.email.outbox).mkdir(parents=True, exist_ok=True)
+        maildir = mailbox.Maildir(config.path(config.email.outbox) / "maildir")
+
+        def keep(message: EmailMessage) -> None:
+            maildir.add(message)
+
+        return keep
+    url = urlsplit(config.smtp.url)
+    user = unquote(url.username) if url.username else config.smtp.username
+    secret = config.smtp.password.get_secret_value() if config.smtp.password else None
+    password = unquote(url.password) if url.password else secret
+
+    def send(message: EmailMessage) -> None:
+        kind = smtplib.SMTP_SSL if url.scheme == "smtps" else smtplib.SMTP
+        default_port = 465 if url.scheme == "smtps" else 587 if "starttls" in url.scheme else 25
+        with kind(url.hostname or "localhost", url.port or default_port, timeout=30) as smtp:
+            if url.scheme == "smtp+starttls":
+                smtp.starttls()
+            if user and password:
+                smtp.login(user, password)
+            smtp.send_message(message)
+
+    return send
+
+
+@main.command()
+@with_config
+@articles_option
+@click.option("--host", default=None, help="Address to listen on (default: web.host).")
+@click.option("--port", type=int, default=None, help="Port to listen on (default: web.port).")
+def serve(config: Config, articles: Path | None, host: str | None, port: int | None) -> None:
+    """Serve the feeds, article pages and readers' subscription links over HTTP."""
+    import uvicorn
+
+    from .store import open_store
+    from .tokens import secret_key
+    from .web import create_app, watch_articles
+
+    folder = articles if articles is not None else config.path(config.site.articles)
+    app = create_app(
+        config,
+        store=open_store(config.database_url),
+        mailer=mail_transport(config),
+        articles=watch_articles(folder, config),
+        secret=secret_key(config),
+        now=lambda: datetime.now(UTC),
+    )
+    # No access log: its lines would carry readers' tokens and addresses.
+    uvicorn.run(app, host=host or config.web.host, port=port or config.web.port, access_log=False)
 
 
 if __name__ == "__main__":

@@ -243,6 +243,10 @@ class Web(Section):
     """Key that signs reader tokens; better given as SYNDICATE_SECRET_KEY."""
     subscribe_per_minute: int = Field(10, ge=1)
     """Subscribe requests per client address and minute."""
+    secret_key_file: Path = Path("state/secret_key")
+    """Where a generated key is kept when no secret_key is given (created on first use)."""
+    archive: Path = Path("archive")
+    """Folder of past digest issues as web pages: <archive>/<lang>/<issue>.html."""
 
 
 class Config(Section):

@@ -1,0 +1,585 @@
+"""The web side: feeds over HTTP, article pages, subscribing and the links in readers' mail.
+
+``create_app`` builds the ASGI app; the store, the mailer, the article source, the secret and
+the clock are passed in, so the app reads no environment and no real clock of its own.
+Reader data never reaches the log: lines name subscriber ids, not addresses.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import hmac
+import html
+import logging
+import mimetypes
+import re
+import secrets
+import tomllib
+from collections import defaultdict, deque
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, timedelta
+from email.message import EmailMessage
+from email.utils import format_datetime, formatdate, make_msgid, parseaddr, parsedate_to_datetime
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from babel.dates import format_date
+from email_validator import EmailNotValidError, validate_email
+from jinja2 import Environment, FileSystemLoader, select_autoescape
+from markupsafe import Markup
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.datastructures import FormData
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
+from starlette.routing import Route
+
+from .config import Config
+from .feeds import article_html, feed_names, feed_url
+from .model import ArticleSet
+from .reader import article_files, read_articles
+from .render import templates_dir
+from .store import Store, Subscriber
+from .tokens import CONFIRM, PREFERENCES, UNSUBSCRIBE, link, make_token, read_token
+
+log = logging.getLogger("syndicate.web")
+
+Mailer = Callable[[EmailMessage], None]
+"""Hands one message to the mail transport; raises when it cannot."""
+
+CONFIRM_MAX_AGE = timedelta(days=7)
+"""How long a confirmation link works. Unsubscribe and preference links do not expire."""
+
+CSRF_COOKIE = "syndicate_csrf"
+_PAGE_HEADERS = {
+    "X-Content-Type-Options": "nosniff",
+    "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; img-src 'self'; "
+    "form-action 'self'; base-uri 'none'; frame-ancestors 'none'",
+}
+# Token pages: no caching, no indexing, and no Referer carrying the token to another site.
+_TOKEN_HEADERS = {
+    "Cache-Control": "no-store",
+    "Referrer-Policy": "no-referrer",
+    "X-Robots-Tag": "noindex",
+}
+
+
+def feed_content_type(name: str) -> str:
+    """The media type a feed reader expects for a file ``syndicate build`` writes."""
+    if name.endswith(".json"):
+        return "application/feed+json"
+    if name.endswith(".opml"):
+        return "text/x-opml; charset=utf-8"
+    if name.endswith(".xml"):
+        if ".atom" in name:
+            return "application/atom+xml; charset=utf-8"
+        if ".rss" in name:
+            return "application/rss+xml; charset=utf-8"
+        return "application/xml; charset=utf-8"
+    return mimetypes.guess_type(name)[0] or "application/octet-stream"
+
+
+@dataclass(frozen=True, slots=True)
+class FeedFile:
+    """One file's bytes, read once per change, with both encodings and their validators."""
+
+    stamp: tuple[int, int]
+    body: bytes
+    gzipped: bytes
+    etag: str
+    modified: datetime
+    content_type: str
+
+
+class FeedFolder:
+    """The files below the feeds folder; re-read only when a file's mtime or size changes.
+
+    The ETag is a hash of the bytes, so a rebuild that writes the same feed keeps it.
+    """
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self._cache: dict[Path, FeedFile] = {}
+
+    def get(self, relative: str) -> FeedFile | None:
+        parts = PurePosixPath(relative).parts
+        if not parts or any(p.startswith(".") or "\\" in p for p in parts):
+            return None
+        path = self.folder.joinpath(*parts)
+        try:
+            info = path.stat()
+        except OSError:
+            return None
+        if not path.is_file() or not path.resolve().is_relative_to(self.folder.resolve()):
+            return None
+        stamp = (info.st_mtime_ns, info.st_size)
+        cached = self._cache.get(path)
+        if cached is not None and cached.stamp == stamp:
+            return cached
+        body = path.read_bytes()
+        found = FeedFile(
+            stamp=stamp,
+            body=body,
+            gzipped=gzip.compress(body, 9, mtime=0),
+            etag=hashlib.sha256(body).hexdigest()[:32],
+            modified=datetime.fromtimestamp(int(info.st_mtime), UTC),
+            content_type=feed_content_type(path.name),
+        )
+        self._cache[path] = found
+        return found
+
+
+def _accepts_gzip(request: Request) -> bool:
+    for part in request.headers.get("accept-encoding", "").split(","):
+        coding, _, params = part.strip().partition(";")
+        if coding.strip().lower() in ("gzip", "*"):
+            return not re.fullmatch(r"\s*q\s*=\s*0(\.0*)?\s*", params)
+    return False
+
+
+def _not_modified(request: Request, etag: str, modified: datetime) -> bool:
+    """RFC 9110 §13.1: If-None-Match (weak comparison) wins over If-Modified-Since."""
+    none_match = request.headers.get("if-none-match")
+    if none_match is not None:
+        tags = {t.strip().removeprefix("W/") for t in none_match.split(",")}
+        return "*" in tags or etag in tags
+    since = request.headers.get("if-modified-since")
+    if since:
+        try:
+            return modified <= parsedate_to_datetime(since)
+        except (TypeError, ValueError):
+            return False
+    return False
+
+
+class RateLimit:
+    """At most ``limit`` hits per key in any 60-second window, kept in memory."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._hits: dict[str, deque[datetime]] = defaultdict(deque)
+
+    def allow(self, key: str, now: datetime) -> bool:
+        window = now - timedelta(minutes=1)
+        if len(self._hits) > 10_000:  # forget idle clients so the table cannot grow unbounded
+            for idle in [k for k, q in self._hits.items() if not q or q[-1] <= window]:
+                del self._hits[idle]
+        hits = self._hits[key]
+        while hits and hits[0] <= window:
+            hits.popleft()
+        if len(hits) >= self.limit:
+            return False
+        hits.append(now)
+        return True
+
+
+def load_strings() -> dict[str, dict[str, str]]:
+    """The web's words per language (templates/web/strings.toml)."""
+    return tomllib.loads((templates_dir() / "web" / "strings.toml").read_text("utf-8"))
+
+
+def watch_articles(folder: Path, config: Config) -> Callable[[], ArticleSet]:
+    """An article source for a long-running server: re-reads the set when a file changes."""
+    seen: dict[str, Any] = {}
+
+    def current() -> ArticleSet:
+        stamp = tuple(
+            (str(p), p.stat().st_mtime_ns, p.stat().st_size)
+            for p in (article_files(folder) if folder.is_dir() else [])
+        )
+        if seen.get("stamp") != stamp:
+            seen["stamp"], seen["articles"] = stamp, read_articles(folder, config.profiles)
+        return seen["articles"]
+
+    return current
+
+
+def confirmation_message(
+    config: Config, words: Mapping[str, str], to: str, url: str, *, known: bool, now: datetime
+) -> EmailMessage:
+    """The double opt-in mail, or (``known``) the note to an address that is already active."""
+    kind = "mail_known" if known else "mail_confirm"
+    values = {"site": config.site.title, "link": url, "days": CONFIRM_MAX_AGE.days}
+    message = EmailMessage()
+    message["From"] = config.email.sender
+    message["To"] = to
+    message["Subject"] = words[f"{kind}_subject"].format(**values)
+    message["Date"] = format_datetime(now.astimezone(UTC))
+    domain = parseaddr(config.email.sender)[1].rpartition("@")[2] or None
+    message["Message-ID"] = make_msgid(domain=domain)
+    message["Auto-Submitted"] = "auto-generated"
+    if config.email.reply_to:
+        message["Reply-To"] = config.email.reply_to
+    message.set_content(words[f"{kind}_body"].format(**values))
+    return message
+
+
+def create_app(
+    config: Config,
+    *,
+    store: Store,
+    mailer: Mailer,
+    articles: Callable[[], ArticleSet],
+    secret: bytes,
+    now: Callable[[], datetime],
+) -> Starlette:
+    """The whole web side as one ASGI app; see the README's "Web" section for the routes."""
+    languages = list(config.site.languages)
+    catalog = load_strings()
+    feeds = FeedFolder(config.path(config.feeds.out))
+    archive_root = config.path(config.web.archive)
+    limiter = RateLimit(config.web.subscribe_per_minute)
+    env = Environment(
+        loader=FileSystemLoader(templates_dir() / "web"),
+        autoescape=select_autoescape(["html"]),
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    secure_cookie = config.site.base_url.startswith("https://")
+
+    def words(lang: str) -> dict[str, str]:
+        return {**catalog["en"], **catalog.get(lang, {})}
+
+    def negotiate(request: Request) -> str:
+        for part in request.headers.get("accept-language", "").split(","):
+            tag = part.split(";")[0].strip().lower().split("-")[0]
+            if tag in languages:
+                return tag
+        return languages[0]
+
+    def long_date(value: date, lang: str) -> str:
+        try:
+            return format_date(value, "long", locale=lang.replace("-", "_"))
+        except ValueError:
+            return value.isoformat()
+
+    def csrf_field(nonce: str) -> str:
+        return hmac.new(secret, b"csrf\0" + nonce.encode(), hashlib.sha256).hexdigest()
+
+    def csrf_ok(request: Request, form: FormData) -> bool:
+        nonce = request.cookies.get(CSRF_COOKIE, "")
+        sent = form.get("csrf")
+        if not nonce or not isinstance(sent, str):
+            return False
+        return hmac.compare_digest(sent, csrf_field(nonce))
+
+    def page(
+        request: Request,
+        template: str,
+        lang: str,
+        status: int = 200,
+        *,
+        token_page: bool = False,
+        **context: Any,
+    ) -> HTMLResponse:
+        nonce = request.cookies.get(CSRF_COOKIE)
+        new_nonce = None if nonce else secrets.token_urlsafe(24)
+        root = request.scope.get("root_path", "")
+        text = env.get_template(template).render(
+            site=config.site,
+            lang=lang,
+            t=words(lang),
+            root=root,
+            languages=[(code, config.languages[code].name) for code in languages],
+            csrf=csrf_field(nonce or new_nonce or ""),
+            feed_links=[
+                (feed_url(config, name), feed_content_type(name))
+                for name in feed_names(lang).values()
+            ],
+            **context,
+        )
+        headers = {
+            **_PAGE_HEADERS,
+            **(_TOKEN_HEADERS if token_page else {}),
+            "Vary": "Accept-Encoding",
+        }
+        body = text.encode()
+        if _accepts_gzip(request):
+            body = gzip.compress(body, 6)
+            headers["Content-Encoding"] = "gzip"
+        response = HTMLResponse(body, status, headers=headers)
+        if new_nonce:
+            response.set_cookie(
+                CSRF_COOKIE, new_nonce, httponly=True, samesite="lax", secure=secure_cookie
+            )
+        return response
+
+    def notice(
+        request: Request, lang: str, key: str, status: int = 200, **context: Any
+    ) -> HTMLResponse:
+        t = words(lang)
+        return page(
+            request,
+            "notice.html",
+            lang,
+            status,
+            title=t[f"{key}_title"],
+            text=t[f"{key}_text"].format(days=CONFIRM_MAX_AGE.days),
+            **context,
+        )
+
+    def audience_choices(lang: str) -> list[tuple[str, str]]:
+        names = config.languages[lang].audience_names if lang in config.languages else {}
+        return [(a, names.get(a, a)) for a in config.audiences]
+
+    # -- feeds and pages -------------------------------------------------------------------
+
+    async def home(request: Request) -> Response:
+        return RedirectResponse(f"{request.scope.get('root_path', '')}/{negotiate(request)}/")
+
+    async def healthz(request: Request) -> Response:
+        return PlainTextResponse("ok", headers={"Cache-Control": "no-store"})
+
+    async def feed(request: Request) -> Response:
+        found = feeds.get(request.path_params["path"])
+        if found is None:
+            raise HTTPException(404)
+        zipped = _accepts_gzip(request)
+        etag = f'"{found.etag}-gz"' if zipped else f'"{found.etag}"'
+        headers = {
+            "ETag": etag,
+            "Last-Modified": formatdate(found.modified.timestamp(), usegmt=True),
+            "Cache-Control": "public, max-age=300",
+            "Vary": "Accept-Encoding",
+            "X-Content-Type-Options": "nosniff",
+        }
+        if _not_modified(request, etag, found.modified):
+            return Response(status_code=304, headers=headers)
+        if zipped:
+            headers["Content-Encoding"] = "gzip"
+        body = found.gzipped if zipped else found.body
+        return Response(body, media_type=found.content_type, headers=headers)
+
+    def language_of(request: Request) -> str:
+        lang = request.path_params["lang"]
+        if lang not in languages:
+            raise HTTPException(404)
+        return lang
+
+    def index_page(request: Request, lang: str, status: int = 200, **form: Any) -> HTMLResponse:
+        return page(
+            request,
+            "index.html",
+            lang,
+            status,
+            articles=articles().in_language(lang),
+            url=config.article_url,
+            long_date=long_date,
+            audiences=audience_choices(lang),
+            alternates=[(code, f"{config.site.base_url}/{code}/") for code in languages],
+            form={"lang": lang, "audiences": (), "email": "", "error": None, **form},
+        )
+
+    async def index(request: Request) -> Response:
+        return index_page(request, language_of(request))
+
+    async def article(request: Request) -> Response:
+        lang = language_of(request)
+        found = articles()
+        item = found.get(lang, request.path_params["slug"])
+        if item is None:
+            raise HTTPException(404)
+        versions = sorted((item, *found.translations(item)), key=lambda a: a.lang)
+        return page(
+            request,
+            "article.html",
+            lang,
+            article=item,
+            url=config.article_url,
+            updated=long_date(item.updated, lang),
+            body=Markup(article_html(config, item)),  # the feeds' HTML, so both say the same
+            alternates=[(a.lang, config.article_url(a.lang, a.slug)) for a in versions],
+            translations=[(a, config.languages[a.lang].name) for a in versions if a is not item],
+        )
+
+    async def archive(request: Request) -> Response:
+        lang = language_of(request)
+        folder = archive_root / lang
+        files = sorted(folder.glob("*.html"), reverse=True) if folder.is_dir() else []
+        issues = [(p.stem, _html_title(p)) for p in files if not p.name.startswith(".")]
+        return page(request, "archive.html", lang, issues=issues)
+
+    async def archive_issue(request: Request) -> Response:
+        lang = language_of(request)
+        name = request.path_params["issue"]
+        path = archive_root / lang / f"{name}.html"
+        if not re.fullmatch(r"[\w][\w.-]*", name) or not path.is_file():
+            raise HTTPException(404)
+        headers = {
+            **_PAGE_HEADERS,
+            "Content-Security-Policy": "default-src 'none'; "
+            "style-src 'unsafe-inline'; img-src 'self' https: data:; base-uri 'none'",
+        }
+        return HTMLResponse(path.read_bytes(), headers=headers)
+
+    # -- subscribing and the links in readers' mail ----------------------------------------
+
+    async def send(message: EmailMessage) -> bool:
+        try:
+            await run_in_threadpool(mailer, message)
+        except Exception as exc:  # the transport's failure must not become a 500 page
+            log.error("could not send a confirmation mail: %s", type(exc).__name__)
+            return False
+        return True
+
+    async def subscribe(request: Request) -> Response:
+        moment = now()
+        client = request.client.host if request.client else "-"
+        form = await request.form()
+        chosen = form.get("lang")
+        lang = chosen if isinstance(chosen, str) and chosen in languages else negotiate(request)
+        if not limiter.allow(client, moment):
+            log.warning("subscribe rate limit reached")
+            limited = notice(request, lang, "too_many", 429)
+            limited.headers["Retry-After"] = "60"
+            return limited
+        if not csrf_ok(request, form):
+            return notice(request, lang, "form_expired", 400)
+        raw = str(form.get("email", "")).strip()
+        audiences = [a for a in config.audiences if a in form.getlist("audiences")]
+        t = words(lang)
+        try:
+            email = validate_email(raw, check_deliverability=False).normalized
+        except EmailNotValidError:
+            return index_page(
+                request, lang, 400, email=raw, audiences=audiences, error=t["invalid_email"]
+            )
+        if not audiences:
+            return index_page(request, lang, 400, email=raw, error=t["no_audience"])
+        known = store.subscriber(email)
+        if known is not None and known.status == "active":
+            # Tell the owner, not the visitor: the page below is the same either way.
+            token = make_token(secret, PREFERENCES, known.id, issued=moment)
+            url = link(config, PREFERENCES, token)
+            message = confirmation_message(
+                config, words(known.lang), email, url, known=True, now=moment
+            )
+        else:
+            reader = store.add_subscriber(
+                email,
+                lang,
+                audiences,
+                status="pending",
+                consent_source=f"web form ({lang})",
+                now=moment,
+            )
+            log.info("reader %d pending confirmation", reader.id)
+            url = link(config, CONFIRM, make_token(secret, CONFIRM, reader.id, issued=moment))
+            message = confirmation_message(config, t, email, url, known=False, now=moment)
+        if not await send(message):
+            return notice(request, lang, "send_failed", 503)
+        return notice(request, lang, "check_inbox")
+
+    def reader_of(request: Request, purpose: str) -> Subscriber | None:
+        max_age = CONFIRM_MAX_AGE if purpose == CONFIRM else None
+        found = read_token(secret, purpose, request.path_params["token"], max_age, now=now())
+        return None if found is None else store.subscriber_by_id(found)
+
+    def invalid_link(request: Request) -> HTMLResponse:
+        return notice(request, negotiate(request), "invalid_link", 404, token_page=True)
+
+    def reader_lang(reader: Subscriber) -> str:
+        return reader.lang if reader.lang in config.languages else languages[0]
+
+    async def confirm(request: Request) -> Response:
+        reader = reader_of(request, CONFIRM)
+        if reader is None:
+            return invalid_link(request)
+        lang = reader_lang(reader)
+        if request.method == "GET":
+            # A button, not an action on GET: mail scanners open links on their own.
+            return notice(request, lang, "confirm", token_page=True, button="confirm_button")
+        if not csrf_ok(request, await request.form()):
+            return notice(request, lang, "form_expired", 400, token_page=True)
+        if reader.status != "active":
+            store.set_status(reader.id, "active", now())
+            log.info("reader %d confirmed", reader.id)
+        manage = link(config, PREFERENCES, make_token(secret, PREFERENCES, reader.id, issued=now()))
+        return notice(request, lang, "confirmed", token_page=True, manage=manage)
+
+    async def unsubscribe(request: Request) -> Response:
+        reader = reader_of(request, UNSUBSCRIBE)
+        if reader is None:
+            return invalid_link(request)
+        lang = reader_lang(reader)
+        if request.method == "GET":
+            button = "unsubscribe_button"
+            return notice(request, lang, "unsubscribe", token_page=True, button=button)
+        form = await request.form()
+        # RFC 8058: the mail client's one-click POST carries no cookie; the token is the proof.
+        one_click = form.get("List-Unsubscribe") == "One-Click"
+        if not one_click and not csrf_ok(request, form):
+            return notice(request, lang, "form_expired", 400, token_page=True)
+        if reader.status != "unsubscribed":
+            store.set_status(reader.id, "unsubscribed", now())
+            log.info("reader %d unsubscribed%s", reader.id, " (one-click)" if one_click else "")
+        manage = link(config, PREFERENCES, make_token(secret, PREFERENCES, reader.id, issued=now()))
+        return notice(request, lang, "unsubscribed", token_page=True, manage=manage)
+
+    async def preferences(request: Request) -> Response:
+        reader = reader_of(request, PREFERENCES)
+        if reader is None:
+            return invalid_link(request)
+        saved = False
+        if request.method == "POST":
+            form = await request.form()
+            if not csrf_ok(request, form):
+                return notice(request, reader_lang(reader), "form_expired", 400, token_page=True)
+            chosen = form.get("lang")
+            audiences = [a for a in config.audiences if a in form.getlist("audiences")]
+            if isinstance(chosen, str) and chosen in languages and audiences:
+                reader = store.add_subscriber(
+                    reader.email,
+                    chosen,
+                    audiences,
+                    status=reader.status,
+                    consent_source=reader.consent_source,
+                    now=now(),
+                )
+                saved = True
+                log.info("reader %d changed preferences", reader.id)
+        lang = reader_lang(reader)
+        return page(
+            request,
+            "preferences.html",
+            lang,
+            token_page=True,
+            reader=reader,
+            saved=saved,
+            audiences=audience_choices(lang),
+            unsubscribe=link(
+                config, UNSUBSCRIBE, make_token(secret, UNSUBSCRIBE, reader.id, issued=now())
+            ),
+        )
+
+    async def not_found(request: Request, exc: Exception) -> Response:
+        status = exc.status_code if isinstance(exc, HTTPException) else 500
+        if status != 404:
+            return PlainTextResponse(f"{status}", status)
+        return notice(request, negotiate(request), "not_found", 404)
+
+    routes = [
+        Route("/", home),
+        Route("/healthz", healthz),
+        Route("/feeds/{path:path}", feed),
+        Route("/subscribe", subscribe, methods=["POST"]),
+        Route("/confirm/{token}", confirm, methods=["GET", "POST"]),
+        Route("/u/{token}", unsubscribe, methods=["GET", "POST"]),
+        Route("/preferences/{token}", preferences, methods=["GET", "POST"]),
+        Route("/archive/{lang}/", archive),
+        Route("/archive/{lang}/{issue}/", archive_issue),
+        Route("/{lang}/", index),
+        Route("/{lang}/{slug}/", article),
+    ]
+    return Starlette(routes=routes, exception_handlers={HTTPException: not_found})
+
+
+def _html_title(path: Path) -> str:
+    """An archived issue's <title>, or its file name when it has none."""
+    head = path.read_text("utf-8", errors="replace")[:4096]
+    found = re.search(r"<title[^>]*>(.*?)</title>", head, re.S | re.I)
+    title = html.unescape(re.sub(r"\s+", " ", found[1])).strip() if found else ""
+    return title or path.stem
