@@ -154,6 +154,11 @@ def test_weekday_numbers_are_refused(tmp_path: Path) -> None:
         make_config(tmp_path, "sqlite://", [{"name": "d", "day_of_week": "0"}])
 
 
+def test_digest_job_names_are_unique(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="repeated: \\['weekly'\\]"):
+        make_config(tmp_path, "sqlite://", [MONDAY, {**MONDAY, "hour": 9}])
+
+
 # -- catch-up, restarts, reconciling -------------------------------------------------------
 
 MONDAY = {"name": "weekly", "day_of_week": "mon", "hour": 7, "minute": 30}
@@ -334,6 +339,17 @@ def test_schedule_command_lists_next_runs_in_the_site_zone(tmp_path: Path) -> No
     assert "digest:weekly" in result.output and "feeds" in result.output
     assert "Mon " in result.output and "07:30 E" in result.output  # EST or EDT
     assert "added at next start" in result.output
+
+
+def test_an_unreachable_database_is_one_line(tmp_path: Path) -> None:
+    (tmp_path / "config.toml").write_text(
+        '[state]\ndatabase = "postgresql+psycopg://postgres:secret@127.0.0.1:1/none"\n',
+        encoding="utf-8",
+    )
+    result = CliRunner().invoke(main, ["schedule", "--config", str(tmp_path / "config.toml")])
+    assert result.exit_code == 1
+    assert result.output.startswith("syndicate: state database postgresql+psycopg://postgres:***@")
+    assert "secret" not in result.output and len(result.output.splitlines()) <= 3
 
 
 # -- one scheduler at a time ---------------------------------------------------------------

@@ -235,6 +235,15 @@ class Schedule(Section):
     digests: list[DigestJob] = [DigestJob(name="weekly")]
     """Digest send jobs."""
 
+    @field_validator("digests")
+    @classmethod
+    def _unique_names(cls, value: list[DigestJob]) -> list[DigestJob]:
+        names = [job.name for job in value]
+        repeated = sorted({name for name in names if names.count(name) > 1})
+        if repeated:
+            raise ValueError(f"job names must be unique (the job id); repeated: {repeated}")
+        return value
+
 
 class Web(Section):
     host: str = "127.0.0.1"

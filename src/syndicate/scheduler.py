@@ -118,9 +118,9 @@ def job_specs(config: Config) -> list[JobSpec]:
     """The jobs ``config.schedule`` asks for, with ids that stay stable across restarts."""
     zone = ZoneInfo(config.site.timezone)
     schedule = config.schedule
-    specs = [
-        JobSpec(FEEDS_JOB, IntervalTrigger(minutes=schedule.feeds_every_minutes, timezone=zone))
-    ]
+    # an interval in UTC: no wall-clock arithmetic across DST changes
+    every = IntervalTrigger(minutes=schedule.feeds_every_minutes, timezone=UTC)
+    specs = [JobSpec(FEEDS_JOB, every)]
     for digest in schedule.digests:
         trigger = WallClockCronTrigger(
             day_of_week=digest.day_of_week, hour=digest.hour, minute=digest.minute, timezone=zone
@@ -338,7 +338,7 @@ class Scheduler:
         Raises SchedulerBusyError when another scheduler acts and ``standby`` is off; with it,
         waits for the lock, polling every ``poll_seconds``.
         """
-        with self._locked(standby, poll_seconds) as acquired:
+        with _database_errors(self.config), self._locked(standby, poll_seconds) as acquired:
             if acquired:
                 self._session(self._start_running)
 
@@ -346,7 +346,7 @@ class Scheduler:
         """Do what is due now (the feed rebuild, due or interrupted digests); True if all
         went well, False if a job failed (its log line says why)."""
         self._failures = 0
-        with self._locked(standby=False, poll_seconds=0):
+        with _database_errors(self.config), self._locked(standby=False, poll_seconds=0):
             self._session(self._run_due)
         return self._failures == 0
 
@@ -361,7 +361,8 @@ class Scheduler:
             rows.extend(self._plan(sched, self.clock()))
             return False
 
-        self._session(collect, lock=False)
+        with _database_errors(self.config):
+            self._session(collect, lock=False)
         return rows
 
     def request_stop(self) -> None:
@@ -639,6 +640,16 @@ class Scheduler:
             "missed",
             reason=f"{late.total_seconds():.0f} s late, over the grace",
         )
+
+
+@contextlib.contextmanager
+def _database_errors(config: Config) -> Iterator[None]:
+    """An unreachable state database is a one-line message, not a traceback."""
+    try:
+        yield
+    except sa.exc.OperationalError as exc:
+        url = sa.engine.make_url(config.database_url).render_as_string(hide_password=True)
+        raise SyndicateError(f"state database {url}: {exc.orig}") from None
 
 
 def _shutdown(sched: BlockingScheduler, *, wait: bool) -> None:
