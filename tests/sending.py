@@ -38,8 +38,7 @@ def make_issue(store: Store, readers: list[Subscriber], *, content: str = "one")
         audiences=["cost"],
         content_hash=f"hash-{content}",
         subject=f"Digest {content}",
-        html=f"<p>{content}</p>",
-        text=content,
+        rendered=content,
         articles=[("en", "a", f"digest-{content}")],
         readers=readers,
         message_id=lambda issue_id, reader_id: f"<{issue_id}.{reader_id}@news.example.org>",
@@ -55,7 +54,7 @@ def compose(issue: Issue, claim: Claim) -> bytes:
     message["To"] = claim.email
     message["Subject"] = issue.subject
     message["Message-ID"] = claim.message_id
-    message.set_content(issue.text)
+    message.set_content(issue.rendered)
     return message.as_bytes()
 
 

@@ -191,6 +191,8 @@ class Smtp(Section):
     """Retries of a temporary failure within one run."""
     max_bounces: int = Field(3, ge=1)
     """Permanent failures after which a reader is marked bounced."""
+    retry_backoff: float = Field(1.0, ge=0)
+    """Seconds before the first retry of a temporary failure; doubles with each retry."""
 
     @field_validator("url")
     @classmethod
@@ -237,6 +239,10 @@ class Web(Section):
     """Key that signs reader tokens; better given as SYNDICATE_SECRET_KEY."""
     subscribe_per_minute: int = Field(10, ge=1)
     """Subscribe requests per client address and minute."""
+    secret_key_file: Path = Path("state/secret_key")
+    """Where a generated key is kept when no secret_key is given (created on first use)."""
+    archive: Path = Path("archive")
+    """Folder of past digest issues as web pages: <archive>/<lang>/<issue>.html."""
 
 
 class Config(Section):

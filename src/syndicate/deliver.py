@@ -282,6 +282,14 @@ class Pacer:
 Compose = Callable[[Issue, Claim], bytes]
 
 
+class Progress(Protocol):
+    """Told how many deliveries a run has to do, then the outcome of each."""
+
+    def start(self, total: int) -> None: ...
+
+    def advance(self, status: str) -> None: ...
+
+
 def deliver(
     store: Store,
     mailer: Mailer,
@@ -289,12 +297,12 @@ def deliver(
     options: SendOptions,
     now: datetime,
     *,
-    progress: Callable[[str], None] | None = None,
+    progress: Progress | None = None,
 ) -> DeliveryCounts:
     """Send every pending delivery, each recorded right after the server's answer.
 
     Deliveries left in flight by a run that died are marked uncertain first, never resent.
-    ``progress`` is called with the outcome of each delivery. Raises DeliveryError when the
+    ``progress`` hears the outcome of each delivery. Raises DeliveryError when the
     server cannot be used at all (login refused, sender refused); rows not yet sent stay
     pending.
     """
@@ -309,7 +317,7 @@ def deliver(
         with lock:
             counts.add(status, email, reply)
         if progress is not None:
-            progress(status)
+            progress.advance(status)
 
     def issue_of(issue_id: int) -> Issue:
         with lock:
@@ -352,11 +360,12 @@ def deliver(
                 transport.close()
 
     with store.send_run(now) as run_id:
-        for _ in range(store.mark_lost(run_id, now)):
-            outcome("uncertain", "", "run ended while in flight")
-        for _ in range(store.skip_inactive(now)):
-            outcome("skipped")
-        workers = max(1, min(options.workers, store.pending_count()))
+        counts.uncertain += store.mark_lost(run_id, now)
+        counts.skipped += store.skip_inactive(now)
+        pending = store.pending_count()
+        if progress is not None:
+            progress.start(pending)
+        workers = max(1, min(options.workers, pending))
         threads = [threading.Thread(target=work, args=(run_id,)) for _ in range(workers)]
         for thread in threads:
             thread.start()

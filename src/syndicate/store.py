@@ -55,8 +55,7 @@ issues = sa.Table(
     sa.Column("audiences", sa.String(400), nullable=False),
     sa.Column("content_hash", sa.String(64), nullable=False),
     sa.Column("subject", sa.Text, nullable=False),
-    sa.Column("html", sa.Text, nullable=False),
-    sa.Column("text", sa.Text, nullable=False),
+    sa.Column("rendered", sa.Text, nullable=False),
     sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
     sa.UniqueConstraint("lang", "audiences", "content_hash", name="uq_issues_content"),
 )
@@ -134,8 +133,9 @@ class Issue:
     audiences: tuple[str, ...]
     content_hash: str
     subject: str
-    html: str
-    text: str
+    rendered: str
+    """The rendered variant as the pipeline serialised it; every reader's message is built
+    from it, so a run that resumes after a crash sends exactly what was issued."""
     created_at: datetime
 
 
@@ -382,8 +382,7 @@ class Store:
         audiences: Sequence[str],
         content_hash: str,
         subject: str,
-        html: str,
-        text: str,
+        rendered: str,
         articles: Sequence[tuple[str, str, str]],
         readers: Sequence[Subscriber],
         message_id: Callable[[int, int], str],
@@ -401,8 +400,7 @@ class Store:
             "audiences": _audiences(audiences),
             "content_hash": content_hash,
             "subject": subject,
-            "html": html,
-            "text": text,
+            "rendered": rendered,
             "created_at": now,
         }
         try:
@@ -447,8 +445,7 @@ class Store:
             audiences=tuple(a for a in row.audiences.split(";") if a),
             content_hash=row.content_hash,
             subject=row.subject,
-            html=row.html,
-            text=row.text,
+            rendered=row.rendered,
             created_at=utc(row.created_at),
         )
 

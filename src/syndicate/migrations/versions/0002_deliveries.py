@@ -22,8 +22,7 @@ def upgrade() -> None:
         sa.Column("audiences", sa.String(400), nullable=False),
         sa.Column("content_hash", sa.String(64), nullable=False),
         sa.Column("subject", sa.Text, nullable=False),
-        sa.Column("html", sa.Text, nullable=False),
-        sa.Column("text", sa.Text, nullable=False),
+        sa.Column("rendered", sa.Text, nullable=False),
         sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
         sa.UniqueConstraint("lang", "audiences", "content_hash", name="uq_issues_content"),
     )

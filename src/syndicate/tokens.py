@@ -1,0 +1,98 @@
+"""Signed reader tokens: the only credential a reader's links carry.
+
+A token names one subscriber for one purpose (confirm, unsubscribe, preferences) and records when
+it was issued. It is HMAC-SHA256 signed with the site's secret key, so it cannot be forged,
+altered or reused for another purpose; there is no token table to keep.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import hmac
+import os
+import secrets
+import struct
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from .config import Config
+
+CONFIRM = "confirm"
+UNSUBSCRIBE = "unsubscribe"
+PREFERENCES = "preferences"
+
+PATHS = {CONFIRM: "/confirm/", UNSUBSCRIBE: "/u/", PREFERENCES: "/preferences/"}
+"""Where the web app answers each purpose's links."""
+
+_BODY = struct.Struct(">QQ")  # subscriber id, issued (seconds since the epoch)
+
+
+def _mac(secret: bytes, purpose: str, body: bytes) -> bytes:
+    return hmac.new(secret, purpose.encode() + b"\0" + body, hashlib.sha256).digest()
+
+
+def make_token(secret: bytes, purpose: str, subscriber_id: int, *, issued: datetime) -> str:
+    """A URL-safe token for ``subscriber_id`` that only ``read_token`` of ``purpose`` accepts."""
+    body = _BODY.pack(subscriber_id, int(issued.timestamp()))
+    return base64.urlsafe_b64encode(body + _mac(secret, purpose, body)).rstrip(b"=").decode()
+
+
+def read_token(
+    secret: bytes,
+    purpose: str,
+    token: str,
+    max_age: timedelta | None = None,
+    *,
+    now: datetime | None = None,
+) -> int | None:
+    """The subscriber id of a genuine, unexpired token of this purpose; None for anything else.
+
+    ``now`` is required with ``max_age``. The signature is compared in constant time.
+    """
+    try:
+        raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
+    except (binascii.Error, ValueError):
+        return None
+    body, mac = raw[: _BODY.size], raw[_BODY.size :]
+    if len(body) != _BODY.size or not hmac.compare_digest(mac, _mac(secret, purpose, body)):
+        return None
+    subscriber_id, issued = _BODY.unpack(body)
+    if max_age is not None:
+        if now is None:
+            raise ValueError("read_token: max_age needs now")
+        age = now - datetime.fromtimestamp(issued, UTC)
+        if age > max_age or age < -timedelta(minutes=5):
+            return None
+    return subscriber_id
+
+
+def link(config: Config, purpose: str, token: str) -> str:
+    """The absolute URL a reader follows for ``token``."""
+    return f"{config.site.base_url}{PATHS[purpose]}{token}"
+
+
+def secret_key(config: Config) -> bytes:
+    """web.secret_key (or SYNDICATE_SECRET_KEY); without one, a key generated once and kept in
+    web.secret_key_file, so links in mails already sent keep working after a restart."""
+    if config.web.secret_key is not None:
+        return config.web.secret_key.get_secret_value().encode()
+    path = config.path(config.web.secret_key_file)
+    if not path.exists():
+        _create_key(path)
+    return path.read_text("ascii").strip().encode()
+
+
+def _create_key(path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as file:
+        file.write(secrets.token_urlsafe(32) + "\n")
+    try:
+        os.link(tmp, path)  # fails if another process created the key first: keep theirs
+    except FileExistsError:
+        pass
+    finally:
+        tmp.unlink()
