@@ -22,7 +22,7 @@ from typing import Protocol
 from urllib.parse import unquote, urlsplit
 
 from .errors import DeliveryError
-from .store import Claim, Issue, Store
+from .store import Claim, Issue, Ledger, Store
 
 
 class TemporaryFailure(Exception):
@@ -329,27 +329,32 @@ def deliver(
 
     def work(run_id: int) -> None:
         transport: Transport | None = None
+        done: tuple[int, str, str] | None = None  # recorded together with the next claim
         try:
-            while not stop.is_set():
-                claim = store.claim(run_id, now)
-                if claim is None:
-                    return
-                try:
-                    transport = _send_one(
-                        store,
-                        mailer,
-                        transport,
-                        compose,
-                        issue_of,
-                        claim,
-                        options,
-                        pacer,
-                        now,
-                        outcome,
-                    )
-                except DeliveryError as exc:
-                    store.finish(claim.id, "pending", str(exc), now)
-                    raise
+            with store.ledger() as ledger:
+                while not stop.is_set():
+                    claim = ledger.claim(run_id, now, finished=done)
+                    done = None
+                    if claim is None:
+                        return
+                    try:
+                        transport, done = _send_one(
+                            ledger,
+                            mailer,
+                            transport,
+                            compose,
+                            issue_of,
+                            claim,
+                            options,
+                            pacer,
+                            now,
+                            outcome,
+                        )
+                    except DeliveryError as exc:
+                        ledger.finish(claim.id, "pending", str(exc), now)
+                        raise
+                if done is not None:
+                    ledger.finish(*done, now)
         except BaseException as exc:
             # Anything else (the database gone, a bug) stops every worker; a row it left in
             # flight is found at the next run and marked uncertain, never resent blindly.
@@ -377,7 +382,7 @@ def deliver(
 
 
 def _send_one(
-    store: Store,
+    store: Ledger,
     mailer: Mailer,
     transport: Transport | None,
     compose: Compose,
@@ -387,16 +392,19 @@ def _send_one(
     pacer: Pacer,
     now: datetime,
     outcome: Callable[[str, str, str], None],
-) -> Transport | None:
-    """Send one claimed delivery with retries and record how it ended; returns the transport
-    to keep using (None when it had to be dropped)."""
+) -> tuple[Transport | None, tuple[int, str, str] | None]:
+    """Send one claimed delivery with retries and record how it ended.
+
+    Returns the transport to keep using (None when it had to be dropped) and, after a 250,
+    the outcome still to record (with the worker's next claim, or on its own).
+    """
     try:
         message = compose(issue_of(claim.issue_id), claim)
     except Exception as exc:  # a message that cannot be built must not stop the others
         reply = f"cannot build the message: {exc}"
         store.finish(claim.id, "failed", reply, now)
         outcome("failed", claim.email, reply)
-        return transport
+        return transport, None
     last = ""
     for attempt in range(options.retries + 1):
         if attempt:
@@ -415,19 +423,18 @@ def _send_one(
         except PermanentFailure as exc:
             store.bounce(claim.id, claim.subscriber_id, exc.reply, options.max_bounces, now)
             outcome("failed", claim.email, exc.reply)
-            return transport
+            return transport, None
         except LostInFlight as exc:
             store.finish(claim.id, "uncertain", str(exc), now)
             outcome("uncertain", claim.email, str(exc))
             if transport is not None:
                 transport.close()
-            return None
-        store.finish(claim.id, "sent", reply, now)
+            return None, None
         outcome("sent", claim.email, reply)
-        return transport
+        return transport, (claim.id, "sent", reply)
     store.finish(claim.id, "pending", last, now)
     outcome("deferred", claim.email, last)
-    return transport
+    return transport, None
 
 
 def envelope_sender(sender: str) -> str:
