@@ -16,6 +16,9 @@ ARTICLES = ROOT / "articles"
 DATA = Path(__file__).resolve().parent / "data"
 SCHEMAS = Path(__file__).resolve().parent / "schemas"
 
+# Real parts as fixtures: `smtp_server` (aiosmtpd), `database_url` (SQLite file | PostgreSQL).
+pytest_plugins = ["tests.mailserver", "tests.databases"]
+
 
 def missing_real_part(reason: str) -> None:
     """Skip on a developer machine; fail under CI, where every real part must be present."""

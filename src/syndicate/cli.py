@@ -6,7 +6,6 @@ Each command parses its options, calls one pipeline function and reports what it
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import functools
 import json
 import logging
@@ -15,7 +14,7 @@ import os
 import signal
 import smtplib
 import sys
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from email.message import EmailMessage
 from pathlib import Path
@@ -167,12 +166,29 @@ def run(config: Config, articles: Path | None, once: bool, standby: bool, log_js
             run_scheduler(scheduler, standby=standby)  # does not return: it exits the process
         found = load_articles(config, articles)
         print_summary(found, config)
+        now = datetime.now(UTC)
+        previews = config.path(config.email.outbox) / "preview"
+        written = write_previews(config, found, previews, now=now)
+        click.echo(f"{len(written)} digest preview file(s) in {previews}", err=True)
+        add_sample_readers_once(config, now)
         ok = scheduler.run_once()  # the feed rebuild and the digests now due, under the lock
         click.echo(f"feeds in {config.path(config.feeds.out)}", err=True)
-        previews = config.path(config.email.outbox) / "preview"
-        written = write_previews(config, found, previews, now=datetime.now(UTC))
-        click.echo(f"{len(written)} digest preview file(s) in {previews}", err=True)
     sys.exit(0 if ok else 1)
+
+
+def add_sample_readers_once(config: Config, now: datetime) -> None:
+    """With no mail server and nobody subscribed, subscribe a few example.com readers, so the
+    whole path (issue, deliveries, Maildir) shows once a digest falls due."""
+    from .pipeline import add_sample_readers
+    from .store import open_store
+
+    store = open_store(config.database_url)
+    try:
+        added = add_sample_readers(config, store, now)
+    finally:
+        store.close()
+    if added:
+        click.echo(f"added {added} sample readers at example.com (no SMTP server set)", err=True)
 
 
 def run_scheduler(
@@ -227,50 +243,37 @@ def default_jobs(config: Config) -> Jobs:
         return Report(counts, "no input changed since the last build" if report.skipped else None)
 
     def send_digest(job: DigestJob, now: datetime) -> Report:
-        from . import pipeline  # send_digests and open_mailer come with the delivery stage
+        from .pipeline import open_mailer, send_digests
         from .store import open_store
 
         store = open_store(config.database_url)
         try:
-            result = pipeline.send_digests(
+            sent = send_digests(
                 config,
                 now,
-                mailer=pipeline.open_mailer(config),
+                mailer=open_mailer(config),
                 store=store,
                 langs=job.languages or None,
                 audiences=job.audiences or None,
             )
         finally:
             store.close()
-        report = _report(result)
-        if not any(report.counts.values()) and report.reason is None:
+        counts = {
+            "issues": len(sent.issues),
+            "sent": sent.sent,
+            "failed": sent.failed,
+            "uncertain": sent.uncertain,
+            "skipped": sent.skipped,
+            "deferred": sent.deferred,
+            "problems": len(sent.problems),
+        }
+        if not any(counts.values()):
             langs = ", ".join(job.languages) or "all languages"
             audiences = ", ".join(job.audiences) or "all audiences"
-            return Report(report.counts, f"no new content for {langs} / {audiences}")
-        return report
+            return Report(counts, f"no new content for {langs} / {audiences}")
+        return Report(counts, complete=not (sent.failed or sent.uncertain or sent.deferred))
 
     return Jobs(build_feeds=rebuild_feeds, send_digest=send_digest)
-
-
-def _report(result: object) -> Report:
-    """A pipeline result as log counts: a mapping of ints, or a dataclass's int fields."""
-    from .scheduler import Report
-
-    if isinstance(result, Report):
-        return result
-    if dataclasses.is_dataclass(result) and not isinstance(result, type):
-        values = {f.name: getattr(result, f.name) for f in dataclasses.fields(result)}
-    elif isinstance(result, Mapping):
-        values = dict(result)
-    else:
-        values = {"items": result} if isinstance(result, int) else {}
-    counts = {
-        key: value if isinstance(value, int) else len(value)
-        for key, value in values.items()
-        if isinstance(value, int | list | tuple | set | dict) and not isinstance(value, bool)
-    }
-    reason = getattr(result, "reason", None)
-    return Report(counts, reason if isinstance(reason, str) else None)
 
 
 class JsonLines(logging.Formatter):
@@ -451,6 +454,323 @@ def serve(config: Config, articles: Path | None, host: str | None, port: int | N
     )
     # No access log: its lines would carry readers' tokens and addresses.
     uvicorn.run(app, host=host or config.web.host, port=port or config.web.port, access_log=False)
+
+
+# -- send ----------------------------------------------------------------------------------------
+
+
+class _Bar:
+    """The delivery progress bar, on stderr."""
+
+    def __init__(self, progress: Any) -> None:
+        self.progress = progress
+        self.task = progress.add_task("sending", total=None)
+
+    def start(self, total: int) -> None:
+        self.progress.update(self.task, total=total)
+
+    def advance(self, status: str) -> None:
+        self.progress.advance(self.task)
+
+
+def send_now(
+    config: Config,
+    now: datetime,
+    *,
+    langs: tuple[str, ...] = (),
+    audiences: tuple[str, ...] = (),
+    dry_run: bool = False,
+    sample_readers: bool = False,
+) -> int:
+    """Issue and deliver the due digests with a progress bar and a summary; the exit status.
+
+    ``sample_readers``: on a first run with no mail server and nobody subscribed, add a few
+    example.com readers so the whole path shows in the outbox's Maildir.
+    """
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    from .pipeline import add_sample_readers, open_mailer, send_digests
+    from .store import open_store
+
+    store = open_store(config.database_url)
+    try:
+        if sample_readers and (added := add_sample_readers(config, store, now)):
+            click.echo(
+                f"added {added} sample readers at example.com (no SMTP server set)", err=True
+            )
+        columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn())
+        with Progress(*columns, console=Console(stderr=True), transient=True) as progress:
+            report = send_digests(
+                config,
+                now,
+                mailer=open_mailer(config),
+                store=store,
+                langs=langs or None,
+                audiences=audiences or None,
+                dry_run=dry_run,
+                progress=_Bar(progress),
+            )
+    finally:
+        store.close()
+    for problem in report.problems:
+        click.echo(str(problem), err=True)
+    verb = "would issue" if dry_run else "issued"
+    for key, readers in report.issues:
+        click.echo(f"{verb} {key} to {readers} reader(s)", err=True)
+    for email, reply in report.failures:
+        click.echo(f"{email}: {reply}", err=True)
+    if dry_run:
+        click.echo(f"{report.pending} delivery(ies) pending; nothing sent (dry run)", err=True)
+        return 0
+    click.echo(
+        f"sent {report.sent}, failed {report.failed}, uncertain {report.uncertain}, "
+        f"skipped {report.skipped}, left for the next run {report.deferred}",
+        err=True,
+    )
+    if report.uncertain:
+        click.echo("uncertain deliveries are never resent blindly: see `syndicate send --status`")
+    return 1 if report.failed or report.uncertain or report.deferred else 0
+
+
+@main.command()
+@with_config
+@click.option("--lang", "langs", multiple=True, help="Only readers of this language (repeatable).")
+@click.option(
+    "--audience", "audiences", multiple=True, help="Only readers of this audience (repeatable)."
+)
+@click.option("--dry-run", is_flag=True, help="Show what would be issued; record and send nothing.")
+@click.option("--status", "show_status", is_flag=True, help="List issues and uncertain deliveries.")
+@click.option(
+    "--resend",
+    type=int,
+    multiple=True,
+    metavar="ID",
+    help="Queue an uncertain delivery again, once you know it did not arrive (repeatable).",
+)
+def send(
+    config: Config,
+    langs: tuple[str, ...],
+    audiences: tuple[str, ...],
+    dry_run: bool,
+    show_status: bool,
+    resend: tuple[int, ...],
+) -> None:
+    """Issue the digests with new content and deliver them: each reader gets each one once."""
+    from .store import open_store
+
+    now = datetime.now(UTC)
+    if not (show_status or resend):
+        sys.exit(send_now(config, now, langs=langs, audiences=audiences, dry_run=dry_run))
+    store = open_store(config.database_url)
+    try:
+        if resend:
+            queued = store.resend_uncertain(resend, now)
+            click.echo(f"{queued} uncertain delivery(ies) queued again", err=True)
+        if show_status:
+            print_send_status(store)
+    finally:
+        store.close()
+
+
+def print_send_status(store: Any) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    counts = store.delivery_counts()
+    statuses = ("pending", "sending", "sent", "failed", "uncertain", "skipped")
+    table = Table(title="deliveries per issue")
+    for column in ("issue", *statuses):
+        table.add_column(column)
+    for key in sorted({key for key, _ in counts}):
+        table.add_row(key, *(str(counts.get((key, status), 0)) for status in statuses))
+    console = Console(soft_wrap=True)
+    console.print(table, markup=False)
+    uncertain = store.deliveries("uncertain")
+    if uncertain:
+        table = Table(title="uncertain: may or may not have arrived (send --resend ID to requeue)")
+        for column in ("id", "issue", "email", "message-id", "since", "reason"):
+            table.add_column(column)
+        for d in uncertain:
+            table.add_row(
+                str(d.id), d.issue_key, d.email, d.message_id, d.updated_at.isoformat(), d.reply
+            )
+        console.print(table, markup=False)
+
+
+# -- subscribers ---------------------------------------------------------------------------------
+
+
+@main.group()
+def subscribers() -> None:
+    """Add, import, list, remove and export readers."""
+
+
+@subscribers.command("add")
+@with_config
+@click.argument("email")
+@click.option("--lang", required=True, help="The reader's language.")
+@click.option("--audience", "audiences", multiple=True, required=True, help="Repeatable.")
+@click.option(
+    "--status", type=click.Choice(["active", "pending"]), default="active", show_default=True
+)
+@click.option("--source", default="cli", show_default=True, help="Where the consent came from.")
+def subscribers_add(
+    config: Config, email: str, lang: str, audiences: tuple[str, ...], status: str, source: str
+) -> None:
+    """Add a reader (or change the language and audiences of a known one)."""
+    from .store import open_store
+    from .subscribers import check_reader
+
+    try:
+        address, lang, chosen = check_reader(
+            email, lang, audiences, langs=config.site.languages, known=config.audiences
+        )
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+    store = open_store(config.database_url)
+    try:
+        reader = store.add_subscriber(
+            address, lang, chosen, status=status, consent_source=source, now=datetime.now(UTC)
+        )
+    finally:
+        store.close()
+    click.echo(f"{reader.email} ({reader.lang}: {', '.join(reader.audiences)}) {reader.status}")
+
+
+@subscribers.command("import")
+@with_config
+@click.argument("file", type=click.Path(path_type=Path, dir_okay=False, exists=True))
+@click.option(
+    "--status", type=click.Choice(["active", "pending"]), default="active", show_default=True
+)
+@click.option("--source", default=None, help="Where the consent came from (default: the file).")
+def subscribers_import(config: Config, file: Path, status: str, source: str | None) -> None:
+    """Import readers from CSV (email,lang,audiences; audiences split by ';'): all or nothing.
+
+    Importing the same file again changes nothing; known addresses keep their status.
+    """
+    from .store import open_store
+    from .subscribers import read_subscriber_csv
+
+    try:
+        text = file.read_bytes().decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        click.echo(f"{file}: not UTF-8 text (byte {exc.start})", err=True)
+        sys.exit(1)
+    rows, problems = read_subscriber_csv(
+        text, str(file), langs=config.site.languages, known=config.audiences
+    )
+    for problem in problems:
+        click.echo(str(problem), err=True)
+    if problems:
+        click.echo(f"{len(problems)} bad row(s): nothing imported", err=True)
+        sys.exit(1)
+    store = open_store(config.database_url)
+    try:
+        added, updated = store.import_subscribers(
+            rows,
+            status=status,
+            consent_source=source or f"import:{file.name}",
+            now=datetime.now(UTC),
+        )
+    finally:
+        store.close()
+    click.echo(f"{added} added, {updated} updated, {len(rows) - added - updated} unchanged")
+
+
+@subscribers.command("list")
+@with_config
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
+@click.option("--status", type=click.Choice(["pending", "active", "unsubscribed", "bounced"]))
+def subscribers_list(config: Config, as_json: bool, status: str | None) -> None:
+    """List readers."""
+    from .store import open_store
+
+    store = open_store(config.database_url)
+    try:
+        found = [_subscriber_record(s) for s in store.subscribers(status)]
+    finally:
+        store.close()
+    if as_json:
+        click.echo(json.dumps(found, ensure_ascii=False, indent=2))
+        return
+    for s in found:
+        click.echo(f"{s['email']}\t{s['lang']}\t{';'.join(s['audiences'])}\t{s['status']}")
+
+
+@subscribers.command("remove")
+@with_config
+@click.argument("email")
+def subscribers_remove(config: Config, email: str) -> None:
+    """Delete a reader and their address (the delivery ledger keeps what was sent)."""
+    from .store import open_store
+    from .subscribers import normalise_email
+
+    try:
+        address = normalise_email(email)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+    store = open_store(config.database_url)
+    try:
+        removed = store.remove_subscriber(address)
+    finally:
+        store.close()
+    if not removed:
+        click.echo(f"{address}: no such reader", err=True)
+        sys.exit(1)
+    click.echo(f"removed {address}")
+
+
+@subscribers.command("export")
+@with_config
+@click.argument("file", type=click.Path(path_type=Path, dir_okay=False), default="-")
+def subscribers_export(config: Config, file: Path) -> None:
+    """Write every reader as CSV (to FILE, or stdout); `import` reads it back."""
+    import csv
+    import io
+    import os
+
+    from .store import open_store
+
+    store = open_store(config.database_url)
+    try:
+        found = [_subscriber_record(s) for s in store.subscribers()]
+    finally:
+        store.close()
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(["email", "lang", "audiences", "status", "created", "consent_source"])
+    for s in found:
+        writer.writerow(
+            [
+                s["email"],
+                s["lang"],
+                ";".join(s["audiences"]),
+                s["status"],
+                s["created"],
+                s["source"],
+            ]
+        )
+    if str(file) == "-":
+        click.echo(out.getvalue(), nl=False)
+        return
+    tmp = file.with_name(f".{file.name}.{os.getpid()}.tmp")
+    tmp.write_text(out.getvalue(), "utf-8")
+    os.replace(tmp, file)
+    click.echo(f"{len(found)} reader(s) written to {file}", err=True)
+
+
+def _subscriber_record(s: Any) -> dict[str, Any]:
+    return {
+        "email": s.email,
+        "lang": s.lang,
+        "audiences": list(s.audiences),
+        "status": s.status,
+        "created": s.created_at.isoformat(),
+        "source": s.consent_source,
+        "bounces": s.bounces,
+    }
 
 
 if __name__ == "__main__":

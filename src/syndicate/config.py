@@ -194,6 +194,8 @@ class Smtp(Section):
     """Retries of a temporary failure within one run."""
     max_bounces: int = Field(3, ge=1)
     """Permanent failures after which a reader is marked bounced."""
+    retry_backoff: float = Field(1.0, ge=0)
+    """Seconds before the first retry of a temporary failure; doubles with each retry."""
 
     @field_validator("url")
     @classmethod

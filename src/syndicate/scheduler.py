@@ -67,6 +67,8 @@ class Report:
 
     counts: Mapping[str, int] = field(default_factory=dict)
     reason: str | None = None
+    complete: bool = True
+    """False when part of the work failed (e.g. deliveries); the counts say which."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -603,10 +605,11 @@ class Scheduler:
         except Exception as exc:
             outcome, report, failure = "error", Report(reason=f"{type(exc).__name__}: {exc}"), exc
         else:
-            outcome, failure = ("ok" if report.reason is None else "nothing"), None
+            outcome = "ok" if report.reason is None else "nothing"
+            outcome, failure = (outcome if report.complete else "partial"), None
         duration = time.monotonic() - started
         log_run(spec.id, now, duration, outcome, report.counts, report.reason, failure)
-        self._failures += outcome == "error"
+        self._failures += outcome in ("error", "partial")
         if spec.digest is not None:
             self._clear_interrupted(spec.id)
 

@@ -7,11 +7,17 @@ brings any database up to date before use.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+import fcntl
+import os
+import socket
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 import sqlalchemy as sa
 from alembic import command
@@ -42,7 +48,64 @@ subscribers = sa.Table(
     sa.Column("bounces", sa.Integer, nullable=False, server_default="0"),
 )
 
+issues = sa.Table(
+    "issues",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True),
+    sa.Column("key", sa.String(200), nullable=False),
+    sa.Column("lang", sa.String(35), nullable=False),
+    sa.Column("audiences", sa.String(400), nullable=False),
+    sa.Column("content_hash", sa.String(64), nullable=False),
+    sa.Column("subject", sa.Text, nullable=False),
+    sa.Column("rendered", sa.Text, nullable=False),
+    sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+    sa.UniqueConstraint("lang", "audiences", "content_hash", name="uq_issues_content"),
+)
+
+issue_articles = sa.Table(
+    "issue_articles",
+    metadata,
+    sa.Column("issue_id", sa.Integer, sa.ForeignKey("issues.id"), primary_key=True),
+    sa.Column("lang", sa.String(35), primary_key=True),
+    sa.Column("slug", sa.String(200), primary_key=True),
+    sa.Column("digest", sa.String(64), nullable=False),
+)
+
+send_runs = sa.Table(
+    "send_runs",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True),
+    sa.Column("host", sa.String(255), nullable=False),
+    sa.Column("pid", sa.Integer, nullable=False),
+    sa.Column("started_at", sa.DateTime(timezone=True), nullable=False),
+    sa.Column("finished_at", sa.DateTime(timezone=True), nullable=True),
+)
+
+deliveries = sa.Table(
+    "deliveries",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True),
+    sa.Column("issue_id", sa.Integer, sa.ForeignKey("issues.id"), nullable=False),
+    sa.Column("subscriber_id", sa.Integer, nullable=False),
+    sa.Column("email", sa.String(320), nullable=False),
+    sa.Column("message_id", sa.String(255), nullable=False, unique=True),
+    sa.Column("status", sa.String(20), nullable=False),
+    sa.Column("attempts", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("run_id", sa.Integer, nullable=True),
+    sa.Column("reply", sa.Text, nullable=True),
+    sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
+    sa.UniqueConstraint("issue_id", "subscriber_id", name="uq_deliveries_reader"),
+)
+
 SUBSCRIBER_STATUSES = ("pending", "active", "unsubscribed", "bounced")
+DELIVERY_STATUSES = ("pending", "sending", "sent", "failed", "uncertain", "skipped")
+"""A delivery is ``pending`` until a run claims it; ``sending`` while one message is in flight;
+then ``sent`` (the server said 250), ``failed`` (5xx), ``skipped`` (the reader left first) or
+``uncertain`` (its run died mid-message: it may or may not have arrived, so it is never resent
+without a person deciding)."""
+
+_RUN_LOCK = 0x53594E44
+"""First key of the PostgreSQL advisory locks that mark a send run as alive."""
 
 
 def utc(value: datetime) -> datetime:
@@ -60,6 +123,98 @@ class Subscriber:
     consent_source: str
     created_at: datetime
     bounces: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Issue:
+    """One digest variant with new content, rendered once and kept for every reader's message."""
+
+    id: int
+    key: str
+    lang: str
+    audiences: tuple[str, ...]
+    content_hash: str
+    subject: str
+    rendered: str
+    """The rendered variant as the pipeline serialised it; every reader's message is built
+    from it, so a run that resumes after a crash sends exactly what was issued."""
+    created_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """A delivery a run has taken: one message to one reader, now marked in flight."""
+
+    id: int
+    issue_id: int
+    subscriber_id: int
+    email: str
+    message_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class Delivery:
+    id: int
+    issue_key: str
+    email: str
+    message_id: str
+    status: str
+    attempts: int
+    reply: str | None
+    updated_at: datetime
+
+
+# The two statements of every delivery, built once (SQLAlchemy then reuses their compiled form).
+_CLAIM = (
+    sa.update(deliveries)
+    .where(
+        deliveries.c.id.in_(
+            sa.select(deliveries.c.id)
+            .where(
+                deliveries.c.status == "pending",
+                sa.select(subscribers.c.id)
+                .where(
+                    subscribers.c.id == deliveries.c.subscriber_id,
+                    subscribers.c.status == "active",
+                )
+                .exists(),
+                # what this run gave back after its retries waits for the next run
+                sa.or_(
+                    deliveries.c.run_id.is_(None), deliveries.c.run_id != sa.bindparam("run_id")
+                ),
+            )
+            .order_by(deliveries.c.id)
+            .limit(1)
+            .with_for_update(skip_locked=True, of=deliveries)
+            .scalar_subquery()
+        )
+    )
+    .values(
+        status="sending",
+        run_id=sa.bindparam("run_id"),
+        attempts=deliveries.c.attempts + 1,
+        updated_at=sa.bindparam("now"),
+    )
+    .returning(
+        deliveries.c.id,
+        deliveries.c.issue_id,
+        deliveries.c.subscriber_id,
+        deliveries.c.email,
+        deliveries.c.message_id,
+    )
+)
+
+_FINISH = (
+    sa.update(deliveries)
+    .where(deliveries.c.id == sa.bindparam("delivery_id"))
+    .values(
+        status=sa.bindparam("status"), reply=sa.bindparam("reply"), updated_at=sa.bindparam("now")
+    )
+)
+
+
+def _audiences(value: Sequence[str]) -> str:
+    return ";".join(sorted(set(value)))
 
 
 def _subscriber(row: sa.Row) -> Subscriber:
@@ -87,6 +242,9 @@ def create_engine(url: str) -> Engine:
             cursor = dbapi_connection.cursor()
             cursor.execute("PRAGMA journal_mode=WAL")
             cursor.execute("PRAGMA busy_timeout=30000")
+            # WAL + NORMAL: a commit survives the process being killed (only power loss can
+            # lose the last ones), at a fraction of the cost of an fsync per delivery.
+            cursor.execute("PRAGMA synchronous=NORMAL")
             cursor.execute("PRAGMA foreign_keys=ON")
             cursor.close()
 
@@ -107,6 +265,14 @@ class Store:
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
+        # SQLite has one writer at a time and its busy handler waits by sleeping; threads of
+        # one process queue on this lock instead. PostgreSQL needs none.
+        self._write_lock = threading.Lock() if engine.dialect.name == "sqlite" else nullcontext()
+
+    @contextmanager
+    def _writing(self) -> Iterator[sa.Connection]:
+        with self._write_lock, self.engine.begin() as db:
+            yield db
 
     def close(self) -> None:
         self.engine.dispose()
@@ -151,7 +317,7 @@ class Store:
         """Insert a reader, or update language/audiences/status of an existing address."""
         values = {
             "lang": lang,
-            "audiences": ";".join(sorted(set(audiences))),
+            "audiences": _audiences(audiences),
             "status": status,
             "updated_at": now,
         }
@@ -201,6 +367,377 @@ class Store:
         with self.engine.connect() as db:
             rows = db.execute(query).all()
         return map(_subscriber, rows)
+
+    def import_subscribers(
+        self,
+        rows: Sequence[tuple[str, str, Sequence[str]]],
+        *,
+        status: str,
+        consent_source: str,
+        now: datetime,
+    ) -> tuple[int, int]:
+        """Add or update (email, lang, audiences) rows in one transaction: all or nothing.
+
+        An address already known keeps its status and consent source (an import never
+        re-subscribes someone who left); only language and audiences follow the file.
+        Returns (added, updated); rows that change nothing count as neither.
+        """
+        added = updated = 0
+        with self.engine.begin() as db:
+            known = {
+                row.email: row
+                for row in db.execute(
+                    sa.select(
+                        subscribers.c.id,
+                        subscribers.c.email,
+                        subscribers.c.lang,
+                        subscribers.c.audiences,
+                    )
+                )
+            }
+            for email, lang, audiences in rows:
+                joined = _audiences(audiences)
+                row = known.get(email)
+                if row is None:
+                    db.execute(
+                        sa.insert(subscribers).values(
+                            email=email,
+                            lang=lang,
+                            audiences=joined,
+                            status=status,
+                            consent_source=consent_source,
+                            created_at=now,
+                            updated_at=now,
+                        )
+                    )
+                    added += 1
+                elif (row.lang, row.audiences) != (lang, joined):
+                    db.execute(
+                        sa.update(subscribers)
+                        .where(subscribers.c.id == row.id)
+                        .values(lang=lang, audiences=joined, updated_at=now)
+                    )
+                    updated += 1
+        return added, updated
+
+    # -- issues ----------------------------------------------------------------------------
+
+    def sent_articles(self, lang: str, audiences: Sequence[str]) -> dict[tuple[str, str], str]:
+        """(lang, slug) → content digest of the article as last issued to this variant."""
+        query = (
+            sa.select(issue_articles.c.lang, issue_articles.c.slug, issue_articles.c.digest)
+            .join(issues, issues.c.id == issue_articles.c.issue_id)
+            .where(issues.c.lang == lang, issues.c.audiences == _audiences(audiences))
+            .order_by(issues.c.id)
+        )
+        with self.engine.connect() as db:
+            return {(row.lang, row.slug): row.digest for row in db.execute(query)}
+
+    def create_issue(
+        self,
+        *,
+        key: str,
+        lang: str,
+        audiences: Sequence[str],
+        content_hash: str,
+        subject: str,
+        rendered: str,
+        articles: Sequence[tuple[str, str, str]],
+        readers: Sequence[Subscriber],
+        message_id: Callable[[int, int], str],
+        now: datetime,
+    ) -> Issue | None:
+        """Record a new issue and one pending delivery per reader, in one transaction.
+
+        Nothing leaves before this commits, so a crash can never lose track of a reader.
+        Returns None when this variant already had an issue with the same content (also when
+        a concurrent run recorded it first).
+        """
+        values = {
+            "key": key,
+            "lang": lang,
+            "audiences": _audiences(audiences),
+            "content_hash": content_hash,
+            "subject": subject,
+            "rendered": rendered,
+            "created_at": now,
+        }
+        try:
+            with self.engine.begin() as db:
+                issue_id = db.execute(sa.insert(issues).values(values)).inserted_primary_key[0]
+                if articles:
+                    db.execute(
+                        sa.insert(issue_articles),
+                        [
+                            {"issue_id": issue_id, "lang": a_lang, "slug": slug, "digest": digest}
+                            for a_lang, slug, digest in articles
+                        ],
+                    )
+                if readers:
+                    db.execute(
+                        sa.insert(deliveries),
+                        [
+                            {
+                                "issue_id": issue_id,
+                                "subscriber_id": reader.id,
+                                "email": reader.email,
+                                "message_id": message_id(issue_id, reader.id),
+                                "status": "pending",
+                                "updated_at": now,
+                            }
+                            for reader in readers
+                        ],
+                    )
+        except sa.exc.IntegrityError:
+            return None
+        return self.issue(issue_id)
+
+    def issue(self, issue_id: int) -> Issue | None:
+        with self.engine.connect() as db:
+            row = db.execute(sa.select(issues).where(issues.c.id == issue_id)).first()
+        if row is None:
+            return None
+        return Issue(
+            id=row.id,
+            key=row.key,
+            lang=row.lang,
+            audiences=tuple(a for a in row.audiences.split(";") if a),
+            content_hash=row.content_hash,
+            subject=row.subject,
+            rendered=row.rendered,
+            created_at=utc(row.created_at),
+        )
+
+    # -- delivery --------------------------------------------------------------------------
+
+    @contextmanager
+    def send_run(self, now: datetime) -> Iterator[int]:
+        """Register a send run and hold its liveness lock until the block ends.
+
+        PostgreSQL: a session advisory lock per run, so runs proceed side by side and each can
+        tell a dead run's claims from a live one's. SQLite: one run at a time (an exclusive lock
+        on a file beside the database; a second run waits), so every claim found in flight at
+        the start of a run belongs to a dead one.
+        """
+        lock_file = None
+        lock_conn = None
+        database = self.engine.url.database
+        if self.engine.dialect.name == "sqlite" and database and database != ":memory:":
+            lock_file = open(f"{database}.send-lock", "a+b")  # noqa: SIM115 (held for the run)
+            fcntl.flock(lock_file, fcntl.LOCK_EX)
+        try:
+            with self.engine.begin() as db:
+                run_id = db.execute(
+                    sa.insert(send_runs).values(
+                        host=socket.gethostname()[:255], pid=os.getpid(), started_at=now
+                    )
+                ).inserted_primary_key[0]
+            if self.engine.dialect.name == "postgresql":
+                lock_conn = self.engine.connect()
+                lock_conn.execute(sa.select(sa.func.pg_advisory_lock(_RUN_LOCK, run_id)))
+                lock_conn.commit()
+            yield run_id
+            with self.engine.begin() as db:
+                db.execute(
+                    sa.update(send_runs).where(send_runs.c.id == run_id).values(finished_at=now)
+                )
+        finally:
+            if lock_conn is not None:
+                lock_conn.close()  # ends the session, and with it the advisory lock
+            if lock_file is not None:
+                lock_file.close()  # releases the flock
+
+    def mark_lost(self, run_id: int, now: datetime) -> int:
+        """Mark ``uncertain`` every delivery left in flight by a run that is no longer alive."""
+        with self.engine.connect() as db:
+            others = (
+                db.execute(
+                    sa.select(deliveries.c.run_id)
+                    .where(deliveries.c.status == "sending", deliveries.c.run_id != run_id)
+                    .distinct()
+                )
+                .scalars()
+                .all()
+            )
+            dead = []
+            for other in others:
+                if self.engine.dialect.name != "postgresql":
+                    dead.append(other)
+                elif db.execute(sa.select(sa.func.pg_try_advisory_lock(_RUN_LOCK, other))).scalar():
+                    db.execute(sa.select(sa.func.pg_advisory_unlock(_RUN_LOCK, other)))
+                    dead.append(other)
+            db.commit()
+        if not dead:
+            return 0
+        with self.engine.begin() as db:
+            result = db.execute(
+                sa.update(deliveries)
+                .where(deliveries.c.status == "sending", deliveries.c.run_id.in_(dead))
+                .values(status="uncertain", reply="run ended while in flight", updated_at=now)
+            )
+        return result.rowcount
+
+    def skip_inactive(self, now: datetime) -> int:
+        """Pending deliveries of readers who left (or were removed) since the issue: skipped."""
+        active = sa.select(subscribers.c.id).where(subscribers.c.status == "active")
+        with self.engine.begin() as db:
+            result = db.execute(
+                sa.update(deliveries)
+                .where(deliveries.c.status == "pending", deliveries.c.subscriber_id.not_in(active))
+                .values(status="skipped", reply="reader no longer active", updated_at=now)
+            )
+        return result.rowcount
+
+    def pending_count(self) -> int:
+        with self.engine.connect() as db:
+            return db.execute(
+                sa.select(sa.func.count()).where(deliveries.c.status == "pending")
+            ).scalar_one()
+
+    @contextmanager
+    def ledger(self) -> Iterator[Ledger]:
+        """One delivery worker's own connection, held for its whole run."""
+        with self.engine.connect() as db:
+            yield Ledger(db, self._write_lock)
+
+    def delivery_counts(self) -> dict[tuple[str, str], int]:
+        """(issue key, status) → number of deliveries."""
+        query = (
+            sa.select(issues.c.key, deliveries.c.status, sa.func.count())
+            .join(issues, issues.c.id == deliveries.c.issue_id)
+            .group_by(issues.c.key, deliveries.c.status)
+        )
+        with self.engine.connect() as db:
+            return {(key, status): n for key, status, n in db.execute(query)}
+
+    def deliveries(self, status: str | None = None) -> list[Delivery]:
+        query = (
+            sa.select(
+                deliveries.c.id,
+                issues.c.key,
+                deliveries.c.email,
+                deliveries.c.message_id,
+                deliveries.c.status,
+                deliveries.c.attempts,
+                deliveries.c.reply,
+                deliveries.c.updated_at,
+            )
+            .join(issues, issues.c.id == deliveries.c.issue_id)
+            .order_by(deliveries.c.id)
+        )
+        if status is not None:
+            query = query.where(deliveries.c.status == status)
+        with self.engine.connect() as db:
+            rows = db.execute(query).all()
+        return [Delivery(*row[:-1], updated_at=utc(row.updated_at)) for row in rows]
+
+    def resend_uncertain(self, delivery_ids: Sequence[int], now: datetime) -> int:
+        """Put uncertain deliveries back in the queue: a person decided they did not arrive."""
+        with self.engine.begin() as db:
+            result = db.execute(
+                sa.update(deliveries)
+                .where(deliveries.c.status == "uncertain", deliveries.c.id.in_(delivery_ids))
+                .values(status="pending", updated_at=now)
+            )
+        return result.rowcount
+
+
+class _Compiled:
+    """A statement compiled once for one dialect and run straight on the DBAPI cursor.
+
+    The per-message path of a send runs two statements per message; SQLAlchemy's per-call
+    work (cache keys, result objects, pool checkout) was measured at more than the database's
+    own, so these skip it. The SQL is still SQLAlchemy's, rendered for the dialect.
+    """
+
+    def __init__(self, statement: sa.UpdateBase, dialect: sa.Dialect) -> None:
+        self.compiled = statement.compile(dialect=dialect)
+        self.sql = str(self.compiled)
+        self.order = self.compiled.positiontup if self.compiled.positional else None
+        self.when = deliveries.c.updated_at.type.bind_processor(dialect)
+
+    def run(self, cursor: Any, values: dict[str, Any]) -> None:
+        if self.when is not None:
+            values["now"] = self.when(values["now"])
+        params = self.compiled.construct_params(values)
+        cursor.execute(self.sql, [params[n] for n in self.order] if self.order else params)
+
+
+class Ledger:
+    """The per-message statements of delivery, on one worker's connection: claim a row, then
+    record its outcome. Each call is one short transaction."""
+
+    def __init__(self, db: sa.Connection, lock: AbstractContextManager) -> None:
+        self.db = db
+        self._lock = lock
+        self._raw = db.connection.dbapi_connection
+        self._claim = _Compiled(_CLAIM, db.dialect)
+        self._finish = _Compiled(_FINISH, db.dialect)
+
+    def _run(self, finished: tuple[int, str, str] | None, claim: int | None, now: datetime):
+        with self._lock:
+            cursor = self._raw.cursor()
+            try:
+                if finished is not None:
+                    delivery_id, status, reply = finished
+                    self._finish.run(
+                        cursor,
+                        {
+                            "delivery_id": delivery_id,
+                            "status": status,
+                            "reply": reply[:2000],
+                            "now": now,
+                        },
+                    )
+                row = None
+                if claim is not None:
+                    self._claim.run(cursor, {"run_id": claim, "now": now})
+                    row = cursor.fetchone()
+                self._raw.commit()
+            except BaseException:
+                self._raw.rollback()
+                raise
+            finally:
+                cursor.close()
+        return row
+
+    def claim(
+        self, run_id: int, now: datetime, *, finished: tuple[int, str, str] | None = None
+    ) -> Claim | None:
+        """Take the next pending delivery of an active reader and mark it in flight (committed).
+
+        ``finished`` (delivery id, status, reply) records the outcome of this worker's previous
+        claim in the same transaction: one commit per message, still before the next one
+        leaves. On PostgreSQL the row is picked ``FOR UPDATE SKIP LOCKED``, so concurrent runs
+        never take the same row; SQLite runs the statement under its database write lock.
+        """
+        row = self._run(finished, run_id, now)
+        return Claim(*row) if row else None
+
+    def finish(self, delivery_id: int, status: str, reply: str, now: datetime) -> None:
+        """Record the outcome of one claimed delivery, in its own transaction."""
+        self._run((delivery_id, status, reply), None, now)
+
+    def bounce(
+        self, delivery_id: int, subscriber_id: int, reply: str, max_bounces: int, now: datetime
+    ) -> None:
+        """A permanent failure: the delivery fails and the reader is bounced after max_bounces."""
+        with self._lock, self.db.begin():
+            self.db.execute(
+                sa.update(deliveries)
+                .where(deliveries.c.id == delivery_id)
+                .values(status="failed", reply=reply[:2000], updated_at=now)
+            )
+            self.db.execute(
+                sa.update(subscribers)
+                .where(subscribers.c.id == subscriber_id)
+                .values(bounces=subscribers.c.bounces + 1, updated_at=now)
+            )
+            self.db.execute(
+                sa.update(subscribers)
+                .where(subscribers.c.id == subscriber_id, subscribers.c.bounces >= max_bounces)
+                .values(status="bounced")
+            )
 
 
 def open_store(url: str) -> Store:

@@ -1,0 +1,223 @@
+"""Send throughput: syndicate's ledgered delivery against a bare pooled smtplib sender.
+
+Both send the same 20,000 messages to one aiosmtpd sink (a separate process that counts and
+discards) over the same number of persistent connections, in the same run. syndicate's
+number includes everything a real send does per message except rendering: claiming the
+delivery row, building the reader's message (tokens, headers), sending, and committing the
+server's reply, on a SQLite file. Then the same with DKIM RSA-2048 signing on, beside
+dkimpy's stock signing rate; every signature made is verified with dkimpy.
+
+Targets: unsigned >= 80% of the bare sender; signed >= 3x dkimpy's stock signing rate.
+"""
+
+from __future__ import annotations
+
+import base64
+import multiprocessing
+import queue
+import smtplib
+import socket
+import sys
+import tempfile
+import threading
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+import dkim
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
+
+from syndicate.deliver import SendOptions, SmtpMailer, deliver
+from syndicate.signing import DkimSigner
+from syndicate.store import Claim, Issue, Store, open_store
+from syndicate.tokens import PREFERENCES, UNSUBSCRIBE, make_token
+
+MESSAGES = int(sys.argv[1]) if len(sys.argv) > 1 else 20_000
+SIGNED = 3_000
+STOCK = 150
+WORKERS = 4
+ROUNDS = 4
+NOW = datetime(2025, 12, 15, 8, 0, tzinfo=UTC)
+SECRET = b"bench-secret"
+SENDER = "digest@news.example.org"
+BODY = (
+    "Key takeaways for cost optimisation teams: " + "lorem ipsum dolor sit amet " * 3 + "\r\n"
+) * 60
+
+
+def sink(port: int, ready, count) -> None:
+    from aiosmtpd.controller import Controller
+
+    class Discard:
+        async def handle_DATA(self, server, session, envelope) -> str:
+            with count.get_lock():
+                count.value += 1
+            return "250 OK"
+
+    controller = Controller(Discard(), hostname="127.0.0.1", port=port)
+    controller.start()
+    ready.set()
+    threading.Event().wait()
+
+
+def message(subscriber_id: int, email: str, message_id: str) -> bytes:
+    """One reader's message: what compose produces, with per-reader tokens and headers."""
+    unsubscribe = make_token(SECRET, UNSUBSCRIBE, subscriber_id, issued=NOW)
+    preferences = make_token(SECRET, PREFERENCES, subscriber_id, issued=NOW)
+    return (
+        f"From: Syndicate <{SENDER}>\r\nTo: {email}\r\nSubject: Weekly digest\r\n"
+        f"Date: Mon, 15 Dec 2025 08:00:00 +0000\r\nMessage-ID: {message_id}\r\n"
+        "MIME-Version: 1.0\r\nList-Id: <digest.news.example.org>\r\n"
+        f"List-Unsubscribe: <https://news.example.org/u/{unsubscribe}>\r\n"
+        "List-Unsubscribe-Post: List-Unsubscribe=One-Click\r\n"
+        'Content-Type: text/plain; charset="utf-8"\r\n\r\n'
+        f"{BODY}\r\nPreferences: https://news.example.org/preferences/{preferences}\r\n"
+    ).encode()
+
+
+def message_id(issue_id: int, subscriber_id: int) -> str:
+    return f"<digest.{issue_id}.{subscriber_id}@news.example.org>"
+
+
+def prepare(folder: Path, count: int, tag: str) -> Store:
+    store = open_store(f"sqlite:///{folder}/{tag}.db")
+    rows = [(f"reader{n}@example.com", "en", ("cost",)) for n in range(count)]
+    store.import_subscribers(rows, status="active", consent_source="bench", now=NOW)
+    readers = list(store.subscribers())
+    store.create_issue(
+        key="en-cost",
+        lang="en",
+        audiences=["cost"],
+        content_hash=tag,
+        subject="Weekly digest",
+        rendered="{}",
+        articles=[],
+        readers=readers,
+        message_id=message_id,
+        now=NOW,
+    )
+    return store
+
+
+def bare(port: int, messages: list[tuple[str, bytes]]) -> float:
+    """Pooled smtplib, no database: the floor to compare against. Returns seconds."""
+    work: queue.SimpleQueue = queue.SimpleQueue()
+    for item in messages:
+        work.put(item)
+
+    def run() -> None:
+        smtp = smtplib.SMTP("127.0.0.1", port)
+        while True:
+            try:
+                rcpt, data = work.get_nowait()
+            except queue.Empty:
+                break
+            smtp.sendmail(SENDER, [rcpt], data)
+        smtp.quit()
+
+    start = time.perf_counter()
+    threads = [threading.Thread(target=run) for _ in range(WORKERS)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return time.perf_counter() - start
+
+
+def ours(port: int, store: Store, signer: DkimSigner | None, keep: list[bytes]) -> float:
+    """syndicate's delivery of every pending row; returns seconds."""
+
+    def compose(issue: Issue, claim: Claim) -> bytes:
+        data = message(claim.subscriber_id, claim.email, claim.message_id)
+        if signer is not None:
+            data = signer.sign(data, now=NOW)
+            keep.append(data)
+        return data
+
+    options = SendOptions(sender=SENDER, workers=WORKERS, rate=1e9, backoff=0)
+    start = time.perf_counter()
+    counts = deliver(store, SmtpMailer("127.0.0.1", port), compose, options, NOW)
+    elapsed = time.perf_counter() - start
+    assert counts.failed == 0 and store.pending_count() == 0
+    return elapsed
+
+
+def main() -> int:
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    pem = key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
+    der = key.public_key().public_bytes(
+        serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
+    record = b"v=DKIM1; k=rsa; p=" + base64.b64encode(der)
+    signer = DkimSigner("news.example.org", "bench", pem)
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    ready, count = multiprocessing.Event(), multiprocessing.Value("q", 0)
+    server = multiprocessing.Process(target=sink, args=(port, ready, count), daemon=True)
+    server.start()
+    ready.wait(30)
+    # Alternating rounds, so a change in the machine's load hits both senders alike.
+    bare_time = ours_time = 0.0
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        for n in range(ROUNDS):
+            store = prepare(folder, MESSAGES // ROUNDS, f"plain{n}")
+            same = [
+                (d.email, message(i + 1, d.email, d.message_id))
+                for i, d in enumerate(store.deliveries("pending"))
+            ]
+            bare_time += bare(port, same)
+            ours_time += ours(port, store, None, [])
+            store.close()
+        floor, rate = MESSAGES / bare_time, MESSAGES / ours_time
+
+        signed_store = prepare(folder, SIGNED, "signed")
+        signatures: list[bytes] = []
+        signed_rate = SIGNED / ours(port, signed_store, signer, signatures)
+        signed_store.close()
+
+    samples = [message(n, f"reader{n}@example.com", message_id(9, n)) for n in range(STOCK)]
+    start = time.perf_counter()
+    for data in samples:
+        dkim.sign(data, b"bench", b"news.example.org", pem, canonicalize=(b"relaxed", b"relaxed"))
+    stock_rate = STOCK / (time.perf_counter() - start)
+    start = time.perf_counter()
+    for data in samples:
+        signer.sign(data, now=NOW)
+    sign_only = STOCK / (time.perf_counter() - start)
+
+    def dns(name: bytes, timeout: int = 5) -> bytes:
+        return record
+
+    verified = sum(dkim.verify(data, dnsfunc=dns) for data in signatures)
+    server.terminate()
+    expected = 2 * MESSAGES + SIGNED
+    print(f"sink received            {count.value} of {expected} messages")
+    print(f"bare pooled smtplib      {floor:8.0f} msg/s   ({WORKERS} connections)")
+    print(
+        f"syndicate deliver        {rate:8.0f} msg/s   {rate / floor:6.1%} of bare (target >= 80%)"
+    )
+    times = signed_rate / stock_rate
+    print(f"syndicate + DKIM 2048    {signed_rate:8.0f} msg/s   {times:5.1f}x dkimpy")
+    print(
+        f"DKIM signing only        {sign_only:8.0f} sig/s   {sign_only / stock_rate:5.1f}x dkimpy"
+    )
+    print(f"dkimpy stock signing     {stock_rate:8.0f} sig/s")
+    print(f"dkimpy verified          {verified} of {len(signatures)} signatures")
+    ok = (
+        count.value == expected
+        and rate >= 0.8 * floor
+        and signed_rate >= 3 * stock_rate
+        and verified == len(signatures) == SIGNED
+    )
+    print("targets met" if ok else "TARGETS MISSED")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
