@@ -28,30 +28,9 @@ from syndicate.config import Config, DigestJob, parse_config
 from syndicate.errors import ConfigError, SchedulerBusyError
 from syndicate.scheduler import Jobs, Report, Scheduler, job_specs, scheduler_lock
 from syndicate.store import create_engine
-from tests.conftest import ROOT, missing_real_part
+from tests.conftest import ROOT
 
 AMSTERDAM = ZoneInfo("Europe/Amsterdam")
-POSTGRES_URL = os.environ.get(
-    "SYNDICATE_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"
-)
-
-
-def _fresh_postgres() -> str:
-    engine = sa.create_engine(POSTGRES_URL)
-    try:
-        with engine.begin() as db:
-            db.execute(sa.text("DROP SCHEMA IF EXISTS public CASCADE"))
-            db.execute(sa.text("CREATE SCHEMA public"))
-    except sa.exc.OperationalError as exc:
-        missing_real_part(f"PostgreSQL not reachable at {POSTGRES_URL}: {exc.orig}")
-    finally:
-        engine.dispose()
-    return POSTGRES_URL
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    return f"sqlite:///{tmp_path}/state.db" if request.param == "sqlite" else _fresh_postgres()
 
 
 @pytest.fixture
@@ -169,8 +148,8 @@ def clock(at: datetime) -> Callable[[], datetime]:
     return lambda: at
 
 
-def test_downtime_spanning_three_sends_runs_one_catch_up(tmp_path: Path, db_url: str) -> None:
-    config = make_config(tmp_path, db_url, [MONDAY])
+def test_downtime_spanning_three_sends_runs_one_catch_up(tmp_path: Path, database_url: str) -> None:
+    config = make_config(tmp_path, database_url, [MONDAY])
     first = Recorder()
     assert Scheduler(config, first.jobs, clock=clock(T0)).run_once()
     assert first.count("weekly") == 0  # next send: Monday 12 January
@@ -241,8 +220,10 @@ def test_a_send_later_than_the_grace_is_logged_as_missed(
     assert missed["job"] == "digest:weekly" and "grace" in missed["reason"]
 
 
-def test_restart_keeps_the_schedule_and_applies_config_changes(tmp_path: Path, db_url: str) -> None:
-    config = make_config(tmp_path, db_url, [MONDAY])
+def test_restart_keeps_the_schedule_and_applies_config_changes(
+    tmp_path: Path, database_url: str
+) -> None:
+    config = make_config(tmp_path, database_url, [MONDAY])
     Scheduler(config, Recorder().jobs, clock=clock(T0)).run_once()
     next_monday = datetime(2026, 1, 12, 7, 30, tzinfo=AMSTERDAM)
 
@@ -253,7 +234,7 @@ def test_restart_keeps_the_schedule_and_applies_config_changes(tmp_path: Path, d
 
     changed = make_config(
         tmp_path,
-        db_url,
+        database_url,
         [
             {**MONDAY, "hour": 9},
             {"name": "daily", "day_of_week": "mon-fri", "hour": 6, "minute": 0},
@@ -270,7 +251,7 @@ def test_restart_keeps_the_schedule_and_applies_config_changes(tmp_path: Path, d
     assert rows["digest:weekly"].next_run == next_monday.replace(hour=9)
     assert rows["digest:daily"].next_run == datetime(2026, 1, 8, 6, 0, tzinfo=AMSTERDAM)
 
-    only_daily = make_config(tmp_path, db_url, [{"name": "daily", "day_of_week": "mon-fri"}])
+    only_daily = make_config(tmp_path, database_url, [{"name": "daily", "day_of_week": "mon-fri"}])
     Scheduler(only_daily, Recorder().jobs, clock=later).run_once()
     ids = {r.id for r in Scheduler(only_daily, Recorder().jobs, clock=later).planned()}
     assert ids == {"feeds", "digest:daily"}
@@ -355,9 +336,9 @@ def test_an_unreachable_database_is_one_line(tmp_path: Path) -> None:
 # -- one scheduler at a time ---------------------------------------------------------------
 
 
-def test_only_one_lock_holder(db_url: str) -> None:
-    engine = create_engine(db_url)
-    first, second = scheduler_lock(db_url, engine), scheduler_lock(db_url, engine)
+def test_only_one_lock_holder(database_url: str) -> None:
+    engine = create_engine(database_url)
+    first, second = scheduler_lock(database_url, engine), scheduler_lock(database_url, engine)
     try:
         assert first.acquire()
         assert not second.acquire()
@@ -370,18 +351,19 @@ def test_only_one_lock_holder(db_url: str) -> None:
         engine.dispose()
 
 
-def test_a_lost_postgresql_session_is_noticed_and_frees_the_lock() -> None:
-    url = _fresh_postgres()
-    engine = create_engine(url)
-    lock, other = scheduler_lock(url, engine), scheduler_lock(url, engine)
+@pytest.mark.parametrize("database_url", ["postgresql"], indirect=True)
+def test_a_lost_postgresql_session_is_noticed_and_frees_the_lock(database_url: str) -> None:
+    engine = create_engine(database_url)
+    lock, other = scheduler_lock(database_url, engine), scheduler_lock(database_url, engine)
     try:
         assert lock.acquire() and lock.held()
         with engine.connect() as db:  # as when the database server restarts
             db.execute(
                 sa.text(
-                    "SELECT pg_terminate_backend(pid) FROM pg_locks"
-                    " WHERE locktype = 'advisory' AND pid <> pg_backend_pid()"
-                )
+                    "SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory'"
+                    " AND ((classid::bigint << 32) | objid::bigint) = :key"
+                ),
+                {"key": lock.key},
             )
         assert not lock.held()
         assert other.acquire()
@@ -391,10 +373,10 @@ def test_a_lost_postgresql_session_is_noticed_and_frees_the_lock() -> None:
         engine.dispose()
 
 
-def test_run_once_refuses_while_another_scheduler_acts(tmp_path: Path, db_url: str) -> None:
-    config = make_config(tmp_path, db_url, [MONDAY])
-    engine = create_engine(db_url)
-    held = scheduler_lock(db_url, engine)
+def test_run_once_refuses_while_another_scheduler_acts(tmp_path: Path, database_url: str) -> None:
+    config = make_config(tmp_path, database_url, [MONDAY])
+    engine = create_engine(database_url)
+    held = scheduler_lock(database_url, engine)
     assert held.acquire()
     try:
         recorder = Recorder()
@@ -480,9 +462,9 @@ def due_daily_digest(tmp_path: Path, url: str, stop_timeout: float = 30) -> tupl
 
 
 def test_two_processes_one_acts_and_a_standby_takes_over(
-    tmp_path: Path, db_url: str, processes: list[Process]
+    tmp_path: Path, database_url: str, processes: list[Process]
 ) -> None:
-    config, _ = due_daily_digest(tmp_path, db_url)
+    config, _ = due_daily_digest(tmp_path, database_url)
     (tmp_path / "a.release").touch()  # A's sends complete at once
     processes.append(acting := Process(config, tmp_path / "a"))
     assert wait_for(lambda: "done daily" in acting.lines())

@@ -194,18 +194,24 @@ class FileLock(SchedulerLock):
 
 
 class AdvisoryLock(SchedulerLock):
-    """A PostgreSQL session advisory lock on a dedicated connection; dies with the session."""
+    """A PostgreSQL session advisory lock on a dedicated connection; dies with the session.
 
-    KEY = int.from_bytes(hashlib.sha256(b"syndicate.scheduler").digest()[:8], "big", signed=True)
+    Advisory locks are per database, so the key names the schema the job store lives in:
+    deployments in separate schemas of one database do not block each other.
+    """
 
     def __init__(self, engine: sa.Engine) -> None:
         self.engine = engine
+        self.key: int | None = None
         self._connection: sa.Connection | None = None
 
     def acquire(self) -> bool:
         connection = self.engine.connect().execution_options(isolation_level="AUTOCOMMIT")
+        schema = connection.execute(sa.text("SELECT current_schema()")).scalar()
+        digest = hashlib.sha256(f"syndicate.scheduler:{schema}".encode()).digest()
+        self.key = int.from_bytes(digest[:8], "big", signed=True)
         query = sa.text("SELECT pg_try_advisory_lock(:key)")
-        if connection.execute(query, {"key": self.KEY}).scalar():
+        if connection.execute(query, {"key": self.key}).scalar():
             self._connection = connection
             return True
         connection.close()
@@ -217,7 +223,7 @@ class AdvisoryLock(SchedulerLock):
             # process's session ends, and that releases the lock too)
             with contextlib.suppress(sa.exc.SQLAlchemyError):  # a dead session holds nothing
                 unlock = sa.text("SELECT pg_advisory_unlock(:key)")
-                self._connection.execute(unlock, {"key": self.KEY})
+                self._connection.execute(unlock, {"key": self.key})
             self._connection.close()
             self._connection = None
 
@@ -237,9 +243,9 @@ class AdvisoryLock(SchedulerLock):
             " AND l.granted AND ((l.classid::bigint << 32) | l.objid::bigint) = :key"
         )
         with self.engine.connect() as connection:
-            row = connection.execute(query, {"key": self.KEY}).first()
+            row = connection.execute(query, {"key": self.key}).first()
         where = f"server pid {row.pid} from {row.client_addr or 'local'}" if row else "a session"
-        return f"{where} (PostgreSQL advisory lock {self.KEY})"
+        return f"{where} (PostgreSQL advisory lock {self.key})"
 
 
 class NoLock(SchedulerLock):
