@@ -24,11 +24,11 @@ from apscheduler.triggers.cron import CronTrigger
 from click.testing import CliRunner
 
 from syndicate.cli import JsonLines, main
-from syndicate.config import Config, DigestJob, parse_config
+from syndicate.config import Config, DigestJob, load_config, parse_config
 from syndicate.errors import ConfigError, SchedulerBusyError
 from syndicate.scheduler import Jobs, Report, Scheduler, job_specs, scheduler_lock
-from syndicate.store import create_engine
-from tests.conftest import ROOT
+from syndicate.store import create_engine, open_store
+from tests.conftest import ARTICLES, ROOT
 
 AMSTERDAM = ZoneInfo("Europe/Amsterdam")
 
@@ -518,3 +518,60 @@ def test_sigterm_during_a_stuck_send_exits_0_in_bound_and_the_rerun_completes_it
     again = Recorder()
     Scheduler(config, again.jobs).run_once()
     assert again.count("daily") == 0
+
+
+# -- the whole process: scheduler, delivery ledger, a real SMTP server ---------------------
+
+
+def test_sigterm_mid_send_then_a_rerun_delivers_everyone_exactly_once(
+    tmp_path: Path, database_url: str, smtp_server: tuple[Any, int]
+) -> None:
+    inbox, port = smtp_server
+    readers = [f"reader{n}@example.com" for n in range(6)]
+    inbox.script[("data", readers[2])] = ["HOLD"]  # accepted, but the 250 is kept back
+    now = datetime.now(UTC)
+    at = (now - timedelta(hours=1)).astimezone(AMSTERDAM)
+    path = tmp_path / "config.toml"
+    path.write_text(
+        f'[site]\narticles = "{ARTICLES}"\nbase_url = "https://news.example.org"\n'
+        f'[state]\ndatabase = "{database_url}"\n'
+        f'[email]\nsender = "News <digest@news.example.org>"\n'
+        f'[smtp]\nurl = "smtp://127.0.0.1:{port}"\npool_size = 1\nretry_backoff = 0\n'
+        f"[schedule]\nstop_timeout_seconds = 0.5\n"
+        f'[[schedule.digests]]\nname = "daily"\nday_of_week = "*"\n'
+        f"hour = {at.hour}\nminute = {at.minute}\n",
+        encoding="utf-8",
+    )
+    config = load_config(path, env={})
+    store = open_store(config.database_url)
+    for email in readers:
+        store.add_subscriber(email, "en", ["cost"], status="active", consent_source="t", now=now)
+    store.close()
+    # the daily send fell due an hour ago, while the process was down
+    Scheduler(config, Recorder().jobs, clock=clock(now - timedelta(hours=2))).run_once()
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SYNDICATE_")}
+    command = [sys.executable, "-m", "syndicate", "run", "--config", str(path)]
+    with (tmp_path / "run.log").open("w") as log:
+        process = subprocess.Popen(command, cwd=tmp_path, env=env, stderr=log)
+    try:
+        assert inbox.holding.wait(60), (tmp_path / "run.log").read_text()
+        signalled = time.monotonic()
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=30) == 0
+        assert time.monotonic() - signalled < 10
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert "digest:daily unfinished" in (tmp_path / "run.log").read_text()
+    assert sum(inbox.counts().values()) < len(readers)  # the send really was cut short
+    inbox.release.set()
+
+    rerun = subprocess.run(
+        [*command, "--once"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert "job digest:daily was interrupted; running it again now" in rerun.stderr
+    assert inbox.counts() == dict.fromkeys(readers, 1)
+    # the held reader's message arrived but its 250 never did: uncertain, so never resent
+    assert rerun.returncode == 1 and "uncertain=1" in rerun.stderr
