@@ -14,13 +14,16 @@ from __future__ import annotations
 
 import hashlib
 import math
+import multiprocessing
+import os
 import re
 import sys
 import unicodedata
 from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from datetime import date
-from functools import cache
+from functools import cache, lru_cache
 from pathlib import Path
 from typing import NamedTuple
 
@@ -77,11 +80,13 @@ class Paragraph(NamedTuple):
     rows: tuple[str, ...]
 
 
+@lru_cache(maxsize=8192)
 def _fold(text: str) -> str:
     """Case- and space-insensitive form for comparing labels and headings."""
     return " ".join(text.casefold().split())
 
 
+@lru_cache(maxsize=8192)
 def _bare_label(text: str) -> str:
     """A label as compared: no bullet, emphasis, trailing colon or "(158 characters)" note."""
     if "(" in text:
@@ -461,6 +466,11 @@ def _bullet_marker(text: str) -> str | None:
     return None
 
 
+@cache
+def _bullet_split(marker: str) -> re.Pattern[str]:
+    return re.compile(rf"\s+{re.escape(marker)}\s+")
+
+
 def _bullets(first: str, rows: Sequence[str]) -> list[str]:
     """Bullets written inline (": - a - b") or one a line ("- a"); hyphens in words never split."""
     texts = [t for t in (first.strip(), *rows) if t]
@@ -476,7 +486,7 @@ def _bullets(first: str, rows: Sequence[str]) -> list[str]:
     marker = _bullet_marker(joined)
     if marker is None:
         return [joined] if joined else []
-    pieces = re.split(rf"\s+{re.escape(marker)}\s+", " " + joined)
+    pieces = _bullet_split(marker).split(" " + joined)
     return [p.strip() for p in pieces if p.strip()]
 
 
@@ -652,9 +662,12 @@ def content_digest(lang: str, paras: list[Paragraph]) -> str:
 # ---------------------------------------------------------------------------------------------
 
 
+_Read = tuple[Article | None, list[Diagnostic]]
+
+
 def parse_article(
     data: bytes, source: str, profiles: Mapping[str, LanguageProfile], *, body: bool = True
-) -> tuple[Article | None, list[Diagnostic]]:
+) -> _Read:
     """Parse one file's bytes. Returns the article (None if unusable) and its diagnostics.
 
     Never raises on bad input: every problem is a diagnostic. With ``body=False`` the body
@@ -835,28 +848,77 @@ def article_files(folder: Path) -> list[Path]:
     )
 
 
+PARALLEL_FROM = 2000
+"""Summary reads of sets this large use one worker process per core. Full bodies are not
+worth it: sending them back between processes costs about what parsing them does."""
+
+
+def _read_file(path: Path, profiles: Mapping[str, LanguageProfile], body: bool) -> _Read:
+    source = str(path)
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        return None, [Diagnostic(source, None, Severity.ERROR, f"cannot read: {exc.strerror}")]
+    return parse_article(data, source, profiles, body=body)
+
+
+_worker: tuple[Mapping[str, LanguageProfile], bool] | None = None
+
+
+def _start_worker(profiles: Mapping[str, LanguageProfile], body: bool) -> None:
+    global _worker
+    _worker = (profiles, body)
+
+
+def _read_in_worker(path: Path) -> _Read:
+    assert _worker is not None
+    return _read_file(path, *_worker)
+
+
+def _parse_all(
+    files: list[Path], profiles: Mapping[str, LanguageProfile], body: bool, workers: int | None
+) -> Iterator[_Read]:
+    """Parse every file, in order; large summary reads in one process per core."""
+    if workers is None:
+        large = not body and len(files) >= PARALLEL_FROM
+        workers = min(os.cpu_count() or 1, 8) if large else 1
+    if workers < 2:
+        return (_read_file(path, profiles, body) for path in files)
+    # Load the language model before forking: the workers share its memory, and none of them
+    # imports anything while another thread of this process might hold the import lock.
+    _model(tuple(sorted(profiles)))
+    methods = multiprocessing.get_all_start_methods()
+    context = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
+    pool = ProcessPoolExecutor(
+        workers, mp_context=context, initializer=_start_worker, initargs=(profiles, body)
+    )
+    chunk = max(64, len(files) // (workers * 8))
+
+    def results() -> Iterator[_Read]:
+        with pool:
+            yield from pool.map(_read_in_worker, files, chunksize=chunk)
+
+    return results()
+
+
 def read_articles(
-    folder: Path, profiles: Mapping[str, LanguageProfile], *, bodies: bool = True
+    folder: Path,
+    profiles: Mapping[str, LanguageProfile],
+    *,
+    bodies: bool = True,
+    workers: int | None = None,
 ) -> ArticleSet:
     """Read every file of the article set; bad files become diagnostics, the rest articles.
 
     Two files with the same language and slug: the first (by path) wins, the second is an error.
+    ``workers``: processes to parse in (default: one per core for large sets, else none).
     """
     if not folder.is_dir():
         problem = Diagnostic(str(folder), None, Severity.ERROR, "article folder not found")
         return ArticleSet((), (problem,))
     articles: dict[tuple[str, str], Article] = {}
     problems: list[Diagnostic] = []
-    for path in article_files(folder):
-        source = str(path)
-        try:
-            data = path.read_bytes()
-        except OSError as exc:
-            problems.append(
-                Diagnostic(source, None, Severity.ERROR, f"cannot read: {exc.strerror}")
-            )
-            continue
-        article, found = parse_article(data, source, profiles, body=bodies)
+    for article, found in _parse_all(article_files(folder), profiles, bodies, workers):
         problems.extend(found)
         if article is None:
             continue
@@ -864,7 +926,7 @@ def read_articles(
         if first is not None:
             problems.append(
                 Diagnostic(
-                    source,
+                    article.source,
                     1,
                     Severity.ERROR,
                     f"duplicate article: {first.source} already has language "
