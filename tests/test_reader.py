@@ -276,22 +276,6 @@ def test_duplicate_language_and_slug_and_bad_files_are_skipped(
     assert found.has_errors
 
 
-@pytest.mark.parametrize("bodies", [True, False])
-def test_worker_processes_read_exactly_what_one_process_reads(
-    config: Config, articles_dir: Path, bodies: bool
-) -> None:
-    shutil.copy(SEEDS["en"], articles_dir / "zz-copy.txt")
-    (articles_dir / "broken.txt").write_bytes(b"\xfe\xff")
-    for number in range(40):
-        text = seed("de").replace("competition", f"competition-{number}")
-        (articles_dir / f"de-{number:02d}.txt").write_text(text, "utf-8")
-    alone = read_articles(articles_dir, config.profiles, bodies=bodies, workers=1)
-    shared = read_articles(articles_dir, config.profiles, bodies=bodies, workers=2)
-    assert len(alone) == 43
-    assert shared.articles == alone.articles
-    assert shared.problems == alone.problems
-
-
 def test_missing_folder_is_one_error(config: Config, tmp_path: Path) -> None:
     found = read_articles(tmp_path / "nope", config.profiles)
     assert len(found) == 0

@@ -14,13 +14,10 @@ from __future__ import annotations
 
 import hashlib
 import math
-import multiprocessing
-import os
 import re
 import sys
 import unicodedata
 from collections.abc import Iterator, Mapping, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from datetime import date
 from functools import cache, lru_cache
@@ -848,11 +845,6 @@ def article_files(folder: Path) -> list[Path]:
     )
 
 
-PARALLEL_FROM = 2000
-"""Summary reads of sets this large use one worker process per core. Full bodies are not
-worth it: sending them back between processes costs about what parsing them does."""
-
-
 def _read_file(path: Path, profiles: Mapping[str, LanguageProfile], body: bool) -> _Read:
     source = str(path)
     try:
@@ -862,63 +854,20 @@ def _read_file(path: Path, profiles: Mapping[str, LanguageProfile], body: bool) 
     return parse_article(data, source, profiles, body=body)
 
 
-_worker: tuple[Mapping[str, LanguageProfile], bool] | None = None
-
-
-def _start_worker(profiles: Mapping[str, LanguageProfile], body: bool) -> None:
-    global _worker
-    _worker = (profiles, body)
-
-
-def _read_in_worker(path: Path) -> _Read:
-    assert _worker is not None
-    return _read_file(path, *_worker)
-
-
-def _parse_all(
-    files: list[Path], profiles: Mapping[str, LanguageProfile], body: bool, workers: int | None
-) -> Iterator[_Read]:
-    """Parse every file, in order; large summary reads in one process per core."""
-    if workers is None:
-        large = not body and len(files) >= PARALLEL_FROM
-        workers = min(os.cpu_count() or 1, 8) if large else 1
-    if workers < 2:
-        return (_read_file(path, profiles, body) for path in files)
-    # Load the language model before forking: the workers share its memory, and none of them
-    # imports anything while another thread of this process might hold the import lock.
-    _model(tuple(sorted(profiles)))
-    methods = multiprocessing.get_all_start_methods()
-    context = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
-    pool = ProcessPoolExecutor(
-        workers, mp_context=context, initializer=_start_worker, initargs=(profiles, body)
-    )
-    chunk = max(64, len(files) // (workers * 8))
-
-    def results() -> Iterator[_Read]:
-        with pool:
-            yield from pool.map(_read_in_worker, files, chunksize=chunk)
-
-    return results()
-
-
 def read_articles(
-    folder: Path,
-    profiles: Mapping[str, LanguageProfile],
-    *,
-    bodies: bool = True,
-    workers: int | None = None,
+    folder: Path, profiles: Mapping[str, LanguageProfile], *, bodies: bool = True
 ) -> ArticleSet:
     """Read every file of the article set; bad files become diagnostics, the rest articles.
 
     Two files with the same language and slug: the first (by path) wins, the second is an error.
-    ``workers``: processes to parse in (default: one per core for large sets, else none).
     """
     if not folder.is_dir():
         problem = Diagnostic(str(folder), None, Severity.ERROR, "article folder not found")
         return ArticleSet((), (problem,))
     articles: dict[tuple[str, str], Article] = {}
     problems: list[Diagnostic] = []
-    for article, found in _parse_all(article_files(folder), profiles, bodies, workers):
+    for path in article_files(folder):
+        article, found = _read_file(path, profiles, bodies)
         problems.extend(found)
         if article is None:
             continue
