@@ -82,7 +82,7 @@ def test_digest_command_writes_html_text_and_a_complete_message(
     assert msg["Message-ID"].startswith("<preview.nl-cost+strategy.")
     assert msg["Date"] and msg["MIME-Version"] == "1.0"
     assert msg["List-Id"] == "<digest.news.example.org>"
-    unsubscribe = "https://news.example.org/unsubscribe?token=PREVIEW-ONLY-NOT-A-READER-TOKEN"
+    unsubscribe = "https://news.example.org/u/PREVIEW-ONLY-NOT-A-READER-TOKEN"
     assert " ".join(msg["List-Unsubscribe"].split()) == (
         f"<{unsubscribe}>, <mailto:unsubscribe@news.example.org>"
     )

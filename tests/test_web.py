@@ -21,9 +21,8 @@ import pytest
 from aiosmtpd.controller import Controller
 from starlette.testclient import TestClient
 
-from syndicate.cli import mail_transport
 from syndicate.config import Config, parse_config
-from syndicate.pipeline import build_feeds
+from syndicate.pipeline import build_feeds, message_sender
 from syndicate.reader import read_articles
 from syndicate.store import Store, open_store
 from syndicate.tokens import (
@@ -627,7 +626,7 @@ def test_a_missing_secret_is_generated_once_and_kept(tmp_path):
     assert secret_key(configured) == b"k"
 
 
-# -- the serve command's mail transport -----------------------------------------------------
+# -- single messages (confirmations) through the configured mailer ------------------------
 
 
 def test_confirmation_mail_goes_to_the_configured_smtp_server(tmp_path, smtp, clock):
@@ -638,7 +637,7 @@ def test_confirmation_mail_goes_to_the_configured_smtp_server(tmp_path, smtp, cl
     message = EmailMessage()
     message["To"], message["Subject"] = "a@example.org", "hello"
     message.set_content("body")
-    mail_transport(config)(message)
+    message_sender(config)(message)
     assert [m["Subject"] for m in inbox.messages] == ["hello"]
 
 
@@ -647,6 +646,6 @@ def test_without_smtp_the_mail_lands_in_the_outbox_maildir(tmp_path):
     message = EmailMessage()
     message["To"], message["Subject"] = "a@example.org", "hello"
     message.set_content("body")
-    mail_transport(config)(message)
+    message_sender(config)(message)
     [stored] = list((tmp_path / "outbox" / "maildir" / "new").iterdir())
     assert b"Subject: hello" in stored.read_bytes()

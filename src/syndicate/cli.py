@@ -9,24 +9,20 @@ import contextlib
 import functools
 import json
 import logging
-import mailbox
 import os
 import signal
-import smtplib
 import sys
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
-from email.message import EmailMessage
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import unquote, urlsplit
 
 import click
 
 from .config import Config, DigestJob, load_config
 from .errors import SyndicateError
 from .model import ArticleSet, Severity
-from .pipeline import FeedReport, build_feeds, write_digest, write_previews
+from .pipeline import FeedReport, build_feeds, message_sender, write_digest, write_previews
 from .reader import read_articles
 from .render import catalog_problems
 
@@ -402,34 +398,6 @@ def print_feed_report(report: FeedReport, *, problems: bool = True) -> None:
         click.echo(f"articles dated later are held back; the next is due {report.next_due}")
 
 
-def mail_transport(config: Config) -> Callable[[EmailMessage], None]:
-    """One message at a time: to smtp.url when set, else into the outbox's Maildir."""
-    if not config.smtp.url:
-        config.path(config.email.outbox).mkdir(parents=True, exist_ok=True)
-        maildir = mailbox.Maildir(config.path(config.email.outbox) / "maildir")
-
-        def keep(message: EmailMessage) -> None:
-            maildir.add(message)
-
-        return keep
-    url = urlsplit(config.smtp.url)
-    user = unquote(url.username) if url.username else config.smtp.username
-    secret = config.smtp.password.get_secret_value() if config.smtp.password else None
-    password = unquote(url.password) if url.password else secret
-
-    def send(message: EmailMessage) -> None:
-        kind = smtplib.SMTP_SSL if url.scheme == "smtps" else smtplib.SMTP
-        default_port = 465 if url.scheme == "smtps" else 587 if "starttls" in url.scheme else 25
-        with kind(url.hostname or "localhost", url.port or default_port, timeout=30) as smtp:
-            if url.scheme == "smtp+starttls":
-                smtp.starttls()
-            if user and password:
-                smtp.login(user, password)
-            smtp.send_message(message)
-
-    return send
-
-
 @main.command()
 @with_config
 @articles_option
@@ -447,7 +415,7 @@ def serve(config: Config, articles: Path | None, host: str | None, port: int | N
     app = create_app(
         config,
         store=open_store(config.database_url),
-        mailer=mail_transport(config),
+        mailer=message_sender(config),
         articles=watch_articles(folder, config),
         secret=secret_key(config),
         now=lambda: datetime.now(UTC),

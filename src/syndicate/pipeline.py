@@ -12,9 +12,11 @@ import json
 import os
 import tempfile
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime
+from email.message import EmailMessage
+from email.policy import SMTP
 from email.utils import parseaddr
 from pathlib import Path
 
@@ -264,19 +266,19 @@ PREVIEW_TOKEN = "PREVIEW-ONLY-NOT-A-READER-TOKEN"
 """Stands in for a reader's token in previews, so no preview link acts on a real reader."""
 
 
-def preview_links(config: Config, key: str) -> dict[str, str]:
-    """Reader links for a preview: the real routes, with a token that is plainly not real."""
-    base = config.site.base_url
+def preview_links(config: Config, lang: str) -> dict[str, str]:
+    """Reader links for a preview: the real routes, with a token that is plainly not real
+    (the web side answers it like any forged token), and the language's archive to view."""
     return {
-        "unsubscribe_url": f"{base}/unsubscribe?token={PREVIEW_TOKEN}",
-        "preferences_url": f"{base}/preferences?token={PREVIEW_TOKEN}",
-        "view_url": f"{base}/digest/{key}?token={PREVIEW_TOKEN}",
+        "unsubscribe_url": link(config, UNSUBSCRIBE, PREVIEW_TOKEN),
+        "preferences_url": link(config, PREFERENCES, PREVIEW_TOKEN),
+        "view_url": f"{config.site.base_url}/archive/{lang}/",
     }
 
 
 def preview_files(rendered: RenderedDigest, config: Config, *, now: datetime) -> dict[str, bytes]:
     """The .html, .txt and .eml of one variant, addressed to the configured preview reader."""
-    links = preview_links(config, rendered.key)
+    links = preview_links(config, rendered.lang)
     personal = rendered.personalise(**links)
     domain = parseaddr(config.email.sender)[1].rpartition("@")[2] or "localhost"
     message = compose_message(
@@ -384,6 +386,25 @@ def open_mailer(config: Config) -> Mailer:
             smtp.url, username=smtp.username, password=password, timeout=smtp.timeout
         )
     return MaildirMailer(config.path(config.email.outbox) / "maildir")
+
+
+def message_sender(config: Config) -> Callable[[EmailMessage], None]:
+    """Send single messages (the web side's confirmations) through the configured mailer,
+    signed like the digests."""
+    mailer, signer = open_mailer(config), dkim_signer(config)
+    sender = envelope_sender(config.email.sender)
+
+    def send(message: EmailMessage) -> None:
+        data = message.as_bytes(policy=SMTP)
+        if signer is not None:
+            data = signer.sign(data)
+        transport = mailer.open()
+        try:
+            transport.send(sender, message["To"], data)
+        finally:
+            transport.close()
+
+    return send
 
 
 def dkim_signer(config: Config) -> DkimSigner | None:

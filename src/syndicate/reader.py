@@ -20,7 +20,7 @@ import unicodedata
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date
-from functools import cache
+from functools import cache, lru_cache
 from pathlib import Path
 from typing import NamedTuple
 
@@ -77,11 +77,13 @@ class Paragraph(NamedTuple):
     rows: tuple[str, ...]
 
 
+@lru_cache(maxsize=8192)
 def _fold(text: str) -> str:
     """Case- and space-insensitive form for comparing labels and headings."""
     return " ".join(text.casefold().split())
 
 
+@lru_cache(maxsize=8192)
 def _bare_label(text: str) -> str:
     """A label as compared: no bullet, emphasis, trailing colon or "(158 characters)" note."""
     if "(" in text:
@@ -461,6 +463,11 @@ def _bullet_marker(text: str) -> str | None:
     return None
 
 
+@cache
+def _bullet_split(marker: str) -> re.Pattern[str]:
+    return re.compile(rf"\s+{re.escape(marker)}\s+")
+
+
 def _bullets(first: str, rows: Sequence[str]) -> list[str]:
     """Bullets written inline (": - a - b") or one a line ("- a"); hyphens in words never split."""
     texts = [t for t in (first.strip(), *rows) if t]
@@ -476,7 +483,7 @@ def _bullets(first: str, rows: Sequence[str]) -> list[str]:
     marker = _bullet_marker(joined)
     if marker is None:
         return [joined] if joined else []
-    pieces = re.split(rf"\s+{re.escape(marker)}\s+", " " + joined)
+    pieces = _bullet_split(marker).split(" " + joined)
     return [p.strip() for p in pieces if p.strip()]
 
 
@@ -652,9 +659,12 @@ def content_digest(lang: str, paras: list[Paragraph]) -> str:
 # ---------------------------------------------------------------------------------------------
 
 
+_Read = tuple[Article | None, list[Diagnostic]]
+
+
 def parse_article(
     data: bytes, source: str, profiles: Mapping[str, LanguageProfile], *, body: bool = True
-) -> tuple[Article | None, list[Diagnostic]]:
+) -> _Read:
     """Parse one file's bytes. Returns the article (None if unusable) and its diagnostics.
 
     Never raises on bad input: every problem is a diagnostic. With ``body=False`` the body
@@ -835,6 +845,15 @@ def article_files(folder: Path) -> list[Path]:
     )
 
 
+def _read_file(path: Path, profiles: Mapping[str, LanguageProfile], body: bool) -> _Read:
+    source = str(path)
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        return None, [Diagnostic(source, None, Severity.ERROR, f"cannot read: {exc.strerror}")]
+    return parse_article(data, source, profiles, body=body)
+
+
 def read_articles(
     folder: Path, profiles: Mapping[str, LanguageProfile], *, bodies: bool = True
 ) -> ArticleSet:
@@ -848,15 +867,7 @@ def read_articles(
     articles: dict[tuple[str, str], Article] = {}
     problems: list[Diagnostic] = []
     for path in article_files(folder):
-        source = str(path)
-        try:
-            data = path.read_bytes()
-        except OSError as exc:
-            problems.append(
-                Diagnostic(source, None, Severity.ERROR, f"cannot read: {exc.strerror}")
-            )
-            continue
-        article, found = parse_article(data, source, profiles, body=bodies)
+        article, found = _read_file(path, profiles, bodies)
         problems.extend(found)
         if article is None:
             continue
@@ -864,7 +875,7 @@ def read_articles(
         if first is not None:
             problems.append(
                 Diagnostic(
-                    source,
+                    article.source,
                     1,
                     Severity.ERROR,
                     f"duplicate article: {first.source} already has language "
