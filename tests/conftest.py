@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -20,11 +22,39 @@ SCHEMAS = Path(__file__).resolve().parent / "schemas"
 pytest_plugins = ["tests.mailserver", "tests.databases"]
 
 
+ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
+"""Screenshots and other files a person may want to look at after a run (git-ignored)."""
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+
+
 def missing_real_part(reason: str) -> None:
     """Skip on a developer machine; fail under CI, where every real part must be present."""
     if os.environ.get("SYNDICATE_REQUIRE_REAL"):
         pytest.fail(f"required real part missing: {reason}")
     pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[Any]:
+    """Debian's Chromium, driven by Playwright (never a browser Playwright downloads)."""
+    if not CHROMIUM.exists():
+        missing_real_part(f"no Chromium at {CHROMIUM} (apt-get install chromium)")
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        missing_real_part("the playwright package is not installed")
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        yield launched
+        launched.close()
 
 
 @pytest.fixture

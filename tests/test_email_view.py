@@ -3,7 +3,6 @@ widths, light and dark mode. Screenshots go to tests/artifacts/email/ for review
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -13,18 +12,10 @@ from syndicate.config import Config, parse_config
 from syndicate.digest import select_digest
 from syndicate.reader import read_articles
 from syndicate.render import render_digest
-from tests.conftest import ARTICLES, missing_real_part
+from tests.conftest import ARTICLES
+from tests.conftest import ARTIFACTS as ARTIFACTS_ROOT
 
-CHROMIUM = Path("/usr/bin/chromium")
-ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
-ARTIFACTS = Path(__file__).resolve().parent / "artifacts" / "email"
+ARTIFACTS = ARTIFACTS_ROOT / "email"
 LINKS = {
     "unsubscribe_url": "https://news.example.org/unsubscribe?token=abc",
     "preferences_url": "https://news.example.org/preferences?token=abc",
@@ -61,20 +52,6 @@ CONTRAST_JS = """() => {
   }
   return {texts: found, page: lum(background(document.body))};
 }"""
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    if not CHROMIUM.exists():
-        missing_real_part(f"no Chromium at {CHROMIUM} (apt-get install chromium)")
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        missing_real_part("the playwright package is not installed")
-    with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
-        yield launched
-        launched.close()
 
 
 @pytest.fixture(scope="module")

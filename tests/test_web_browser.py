@@ -5,14 +5,13 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 import uvicorn
 
 from syndicate.tokens import UNSUBSCRIBE, link, make_token
 from syndicate.web import create_app
-from tests.conftest import missing_real_part
+from tests.conftest import ARTIFACTS
 from tests.test_web import (  # noqa: F401  (fixtures)
     SECRET,
     SLUG,
@@ -25,17 +24,6 @@ from tests.test_web import (  # noqa: F401  (fixtures)
     store,
     web_config,
 )
-
-CHROMIUM = Path("/usr/bin/chromium")
-ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
-ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 
 
 @pytest.fixture
@@ -67,52 +55,45 @@ def live(tmp_path, store, smtp, article_set, clock: Clock) -> Iterator[tuple]:  
     thread.join(timeout=15)
 
 
-def test_subscribe_confirm_and_unsubscribe_in_chromium(live):
-    if not CHROMIUM.exists():
-        missing_real_part(f"{CHROMIUM} is not installed")
-    from playwright.sync_api import expect, sync_playwright
+def test_subscribe_confirm_and_unsubscribe_in_chromium(live, browser):
+    from playwright.sync_api import expect
 
     config, db, inbox, now = live
     base = config.site.base_url
     ARTIFACTS.mkdir(exist_ok=True)
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
-        try:
-            for width in (375, 1280):
-                page = browser.new_page(viewport={"width": width, "height": 900})
-                for name, path in (("index", "/nl/"), ("article", f"/nl/{SLUG}/")):
-                    page.goto(base + path)
-                    fits = "document.documentElement.scrollWidth <= window.innerWidth"
-                    assert page.evaluate(fits), f"{path} overflows at {width} px"
-                    page.screenshot(path=ARTIFACTS / f"nl-{name}-{width}.png", full_page=True)
-                page.close()
+    for width in (375, 1280):
+        page = browser.new_page(viewport={"width": width, "height": 900})
+        for name, path in (("index", "/nl/"), ("article", f"/nl/{SLUG}/")):
+            page.goto(base + path)
+            fits = "document.documentElement.scrollWidth <= window.innerWidth"
+            assert page.evaluate(fits), f"{path} overflows at {width} px"
+            page.screenshot(path=ARTIFACTS / f"nl-{name}-{width}.png", full_page=True)
+        page.close()
 
-            page = browser.new_page(viewport={"width": 375, "height": 900})
-            page.goto(f"{base}/nl/")
-            page.fill("#email", "lezer@example.org")
-            page.check("input[name=audiences][value=cost]")
-            page.check("input[name=audiences][value=architects]")
-            page.get_by_role("button", name="Aanmelden").click()
-            expect(page.locator("h1")).to_have_text("Kijk in uw inbox")
-            reader = db.subscriber("lezer@example.org")
-            assert (reader.status, reader.audiences) == ("pending", ("architects", "cost"))
+    page = browser.new_page(viewport={"width": 375, "height": 900})
+    page.goto(f"{base}/nl/")
+    page.fill("#email", "lezer@example.org")
+    page.check("input[name=audiences][value=cost]")
+    page.check("input[name=audiences][value=architects]")
+    page.get_by_role("button", name="Aanmelden").click()
+    expect(page.locator("h1")).to_have_text("Kijk in uw inbox")
+    reader = db.subscriber("lezer@example.org")
+    assert (reader.status, reader.audiences) == ("pending", ("architects", "cost"))
 
-            [mail] = inbox.messages
-            assert mail["Subject"] == "Bevestig uw aanmelding bij Syndicate"
-            page.goto(inbox.link())
-            page.screenshot(path=ARTIFACTS / "nl-confirm-375.png", full_page=True)
-            page.get_by_role("button", name="Aanmelding bevestigen").click()
-            expect(page.locator("h1")).to_have_text("Aanmelding bevestigd")
-            assert db.subscriber_by_id(reader.id).status == "active"
+    [mail] = inbox.messages
+    assert mail["Subject"] == "Bevestig uw aanmelding bij Syndicate"
+    page.goto(inbox.link())
+    page.screenshot(path=ARTIFACTS / "nl-confirm-375.png", full_page=True)
+    page.get_by_role("button", name="Aanmelding bevestigen").click()
+    expect(page.locator("h1")).to_have_text("Aanmelding bevestigd")
+    assert db.subscriber_by_id(reader.id).status == "active"
 
-            # The link a digest carries in its footer and List-Unsubscribe header.
-            token = make_token(SECRET, UNSUBSCRIBE, reader.id, issued=now())
-            page.goto(link(config, UNSUBSCRIBE, token))
-            expect(page.locator("h1")).to_have_text("Afmelden")
-            assert db.subscriber_by_id(reader.id).status == "active"
-            page.screenshot(path=ARTIFACTS / "nl-unsubscribe-375.png", full_page=True)
-            page.get_by_role("button", name="Afmelden").click()
-            expect(page.locator("h1")).to_have_text("U bent afgemeld")
-            assert db.subscriber_by_id(reader.id).status == "unsubscribed"
-        finally:
-            browser.close()
+    # The link a digest carries in its footer and List-Unsubscribe header.
+    token = make_token(SECRET, UNSUBSCRIBE, reader.id, issued=now())
+    page.goto(link(config, UNSUBSCRIBE, token))
+    expect(page.locator("h1")).to_have_text("Afmelden")
+    assert db.subscriber_by_id(reader.id).status == "active"
+    page.screenshot(path=ARTIFACTS / "nl-unsubscribe-375.png", full_page=True)
+    page.get_by_role("button", name="Afmelden").click()
+    expect(page.locator("h1")).to_have_text("U bent afgemeld")
+    assert db.subscriber_by_id(reader.id).status == "unsubscribed"

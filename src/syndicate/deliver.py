@@ -298,15 +298,16 @@ def deliver(
     now: datetime,
     *,
     progress: Progress | None = None,
+    counts: DeliveryCounts | None = None,
 ) -> DeliveryCounts:
     """Send every pending delivery, each recorded right after the server's answer.
 
     Deliveries left in flight by a run that died are marked uncertain first, never resent.
-    ``progress`` hears the outcome of each delivery. Raises DeliveryError when the
-    server cannot be used at all (login refused, sender refused); rows not yet sent stay
-    pending.
+    ``progress`` hears the outcome of each delivery; ``counts`` (a new one by default)
+    adds them up. Raises DeliveryError when the server cannot be used at all (login
+    refused, sender refused); rows not yet sent stay pending.
     """
-    counts = DeliveryCounts()
+    counts = DeliveryCounts() if counts is None else counts
     lock = threading.Lock()
     stop = threading.Event()
     fatal: list[BaseException] = []

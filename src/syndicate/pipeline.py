@@ -24,6 +24,7 @@ from . import __version__, feeds
 from .compose import compose_message
 from .config import Config
 from .deliver import (
+    DeliveryCounts,
     MaildirMailer,
     Mailer,
     Progress,
@@ -359,20 +360,13 @@ def write_previews(
 
 
 @dataclass
-class SendReport:
+class SendReport(DeliveryCounts):
     """What a send did: issues recorded (or, in a dry run, that would be) and delivery counts."""
 
     issues: list[tuple[str, int]] = field(default_factory=list)
     """(variant key, readers) per new issue."""
-    sent: int = 0
-    failed: int = 0
-    uncertain: int = 0
-    skipped: int = 0
-    deferred: int = 0
-    """Temporary failures left pending for the next run."""
     pending: int = 0
     """Deliveries waiting (dry run only: nothing is sent)."""
-    failures: list[tuple[str, str]] = field(default_factory=list)
     problems: tuple[Diagnostic, ...] = ()
     """Article files that could not be read (the others were still used)."""
 
@@ -567,9 +561,7 @@ def send_digests(
         backoff=smtp.retry_backoff,
         max_bounces=smtp.max_bounces,
     )
-    counts = deliver(store, mailer, compose, options, now, progress=progress)
-    for name in ("sent", "failed", "uncertain", "skipped", "deferred", "failures"):
-        setattr(report, name, getattr(counts, name))
+    deliver(store, mailer, compose, options, now, progress=progress, counts=report)
     return report
 
 
