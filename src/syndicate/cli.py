@@ -166,15 +166,17 @@ def run(config: Config, articles: Path | None, once: bool, standby: bool, log_js
         previews = config.path(config.email.outbox) / "preview"
         written = write_previews(config, found, previews, now=now)
         click.echo(f"{len(written)} digest preview file(s) in {previews}", err=True)
-        add_sample_readers_once(config, now)
+        demo = add_sample_readers_once(config, now)
         ok = scheduler.run_once()  # the feed rebuild and the digests now due, under the lock
         click.echo(f"feeds in {config.path(config.feeds.out)}", err=True)
+        if demo:  # a first run with no mail server: show the whole path now, not when due
+            ok = send_now(config, now) == 0 and ok
     sys.exit(0 if ok else 1)
 
 
-def add_sample_readers_once(config: Config, now: datetime) -> None:
+def add_sample_readers_once(config: Config, now: datetime) -> int:
     """With no mail server and nobody subscribed, subscribe a few example.com readers, so the
-    whole path (issue, deliveries, Maildir) shows once a digest falls due."""
+    whole path (issue, deliveries, Maildir) shows; returns how many were added."""
     from .pipeline import add_sample_readers
     from .store import open_store
 
@@ -185,6 +187,7 @@ def add_sample_readers_once(config: Config, now: datetime) -> None:
         store.close()
     if added:
         click.echo(f"added {added} sample readers at example.com (no SMTP server set)", err=True)
+    return added
 
 
 def run_scheduler(
@@ -448,25 +451,16 @@ def send_now(
     langs: tuple[str, ...] = (),
     audiences: tuple[str, ...] = (),
     dry_run: bool = False,
-    sample_readers: bool = False,
 ) -> int:
-    """Issue and deliver the due digests with a progress bar and a summary; the exit status.
-
-    ``sample_readers``: on a first run with no mail server and nobody subscribed, add a few
-    example.com readers so the whole path shows in the outbox's Maildir.
-    """
+    """Issue and deliver the due digests with a progress bar and a summary; the exit status."""
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-    from .pipeline import add_sample_readers, open_mailer, send_digests
+    from .pipeline import open_mailer, send_digests
     from .store import open_store
 
     store = open_store(config.database_url)
     try:
-        if sample_readers and (added := add_sample_readers(config, store, now)):
-            click.echo(
-                f"added {added} sample readers at example.com (no SMTP server set)", err=True
-            )
         columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn())
         with Progress(*columns, console=Console(stderr=True), transient=True) as progress:
             report = send_digests(
