@@ -214,7 +214,12 @@ _FINISH = (
 
 
 def _audiences(value: Sequence[str]) -> str:
+    """Audience ids as stored: sorted, ';'-separated (the order never matters)."""
     return ";".join(sorted(set(value)))
+
+
+def _audience_ids(stored: str) -> tuple[str, ...]:
+    return tuple(a for a in stored.split(";") if a)
 
 
 def _subscriber(row: sa.Row) -> Subscriber:
@@ -222,7 +227,7 @@ def _subscriber(row: sa.Row) -> Subscriber:
         id=row.id,
         email=row.email,
         lang=row.lang,
-        audiences=tuple(a for a in row.audiences.split(";") if a),
+        audiences=_audience_ids(row.audiences),
         status=row.status,
         consent_source=row.consent_source,
         created_at=utc(row.created_at),
@@ -501,7 +506,7 @@ class Store:
             id=row.id,
             key=row.key,
             lang=row.lang,
-            audiences=tuple(a for a in row.audiences.split(";") if a),
+            audiences=_audience_ids(row.audiences),
             content_hash=row.content_hash,
             subject=row.subject,
             rendered=row.rendered,
