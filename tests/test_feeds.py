@@ -126,7 +126,7 @@ def test_rss_has_the_required_structure(archived: tuple[Config, Path]) -> None:
     for lang in config.site.languages:
         channel = etree.parse(str(out / f"{lang}.rss.xml")).getroot().find("channel")
         assert channel.findtext("title") == config.languages[lang].feed_title
-        assert channel.findtext("link") == f"{config.site.base_url}/"
+        assert channel.findtext("link") == f"{config.site.base_url}/{lang}/"
         assert channel.findtext("description")
         assert channel.findtext("language") == lang
         self_link = channel.find(f"{ATOM}link[@rel='self']")
@@ -155,7 +155,7 @@ def test_feedparser_sees_every_field(archived: tuple[Config, Path]) -> None:
             assert feed.subtitle == config.languages[lang].feed_subtitle
             assert feed.language == lang
             assert feed.updated_parsed is not None
-            assert feed.link == f"{config.site.base_url}/"
+            assert feed.link == f"{config.site.base_url}/{lang}/"
             if name.endswith(".atom.xml"):
                 assert feed.id == f"tag:127.0.0.1,2025-01-01:feeds/{lang}"
                 assert feed.author == "Syndicate editors"

@@ -317,7 +317,13 @@ def _feed_links(fg: FeedGenerator, config: Config, page: Page, mime: str) -> Non
     ):
         if href:
             fg.link(href=href, rel=rel, type=ATOM_MIME)
-    fg.link(href=f"{config.site.base_url}/", rel="alternate", type="text/html")
+    lang = fg.language()
+    fg.link(href=home_url(config, lang), rel="alternate", type="text/html", hreflang=lang)
+
+
+def home_url(config: Config, lang: str) -> str:
+    """The language's index page, which the web side serves."""
+    return f"{config.site.base_url}/{lang}/"
 
 
 def _title(config: Config, lang: str) -> str:
@@ -348,7 +354,7 @@ def json_document(config: Config, lang: str, entries: Sequence[Entry]) -> bytes:
     feed: dict = {
         "version": "https://jsonfeed.org/version/1.1",
         "title": _safe(title),
-        "home_page_url": f"{config.site.base_url}/",
+        "home_page_url": home_url(config, lang),
         "feed_url": feed_url(config, feed_names(lang)["json"]),
         "description": _safe(config.languages[lang].feed_subtitle or title),
         "language": lang,
