@@ -14,7 +14,15 @@ from hypothesis import strategies as st
 
 from syndicate.config import Config
 from syndicate.model import Article, Severity
-from syndicate.reader import paragraphs, parse_article, parse_date, read_articles, split_marks
+from syndicate.reader import (
+    _summary,
+    normalise,
+    paragraphs,
+    parse_article,
+    parse_date,
+    read_articles,
+    split_marks,
+)
 from tests.conftest import ARTICLES
 
 GOLDEN = Path(__file__).parent / "golden" / "articles"
@@ -542,3 +550,110 @@ def test_mutated_seeds_never_crash(config: Config, lang: str, edits: list) -> No
             lines[at : at + 2] = [lines[at] + lines[at + 1]]
     article, found = parse(config, "\n".join(lines))
     assert article is not None or any(d.severity is Severity.ERROR for d in found)
+
+
+# --- the summary reading agrees with the full one --------------------------------------------
+
+
+def assert_summary_agrees(config: Config, text: str) -> None:
+    """``body=False`` gives the full reading's article without blocks, and the same diagnostics
+    except those only the body gives (footnote marks)."""
+    full, full_found = parse(config, text)
+    light, light_found = parse(config, text, body=False)
+    expected = full if full is None else dataclasses.replace(full, blocks=())
+    assert light == expected
+    assert light_found == [d for d in full_found if not d.message.startswith("footnote mark")]
+
+
+@pytest.mark.parametrize("lang", sorted(SEEDS))
+def test_the_summary_reading_of_a_seed_skips_the_body(config: Config, lang: str) -> None:
+    """The seeds take the summary path (so the agreement tests below exercise it)."""
+    warnings: list[tuple[int, str]] = []
+    article = _summary(seed(lang), "a.txt", config.profiles, warnings)
+    assert article is not None and warnings == []
+    assert_summary_agrees(config, seed(lang))
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        SHORT,
+        SHORT.replace("Key Takeaways\n\n", ""),
+        SHORT[: SHORT.index("SEO Title")],
+        seed("en")
+        .replace("\n\n", "\n  \n \n", 9)
+        .replace("specifications", "specifications  \n   wrapped"),
+        seed("de").replace("\nReferences\n", "\n"),
+        seed("nl").replace("Belangrijkste conclusies", "Belangrijkste punten")
+        + "\n\nReferenties\n\n1. x\n",
+        seed("en").replace("\n\nThe performance case\n\n", "\n\nFor cost teams: a label\n\n"),
+        seed("en").replace("\n\nThe performance case\n\n", "\n\n  Key takeaways:  \n\n"),
+        seed("en").replace("\n\nThe performance case\n\n", "\n\nKEY\n   TAKEAWAYS\n\n"),
+        seed("en").replace("\n\nThe performance case\n\n", "\n\nReferences\n\n"),
+        seed("en").replace("Updated December 11, 2025", "Updated 31 Februari 2025"),
+        seed("de").replace("\n\n", "\r\n\r\n"),
+        "\n\n" + seed("de"),
+        seed("en") + "\n\n   \n",
+    ],
+)
+def test_the_summary_reading_agrees_on_variations(config: Config, text: str) -> None:
+    assert_summary_agrees(config, text)
+
+
+_SECTION_LINES = [
+    "Key takeaways",
+    "References",
+    "SEO Elements",
+    "For cost optimization teams: - a - b",
+    "For infrastructure architects:",
+    "1. Someone. https://example.com/x",
+    "Primary slug: another-slug",
+    "  ",
+    "",
+]
+
+
+@settings(
+    max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    lang=st.sampled_from(sorted(SEEDS)),
+    edits=st.lists(
+        st.tuples(
+            st.sampled_from(["delete", "duplicate", "insert", "section", "join", "pad", "wrap"]),
+            st.integers(min_value=0, max_value=200),
+            st.text(max_size=40),
+            st.sampled_from(_SECTION_LINES),
+        ),
+        max_size=8,
+    ),
+)
+def test_the_summary_reading_agrees_on_mutated_seeds(
+    config: Config, lang: str, edits: list
+) -> None:
+    lines = seed(lang).split("\n")
+    for action, at, text, section in edits:
+        at %= len(lines) or 1
+        if not lines:
+            break
+        if action == "delete":
+            del lines[at]
+        elif action == "duplicate":
+            lines.insert(at, lines[at])
+        elif action == "insert":
+            lines.insert(at, text)
+        elif action == "section":
+            lines[at:at] = ["", section, ""]
+        elif action == "pad":
+            lines[at] = f"{text[:2]} {lines[at]}\t"
+        elif action == "wrap" and " " in lines[at]:
+            lines[at] = lines[at].replace(" ", "\n", 1)
+        elif at + 1 < len(lines):
+            lines[at : at + 2] = [lines[at] + lines[at + 1]]
+    assert_summary_agrees(config, "\n".join(lines))
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=st.text(alphabet=st.sampled_from("ab: \t\n\u00a0\u2028x"), max_size=200))
+def test_normalise_joins_paragraphs_like_the_paragraph_split(text: str) -> None:
+    assert normalise(text) == "\n".join(p.text for p in paragraphs(text))
