@@ -555,6 +555,9 @@ def test_mutated_seeds_never_crash(config: Config, lang: str, edits: list) -> No
 # --- the summary reading agrees with the full one --------------------------------------------
 
 
+STRAY = "\nA line without a label.\n"
+
+
 def assert_summary_agrees(config: Config, text: str) -> None:
     """``body=False`` gives the full reading's article without blocks, and the same diagnostics
     except those only the body gives (footnote marks)."""
@@ -590,6 +593,10 @@ def test_the_summary_reading_of_a_seed_skips_the_body(config: Config, lang: str)
         seed("en").replace("\n\nThe performance case\n\n", "\n\n  Key takeaways:  \n\n"),
         seed("en").replace("\n\nThe performance case\n\n", "\n\nKEY\n   TAKEAWAYS\n\n"),
         seed("en").replace("\n\nThe performance case\n\n", "\n\nReferences\n\n"),
+        # Headings that only white space makes longer than a heading can be:
+        seed("en").replace("\nKey takeaways\n", "\n" + " " * 90 + "Key takeaways\n" + STRAY),
+        seed("en").replace("\nKey takeaways\n", "\nKey takeaways" + " " * 90 + "\n" + STRAY),
+        seed("en").replace("\nKey takeaways\n", "\nKey" + " " * 90 + "\ntakeaways\n" + STRAY),
         seed("en").replace("Updated December 11, 2025", "Updated 31 Februari 2025"),
         seed("de").replace("\n\n", "\r\n\r\n"),
         "\n\n" + seed("de"),
