@@ -51,6 +51,7 @@ _URL = re.compile(r"<?(https?://[^\s<>]+)>?")
 _SLUG = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
 # "December 2025 Update: ..." in any language: a short label holding a year, then a colon.
 _SUMMARY_LABEL = re.compile(r"[^:.!?]{0,60}\b\d{4}\b[^:.!?]{0,40}:\s")
+_SEO_ITEM = re.compile(r"(?:^|\s)[•·▪]\s*")
 _PARENS = re.compile(r"\s*\([^)]*\)")
 _HEADING_MAX = 120
 _LABEL_MAX = 80
@@ -581,7 +582,7 @@ def _finish_references(
 ) -> tuple[Reference, ...]:
     refs: dict[int, Reference] = {}
     for number, body, line in raw:
-        urls = list(_URL.finditer(body))
+        urls = list(_URL.finditer(body)) if "http" in body else []  # the scan is slow
         url = urls[-1][1].rstrip(".,;:)]'\"") if urls else None
         text = body
         if urls:
@@ -599,7 +600,9 @@ def _finish_references(
 def _seo_items(para: Paragraph) -> Iterator[tuple[str, str]]:
     """(label, value) pairs of the SEO tail, whether written as lines, bullets or inline lists."""
     for row in para.rows:
-        for item in re.split(r"(?:^|\s)[•·▪]\s*", row):
+        # The split scans every character: only where one of its markers is.
+        marked = "•" in row or "·" in row or "▪" in row
+        for item in _SEO_ITEM.split(row) if marked else (row,):
             label, sep, value = item.strip().lstrip(_BULLETS).partition(":")
             value = value.strip()
             if not sep:
@@ -938,22 +941,25 @@ def _summary(
         return None
     # In between, only find where the first section starts. A heading is at most _LABEL_MAX
     # characters and a label line has its colon in them: a longer paragraph of one plain line
-    # without an early colon is neither, and the rest are read as the full reading does.
+    # without an early colon is neither. A paragraph of one line without white space at its
+    # ends is its own text and row; the rest are split as the full reading splits them.
     for start, end in _spans(text, gaps[-1].end()):
-        if (
-            end - start > _LABEL_MAX
-            and text.find(":", start + 1, start + _LABEL_MAX) < 0
-            and text.find("\n", start, end) < 0
+        plain = (
+            text.find("\n", start, end) < 0
             and not text[start].isspace()
             and not text[end - 1].isspace()
-        ):
+        )
+        if plain and end - start > _LABEL_MAX and text.find(":", start + 1, start + _LABEL_MAX) < 0:
             continue
-        line = text.count("\n", 0, start) + 1
-        para = paragraphs(text[start:end], line)
+        if plain:
+            para = [Paragraph(text[start:end], 0, (text[start:end],))]
+        else:
+            para = paragraphs(text[start:end])
         if para and _section_start(para[0], m, True) is not None:
             break
     else:
         return None
+    line = text.count("\n", 0, start) + 1
     rest = paragraphs(text[start:], line)
     if _section_start(rest[0], m, True)[0] != "takeaways":
         return None
