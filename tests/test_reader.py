@@ -15,8 +15,6 @@ from hypothesis import strategies as st
 from syndicate.config import Config
 from syndicate.model import Article, Severity
 from syndicate.reader import (
-    _summary,
-    normalise,
     paragraphs,
     parse_article,
     parse_date,
@@ -568,15 +566,6 @@ def assert_summary_agrees(config: Config, text: str) -> None:
     assert light_found == [d for d in full_found if not d.message.startswith("footnote mark")]
 
 
-@pytest.mark.parametrize("lang", sorted(SEEDS))
-def test_the_summary_reading_of_a_seed_skips_the_body(config: Config, lang: str) -> None:
-    """The seeds take the summary path (so the agreement tests below exercise it)."""
-    warnings: list[tuple[int, str]] = []
-    article = _summary(seed(lang), "a.txt", config.profiles, warnings)
-    assert article is not None and warnings == []
-    assert_summary_agrees(config, seed(lang))
-
-
 @pytest.mark.parametrize(
     "text",
     [
@@ -658,9 +647,3 @@ def test_the_summary_reading_agrees_on_mutated_seeds(
         elif at + 1 < len(lines):
             lines[at : at + 2] = [lines[at] + lines[at + 1]]
     assert_summary_agrees(config, "\n".join(lines))
-
-
-@settings(max_examples=300, deadline=None)
-@given(text=st.text(alphabet=st.sampled_from("ab: \t\n\u00a0\u2028x"), max_size=200))
-def test_normalise_joins_paragraphs_like_the_paragraph_split(text: str) -> None:
-    assert normalise(text) == "\n".join(p.text for p in paragraphs(text))

@@ -143,12 +143,10 @@ def clean(text: str, warn: list[tuple[int, str]], data: bytes | None = None) -> 
     return unicodedata.normalize("NFC", text)
 
 
-def paragraphs(text: str, line: int = 1) -> list[Paragraph]:
-    """Split on blank lines; a paragraph keeps its stripped lines and their joined text.
-
-    ``line`` is the number of the text's first line (a tail of a file starts further down).
-    """
+def paragraphs(text: str) -> list[Paragraph]:
+    """Split on blank lines; a paragraph keeps its stripped lines and their joined text."""
     found: list[Paragraph] = []
+    line = 1
     pieces = _BLANK.split(text)  # text, gap, text, gap, ..., text
     for index in range(0, len(pieces), 2):
         chunk = pieces[index]
@@ -655,29 +653,10 @@ def slugify(text: str) -> str:
     return "-".join(re.findall(r"[a-z0-9]+", ascii_text.lower()))[:80].strip("-")
 
 
-def content_digest(lang: str, normalised: str) -> str:
-    """A hash of the text that ignores how it was wrapped and how many blank lines there were.
-
-    ``normalised`` is the paragraphs' texts, one a line (see ``normalise``).
-    """
-    return hashlib.sha256(f"{lang}\n{normalised}".encode()).hexdigest()[:32]
-
-
-_SPACE_NEWLINE = re.compile(r"\n(?<=[^\S\n]\n)")  # a line that ends in white space
-_PARA_GAP = re.compile(r"\n[^\S\n]*\n\s*")
-_LINE_GAP = re.compile(r"\n\s*")
-
-
-def normalise(text: str) -> str:
-    """``"\\n".join(p.text for p in paragraphs(text))``, in three C-speed passes when no line
-    ends in white space (the usual case, and patterns that start at a newline are fast).
-
-    A blank-line gap becomes one newline and a line break inside a paragraph one space. NUL
-    marks the gaps in between: ``clean`` has removed every control character from ``text``.
-    """
-    if _SPACE_NEWLINE.search(text):
-        return "\n".join(p.text for p in paragraphs(text))
-    return _LINE_GAP.sub(" ", _PARA_GAP.sub("\0", text.strip())).replace("\0", "\n")
+def content_digest(lang: str, paras: list[Paragraph]) -> str:
+    """A hash of the text that ignores how it was wrapped and how many blank lines there were."""
+    text = "\n".join(p.text for p in paras)
+    return hashlib.sha256(f"{lang}\n{text}".encode()).hexdigest()[:32]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -693,7 +672,7 @@ def parse_article(
 
     Never raises on bad input: every problem is a diagnostic. With ``body=False`` the body
     blocks are not kept (everything else is, diagnostics included), which is what summaries
-    and indexes need, at a fraction of the memory and time (see ``_summary``).
+    and indexes need, at a fraction of the memory.
     """
     warnings: list[tuple[int, str]] = []
 
@@ -706,36 +685,35 @@ def parse_article(
     if not profiles:
         return None, [Diagnostic(source, None, Severity.ERROR, "no language profiles configured")]
     try:
-        if data.startswith(b"\xef\xbb\xbf"):
-            data = data[3:]
-        text = clean(decode(data), warnings, data)
-        article = None
-        if not body:
-            known = len(warnings)
-            article = _summary(text, source, profiles, warnings)
-            del warnings[known if article is None else len(warnings) :]
-        if article is None:
-            article = _parse(text, source, profiles, body, warnings)
+        article = _parse(data, source, profiles, body, warnings)
     except ArticleProblem as problem:
         return None, report(problem)
     return article, report()
 
 
-class _Head(NamedTuple):
-    """What the first paragraphs say: language, date, summary, where the body starts."""
-
-    lang: str
-    markers: _Markers
-    updated: date
-    summary: Paragraph
-    body_start: int
-
-
-def _head(
-    paras: list[Paragraph], profiles: Mapping[str, LanguageProfile], warn: list[tuple[int, str]]
-) -> _Head:
+def _parse(
+    data: bytes,
+    source: str,
+    profiles: Mapping[str, LanguageProfile],
+    body: bool,
+    warn: list[tuple[int, str]],
+) -> Article:
+    if data.startswith(b"\xef\xbb\xbf"):
+        data = data[3:]
+    paras = paragraphs(clean(decode(data), warn, data))
+    if not paras:
+        raise ArticleProblem("empty file: no text to read")
+    all_date_words = sorted(
+        {w for p in profiles.values() for w in _markers(p).date_line}, key=len, reverse=True
+    )
+    paras = _split_head(paras, all_date_words)
+    if len(paras) < 3:
+        raise ArticleProblem(
+            "too short: expected a title, a date line and a summary paragraph", paras[-1].line
+        )
     lang = detect_language(paras, profiles, warn)
     m = _markers(profiles[lang])
+
     # The date line is the second paragraph (a subtitle may sit between it and the title).
     at = (
         2
@@ -760,48 +738,32 @@ def _head(
         )
     if len(paras) <= at + 1:
         raise ArticleProblem("too short: no summary paragraph after the date line", date_para.line)
-    summary = paras[at + 1]
+    summary_para = paras[at + 1]
     # Without a "<Month year> Update:" paragraph, the first body paragraph is also the summary.
-    body_start = at + 2 if _SUMMARY_LABEL.match(summary.text) else at + 1
-    return _Head(lang, m, updated, summary, body_start)
+    body_start = at + 2 if _SUMMARY_LABEL.match(summary_para.text) else at + 1
 
-
-def _section_start(para: Paragraph, m: _Markers, first: bool) -> tuple[str, int] | None:
-    """(kind, offset of its first content paragraph) if ``para`` opens a section, else None.
-
-    A heading opens its kind; before the ``first`` heading, an audience-label line opens the
-    takeaways (written without their heading).
-    """
-    kind = m.headings.get(_fold(para.text).rstrip(":")) if len(para.text) <= _LABEL_MAX else None
-    if kind is not None:
-        return kind, 1
-    if first and para.rows[0].find(":", 0, _LABEL_MAX) > 0:
-        head = _audience_label(para.rows[0], m)
-        if head is not None and head[0] is not None:
-            return "takeaways", 0
-    return None
-
-
-class _Tail(NamedTuple):
-    takeaways: tuple[Takeaways, ...]
-    references: tuple[Reference, ...]
-    seo: Seo
-
-
-def _tail(paras: list[Paragraph], first: int, m: _Markers, warn: list[tuple[int, str]]) -> _Tail:
-    """The sections from ``paras[first]`` on; each runs from its heading to the next."""
+    # Sections: each runs from its heading to the next; the body ends at the first of them.
+    # Takeaways without their heading start at the first audience-label line.
     starts: list[tuple[int, str, int]] = []  # (heading index, kind, first content index)
-    for index in range(first, len(paras)):
-        found = _section_start(paras[index], m, not starts)
-        if found is not None:
-            starts.append((index, found[0], index + found[1]))
+    for index in range(body_start, len(paras)):
+        para = paras[index]
+        kind = (
+            m.headings.get(_fold(para.text).rstrip(":")) if len(para.text) <= _LABEL_MAX else None
+        )
+        if kind is not None:
+            starts.append((index, kind, index + 1))
+        elif not starts and para.rows[0].find(":", 0, _LABEL_MAX) > 0:
+            head = _audience_label(para.rows[0], m)
+            if head is not None and head[0] is not None:
+                starts.append((index, "takeaways", index))
+    body_end = starts[0][0] if starts else len(paras)
     sections: dict[str, list[Paragraph]] = {}
-    for number, (index, kind, start) in enumerate(starts):
+    for number, (index, kind, first) in enumerate(starts):
         end = starts[number + 1][0] if number + 1 < len(starts) else len(paras)
         if kind in sections:
             warn.append((paras[index].line, f"second {kind} section ignored"))
             continue
-        sections[kind] = paras[start:end]
+        sections[kind] = paras[first:end]
 
     # Within the takeaways, a numbered list is the references and labelled SEO lines the tail.
     takeaway_paras = sections.get("takeaways", [])
@@ -823,183 +785,55 @@ def _tail(paras: list[Paragraph], first: int, m: _Markers, warn: list[tuple[int,
         if not takeaway_paras:
             heading = next(index for index, kind, _ in starts if kind == "takeaways")
             warn.append((paras[heading].line, "key-takeaways section is empty"))
-    else:  # the paragraph before ``first`` is the body's last
+    else:
         warn.append(
-            (paras[first - 1].line, "no key-takeaways section: the article goes to feeds only")
+            (paras[body_end - 1].line, "no key-takeaways section: the article goes to feeds only")
         )
 
     references: tuple[Reference, ...] = ()
-    after: list[Paragraph] = []
+    tail: list[Paragraph] = []
     if "references" in sections:
         listed = sections["references"]
         references, count = _references(listed, warn)
-        after = listed[count:]
-    seo = _seo(after + sections.get("seo", []), m, warn)
-    return _Tail(takeaways, references, seo)
-
-
-def _parse(
-    text: str,
-    source: str,
-    profiles: Mapping[str, LanguageProfile],
-    body: bool,
-    warn: list[tuple[int, str]],
-) -> Article:
-    """The full reading: every paragraph of the file, the body blocks when ``body``."""
-    paras = paragraphs(text)
-    if not paras:
-        raise ArticleProblem("empty file: no text to read")
-    all_date_words = sorted(
-        {w for p in profiles.values() for w in _markers(p).date_line}, key=len, reverse=True
-    )
-    paras = _split_head(paras, all_date_words)
-    if len(paras) < 3:
-        raise ArticleProblem(
-            "too short: expected a title, a date line and a summary paragraph", paras[-1].line
-        )
-    head = _head(paras, profiles, warn)
-    m = head.markers
-    # The body ends where the first section starts.
-    body_end = next(
-        (
-            index
-            for index in range(head.body_start, len(paras))
-            if _section_start(paras[index], m, True) is not None
-        ),
-        len(paras),
-    )
-    tail = _tail(paras, body_end, m, warn)
+        tail = listed[count:]
+    seo = _seo(tail + sections.get("seo", []), m, warn)
 
     # The body, and the checks only it needs, only when asked for: summaries skip both.
-    numbers = frozenset(r.number for r in tail.references)
+    numbers = frozenset(r.number for r in references)
     blocks: list[Block] = []
-    for para in paras[head.body_start : body_end] if body else ():
+    for para in paras[body_start:body_end] if body else ():
         parts = split_marks(para.text)
         for note in parts:
             if isinstance(note, int) and note not in numbers:
                 warn.append((para.line, f"footnote mark {note} has no reference"))
         kind = "heading" if _is_heading(para) else "paragraph"
         blocks.append(Block(kind, parts, para.line))
-    digest = content_digest(head.lang, "\n".join(p.text for p in paras))
-    return _article(source, paras[0], head, tail, tuple(blocks), digest, warn)
 
-
-_HEAD_PARAS = 6
-"""Paragraphs the summary reading splits at the start: title, date line, summary and more."""
-
-
-def _spans(text: str, pos: int) -> Iterator[tuple[int, int]]:
-    """(start, end) of each paragraph from ``pos``, the first character after a gap, on."""
-    for gap in _BLANK.finditer(text, pos):
-        yield pos, gap.start()
-        pos = gap.end()
-    yield pos, len(text)
-
-
-def _summary(
-    text: str, source: str, profiles: Mapping[str, LanguageProfile], warn: list[tuple[int, str]]
-) -> Article | None:
-    """The summary reading: the same article and diagnostics as ``_parse(..., body=False)``
-    without splitting the body into paragraphs, which is most of the file and the time.
-
-    Returns None when the file is not in the usual shape (the full reading then decides):
-    no clean head of title, date line and summary, no language decided by the date line,
-    or a body that does not end at a key-takeaways section.
-    """
-    if not text[:1].strip():
-        return None
-    gaps = []
-    for gap in _BLANK.finditer(text):
-        gaps.append(gap)
-        if len(gaps) == _HEAD_PARAS:
-            break
-    else:
-        return None
-    paras = paragraphs(text[: gaps[-1].start()])
-    if len(paras) != _HEAD_PARAS:
-        return None
-    date_words = sorted(
-        {w for p in profiles.values() for w in _markers(p).date_line}, key=len, reverse=True
-    )
-    dated = [
-        lang
-        for lang, profile in profiles.items()
-        if any(_starts_with(p.text, _markers(profile).date_line) for p in paras[1:3])
-    ]
-    if (
-        len(dated) != 1
-        or _split_head(paras, date_words) is not paras
-        or not any(len(p.text) > _LANGID_SAMPLE for p in paras[3:])
-    ):
-        return None
-    try:
-        head = _head(paras, profiles, warn)
-    except ArticleProblem:
-        return None
-    m = head.markers
-    if any(_section_start(p, m, True) for p in paras[head.body_start :]):
-        return None
-    # In between, only find where the first section starts. A heading is at most _LABEL_MAX
-    # characters and a label line has its colon in them: a longer paragraph of one plain line
-    # without an early colon is neither. A paragraph of one line without white space at its
-    # ends is its own text and row; the rest are split as the full reading splits them.
-    for start, end in _spans(text, gaps[-1].end()):
-        plain = (
-            text.find("\n", start, end) < 0
-            and not text[start].isspace()
-            and not text[end - 1].isspace()
-        )
-        if plain and end - start > _LABEL_MAX and text.find(":", start + 1, start + _LABEL_MAX) < 0:
-            continue
-        if plain:
-            para = [Paragraph(text[start:end], 0, (text[start:end],))]
-        else:
-            para = paragraphs(text[start:end])
-        if para and _section_start(para[0], m, True) is not None:
-            break
-    else:
-        return None
-    line = text.count("\n", 0, start) + 1
-    rest = paragraphs(text[start:], line)
-    if _section_start(rest[0], m, True)[0] != "takeaways":
-        return None
-    tail = _tail(rest, 0, m, warn)
-    digest = content_digest(head.lang, normalise(text))
-    return _article(source, paras[0], head, tail, (), digest, warn)
-
-
-def _article(
-    source: str,
-    title: Paragraph,
-    head: _Head,
-    tail: _Tail,
-    blocks: tuple[Block, ...],
-    digest: str,
-    warn: list[tuple[int, str]],
-) -> Article:
-    """The parts as one article; the slug from the SEO tail, else from the title."""
-    seo = tail.seo
+    digest = content_digest(lang, paras)
     slug = seo.primary_slug
     if slug is not None and not _SLUG.fullmatch(slug):
         warn.append((1, f"primary slug {slug!r} is not a URL slug; using {slugify(slug)!r}"))
         slug = slugify(slug)
     if not slug:
-        slug = slugify(seo.title or title.text) or f"article-{digest[:12]}"
-        warn.append((title.line, f"no primary slug in the SEO tail; using {slug!r} from the title"))
+        slug = slugify(seo.title or paras[0].text) or f"article-{digest[:12]}"
+        warn.append(
+            (paras[0].line, f"no primary slug in the SEO tail; using {slug!r} from the title")
+        )
     alt_slugs = tuple(dict.fromkeys(a if _SLUG.fullmatch(a) else slugify(a) for a in seo.alt_slugs))
     seo = Seo(
         seo.title, seo.description, seo.excerpt, seo.primary_slug, tuple(a for a in alt_slugs if a)
     )
+
     return Article(
         source=source,
-        lang=head.lang,
+        lang=lang,
         slug=slug,
-        title=strip_marks(title.text),
-        updated=head.updated,
-        summary=strip_marks(head.summary.text),
-        blocks=blocks,
-        takeaways=tail.takeaways,
-        references=tail.references,
+        title=strip_marks(paras[0].text),
+        updated=updated,
+        summary=strip_marks(summary_para.text),
+        blocks=tuple(blocks),
+        takeaways=takeaways,
+        references=references,
         seo=seo,
         digest=digest,
     )
