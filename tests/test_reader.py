@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from syndicate.config import Config
 from syndicate.model import Article, Severity
 from syndicate.reader import (
+    article_files,
     paragraphs,
     parse_article,
     parse_date,
@@ -647,3 +648,14 @@ def test_the_summary_reading_agrees_on_mutated_seeds(
         elif at + 1 < len(lines):
             lines[at : at + 2] = [lines[at] + lines[at + 1]]
     assert_summary_agrees(config, "\n".join(lines))
+
+
+def test_article_files_are_every_visible_file_in_path_order(tmp_path: Path) -> None:
+    for name in ("b.txt", "a-c", "a/b", "a/z/deep.md", ".hidden", ".git/x", "a/.skip/y", "c/.z"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("x")
+    (tmp_path / "link.txt").symlink_to(tmp_path / "b.txt")
+    (tmp_path / "linked-dir").symlink_to(tmp_path / "a", target_is_directory=True)
+    found = [str(p.relative_to(tmp_path)) for p in article_files(tmp_path)]
+    # As paths order: part by part, so "a/b" comes before "a-c" ('-' sorts before '/').
+    assert found == ["a/b", "a/z/deep.md", "a-c", "b.txt", "link.txt"]

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import os
 import re
 import sys
 import unicodedata
@@ -840,12 +841,27 @@ def _parse(
 
 
 def article_files(folder: Path) -> list[Path]:
-    """Every visible regular file below ``folder``, in a stable order. Names carry no meaning."""
-    return sorted(
-        p
-        for p in folder.rglob("*")
-        if p.is_file() and not any(part.startswith(".") for part in p.relative_to(folder).parts)
-    )
+    """Every visible regular file below ``folder``, in a stable order. Names carry no meaning.
+
+    Visible: no part of the path below ``folder`` starts with a dot. Symbolic links to files
+    count; links to folders are not followed. Walked with scandir, which costs a fraction of
+    pathlib's rglob, and ordered as paths order (part by part).
+    """
+    found: list[tuple[tuple[str, ...], str]] = []
+
+    def walk(directory: str, parts: tuple[str, ...]) -> None:
+        with os.scandir(directory) as entries:
+            for entry in entries:
+                if entry.name.startswith("."):
+                    continue
+                if entry.is_dir(follow_symlinks=False):
+                    walk(entry.path, (*parts, entry.name))
+                elif entry.is_file():
+                    found.append(((*parts, entry.name), entry.path))
+
+    walk(str(folder), ())
+    found.sort()
+    return [Path(path) for _, path in found]
 
 
 def _read_file(path: Path, profiles: Mapping[str, LanguageProfile], body: bool) -> _Read:
