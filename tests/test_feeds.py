@@ -464,3 +464,40 @@ def test_an_article_dated_ahead_waits_for_its_time(tmp_path: Path) -> None:
     assert report.entries == {"de": 3, "en": 3, "nl": 3}
     atom = feedparser.parse((tmp_path / "feeds" / "en.atom.xml").read_bytes())
     assert atom.entries[0].published == "2025-01-03T09:00:00+01:00"
+
+
+@pytest.mark.parametrize("email", [None, "desk@example.org"])
+def test_archive_documents_are_the_bytes_feedgen_writes(
+    tmp_path: Path, atom_schema: etree.RelaxNG, email: str | None
+) -> None:
+    """Archive pages skip feedgen's per-entry work; their bytes stay exactly feedgen's."""
+    config = parse_config(
+        {"site": {"author_email": email}, "feeds": {"hub": "https://hub.example.org/"}},
+        root=tmp_path,
+        source="(test)",
+        env={},
+    )
+    hostile = "a < b && c ]]> {{ x }} \"quoted\" 'single' é ü 日本"
+    when = datetime.fromisoformat("2025-03-30T09:00:00+02:00")
+    entries = [
+        feeds.Entry(
+            id=f"tag:example.org,2025:en/{n}",
+            title=f"{hostile} {n}",
+            url=f"https://example.org/en/{n}/?a=1&b=<2>",
+            published=when,
+            updated=when,
+            summary=hostile if n else "",
+            content=None,
+            categories=(("cost", hostile), ("strategy", "")) if n else (),
+            translations=(("de", f"https://example.org/de/{n}/"),) if n else (),
+        )
+        for n in range(3)
+    ]
+    page = feeds.Page(
+        feeds.feed_url(config, feeds.archive_name("en", 2)),
+        current=feeds.feed_url(config, "en.atom.xml"),
+        prev_archive=feeds.feed_url(config, feeds.archive_name("en", 1)),
+    )
+    fast = feeds.archive_document(config, "en", entries, page)
+    assert fast == feeds.atom_document(config, "en", entries, page, archive=True)
+    assert atom_schema.validate(etree.fromstring(fast)), atom_schema.error_log

@@ -14,7 +14,14 @@ from hypothesis import strategies as st
 
 from syndicate.config import Config
 from syndicate.model import Article, Severity
-from syndicate.reader import paragraphs, parse_article, parse_date, read_articles, split_marks
+from syndicate.reader import (
+    article_files,
+    paragraphs,
+    parse_article,
+    parse_date,
+    read_articles,
+    split_marks,
+)
 from tests.conftest import ARTICLES
 
 GOLDEN = Path(__file__).parent / "golden" / "articles"
@@ -542,3 +549,113 @@ def test_mutated_seeds_never_crash(config: Config, lang: str, edits: list) -> No
             lines[at : at + 2] = [lines[at] + lines[at + 1]]
     article, found = parse(config, "\n".join(lines))
     assert article is not None or any(d.severity is Severity.ERROR for d in found)
+
+
+# --- the summary reading agrees with the full one --------------------------------------------
+
+
+STRAY = "\nA line without a label.\n"
+
+
+def assert_summary_agrees(config: Config, text: str) -> None:
+    """``body=False`` gives the full reading's article without blocks, and the same diagnostics
+    except those only the body gives (footnote marks)."""
+    full, full_found = parse(config, text)
+    light, light_found = parse(config, text, body=False)
+    expected = full if full is None else dataclasses.replace(full, blocks=())
+    assert light == expected
+    assert light_found == [d for d in full_found if not d.message.startswith("footnote mark")]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        SHORT,
+        SHORT.replace("Key Takeaways\n\n", ""),
+        SHORT[: SHORT.index("SEO Title")],
+        seed("en")
+        .replace("\n\n", "\n  \n \n", 9)
+        .replace("specifications", "specifications  \n   wrapped"),
+        seed("de").replace("\nReferences\n", "\n"),
+        seed("nl").replace("Belangrijkste conclusies", "Belangrijkste punten")
+        + "\n\nReferenties\n\n1. x\n",
+        seed("en").replace("\n\nThe performance case\n\n", "\n\nFor cost teams: a label\n\n"),
+        seed("en").replace("\n\nThe performance case\n\n", "\n\n  Key takeaways:  \n\n"),
+        seed("en").replace("\n\nThe performance case\n\n", "\n\nKEY\n   TAKEAWAYS\n\n"),
+        seed("en").replace("\n\nThe performance case\n\n", "\n\nReferences\n\n"),
+        # Headings that only white space makes longer than a heading can be:
+        seed("en").replace("\nKey takeaways\n", "\n" + " " * 90 + "Key takeaways\n" + STRAY),
+        seed("en").replace("\nKey takeaways\n", "\nKey takeaways" + " " * 90 + "\n" + STRAY),
+        seed("en").replace("\nKey takeaways\n", "\nKey" + " " * 90 + "\ntakeaways\n" + STRAY),
+        seed("en").replace("Updated December 11, 2025", "Updated 31 Februari 2025"),
+        seed("de").replace("\n\n", "\r\n\r\n"),
+        "\n\n" + seed("de"),
+        seed("en") + "\n\n   \n",
+    ],
+)
+def test_the_summary_reading_agrees_on_variations(config: Config, text: str) -> None:
+    assert_summary_agrees(config, text)
+
+
+_SECTION_LINES = [
+    "Key takeaways",
+    "References",
+    "SEO Elements",
+    "For cost optimization teams: - a - b",
+    "For infrastructure architects:",
+    "1. Someone. https://example.com/x",
+    "Primary slug: another-slug",
+    "  ",
+    "",
+]
+
+
+@settings(
+    max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    lang=st.sampled_from(sorted(SEEDS)),
+    edits=st.lists(
+        st.tuples(
+            st.sampled_from(["delete", "duplicate", "insert", "section", "join", "pad", "wrap"]),
+            st.integers(min_value=0, max_value=200),
+            st.text(max_size=40),
+            st.sampled_from(_SECTION_LINES),
+        ),
+        max_size=8,
+    ),
+)
+def test_the_summary_reading_agrees_on_mutated_seeds(
+    config: Config, lang: str, edits: list
+) -> None:
+    lines = seed(lang).split("\n")
+    for action, at, text, section in edits:
+        at %= len(lines) or 1
+        if not lines:
+            break
+        if action == "delete":
+            del lines[at]
+        elif action == "duplicate":
+            lines.insert(at, lines[at])
+        elif action == "insert":
+            lines.insert(at, text)
+        elif action == "section":
+            lines[at:at] = ["", section, ""]
+        elif action == "pad":
+            lines[at] = f"{text[:2]} {lines[at]}\t"
+        elif action == "wrap" and " " in lines[at]:
+            lines[at] = lines[at].replace(" ", "\n", 1)
+        elif at + 1 < len(lines):
+            lines[at : at + 2] = [lines[at] + lines[at + 1]]
+    assert_summary_agrees(config, "\n".join(lines))
+
+
+def test_article_files_are_every_visible_file_in_path_order(tmp_path: Path) -> None:
+    for name in ("b.txt", "a-c", "a/b", "a/z/deep.md", ".hidden", ".git/x", "a/.skip/y", "c/.z"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("x")
+    (tmp_path / "link.txt").symlink_to(tmp_path / "b.txt")
+    (tmp_path / "linked-dir").symlink_to(tmp_path / "a", target_is_directory=True)
+    found = [str(p.relative_to(tmp_path)) for p in article_files(tmp_path)]
+    # As paths order: part by part, so "a/b" comes before "a-c" ('-' sorts before '/').
+    assert found == ["a/b", "a/z/deep.md", "a-c", "b.txt", "link.txt"]

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import os
 import re
 import sys
 import unicodedata
@@ -51,6 +52,7 @@ _URL = re.compile(r"<?(https?://[^\s<>]+)>?")
 _SLUG = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
 # "December 2025 Update: ..." in any language: a short label holding a year, then a colon.
 _SUMMARY_LABEL = re.compile(r"[^:.!?]{0,60}\b\d{4}\b[^:.!?]{0,40}:\s")
+_SEO_ITEM = re.compile(r"(?:^|\s)[•·▪]\s*")
 _PARENS = re.compile(r"\s*\([^)]*\)")
 _HEADING_MAX = 120
 _LABEL_MAX = 80
@@ -579,7 +581,7 @@ def _finish_references(
 ) -> tuple[Reference, ...]:
     refs: dict[int, Reference] = {}
     for number, body, line in raw:
-        urls = list(_URL.finditer(body))
+        urls = list(_URL.finditer(body)) if "http" in body else []  # the scan is slow
         url = urls[-1][1].rstrip(".,;:)]'\"") if urls else None
         text = body
         if urls:
@@ -597,7 +599,9 @@ def _finish_references(
 def _seo_items(para: Paragraph) -> Iterator[tuple[str, str]]:
     """(label, value) pairs of the SEO tail, whether written as lines, bullets or inline lists."""
     for row in para.rows:
-        for item in re.split(r"(?:^|\s)[•·▪]\s*", row):
+        # The split scans every character: only where one of its markers is.
+        marked = "•" in row or "·" in row or "▪" in row
+        for item in _SEO_ITEM.split(row) if marked else (row,):
             label, sep, value = item.strip().lstrip(_BULLETS).partition(":")
             value = value.strip()
             if not sep:
@@ -837,12 +841,27 @@ def _parse(
 
 
 def article_files(folder: Path) -> list[Path]:
-    """Every visible regular file below ``folder``, in a stable order. Names carry no meaning."""
-    return sorted(
-        p
-        for p in folder.rglob("*")
-        if p.is_file() and not any(part.startswith(".") for part in p.relative_to(folder).parts)
-    )
+    """Every visible regular file below ``folder``, in a stable order. Names carry no meaning.
+
+    Visible: no part of the path below ``folder`` starts with a dot. Symbolic links to files
+    count; links to folders are not followed. Walked with scandir, which costs a fraction of
+    pathlib's rglob, and ordered as paths order (part by part).
+    """
+    found: list[tuple[tuple[str, ...], str]] = []
+
+    def walk(directory: str, parts: tuple[str, ...]) -> None:
+        with os.scandir(directory) as entries:
+            for entry in entries:
+                if entry.name.startswith("."):
+                    continue
+                if entry.is_dir(follow_symlinks=False):
+                    walk(entry.path, (*parts, entry.name))
+                elif entry.is_file():
+                    found.append(((*parts, entry.name), entry.path))
+
+    walk(str(folder), ())
+    found.sort()
+    return [Path(path) for _, path in found]
 
 
 def _read_file(path: Path, profiles: Mapping[str, LanguageProfile], body: bool) -> _Read:
