@@ -7,18 +7,16 @@ import re
 from pathlib import Path
 
 import dkim
-import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
+from syndicate import pipeline
 from syndicate.config import parse_config
 from syndicate.deliver import SmtpMailer
 from syndicate.store import open_store
 from syndicate.tokens import UNSUBSCRIBE, read_token, secret_key
 from tests.conftest import ARTICLES
 from tests.sending import NOW
-
-pipeline = pytest.importorskip("syndicate.pipeline", reason="needs the digest stages")
 
 
 def test_each_reader_gets_one_signed_message_and_a_rerun_sends_nothing(
