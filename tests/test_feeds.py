@@ -158,6 +158,16 @@ def test_feedparser_sees_every_field(archived: tuple[Config, Path]) -> None:
             assert feed.link == f"{config.site.base_url}/{lang}/"
             if name.endswith(".atom.xml"):
                 assert feed.id == f"tag:127.0.0.1,2025-01-01:feeds/{lang}"
+                other_feeds = {
+                    link.hreflang: link.href
+                    for link in feed.links
+                    if link.rel == "alternate" and link.type == "application/atom+xml"
+                }
+                assert other_feeds == {
+                    other: f"{config.site.base_url}/feeds/{other}.atom.xml"
+                    for other in config.site.languages
+                    if other != lang
+                }
                 assert feed.author == "Syndicate editors"
                 assert feed.generator == "syndicate"
             assert [e.title for e in parsed.entries]

@@ -81,6 +81,8 @@ class Page:
     current: str | None = None  # set on archive documents only
     prev_archive: str | None = None
     next_archive: str | None = None
+    translations: tuple[tuple[str, str], ...] = ()
+    """(language, URL) of the same feed in the other languages."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -321,6 +323,8 @@ def _feed_links(fg: FeedGenerator, config: Config, page: Page, mime: str) -> Non
     ):
         if href:
             fg.link(href=href, rel=rel, type=ATOM_MIME)
+    for other, href in page.translations:
+        fg.link(href=href, rel="alternate", type=mime, hreflang=other)
     lang = fg.language()
     fg.link(href=home_url(config, lang), rel="alternate", type="text/html", hreflang=lang)
 
@@ -455,22 +459,25 @@ def render_feeds(
     articles need their bodies read.
     """
     docs: dict[str, bytes] = {}
-    langs = []
+    present = {a.lang for a in articles}
+    langs = [lang for lang in config.site.languages if lang in present]
     size = config.feeds.max_entries
-    for lang in config.site.languages:
+    for lang in langs:
         chosen = articles.in_language(lang)
-        if not chosen:
-            continue
-        langs.append(lang)
         current, pages = paginate(chosen, size)
         names = feed_names(lang)
+        others = [other for other in langs if other != lang]
         entries = [
             make_entry(config, a, published[a.key], articles.translations(a)) for a in current
         ]
         archive_urls = [feed_url(config, archive_name(lang, n)) for n in range(1, len(pages) + 1)]
         atom_url = feed_url(config, names["atom"])
+        translations = tuple((o, feed_url(config, feed_names(o)["atom"])) for o in others)
         docs[names["atom"]] = atom_document(
-            config, lang, entries, Page(atom_url, prev_archive=(archive_urls or [None])[-1])
+            config,
+            lang,
+            entries,
+            Page(atom_url, prev_archive=(archive_urls or [None])[-1], translations=translations),
         )
         docs[names["rss"]] = rss_document(config, lang, entries)
         docs[names["json"]] = json_document(config, lang, entries)
