@@ -40,7 +40,7 @@ from .reader import parse_article, read_articles
 from .render import RenderedDigest, render_digest
 from .signing import DkimSigner
 from .store import Claim, Issue, Store, Subscriber, open_store
-from .tokens import PREFERENCES, UNSUBSCRIBE, link, make_token, secret_key
+from .tokens import PREFERENCES, UNSUBSCRIBE, link, reader_link, secret_key
 
 MANIFEST = ".manifest.json"
 
@@ -533,10 +533,6 @@ def send_digests(
     def compose(issue: Issue, claim: Claim) -> bytes:
         if issue.id not in restored:
             restored[issue.id] = _restore(issue)
-        token = {
-            p: make_token(secret, p, claim.subscriber_id, issued=now)
-            for p in (UNSUBSCRIBE, PREFERENCES)
-        }
         message = compose_message(
             restored[issue.id],
             to=claim.email,
@@ -544,9 +540,13 @@ def send_digests(
             message_id=claim.message_id,
             date=now,
             list_id=config.email.list_id,
-            unsubscribe_url=link(config, UNSUBSCRIBE, token[UNSUBSCRIBE]),
+            unsubscribe_url=reader_link(
+                config, secret, UNSUBSCRIBE, claim.subscriber_id, issued=now
+            ),
             unsubscribe_mailto=config.email.unsubscribe_mailto,
-            preferences_url=link(config, PREFERENCES, token[PREFERENCES]),
+            preferences_url=reader_link(
+                config, secret, PREFERENCES, claim.subscriber_id, issued=now
+            ),
             view_url=view_url(config, issue),
             reply_to=config.email.reply_to,
         )

@@ -73,6 +73,13 @@ def link(config: Config, purpose: str, token: str) -> str:
     return f"{config.site.base_url}{PATHS[purpose]}{token}"
 
 
+def reader_link(
+    config: Config, secret: bytes, purpose: str, subscriber_id: int, *, issued: datetime
+) -> str:
+    """A reader's own link for ``purpose``: a fresh token of that purpose, at its route."""
+    return link(config, purpose, make_token(secret, purpose, subscriber_id, issued=issued))
+
+
 def secret_key(config: Config) -> bytes:
     """web.secret_key (or SYNDICATE_SECRET_KEY); without one, a key generated once and kept in
     web.secret_key_file, so links in mails already sent keep working after a restart."""

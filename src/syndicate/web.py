@@ -43,7 +43,7 @@ from .model import ArticleSet
 from .reader import article_files, read_articles
 from .render import templates_dir
 from .store import Store, Subscriber
-from .tokens import CONFIRM, PREFERENCES, UNSUBSCRIBE, link, make_token, read_token
+from .tokens import CONFIRM, PREFERENCES, UNSUBSCRIBE, read_token, reader_link
 
 log = logging.getLogger("syndicate.web")
 
@@ -452,8 +452,7 @@ def create_app(
         known = store.subscriber(email)
         if known is not None and known.status == "active":
             # Tell the owner, not the visitor: the page below is the same either way.
-            token = make_token(secret, PREFERENCES, known.id, issued=moment)
-            url = link(config, PREFERENCES, token)
+            url = reader_link(config, secret, PREFERENCES, known.id, issued=moment)
             message = confirmation_message(
                 config, words(known.lang), email, url, known=True, now=moment
             )
@@ -467,7 +466,7 @@ def create_app(
                 now=moment,
             )
             log.info("reader %d pending confirmation", reader.id)
-            url = link(config, CONFIRM, make_token(secret, CONFIRM, reader.id, issued=moment))
+            url = reader_link(config, secret, CONFIRM, reader.id, issued=moment)
             message = confirmation_message(config, t, email, url, known=False, now=moment)
         if not await send(message):
             return notice(request, lang, "send_failed", 503)
@@ -497,7 +496,7 @@ def create_app(
         if reader.status != "active":
             store.set_status(reader.id, "active", now())
             log.info("reader %d confirmed", reader.id)
-        manage = link(config, PREFERENCES, make_token(secret, PREFERENCES, reader.id, issued=now()))
+        manage = reader_link(config, secret, PREFERENCES, reader.id, issued=now())
         return notice(request, lang, "confirmed", token_page=True, manage=manage)
 
     async def unsubscribe(request: Request) -> Response:
@@ -516,7 +515,7 @@ def create_app(
         if reader.status != "unsubscribed":
             store.set_status(reader.id, "unsubscribed", now())
             log.info("reader %d unsubscribed%s", reader.id, " (one-click)" if one_click else "")
-        manage = link(config, PREFERENCES, make_token(secret, PREFERENCES, reader.id, issued=now()))
+        manage = reader_link(config, secret, PREFERENCES, reader.id, issued=now())
         return notice(request, lang, "unsubscribed", token_page=True, manage=manage)
 
     async def preferences(request: Request) -> Response:
@@ -550,9 +549,7 @@ def create_app(
             reader=reader,
             saved=saved,
             audiences=audience_choices(lang),
-            unsubscribe=link(
-                config, UNSUBSCRIBE, make_token(secret, UNSUBSCRIBE, reader.id, issued=now())
-            ),
+            unsubscribe=reader_link(config, secret, UNSUBSCRIBE, reader.id, issued=now()),
         )
 
     async def not_found(request: Request, exc: Exception) -> Response:
