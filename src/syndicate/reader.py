@@ -13,7 +13,6 @@ never code.
 from __future__ import annotations
 
 import hashlib
-import math
 import os
 import re
 import sys
@@ -22,13 +21,15 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date
 from functools import cache, lru_cache
+from itertools import accumulate
 from pathlib import Path
-from typing import NamedTuple
+from typing import NamedTuple, overload
 
 from babel import Locale, UnknownLocaleError
 from babel.dates import get_date_format, get_month_names
 
 from .config import LanguageProfile
+from .language import identify
 from .model import (
     Article,
     ArticleSet,
@@ -144,29 +145,110 @@ def clean(text: str, warn: list[tuple[int, str]], data: bytes | None = None) -> 
     return unicodedata.normalize("NFC", text)
 
 
-def paragraphs(text: str) -> list[Paragraph]:
-    """Split on blank lines; a paragraph keeps its stripped lines and their joined text."""
-    found: list[Paragraph] = []
-    line = 1
-    pieces = _BLANK.split(text)  # text, gap, text, gap, ..., text
-    for index in range(0, len(pieces), 2):
-        chunk = pieces[index]
+class Paragraphs(Sequence[Paragraph]):
+    """A text's paragraphs (split on blank lines), each made the first time it is read.
+
+    The split runs at C speed; making a Paragraph (stripped rows, joined text, line number) is
+    the costly part, and a summary reads only the head and the sections after the body, not
+    the dozens of body paragraphs between them. ``raw`` gives a paragraph's text as written,
+    for the cheap checks that let the reader pass over a body paragraph without making it.
+    """
+
+    __slots__ = (
+        "_at",
+        "_count",
+        "_first",
+        "_head",
+        "_made",
+        "_offsets",
+        "_pieces",
+        "_replaced",
+        "_text",
+    )
+
+    def __init__(self, text: str) -> None:
+        pieces = _BLANK.split(text)  # text, gap, text, gap, ..., text
+        # Only the first and the last piece can be blank: a gap swallows every blank line.
+        last = len(pieces) - 1
+        if not pieces[last].strip():
+            last -= 2
+        first = 0 if last < 0 or pieces[0].strip() else 2
+        self._text = text
+        self._pieces = pieces
+        self._first = first
+        self._count = max(0, (last - first) // 2 + 1)
+        self._offsets: list[int] | None = None
+        self._made: dict[int, Paragraph] = {}
+        self._head: list[Paragraph] = []  # stands in for the first ``_replaced`` paragraphs
+        self._replaced = 0
+        self._at = (0, 1)  # newlines are counted up to this (offset, line)
+
+    def __len__(self) -> int:
+        return self._count - self._replaced + len(self._head)
+
+    def replace_head(self, count: int, head: list[Paragraph]) -> None:
+        """Put ``head`` in place of the first ``count`` paragraphs."""
+        self._head = head
+        self._replaced = count
+
+    def raw(self, index: int) -> str:
+        """The paragraph's text as written (lines, indentation and all)."""
+        if index < len(self._head):
+            return "\n".join(self._head[index].rows)
+        return self._pieces[self._first + 2 * (index - len(self._head) + self._replaced)]
+
+    def _line(self, piece: int) -> int:
+        """Line number of the piece's first line: newlines counted from the last count."""
+        if self._offsets is None:
+            self._offsets = list(accumulate(map(len, self._pieces), initial=0))
+        offset = self._offsets[piece]
+        start, line = self._at if offset >= self._at[0] else (0, 1)
+        line += self._text.count("\n", start, offset)
+        self._at = (offset, line)
+        return line
+
+    def _make(self, index: int) -> Paragraph:
+        made = self._made.get(index)
+        if made is not None:
+            return made
+        piece = self._first + 2 * index
+        chunk = self._pieces[piece]
+        line = self._line(piece)
         if "\n" not in chunk:
             row = chunk.strip()
-            if row:
-                found.append(Paragraph(row, line, (row,)))
+            made = Paragraph(row, line, (row,))
         else:
             rows = [row.strip() for row in chunk.split("\n")]
-            first = 0
+            start = 0
             if "" in rows:  # only at the very start or end of the text
-                first = next((i for i, row in enumerate(rows) if row), 0)
+                start = next(i for i, row in enumerate(rows) if row)
                 rows = [row for row in rows if row]
-            if rows:
-                found.append(Paragraph(" ".join(rows), line + first, tuple(rows)))
-            line += chunk.count("\n")
-        if index + 1 < len(pieces):
-            line += pieces[index + 1].count("\n")
-    return found
+            made = Paragraph(" ".join(rows), line + start, tuple(rows))
+        self._made[index] = made
+        return made
+
+    @overload
+    def __getitem__(self, index: int) -> Paragraph: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[Paragraph]: ...
+
+    def __getitem__(self, index: int | slice) -> Paragraph | list[Paragraph]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        if index < 0:
+            index += len(self)
+        if not 0 <= index < len(self):
+            raise IndexError(index)
+        head = len(self._head)
+        if index < head:
+            return self._head[index]
+        return self._make(index - head + self._replaced)
+
+
+def paragraphs(text: str) -> list[Paragraph]:
+    """Split on blank lines; a paragraph keeps its stripped lines and their joined text."""
+    return Paragraphs(text)[:]
 
 
 def split_marks(text: str) -> tuple[str | int, ...]:
@@ -309,65 +391,11 @@ def _starts_with(text: str, phrases: Sequence[str]) -> str | None:
 # Language: the profiles decide; an offline language-identification model cross-checks.
 
 
-class _LanguageModel:
-    """py3langid's bundled model, restricted to our languages and scored in plain Python.
-
-    Same features, weights and calibration as ``LanguageIdentifier.classify``, minus the
-    per-call numpy overhead, which dominated the cost of one short sample.
-    """
-
-    def __init__(self, langs: tuple[str, ...]) -> None:
-        from py3langid.langid import MODEL_FILE, LanguageIdentifier
-
-        model = LanguageIdentifier.from_model_file(MODEL_FILE)
-        self.langs = tuple(lang for lang in langs if lang in model.nb_classes)
-        model.set_languages(self.langs or None)
-        self.nextmove = model.tk_nextmove
-        self.rowbase = [row << 8 for row in model.tk_row]
-        self.output = model.tk_output
-        self.weights = model.nb_ptc.tolist()
-        self.priors = model.nb_pc.tolist()
-        self.langs = tuple(model.nb_classes)
-
-    def classify(self, text: str) -> tuple[str, float] | None:
-        data = text.encode()
-        nextmove, rowbase, output = self.nextmove, self.rowbase, self.output
-        counts: dict[int, int] = {}
-        state = 0
-        for byte in data:
-            state = nextmove[rowbase[state] + byte]
-            feature = output[state]
-            if feature >= 0:
-                counts[feature] = counts.get(feature, 0) + 1
-        if not counts:
-            return None
-        scores = list(self.priors)
-        for feature, count in counts.items():
-            weight = math.log1p(count)
-            for index, value in enumerate(self.weights[feature]):
-                scores[index] += weight * value
-        # The model's own calibration: temperature sqrt(bytes), then softmax.
-        scale = 1.0 / math.sqrt(len(data))
-        best = max(scores)
-        total = sum(math.exp((score - best) * scale) for score in scores)
-        return self.langs[scores.index(best)], 1.0 / total
-
-
-@cache
-def _model(langs: tuple[str, ...]) -> _LanguageModel | None:
-    model = _LanguageModel(langs)
-    return model if len(model.langs) >= 2 else None
-
-
-def identify(text: str, langs: tuple[str, ...]) -> tuple[str, float] | None:
-    """The language model's guess among ``langs`` (those it knows), or None if it can't tell."""
-    model = _model(tuple(sorted(langs)))
-    return model.classify(text) if model is not None and text.strip() else None
-
-
-def _langid_sample(paras: list[Paragraph]) -> str:
+def _langid_sample(paras: Sequence[Paragraph]) -> str:
     """A short stretch of running prose: the model's cost grows with every byte it reads."""
-    prose = next((p.text for p in paras[3:] if len(p.text) > _LANGID_SAMPLE), "")
+    prose = next(
+        (p.text for i in range(3, len(paras)) if len((p := paras[i]).text) > _LANGID_SAMPLE), ""
+    )
     if not prose:
         prose = " ".join(p.text for p in paras[:3])
     cut = prose.rfind(" ", 0, _LANGID_SAMPLE)
@@ -375,7 +403,7 @@ def _langid_sample(paras: list[Paragraph]) -> str:
 
 
 def detect_language(
-    paras: list[Paragraph], profiles: Mapping[str, LanguageProfile], warn: list[tuple[int, str]]
+    paras: Sequence[Paragraph], profiles: Mapping[str, LanguageProfile], warn: list[tuple[int, str]]
 ) -> str:
     """The profile whose date line, headings and audience labels the text uses.
 
@@ -429,7 +457,7 @@ def detect_language(
 
 def _split_head(paras: list[Paragraph], date_words: Sequence[str]) -> list[Paragraph]:
     """Let title, date line and summary share a paragraph (no blank lines between them)."""
-    for index, para in enumerate(paras[:2]):
+    for index, para in enumerate(paras):
         rows = para.rows
         for row_no in range(1 if index == 0 else 0, len(rows)):
             if row_no == 0 or not _starts_with(rows[row_no], date_words):
@@ -442,6 +470,18 @@ def _split_head(paras: list[Paragraph], date_words: Sequence[str]) -> list[Parag
             ]
             return paras[:index] + made + paras[index + 1 :]
     return paras
+
+
+def _plain_prose(raw: str) -> bool:
+    """A body paragraph for sure: one long line that has no colon near its start, so it is
+    neither a section heading nor an audience line. Decided without making the paragraph."""
+    return (
+        len(raw) > _LABEL_MAX
+        and not raw[0].isspace()
+        and not raw[-1].isspace()
+        and raw.find(":", 0, _LABEL_MAX) <= 0
+        and "\n" not in raw
+    )
 
 
 def _is_heading(para: Paragraph) -> bool:
@@ -553,19 +593,19 @@ def _reference(row: str) -> tuple[int, str] | None:
     return int(digits), found[4]
 
 
-def _references(
-    paras: list[Paragraph], warn: list[tuple[int, str]]
-) -> tuple[tuple[Reference, ...], int]:
-    """Numbered references from the start of ``paras``; returns them and how many paragraphs.
+def _reference_count(paras: list[Paragraph]) -> int:
+    """How many paragraphs from the start of ``paras`` are the numbered reference list."""
+    return next(
+        (index for index, para in enumerate(paras) if _reference(para.rows[0]) is None),
+        len(paras),
+    )
 
-    One reference a paragraph or one a line; a line that does not start with a number continues
-    the reference above it.
-    """
+
+def _references(paras: list[Paragraph], warn: list[tuple[int, str]]) -> tuple[Reference, ...]:
+    """The numbered references in ``paras``, one a paragraph or one a line; a line that does
+    not start with a number continues the reference above it."""
     raw: list[tuple[int, str, int]] = []
-    for index, para in enumerate(paras):
-        first = _reference(para.rows[0])
-        if first is None:
-            return _finish_references(raw, warn), index
+    for para in paras:
         for offset, row in enumerate(para.rows):
             ref = _reference(row)
             if ref is not None:
@@ -573,7 +613,7 @@ def _references(
             else:
                 number, text, line = raw[-1]
                 raw[-1] = (number, f"{text} {row}", line)
-    return _finish_references(raw, warn), len(paras)
+    return _finish_references(raw, warn)
 
 
 def _finish_references(
@@ -654,10 +694,16 @@ def slugify(text: str) -> str:
     return "-".join(re.findall(r"[a-z0-9]+", ascii_text.lower()))[:80].strip("-")
 
 
-def content_digest(lang: str, paras: list[Paragraph]) -> str:
-    """A hash of the text that ignores how it was wrapped and how many blank lines there were."""
-    text = "\n".join(p.text for p in paras)
-    return hashlib.sha256(f"{lang}\n{text}".encode()).hexdigest()[:32]
+def content_digest(lang: str, title: str, updated: date, takeaways: Sequence[Takeaways]) -> str:
+    """A hash of what a digest shows of the article: its title, date and takeaways.
+
+    A revision of the body or the references alone, or of whitespace anywhere, leaves it
+    as it was, so a digest never sends an article again for a change its readers cannot see.
+    """
+    shown = [lang, title, updated.isoformat()]
+    for group in takeaways:
+        shown += (group.audience, group.label, *group.bullets)
+    return hashlib.blake2b("\0".join(shown).encode(), digest_size=16).hexdigest()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -671,9 +717,10 @@ def parse_article(
 ) -> _Read:
     """Parse one file's bytes. Returns the article (None if unusable) and its diagnostics.
 
-    Never raises on bad input: every problem is a diagnostic. With ``body=False`` the body
-    blocks are not kept (everything else is, diagnostics included), which is what summaries
-    and indexes need, at a fraction of the memory.
+    Never raises on bad input: every problem is a diagnostic. With ``body=False`` neither the
+    body blocks nor the references are made, nor the checks only they need (footnote marks,
+    repeated reference numbers): everything else is, which is what summaries, digests and
+    feed indexes need, at a fraction of the time and memory.
     """
     warnings: list[tuple[int, str]] = []
 
@@ -701,13 +748,14 @@ def _parse(
 ) -> Article:
     if data.startswith(b"\xef\xbb\xbf"):
         data = data[3:]
-    paras = paragraphs(clean(decode(data), warn, data))
+    paras = Paragraphs(clean(decode(data), warn, data))
     if not paras:
         raise ArticleProblem("empty file: no text to read")
     all_date_words = sorted(
         {w for p in profiles.values() for w in _markers(p).date_line}, key=len, reverse=True
     )
-    paras = _split_head(paras, all_date_words)
+    head = paras[:2]
+    paras.replace_head(len(head), _split_head(head, all_date_words))
     if len(paras) < 3:
         raise ArticleProblem(
             "too short: expected a title, a date line and a summary paragraph", paras[-1].line
@@ -747,6 +795,8 @@ def _parse(
     # Takeaways without their heading start at the first audience-label line.
     starts: list[tuple[int, str, int]] = []  # (heading index, kind, first content index)
     for index in range(body_start, len(paras)):
+        if not starts and _plain_prose(paras.raw(index)):
+            continue
         para = paras[index]
         kind = (
             m.headings.get(_fold(para.text).rstrip(":")) if len(para.text) <= _LABEL_MAX else None
@@ -795,11 +845,13 @@ def _parse(
     tail: list[Paragraph] = []
     if "references" in sections:
         listed = sections["references"]
-        references, count = _references(listed, warn)
+        count = _reference_count(listed)
+        if body:
+            references = _references(listed[:count], warn)
         tail = listed[count:]
     seo = _seo(tail + sections.get("seo", []), m, warn)
 
-    # The body, and the checks only it needs, only when asked for: summaries skip both.
+    # The body, and the checks only it needs, only when asked for.
     numbers = frozenset(r.number for r in references)
     blocks: list[Block] = []
     for para in paras[body_start:body_end] if body else ():
@@ -810,7 +862,8 @@ def _parse(
         kind = "heading" if _is_heading(para) else "paragraph"
         blocks.append(Block(kind, parts, para.line))
 
-    digest = content_digest(lang, paras)
+    title = strip_marks(paras[0].text)
+    digest = content_digest(lang, title, updated, takeaways)
     slug = seo.primary_slug
     if slug is not None and not _SLUG.fullmatch(slug):
         warn.append((1, f"primary slug {slug!r} is not a URL slug; using {slugify(slug)!r}"))
@@ -829,7 +882,7 @@ def _parse(
         source=source,
         lang=lang,
         slug=slug,
-        title=strip_marks(paras[0].text),
+        title=title,
         updated=updated,
         summary=strip_marks(summary_para.text),
         blocks=tuple(blocks),

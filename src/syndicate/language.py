@@ -1,0 +1,129 @@
+"""Language identification: py3langid's bundled model, offline, for the reader's cross-check.
+
+The model ships compressed; unpacking it costs most of a second and about 100 MiB at its peak.
+So the part our languages need is unpacked once into a per-user cache and mapped from there
+on later runs: the tokenizer's table is read straight from the mapped file (only the pages a
+sample touches are loaded) and the weights are those of the configured languages only.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import shutil
+import tempfile
+from collections import Counter
+from functools import cache
+from importlib.metadata import version
+from pathlib import Path
+
+import numpy as np
+
+_FILES = ("nextmove", "rowbase", "output", "weights", "priors")
+
+
+def cache_folder() -> Path:
+    """Where unpacked models are kept: ``$SYNDICATE_CACHE``, else the XDG cache folder."""
+    explicit = os.environ.get("SYNDICATE_CACHE")
+    if explicit:
+        return Path(explicit)
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "syndicate"
+
+
+class LanguageModel:
+    """py3langid's model restricted to ``langs``: same features, weights and calibration as
+    ``LanguageIdentifier.classify``, with only the few weights a short sample needs gathered
+    per call instead of the library's work over the full model."""
+
+    def __init__(self, langs: tuple[str, ...], arrays: dict[str, np.ndarray]) -> None:
+        self.langs = langs
+        self.nextmove = memoryview(arrays["nextmove"])  # indexes at C speed, gives ints
+        self.rowbase = arrays["rowbase"].tolist()
+        self.output = arrays["output"].tolist()
+        self.weights = arrays["weights"]
+        self.priors = arrays["priors"]
+
+    @classmethod
+    def load(cls, langs: tuple[str, ...], folder: Path | None = None) -> LanguageModel:
+        """The model for ``langs`` (those py3langid knows), unpacked into ``folder`` once."""
+        folder = folder if folder is not None else cache_folder()
+        name = f"langid-{version('py3langid')}-{'-'.join(sorted(langs))}"
+        where = folder / name
+        try:
+            known = tuple((where / "langs.txt").read_text("utf-8").split())
+            arrays = {f: np.load(where / f"{f}.npy", mmap_mode="r") for f in _FILES}
+        except (OSError, ValueError):
+            known, arrays = _unpack(langs)
+            _save(where, known, arrays)
+        return cls(known, arrays)
+
+    def classify(self, text: str) -> tuple[str, float] | None:
+        """The most likely language and its probability, or None for text without features."""
+        data = text.encode()
+        nextmove, rowbase = self.nextmove, self.rowbase
+        states = []
+        state = 0
+        for byte in data:
+            state = nextmove[rowbase[state] + byte]
+            states.append(state)
+        counts = Counter(map(self.output.__getitem__, states))
+        counts.pop(-1, None)  # states that complete no feature
+        if not counts:
+            return None
+        keys = np.fromiter(counts, dtype=np.intp, count=len(counts))
+        found = np.fromiter(counts.values(), dtype=np.float64, count=len(counts))
+        scores = (self.priors + np.log1p(found) @ self.weights[keys]).tolist()
+        # The model's own calibration: temperature sqrt(bytes), then softmax.
+        scale = 1.0 / math.sqrt(len(data))
+        best = max(scores)
+        total = sum(math.exp((score - best) * scale) for score in scores)
+        return self.langs[scores.index(best)], 1.0 / total
+
+
+def _unpack(langs: tuple[str, ...]) -> tuple[tuple[str, ...], dict[str, np.ndarray]]:
+    from py3langid.langid import MODEL_DIR, MODEL_FILE
+    from py3langid.modelio import load_model
+
+    ptc, pc, classes, nextmove, rows, output = load_model(MODEL_DIR / MODEL_FILE)
+    chosen = [index for index, lang in enumerate(classes) if lang in langs]
+    arrays = {
+        "nextmove": np.frombuffer(nextmove, dtype=np.int32),
+        "rowbase": np.asarray(rows, dtype=np.int64) << 8,
+        "output": np.asarray(output, dtype=np.int32),
+        "weights": np.ascontiguousarray(ptc[:, chosen], dtype=np.float64),
+        "priors": np.asarray(pc[chosen], dtype=np.float64),
+    }
+    return tuple(classes[index] for index in chosen), arrays
+
+
+def _save(where: Path, langs: tuple[str, ...], arrays: dict[str, np.ndarray]) -> None:
+    """Write the unpacked model beside its final name, then rename: a reader never sees half
+    of it. A cache that cannot be written only costs the next run the unpacking again."""
+    try:
+        where.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{where.name}.", dir=where.parent))
+    except OSError:
+        return
+    try:
+        for name, array in arrays.items():
+            np.save(tmp / f"{name}.npy", array)
+        (tmp / "langs.txt").write_text(" ".join(langs), "utf-8")
+        if where.exists():  # damaged, or just written by another process: same content
+            shutil.rmtree(where, ignore_errors=True)
+        os.replace(tmp, where)
+    except OSError:
+        pass  # the disk is full, or another process renamed first: either way, go on
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+@cache
+def _model(langs: tuple[str, ...]) -> LanguageModel | None:
+    model = LanguageModel.load(langs)
+    return model if len(model.langs) >= 2 else None
+
+
+def identify(text: str, langs: tuple[str, ...]) -> tuple[str, float] | None:
+    """The model's guess among ``langs`` (those it knows), or None if it cannot tell."""
+    model = _model(tuple(sorted(langs)))
+    return model.classify(text) if model is not None and text.strip() else None

@@ -1,0 +1,66 @@
+"""The language model: the same answers as py3langid's own classifier, unpacked once."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from py3langid.langid import MODEL_FILE, LanguageIdentifier
+
+from syndicate.language import LanguageModel
+from tests.conftest import ARTICLES
+
+LANGS = ("de", "en", "nl")
+SAMPLES = [
+    "The chip delivers five times more tokens per megawatt than earlier generations.",
+    "De chip levert vijf keer meer tokens per megawatt dan eerdere generaties.",
+    "Der Chip liefert fünfmal mehr Tokens pro Megawatt als frühere Generationen.",
+    "Trainium3 UltraServer 144 HBM3e 362 PFLOPS",
+    *(path.read_text("utf-8")[600:900] for path in sorted(ARTICLES.iterdir())),
+]
+
+
+@pytest.fixture(scope="module")
+def library() -> LanguageIdentifier:
+    found = LanguageIdentifier.from_model_file(MODEL_FILE, norm_probs=True)
+    found.set_languages(LANGS)
+    return found
+
+
+def test_answers_as_py3langid_does(tmp_path: Path, library: LanguageIdentifier) -> None:
+    model = LanguageModel.load(LANGS, tmp_path)
+    for text in SAMPLES:
+        lang, probability = model.classify(text)
+        expected_lang, expected = library.classify(text)
+        assert lang == expected_lang, text
+        assert probability == pytest.approx(float(expected), abs=1e-4), text
+
+
+def test_unpacked_once_then_mapped(tmp_path: Path) -> None:
+    first = LanguageModel.load(LANGS, tmp_path)
+    (folder,) = tmp_path.iterdir()
+    assert (folder / "langs.txt").read_text("utf-8") == "de en nl"
+    again = LanguageModel.load(LANGS, tmp_path)
+    assert isinstance(again.weights, np.memmap)
+    assert [again.classify(t) for t in SAMPLES] == [first.classify(t) for t in SAMPLES]
+
+
+def test_a_cache_that_cannot_be_written_costs_only_time(tmp_path: Path) -> None:
+    blocked = tmp_path / "not-a-folder"
+    blocked.write_text("")
+    model = LanguageModel.load(LANGS, blocked)
+    assert model.classify(SAMPLES[1])[0] == "nl"
+    assert blocked.read_text() == ""
+
+
+def test_a_damaged_cache_is_unpacked_again(tmp_path: Path) -> None:
+    LanguageModel.load(LANGS, tmp_path)
+    (folder,) = tmp_path.iterdir()
+    (folder / "weights.npy").write_bytes(b"garbage")
+    assert LanguageModel.load(LANGS, tmp_path).classify(SAMPLES[2])[0] == "de"
+    assert isinstance(LanguageModel.load(LANGS, tmp_path).weights, np.memmap)
+
+
+def test_languages_the_model_does_not_know_are_left_out(tmp_path: Path) -> None:
+    assert LanguageModel.load(("en", "nl", "xx"), tmp_path).langs == ("en", "nl")
