@@ -37,9 +37,11 @@ class LanguageModel:
 
     def __init__(self, langs: tuple[str, ...], arrays: dict[str, np.ndarray]) -> None:
         self.langs = langs
-        self.nextmove = memoryview(arrays["nextmove"])  # indexes at C speed, gives ints
-        self.rowbase = arrays["rowbase"].tolist()
-        self.output = arrays["output"].tolist()
+        # Memory views index at C speed and give ints; unlike lists, each lookup touches one
+        # place in memory, which matters: a sample's lookups are mostly cache misses.
+        self.nextmove = memoryview(arrays["nextmove"])
+        self.rowbase = memoryview(arrays["rowbase"])
+        self.output = memoryview(arrays["output"])
         self.weights = arrays["weights"]
         self.priors = arrays["priors"]
 

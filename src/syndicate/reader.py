@@ -21,7 +21,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date
 from functools import cache, lru_cache
-from itertools import accumulate
+from itertools import accumulate, repeat
 from pathlib import Path
 from typing import NamedTuple, overload
 
@@ -150,21 +150,11 @@ class Paragraphs(Sequence[Paragraph]):
 
     The split runs at C speed; making a Paragraph (stripped rows, joined text, line number) is
     the costly part, and a summary reads only the head and the sections after the body, not
-    the dozens of body paragraphs between them. ``raw`` gives a paragraph's text as written,
+    the dozens of body paragraphs between them. ``raws`` gives paragraphs' text as written,
     for the cheap checks that let the reader pass over a body paragraph without making it.
     """
 
-    __slots__ = (
-        "_at",
-        "_count",
-        "_first",
-        "_head",
-        "_made",
-        "_offsets",
-        "_pieces",
-        "_replaced",
-        "_text",
-    )
+    __slots__ = ("_items", "_lines", "_pieces")
 
     def __init__(self, text: str) -> None:
         pieces = _BLANK.split(text)  # text, gap, text, gap, ..., text
@@ -173,47 +163,35 @@ class Paragraphs(Sequence[Paragraph]):
         if not pieces[last].strip():
             last -= 2
         first = 0 if last < 0 or pieces[0].strip() else 2
-        self._text = text
         self._pieces = pieces
-        self._first = first
-        self._count = max(0, (last - first) // 2 + 1)
-        self._offsets: list[int] | None = None
-        self._made: dict[int, Paragraph] = {}
-        self._head: list[Paragraph] = []  # stands in for the first ``_replaced`` paragraphs
-        self._replaced = 0
-        self._at = (0, 1)  # newlines are counted up to this (offset, line)
+        self._items: list[Paragraph | int] = list(range(first, last + 1, 2))  # made, or piece
+        self._lines: list[int] | None = None  # each piece's first line, counted when needed
 
     def __len__(self) -> int:
-        return self._count - self._replaced + len(self._head)
+        return len(self._items)
 
     def replace_head(self, count: int, head: list[Paragraph]) -> None:
         """Put ``head`` in place of the first ``count`` paragraphs."""
-        self._head = head
-        self._replaced = count
+        self._items[:count] = head
 
-    def raw(self, index: int) -> str:
-        """The paragraph's text as written (lines, indentation and all)."""
-        if index < len(self._head):
-            return "\n".join(self._head[index].rows)
-        return self._pieces[self._first + 2 * (index - len(self._head) + self._replaced)]
-
-    def _line(self, piece: int) -> int:
-        """Line number of the piece's first line: newlines counted from the last count."""
-        if self._offsets is None:
-            self._offsets = list(accumulate(map(len, self._pieces), initial=0))
-        offset = self._offsets[piece]
-        start, line = self._at if offset >= self._at[0] else (0, 1)
-        line += self._text.count("\n", start, offset)
-        self._at = (offset, line)
-        return line
+    def raws(self, start: int) -> list[str]:
+        """The texts of the paragraphs from ``start`` on, as written (lines, indentation and
+        all): enough to pass over most body paragraphs without making them."""
+        pieces = self._pieces
+        return [
+            pieces[item] if type(item) is int else "\n".join(item.rows)
+            for item in self._items[start:]
+        ]
 
     def _make(self, index: int) -> Paragraph:
-        made = self._made.get(index)
-        if made is not None:
-            return made
-        piece = self._first + 2 * index
+        piece = self._items[index]
+        if type(piece) is not int:
+            return piece
+        if self._lines is None:
+            counts = map(str.count, self._pieces, repeat("\n"))
+            self._lines = list(accumulate(counts, initial=1))
         chunk = self._pieces[piece]
-        line = self._line(piece)
+        line = self._lines[piece]
         if "\n" not in chunk:
             row = chunk.strip()
             made = Paragraph(row, line, (row,))
@@ -224,7 +202,7 @@ class Paragraphs(Sequence[Paragraph]):
                 start = next(i for i, row in enumerate(rows) if row)
                 rows = [row for row in rows if row]
             made = Paragraph(" ".join(rows), line + start, tuple(rows))
-        self._made[index] = made
+        self._items[index] = made
         return made
 
     @overload
@@ -234,16 +212,13 @@ class Paragraphs(Sequence[Paragraph]):
     def __getitem__(self, index: slice) -> list[Paragraph]: ...
 
     def __getitem__(self, index: int | slice) -> Paragraph | list[Paragraph]:
-        if isinstance(index, slice):
-            return [self[i] for i in range(*index.indices(len(self)))]
+        if type(index) is slice:
+            return [self._make(i) for i in range(*index.indices(len(self._items)))]
         if index < 0:
-            index += len(self)
-        if not 0 <= index < len(self):
+            index += len(self._items)
+        if not 0 <= index < len(self._items):
             raise IndexError(index)
-        head = len(self._head)
-        if index < head:
-            return self._head[index]
-        return self._make(index - head + self._replaced)
+        return self._make(index)
 
 
 def paragraphs(text: str) -> list[Paragraph]:
@@ -512,8 +487,9 @@ def _bullet_split(marker: str) -> re.Pattern[str]:
 
 def _bullets(first: str, rows: Sequence[str]) -> list[str]:
     """Bullets written inline (": - a - b") or one a line ("- a"); hyphens in words never split."""
-    texts = [t for t in (first.strip(), *rows) if t]
-    if sum(_bullet_marker(t) is not None for t in texts) >= 2:
+    first = first.strip()
+    texts = [t for t in (first, *rows) if t] if rows else [first] if first else []
+    if rows and sum(_bullet_marker(t) is not None for t in texts) >= 2:
         items: list[str] = []
         for text in texts:
             if _bullet_marker(text) is not None or not items:
@@ -525,8 +501,11 @@ def _bullets(first: str, rows: Sequence[str]) -> list[str]:
     marker = _bullet_marker(joined)
     if marker is None:
         return [joined] if joined else []
-    pieces = _bullet_split(marker).split(" " + joined)
-    return [p.strip() for p in pieces if p.strip()]
+    if joined.isprintable():  # no whitespace but plain spaces: a plain split does
+        pieces = f" {joined}".split(f" {marker} ")
+    else:
+        pieces = _bullet_split(marker).split(" " + joined)
+    return [bullet for p in pieces if (bullet := p.strip())]
 
 
 def _audience_label(row: str, m: _Markers) -> tuple[str | None, str, str] | None:
@@ -794,8 +773,8 @@ def _parse(
     # Sections: each runs from its heading to the next; the body ends at the first of them.
     # Takeaways without their heading start at the first audience-label line.
     starts: list[tuple[int, str, int]] = []  # (heading index, kind, first content index)
-    for index in range(body_start, len(paras)):
-        if not starts and _plain_prose(paras.raw(index)):
+    for index, raw in enumerate(paras.raws(body_start), body_start):
+        if not starts and _plain_prose(raw):
             continue
         para = paras[index]
         kind = (
