@@ -2,10 +2,13 @@
 
 Generates 10,000 article files per language from the bundled seeds (unique slugs and dates) in a
 temporary folder, then times:
-  floor      read every file's bytes, decode them and split them into paragraphs;
-  summaries  read_articles(bodies=False), what feeds indexes and digests need;
-  full       read_articles(bodies=True), what `syndicate check` does.
-Each read runs in a fresh child process, which also reports its peak memory (ru_maxrss).
+  floor        read every file's bytes, decode them and split them into paragraphs (one process);
+  summaries    read_articles(bodies=False), what feed indexes and digests need, as the reader
+               runs by default: one worker process per core for a set this large;
+  summaries/1  the same in this one process, no workers;
+  full         read_articles(bodies=True), what `syndicate check` does.
+Each read runs in a fresh child process, which reports its peak memory (ru_maxrss) and that of
+its largest worker; a worker's peak counts the pages it shares with the process it forked from.
 Run: .venv/bin/python bench/parse.py [files-per-language]
 """
 
@@ -67,15 +70,19 @@ def floor(folder: Path) -> tuple[float, int]:
 
 def child(folder: str, mode: str) -> None:
     """One timed read in this (fresh) process; prints seconds, articles, problems, peak RSS."""
+    kind, _, workers = mode.partition("/")
     from syndicate.config import load_config
     from syndicate.reader import read_articles
 
     config = load_config(ROOT / "config.toml", env={})
     read_articles(ROOT / "articles", config.profiles)  # load the language model outside the clock
     start = time.perf_counter()
-    found = read_articles(Path(folder), config.profiles, bodies=mode == "full")
+    found = read_articles(
+        Path(folder), config.profiles, bodies=kind == "full", workers=int(workers or 0) or None
+    )
     seconds = time.perf_counter() - start
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    worker_peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     print(
         json.dumps(
             {
@@ -83,6 +90,7 @@ def child(folder: str, mode: str) -> None:
                 "articles": len(found),
                 "problems": len(found.problems),
                 "peak_mib": peak,
+                "worker_peak_mib": worker_peak,
             }
         )
     )
@@ -108,17 +116,22 @@ def main() -> None:
         # Best of two: the first pass also warms the page cache for the reads that follow.
         floor_s, paragraphs = min(floor(folder), floor(folder))
         print(
-            f"floor      {files / floor_s:9.0f} files/s  {floor_s / files * 1e6:6.1f} µs/file"
+            f"floor        {files / floor_s:9.0f} files/s  {floor_s / files * 1e6:6.1f} µs/file"
             f"  ({paragraphs} paragraphs)"
         )
-        for mode in ("summaries", "full"):
+        for mode in ("summaries", "summaries/1", "full"):
             got = measure(folder, mode)
             assert got["articles"] == files and got["problems"] == 0, got
             per_file = got["seconds"] / files
+            workers = (
+                f" (+ workers {got['worker_peak_mib']:.0f} MiB each)"
+                if got["worker_peak_mib"]
+                else ""
+            )
             print(
-                f"{mode:10} {files / got['seconds']:9.0f} articles/s"
+                f"{mode:12} {files / got['seconds']:9.0f} articles/s"
                 f"  {per_file * 1e6:6.1f} µs/file  {got['seconds'] / floor_s:5.1f}x floor"
-                f"  peak {got['peak_mib']:.0f} MiB"
+                f"  peak {got['peak_mib']:.0f} MiB{workers}"
             )
 
 

@@ -212,6 +212,22 @@ def test_unknown_language(config: Config) -> None:
     ]
 
 
+def test_the_language_model_warns_when_the_profile_and_the_text_disagree(
+    config: Config,
+) -> None:
+    """An English article under a Dutch date line: the profile decides, the model objects
+    (in a full read; a summary read does not ask it when one profile matches)."""
+    text = seed("en").replace("Updated December 11, 2025", "Bijgewerkt op 11 december 2025")
+    article, found = parse(config, text)
+    assert article is not None and article.lang == "nl"
+    assert (1, "warning", "the 'nl' profile matches, but the text reads like 'en'") in problems(
+        found
+    )
+    light, light_found = parse(config, text, body=False)
+    assert light is not None and light.lang == "nl"
+    assert not any("reads like" in d.message for d in light_found)
+
+
 def test_no_takeaways_is_a_warning_and_the_article_stays(config: Config) -> None:
     text = seed("en")
     start, end = text.index("Key takeaways"), text.index("References")
@@ -559,7 +575,8 @@ STRAY = "\nA line without a label.\n"
 
 def assert_summary_agrees(config: Config, text: str) -> None:
     """``body=False`` gives the full reading's article without blocks and references, and the
-    same diagnostics except those only they give (footnote marks, repeated references)."""
+    same diagnostics except the warnings about them (footnote marks, repeated references) and
+    the language model's second opinion."""
     full, full_found = parse(config, text)
     light, light_found = parse(config, text, body=False)
     expected = full if full is None else dataclasses.replace(full, blocks=(), references=())
@@ -567,7 +584,9 @@ def assert_summary_agrees(config: Config, text: str) -> None:
     assert light_found == [
         d
         for d in full_found
-        if not d.message.startswith("footnote mark") and "appears twice" not in d.message
+        if not d.message.startswith("footnote mark")
+        and "appears twice" not in d.message
+        and "but the text reads like" not in d.message
     ]
 
 

@@ -13,11 +13,15 @@ never code.
 from __future__ import annotations
 
 import hashlib
+import multiprocessing
 import os
 import re
 import sys
+import threading
 import unicodedata
 from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from datetime import date
 from functools import cache, lru_cache
@@ -351,6 +355,20 @@ def _markers(profile: LanguageProfile) -> _Markers:
     return made
 
 
+_DATE_WORDS: dict[int, tuple[Mapping[str, LanguageProfile], tuple[str, ...]]] = {}
+
+
+def _all_date_words(profiles: Mapping[str, LanguageProfile]) -> tuple[str, ...]:
+    """Every profile's date-line words, longest first (for finding the date line)."""
+    cached = _DATE_WORDS.get(id(profiles))
+    if cached is not None and cached[0] is profiles:
+        return cached[1]
+    words = {w for p in profiles.values() for w in _markers(p).date_line}
+    found = tuple(sorted(words, key=len, reverse=True))
+    _DATE_WORDS[id(profiles)] = (profiles, found)
+    return found
+
+
 def _starts_with(text: str, phrases: Sequence[str]) -> str | None:
     """The longest folded phrase ``text`` starts with as whole words, or None."""
     folded = _fold(text[:80])
@@ -378,11 +396,16 @@ def _langid_sample(paras: Sequence[Paragraph]) -> str:
 
 
 def detect_language(
-    paras: Sequence[Paragraph], profiles: Mapping[str, LanguageProfile], warn: list[tuple[int, str]]
+    paras: Sequence[Paragraph],
+    profiles: Mapping[str, LanguageProfile],
+    warn: list[tuple[int, str]],
+    *,
+    second_opinion: bool = True,
 ) -> str:
     """The profile whose date line, headings and audience labels the text uses.
 
-    The language model only breaks ties and warns when it clearly reads another language.
+    The language model only breaks ties and, with ``second_opinion``, warns when the text
+    clearly reads as another language than the one profile that matches.
     """
     dated = {
         lang
@@ -406,6 +429,8 @@ def detect_language(
             scores[lang] = score
     best = max(scores.values(), default=0)
     candidates = [lang for lang, s in scores.items() if s == best and s > 0]
+    if len(candidates) == 1 and not second_opinion:
+        return candidates[0]
     guess = identify(_langid_sample(paras), tuple(profiles))
     if not candidates:
         hint = (
@@ -445,18 +470,6 @@ def _split_head(paras: list[Paragraph], date_words: Sequence[str]) -> list[Parag
             ]
             return paras[:index] + made + paras[index + 1 :]
     return paras
-
-
-def _plain_prose(raw: str) -> bool:
-    """A body paragraph for sure: one long line that has no colon near its start, so it is
-    neither a section heading nor an audience line. Decided without making the paragraph."""
-    return (
-        len(raw) > _LABEL_MAX
-        and not raw[0].isspace()
-        and not raw[-1].isspace()
-        and raw.find(":", 0, _LABEL_MAX) <= 0
-        and "\n" not in raw
-    )
 
 
 def _is_heading(para: Paragraph) -> bool:
@@ -697,9 +710,10 @@ def parse_article(
     """Parse one file's bytes. Returns the article (None if unusable) and its diagnostics.
 
     Never raises on bad input: every problem is a diagnostic. With ``body=False`` neither the
-    body blocks nor the references are made, nor the checks only they need (footnote marks,
-    repeated reference numbers): everything else is, which is what summaries, digests and
-    feed indexes need, at a fraction of the time and memory.
+    body blocks nor the references are made, nor the checks that only warn about them
+    (footnote marks, repeated reference numbers) or about the language: when one profile
+    matches, the language model's second opinion is not asked. Everything else is, which is
+    what summaries, digests and feed indexes need, at a fraction of the time and memory.
     """
     warnings: list[tuple[int, str]] = []
 
@@ -730,16 +744,13 @@ def _parse(
     paras = Paragraphs(clean(decode(data), warn, data))
     if not paras:
         raise ArticleProblem("empty file: no text to read")
-    all_date_words = sorted(
-        {w for p in profiles.values() for w in _markers(p).date_line}, key=len, reverse=True
-    )
     head = paras[:2]
-    paras.replace_head(len(head), _split_head(head, all_date_words))
+    paras.replace_head(len(head), _split_head(head, _all_date_words(profiles)))
     if len(paras) < 3:
         raise ArticleProblem(
             "too short: expected a title, a date line and a summary paragraph", paras[-1].line
         )
-    lang = detect_language(paras, profiles, warn)
+    lang = detect_language(paras, profiles, warn, second_opinion=body)
     m = _markers(profiles[lang])
 
     # The date line is the second paragraph (a subtitle may sit between it and the title).
@@ -774,7 +785,16 @@ def _parse(
     # Takeaways without their heading start at the first audience-label line.
     starts: list[tuple[int, str, int]] = []  # (heading index, kind, first content index)
     for index, raw in enumerate(paras.raws(body_start), body_start):
-        if not starts and _plain_prose(raw):
+        # Most of the body is long one-line paragraphs with no colon near their start: neither
+        # a heading nor an audience line, as cheap C-speed tests tell before making them.
+        if (
+            not starts
+            and len(raw) > _LABEL_MAX
+            and raw.find(":", 0, _LABEL_MAX) <= 0
+            and not raw[0].isspace()
+            and not raw[-1].isspace()
+            and "\n" not in raw
+        ):
             continue
         para = paras[index]
         kind = (
@@ -905,20 +925,70 @@ def _read_file(path: Path, profiles: Mapping[str, LanguageProfile], body: bool) 
     return parse_article(data, source, profiles, body=body)
 
 
+# Parsing is pure Python, so one process reads on one core. A large set is read by one worker
+# process per core, in batches, in path order; below PARALLEL_FROM files, starting the workers
+# costs more than they save.
+PARALLEL_FROM = 2000
+_BATCH = 200
+_WORKER: dict[str, object] = {}
+
+
+def _start_worker(profiles: Mapping[str, LanguageProfile], body: bool) -> None:
+    _WORKER.update(profiles=profiles, body=body)
+
+
+def _read_batch(paths: list[Path]) -> list[_Read]:
+    profiles, body = _WORKER["profiles"], _WORKER["body"]
+    return [_read_file(path, profiles, body) for path in paths]  # type: ignore[arg-type]
+
+
+def _read_files(
+    paths: list[Path], profiles: Mapping[str, LanguageProfile], body: bool, workers: int | None
+) -> Iterator[_Read]:
+    """Each file's reading, in path order."""
+    if workers is None:
+        workers = (os.cpu_count() or 1) if len(paths) >= PARALLEL_FROM else 1
+    if workers > 1:
+        # A fork starts a worker at once, with everything this process has loaded; a process
+        # with threads (the scheduler, the web server) must not fork, and asks a fork server.
+        methods = multiprocessing.get_all_start_methods()
+        method = "fork" if threading.active_count() == 1 else "forkserver"
+        context = multiprocessing.get_context(method if method in methods else None)
+        if context.get_start_method() == "forkserver":
+            context.set_forkserver_preload([__name__])
+        batches = [paths[i : i + _BATCH] for i in range(0, len(paths), _BATCH)]
+        try:
+            with ProcessPoolExecutor(
+                workers, context, initializer=_start_worker, initargs=(profiles, body)
+            ) as pool:
+                for batch in pool.map(_read_batch, batches):
+                    yield from batch
+                    paths = paths[len(batch) :]
+            return
+        except (OSError, BrokenProcessPool):
+            pass  # no worker processes to be had: this one reads the rest
+    for path in paths:
+        yield _read_file(path, profiles, body)
+
+
 def read_articles(
-    folder: Path, profiles: Mapping[str, LanguageProfile], *, bodies: bool = True
+    folder: Path,
+    profiles: Mapping[str, LanguageProfile],
+    *,
+    bodies: bool = True,
+    workers: int | None = None,
 ) -> ArticleSet:
     """Read every file of the article set; bad files become diagnostics, the rest articles.
 
     Two files with the same language and slug: the first (by path) wins, the second is an error.
+    ``workers`` processes read (default: one per core from PARALLEL_FROM files on, else none).
     """
     if not folder.is_dir():
         problem = Diagnostic(str(folder), None, Severity.ERROR, "article folder not found")
         return ArticleSet((), (problem,))
     articles: dict[tuple[str, str], Article] = {}
     problems: list[Diagnostic] = []
-    for path in article_files(folder):
-        article, found = _read_file(path, profiles, bodies)
+    for article, found in _read_files(article_files(folder), profiles, bodies, workers):
         problems.extend(found)
         if article is None:
             continue
