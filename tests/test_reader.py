@@ -682,3 +682,23 @@ def test_article_files_are_every_visible_file_in_path_order(tmp_path: Path) -> N
     found = [str(p.relative_to(tmp_path)) for p in article_files(tmp_path)]
     # As paths order: part by part, so "a/b" comes before "a-c" ('-' sorts before '/').
     assert found == ["a/b", "a/z/deep.md", "a-c", "b.txt", "link.txt"]
+
+
+def test_worker_processes_read_as_this_process_does(
+    config: Config, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Same articles, same problems, same order; a duplicate is still caught across batches."""
+    for number in range(30):
+        for lang, path in SEEDS.items():
+            text = path.read_text("utf-8").replace(
+                "amazon-trainium3-aws-nvidia-ai-chip-competition", f"chips-{number % 25}"
+            )
+            (tmp_path / f"{number:02d}-{lang}.txt").write_text(text, "utf-8")
+    (tmp_path / "broken.txt").write_bytes(b"\xff\xfe not text")
+    alone = read_articles(tmp_path, config.profiles, bodies=False, workers=1)
+    with caplog.at_level("WARNING", logger="syndicate.reader"):
+        shared = read_articles(tmp_path, config.profiles, bodies=False, workers=2)
+    assert caplog.records == []  # the workers did the reading
+    assert shared.articles == alone.articles and len(alone) == 75
+    assert shared.problems == alone.problems
+    assert sum("duplicate article" in p.message for p in alone.problems) == 15

@@ -13,6 +13,7 @@ never code.
 from __future__ import annotations
 
 import hashlib
+import logging
 import multiprocessing
 import os
 import re
@@ -44,6 +45,8 @@ from .model import (
     Severity,
     Takeaways,
 )
+
+_log = logging.getLogger(__name__)
 
 SUPERSCRIPTS = "⁰¹²³⁴⁵⁶⁷⁸⁹"
 _SUPER_DIGIT = str.maketrans(SUPERSCRIPTS, "0123456789")
@@ -965,8 +968,8 @@ def _read_files(
                     yield from batch
                     paths = paths[len(batch) :]
             return
-        except (OSError, BrokenProcessPool):
-            pass  # no worker processes to be had: this one reads the rest
+        except (OSError, BrokenProcessPool) as exc:
+            _log.warning("reader workers failed (%s): reading the rest in this process", exc)
     for path in paths:
         yield _read_file(path, profiles, body)
 
