@@ -374,7 +374,10 @@ def _all_date_words(profiles: Mapping[str, LanguageProfile]) -> tuple[str, ...]:
 
 def _starts_with(text: str, phrases: Sequence[str]) -> str | None:
     """The longest folded phrase ``text`` starts with as whole words, or None."""
-    folded = _fold(text[:80])
+    return _folded_starts_with(_fold(text[:80]), phrases)
+
+
+def _folded_starts_with(folded: str, phrases: Sequence[str]) -> str | None:
     for phrase in phrases:  # longest first
         if folded.startswith(phrase) and (
             len(folded) == len(phrase) or not folded[len(phrase)].isalnum()
@@ -410,10 +413,11 @@ def detect_language(
     The language model only breaks ties and, with ``second_opinion``, warns when the text
     clearly reads as another language than the one profile that matches.
     """
+    heads = [_fold(p.text[:80]) for p in paras[1:3]]
     dated = {
         lang
         for lang, profile in profiles.items()
-        if any(_starts_with(p.text, _markers(profile).date_line) for p in paras[1:3])
+        if any(_folded_starts_with(head, _markers(profile).date_line) for head in heads)
     }
     if len(dated) == 1:  # the usual case: the date line alone decides
         scores = {lang: 4 if lang in dated else 0 for lang in profiles}
@@ -473,6 +477,13 @@ def _split_head(paras: list[Paragraph], date_words: Sequence[str]) -> list[Parag
             ]
             return paras[:index] + made + paras[index + 1 :]
     return paras
+
+
+def _first_row(raw: str) -> str:
+    """A paragraph's first line as its ``rows[0]`` would be, from the text as written."""
+    if "\n" not in raw:
+        return raw.strip()
+    return next((row for line in raw.split("\n") if (row := line.strip())), "")
 
 
 def _is_heading(para: Paragraph) -> bool:
@@ -586,14 +597,6 @@ def _reference(row: str) -> tuple[int, str] | None:
         return None
     digits = found[1] or found[2] or found[3].translate(_SUPER_DIGIT)
     return int(digits), found[4]
-
-
-def _reference_count(paras: list[Paragraph]) -> int:
-    """How many paragraphs from the start of ``paras`` are the numbered reference list."""
-    return next(
-        (index for index, para in enumerate(paras) if _reference(para.rows[0]) is None),
-        len(paras),
-    )
 
 
 def _references(paras: list[Paragraph], warn: list[tuple[int, str]]) -> tuple[Reference, ...]:
@@ -785,55 +788,54 @@ def _parse(
     body_start = at + 2 if _SUMMARY_LABEL.match(summary_para.text) else at + 1
 
     # Sections: each runs from its heading to the next; the body ends at the first of them.
-    # Takeaways without their heading start at the first audience-label line.
+    # Takeaways without their heading start at the first audience-label line. The scan reads
+    # the paragraphs as written: most are passed over without being made.
+    raws = paras.raws(body_start)
     starts: list[tuple[int, str, int]] = []  # (heading index, kind, first content index)
-    for index, raw in enumerate(paras.raws(body_start), body_start):
-        # Most of the body is long one-line paragraphs with no colon near their start: neither
-        # a heading nor an audience line, as cheap C-speed tests tell before making them.
-        if (
-            not starts
-            and len(raw) > _LABEL_MAX
-            and raw.find(":", 0, _LABEL_MAX) <= 0
-            and not raw[0].isspace()
-            and not raw[-1].isspace()
-            and "\n" not in raw
-        ):
-            continue
-        para = paras[index]
-        kind = (
-            m.headings.get(_fold(para.text).rstrip(":")) if len(para.text) <= _LABEL_MAX else None
-        )
+    for index, raw in enumerate(raws, body_start):
+        plain = "\n" not in raw and not raw[0].isspace() and not raw[-1].isspace()
+        if len(raw) <= _LABEL_MAX:  # the text is no longer than as written
+            kind = m.headings.get(_fold(raw).rstrip(":"))
+        elif plain:  # the text is as written: too long for a heading
+            kind = None
+        else:
+            text = paras[index].text
+            kind = m.headings.get(_fold(text).rstrip(":")) if len(text) <= _LABEL_MAX else None
         if kind is not None:
             starts.append((index, kind, index + 1))
-        elif not starts and para.rows[0].find(":", 0, _LABEL_MAX) > 0:
-            head = _audience_label(para.rows[0], m)
+        elif not starts and (not plain or raw.find(":", 0, _LABEL_MAX) > 0):
+            row = _first_row(raw)
+            head = _audience_label(row, m) if row.find(":", 0, _LABEL_MAX) > 0 else None
             if head is not None and head[0] is not None:
                 starts.append((index, "takeaways", index))
     body_end = starts[0][0] if starts else len(paras)
-    sections: dict[str, list[Paragraph]] = {}
+    spans: dict[str, tuple[int, int]] = {}  # section kind -> (first, end) paragraph index
     for number, (index, kind, first) in enumerate(starts):
         end = starts[number + 1][0] if number + 1 < len(starts) else len(paras)
-        if kind in sections:
+        if kind in spans:
             warn.append((paras[index].line, f"second {kind} section ignored"))
             continue
-        sections[kind] = paras[first:end]
+        spans[kind] = (first, end)
 
     # Within the takeaways, a numbered list is the references and labelled SEO lines the tail.
-    takeaway_paras = sections.get("takeaways", [])
-    for index, para in enumerate(takeaway_paras):
-        if _audience_label(para.rows[0], m) is not None:
+    seo_paras = paras[slice(*spans["seo"])] if "seo" in spans else []
+    first, end = spans.get("takeaways", (0, 0))
+    for index in range(first, end):
+        row = paras[index].rows[0]
+        if _audience_label(row, m) is not None:
             continue
-        if _reference(para.rows[0]) and "references" not in sections:
-            sections["references"] = takeaway_paras[index:]
-        elif _is_seo(para, m):
-            sections["seo"] = takeaway_paras[index:] + sections.get("seo", [])
+        if _reference(row) and "references" not in spans:
+            spans["references"] = (index, end)
+        elif _is_seo(paras[index], m):
+            seo_paras = paras[index:end] + seo_paras
         else:
             continue
-        takeaway_paras = takeaway_paras[:index]
+        end = index
         break
+    takeaway_paras = paras[first:end]
 
     takeaways: tuple[Takeaways, ...] = ()
-    if "takeaways" in sections:
+    if "takeaways" in spans:
         takeaways = _takeaways(takeaway_paras, m, warn)
         if not takeaway_paras:
             heading = next(index for index, kind, _ in starts if kind == "takeaways")
@@ -843,15 +845,19 @@ def _parse(
             (paras[body_end - 1].line, "no key-takeaways section: the article goes to feeds only")
         )
 
+    # The references run from the section's start for as long as paragraphs start numbered.
     references: tuple[Reference, ...] = ()
     tail: list[Paragraph] = []
-    if "references" in sections:
-        listed = sections["references"]
-        count = _reference_count(listed)
+    if "references" in spans:
+        first, end = spans["references"]
+        listed = next(
+            (i for i in range(first, end) if _reference(_first_row(raws[i - body_start])) is None),
+            end,
+        )
         if body:
-            references = _references(listed[:count], warn)
-        tail = listed[count:]
-    seo = _seo(tail + sections.get("seo", []), m, warn)
+            references = _references(paras[first:listed], warn)
+        tail = paras[listed:end]
+    seo = _seo(tail + seo_paras, m, warn)
 
     # The body, and the checks only it needs, only when asked for.
     numbers = frozenset(r.number for r in references)
