@@ -78,7 +78,7 @@ def child(folder: str, mode: str) -> None:
     read_articles(ROOT / "articles", config.profiles)  # load the language model outside the clock
     start = time.perf_counter()
     found = read_articles(
-        Path(folder), config.profiles, bodies=kind == "full", workers=int(workers or 0) or None
+        Path(folder), config.profiles, bodies=kind == "full", processes=int(workers or 0) or None
     )
     seconds = time.perf_counter() - start
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024

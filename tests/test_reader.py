@@ -12,6 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from syndicate import reader
 from syndicate.config import Config
 from syndicate.model import Article, Severity
 from syndicate.reader import (
@@ -685,9 +686,11 @@ def test_article_files_are_every_visible_file_in_path_order(tmp_path: Path) -> N
 
 
 def test_worker_processes_read_as_this_process_does(
-    config: Config, tmp_path: Path, caplog: pytest.LogCaptureFixture
+    config: Config, tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch
 ) -> None:
-    """Same articles, same problems, same order; a duplicate is still caught across batches."""
+    """Same articles, same problems, same order; a duplicate is still caught across batches,
+    whichever process read them."""
+    monkeypatch.setattr(reader, "_BATCH", 4)
     for number in range(30):
         for lang, path in SEEDS.items():
             text = path.read_text("utf-8").replace(
@@ -695,9 +698,9 @@ def test_worker_processes_read_as_this_process_does(
             )
             (tmp_path / f"{number:02d}-{lang}.txt").write_text(text, "utf-8")
     (tmp_path / "broken.txt").write_bytes(b"\xff\xfe not text")
-    alone = read_articles(tmp_path, config.profiles, bodies=False, workers=1)
+    alone = read_articles(tmp_path, config.profiles, bodies=False, processes=1)
     with caplog.at_level("WARNING", logger="syndicate.reader"):
-        shared = read_articles(tmp_path, config.profiles, bodies=False, workers=2)
+        shared = read_articles(tmp_path, config.profiles, bodies=False, processes=2)
     assert caplog.records == []  # the workers did the reading
     assert shared.articles == alone.articles and len(alone) == 75
     assert shared.problems == alone.problems

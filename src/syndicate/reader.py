@@ -20,8 +20,9 @@ import re
 import sys
 import threading
 import unicodedata
+from collections import deque
 from collections.abc import Iterator, Mapping, Sequence
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from datetime import date
@@ -951,11 +952,12 @@ def _read_file(source: str, profiles: Mapping[str, LanguageProfile], body: bool)
     return parse_article(data, source, profiles, body=body)
 
 
-# Parsing is pure Python, so one process reads on one core. A large set is read by one worker
-# process per core, in batches, in path order; below PARALLEL_FROM files, starting the workers
-# costs more than they save.
+# Parsing is pure Python, so one process reads on one core. A large set is read by one process
+# per core: worker processes take batches, and this one reads the next batch itself whenever
+# the batch due next is not back yet; results come out in path order. Below PARALLEL_FROM
+# files, starting a worker costs more than it saves.
 PARALLEL_FROM = 2000
-_BATCH = 200
+_BATCH = 100
 _WORKER: dict[str, object] = {}
 
 
@@ -969,12 +971,13 @@ def _read_batch(paths: list[str]) -> list[_Read]:
 
 
 def _read_files(
-    paths: list[str], profiles: Mapping[str, LanguageProfile], body: bool, workers: int | None
+    paths: list[str], profiles: Mapping[str, LanguageProfile], body: bool, processes: int | None
 ) -> Iterator[_Read]:
     """Each file's reading, in path order."""
-    if workers is None:
-        workers = (os.cpu_count() or 1) if len(paths) >= PARALLEL_FROM else 1
-    if workers > 1:
+    if processes is None:
+        processes = (os.cpu_count() or 1) if len(paths) >= PARALLEL_FROM else 1
+    done = 0
+    if processes > 1:
         # A fork starts a worker at once, with everything this process has loaded; a process
         # with threads (the scheduler, the web server) must not fork, and asks a fork server.
         methods = multiprocessing.get_all_start_methods()
@@ -982,18 +985,28 @@ def _read_files(
         context = multiprocessing.get_context(method if method in methods else None)
         if context.get_start_method() == "forkserver":
             context.set_forkserver_preload([__name__])
-        batches = [paths[i : i + _BATCH] for i in range(0, len(paths), _BATCH)]
+        batches = deque(paths[i : i + _BATCH] for i in range(0, len(paths), _BATCH))
+        queue: deque[Future[list[_Read]] | list[_Read]] = deque()  # in path order
+        ahead = 2 * (processes - 1)  # batches handed to the workers and not yet back
         try:
             with ProcessPoolExecutor(
-                workers, context, initializer=_start_worker, initargs=(profiles, body)
+                processes - 1, context, initializer=_start_worker, initargs=(profiles, body)
             ) as pool:
-                for batch in pool.map(_read_batch, batches):
-                    yield from batch
-                    paths = paths[len(batch) :]
+                while queue or batches:
+                    while batches and sum(type(q) is not list for q in queue) < ahead:
+                        queue.append(pool.submit(_read_batch, batches.popleft()))
+                    head = queue[0]
+                    if type(head) is list or head.done() or not batches:  # type: ignore[union-attr]
+                        queue.popleft()
+                        read = head if type(head) is list else head.result()  # type: ignore[union-attr]
+                        yield from read
+                        done += len(read)
+                    else:  # the workers are busy: read the next batch here meanwhile
+                        queue.append([_read_file(p, profiles, body) for p in batches.popleft()])
             return
         except (OSError, BrokenProcessPool) as exc:
             _log.warning("reader workers failed (%s): reading the rest in this process", exc)
-    for path in paths:
+    for path in paths[done:]:
         yield _read_file(path, profiles, body)
 
 
@@ -1002,12 +1015,12 @@ def read_articles(
     profiles: Mapping[str, LanguageProfile],
     *,
     bodies: bool = True,
-    workers: int | None = None,
+    processes: int | None = None,
 ) -> ArticleSet:
     """Read every file of the article set; bad files become diagnostics, the rest articles.
 
     Two files with the same language and slug: the first (by path) wins, the second is an error.
-    ``workers`` processes read (default: one per core from PARALLEL_FROM files on, else none).
+    ``processes`` read, this one included (default: one per core from PARALLEL_FROM files on).
     """
     if not folder.is_dir():
         problem = Diagnostic(str(folder), None, Severity.ERROR, "article folder not found")
@@ -1015,7 +1028,7 @@ def read_articles(
     articles: dict[tuple[str, str], Article] = {}
     problems: list[Diagnostic] = []
     paths = _article_paths(str(folder))
-    for article, found in _read_files(paths, profiles, bodies, workers):
+    for article, found in _read_files(paths, profiles, bodies, processes):
         problems.extend(found)
         if article is None:
             continue
