@@ -12,6 +12,7 @@ never code.
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import logging
 import multiprocessing
@@ -24,6 +25,7 @@ from collections import deque
 from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import date
 from functools import cache, lru_cache
@@ -1010,6 +1012,19 @@ def _read_files(
         yield _read_file(path, profiles, body)
 
 
+@contextmanager
+def _no_cycle_collection() -> Iterator[None]:
+    """Articles hold no reference cycles, yet while a large set is built the cycle collector
+    would walk every object made so far, again and again: a fifth of the reading time."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
 def read_articles(
     folder: Path,
     profiles: Mapping[str, LanguageProfile],
@@ -1028,21 +1043,22 @@ def read_articles(
     articles: dict[tuple[str, str], Article] = {}
     problems: list[Diagnostic] = []
     paths = _article_paths(str(folder))
-    for article, found in _read_files(paths, profiles, bodies, processes):
-        problems.extend(found)
-        if article is None:
-            continue
-        first = articles.get(article.key)
-        if first is not None:
-            problems.append(
-                Diagnostic(
-                    article.source,
-                    1,
-                    Severity.ERROR,
-                    f"duplicate article: {first.source} already has language "
-                    f"'{article.lang}' and slug '{article.slug}'",
+    with _no_cycle_collection():
+        for article, found in _read_files(paths, profiles, bodies, processes):
+            problems.extend(found)
+            if article is None:
+                continue
+            first = articles.get(article.key)
+            if first is not None:
+                problems.append(
+                    Diagnostic(
+                        article.source,
+                        1,
+                        Severity.ERROR,
+                        f"duplicate article: {first.source} already has language "
+                        f"'{article.lang}' and slug '{article.slug}'",
+                    )
                 )
-            )
-            continue
-        articles[article.key] = article
+                continue
+            articles[article.key] = article
     return ArticleSet(tuple(articles.values()), tuple(problems))
