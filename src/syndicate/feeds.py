@@ -20,6 +20,7 @@ import threading
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime
+from functools import cache
 from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo
 
@@ -91,7 +92,12 @@ class Page:
 
 def tagging_entity(config: Config) -> str:
     """``authority,date`` of every tag URI this site mints."""
-    return config.feeds.tag or f"{urlsplit(config.site.base_url).hostname},2025-01-01"
+    return config.feeds.tag or _default_tagging_entity(config.site.base_url)
+
+
+@cache
+def _default_tagging_entity(base_url: str) -> str:
+    return f"{urlsplit(base_url).hostname},2025-01-01"
 
 
 def feed_id(config: Config, lang: str) -> str:
@@ -401,6 +407,7 @@ def _xml_text(text: str) -> str:
     )
 
 
+_ATTR_SPECIAL = re.compile('[&<>"\t\n\r]')
 _ATTR_ESCAPES = str.maketrans(
     {
         "&": "&amp;",
@@ -416,7 +423,7 @@ _ATTR_ESCAPES = str.maketrans(
 
 def _xml_attr(text: str) -> str:
     """Escaped as lxml escapes an attribute value in double quotes."""
-    return text.translate(_ATTR_ESCAPES)
+    return text.translate(_ATTR_ESCAPES) if _ATTR_SPECIAL.search(text) else text
 
 
 _PARSER = etree.XMLParser(remove_blank_text=True)
