@@ -140,6 +140,19 @@ def test_summaries_drop_the_body_and_the_references_and_nothing_else(config: Con
     assert dataclasses.replace(full, blocks=(), references=()) == light
 
 
+def test_an_index_reading_keeps_the_audiences_not_their_bullets(config: Config) -> None:
+    light, _ = parse(config, seed("nl"), body=False)
+    index, _ = parse_article(
+        seed("nl").encode(), "a.txt", config.profiles, body=False, bullets=False
+    )
+    assert light is not None and index is not None
+    assert [(t.audience, t.label) for t in index.takeaways] == [
+        (t.audience, t.label) for t in light.takeaways
+    ]
+    assert all(t.bullets == () for t in index.takeaways)
+    assert dataclasses.replace(index, takeaways=light.takeaways) == light  # digest included
+
+
 # --- diagnostics -----------------------------------------------------------------------------
 
 

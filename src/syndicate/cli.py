@@ -356,7 +356,7 @@ def digest(
                 f"unknown audience {audience!r} (known: {', '.join(config.audiences)})",
                 param_hint="--audience",
             )
-    found = load_articles(config, articles)
+    found = load_articles(config, articles, bodies=False)  # a digest shows no body
     print_problems(found)
     out = out if out is not None else config.path(config.email.outbox) / "preview"
     day = since.date() if since else None

@@ -206,7 +206,10 @@ def build_feeds(
             next_due=_when(previous.get("next_due")),
         )
 
-    due, next_due = _due(config, read_articles(folder, config.profiles, bodies=False), now)
+    # The feeds show the newest articles whole and the rest by summary: read the summaries
+    # (no body, no bullets), then the newest again, in full.
+    index = read_articles(folder, config.profiles, bodies=False, bullets=False)
+    due, next_due = _due(config, index, now)
     found = _with_bodies(config, due)
     store = open_store(config.database_url)
     try:
@@ -495,7 +498,8 @@ def send_digests(
     same content. Pending deliveries of earlier runs are sent too, whatever the filters.
     ``dry_run`` reports what would be issued and writes nothing.
     """
-    articles = read_articles(config.path(config.site.articles), config.profiles)
+    # A digest shows titles, dates and takeaways: the summaries hold them.
+    articles = read_articles(config.path(config.site.articles), config.profiles, bodies=False)
     report = SendReport(problems=articles.problems)
     domain = _domain(config.email.sender)
     readers = variants(store.subscribers("active"), langs, audiences)

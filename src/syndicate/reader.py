@@ -26,7 +26,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import date
 from functools import cache, lru_cache
 from itertools import accumulate, repeat
@@ -714,7 +714,12 @@ _Read = tuple[Article | None, list[Diagnostic]]
 
 
 def parse_article(
-    data: bytes, source: str, profiles: Mapping[str, LanguageProfile], *, body: bool = True
+    data: bytes,
+    source: str,
+    profiles: Mapping[str, LanguageProfile],
+    *,
+    body: bool = True,
+    bullets: bool = True,
 ) -> _Read:
     """Parse one file's bytes. Returns the article (None if unusable) and its diagnostics.
 
@@ -722,7 +727,9 @@ def parse_article(
     body blocks nor the references are made, nor the checks that only warn about them
     (footnote marks, repeated reference numbers) or about the language: when one profile
     matches, the language model's second opinion is not asked. Everything else is, which is
-    what summaries, digests and feed indexes need, at a fraction of the time and memory.
+    what summaries, digests and feed indexes need, at a fraction of the time and memory. With
+    ``bullets=False`` each audience's takeaways keep their label but not their bullets, which
+    is all a feed index shows (the article's ``digest`` still covers them).
     """
     warnings: list[tuple[int, str]] = []
 
@@ -736,6 +743,11 @@ def parse_article(
         return None, [Diagnostic(source, None, Severity.ERROR, "no language profiles configured")]
     try:
         article = _parse(data, source, profiles, body, warnings)
+        if not bullets:
+            article = replace(
+                article,
+                takeaways=tuple(Takeaways(t.audience, t.label, ()) for t in article.takeaways),
+            )
     except ArticleProblem as problem:
         return None, report(problem)
     return article, report()
@@ -946,12 +958,12 @@ def _read_bytes(path: str) -> bytes:
         os.close(fd)
 
 
-def _read_file(source: str, profiles: Mapping[str, LanguageProfile], body: bool) -> _Read:
+def _read_file(source: str, profiles: Mapping[str, LanguageProfile], keep: _Keep) -> _Read:
     try:
         data = _read_bytes(source)
     except OSError as exc:
         return None, [Diagnostic(source, None, Severity.ERROR, f"cannot read: {exc.strerror}")]
-    return parse_article(data, source, profiles, body=body)
+    return parse_article(data, source, profiles, **keep)
 
 
 # Parsing is pure Python, so one process reads on one core. A large set is read by one process
@@ -961,19 +973,20 @@ def _read_file(source: str, profiles: Mapping[str, LanguageProfile], body: bool)
 PARALLEL_FROM = 2000
 _BATCH = 100
 _WORKER: dict[str, object] = {}
+_Keep = dict[str, bool]  # parse_article's keyword arguments: what to keep of each file
 
 
-def _start_worker(profiles: Mapping[str, LanguageProfile], body: bool) -> None:
-    _WORKER.update(profiles=profiles, body=body)
+def _start_worker(profiles: Mapping[str, LanguageProfile], keep: _Keep) -> None:
+    _WORKER.update(profiles=profiles, keep=keep)
 
 
 def _read_batch(paths: list[str]) -> list[_Read]:
-    profiles, body = _WORKER["profiles"], _WORKER["body"]
-    return [_read_file(path, profiles, body) for path in paths]  # type: ignore[arg-type]
+    profiles, keep = _WORKER["profiles"], _WORKER["keep"]
+    return [_read_file(path, profiles, keep) for path in paths]  # type: ignore[arg-type]
 
 
 def _read_files(
-    paths: list[str], profiles: Mapping[str, LanguageProfile], body: bool, processes: int | None
+    paths: list[str], profiles: Mapping[str, LanguageProfile], keep: _Keep, processes: int | None
 ) -> Iterator[_Read]:
     """Each file's reading, in path order."""
     if processes is None:
@@ -992,7 +1005,7 @@ def _read_files(
         ahead = 2 * (processes - 1)  # batches handed to the workers and not yet back
         try:
             with ProcessPoolExecutor(
-                processes - 1, context, initializer=_start_worker, initargs=(profiles, body)
+                processes - 1, context, initializer=_start_worker, initargs=(profiles, keep)
             ) as pool:
                 while queue or batches:
                     while batches and sum(type(q) is not list for q in queue) < ahead:
@@ -1004,12 +1017,12 @@ def _read_files(
                         yield from read
                         done += len(read)
                     else:  # the workers are busy: read the next batch here meanwhile
-                        queue.append([_read_file(p, profiles, body) for p in batches.popleft()])
+                        queue.append([_read_file(p, profiles, keep) for p in batches.popleft()])
             return
         except (OSError, BrokenProcessPool) as exc:
             _log.warning("reader workers failed (%s): reading the rest in this process", exc)
     for path in paths[done:]:
-        yield _read_file(path, profiles, body)
+        yield _read_file(path, profiles, keep)
 
 
 @contextmanager
@@ -1030,12 +1043,14 @@ def read_articles(
     profiles: Mapping[str, LanguageProfile],
     *,
     bodies: bool = True,
+    bullets: bool = True,
     processes: int | None = None,
 ) -> ArticleSet:
     """Read every file of the article set; bad files become diagnostics, the rest articles.
 
     Two files with the same language and slug: the first (by path) wins, the second is an error.
-    ``processes`` read, this one included (default: one per core from PARALLEL_FROM files on).
+    ``bodies`` and ``bullets`` are ``parse_article``'s ``body`` and ``bullets``. ``processes``
+    read, this one included (default: one per core from PARALLEL_FROM files on).
     """
     if not folder.is_dir():
         problem = Diagnostic(str(folder), None, Severity.ERROR, "article folder not found")
@@ -1044,7 +1059,8 @@ def read_articles(
     problems: list[Diagnostic] = []
     paths = _article_paths(str(folder))
     with _no_cycle_collection():
-        for article, found in _read_files(paths, profiles, bodies, processes):
+        keep: _Keep = {"body": bodies, "bullets": bullets}
+        for article, found in _read_files(paths, profiles, keep, processes):
             problems.extend(found)
             if article is None:
                 continue
