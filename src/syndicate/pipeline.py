@@ -244,7 +244,7 @@ def build_feeds(
                     for p in found.problems
                 ],
             },
-            indent=1,
+            separators=(",", ":"),  # indenting would take the pure-Python encoder
         ).encode(),
     )
     return FeedReport(
