@@ -105,8 +105,8 @@ class Article:
     """One language version of one article.
 
     ``slug`` is the translation key shared by every language version; ``(lang, slug)`` is unique
-    in an ArticleSet. ``digest`` is a hash of the normalised content, so whitespace-only edits
-    do not count as revisions.
+    in an ArticleSet. ``digest`` is a hash of what a digest shows (title, date, takeaways), so
+    an edit to the body alone, or lines wrapped anew, do not count as revisions in digests.
     """
 
     source: str

@@ -698,8 +698,8 @@ def slugify(text: str) -> str:
 def content_digest(lang: str, title: str, updated: date, takeaways: Sequence[Takeaways]) -> str:
     """A hash of what a digest shows of the article: its title, date and takeaways.
 
-    A revision of the body or the references alone, or of whitespace anywhere, leaves it
-    as it was, so a digest never sends an article again for a change its readers cannot see.
+    A revision of the body or the references alone, or lines wrapped anew, leave it as it
+    was, so a digest never sends an article again for a change its readers would not see.
     """
     shown = [lang, title, updated.isoformat()]
     for group in takeaways:
@@ -972,17 +972,18 @@ def _read_file(source: str, profiles: Mapping[str, LanguageProfile], keep: _Keep
 # files, starting a worker costs more than it saves.
 PARALLEL_FROM = 2000
 _BATCH = 100
-_WORKER: dict[str, object] = {}
 _Keep = dict[str, bool]  # parse_article's keyword arguments: what to keep of each file
+_worker: tuple[Mapping[str, LanguageProfile], _Keep] = ({}, {})  # set in each worker
 
 
 def _start_worker(profiles: Mapping[str, LanguageProfile], keep: _Keep) -> None:
-    _WORKER.update(profiles=profiles, keep=keep)
+    global _worker
+    _worker = (profiles, keep)
 
 
 def _read_batch(paths: list[str]) -> list[_Read]:
-    profiles, keep = _WORKER["profiles"], _WORKER["keep"]
-    return [_read_file(path, profiles, keep) for path in paths]  # type: ignore[arg-type]
+    profiles, keep = _worker
+    return [_read_file(path, profiles, keep) for path in paths]
 
 
 def _read_files(
@@ -1008,16 +1009,17 @@ def _read_files(
                 processes - 1, context, initializer=_start_worker, initargs=(profiles, keep)
             ) as pool:
                 while queue or batches:
-                    while batches and sum(type(q) is not list for q in queue) < ahead:
+                    while batches and sum(isinstance(q, Future) for q in queue) < ahead:
                         queue.append(pool.submit(_read_batch, batches.popleft()))
                     head = queue[0]
-                    if type(head) is list or head.done() or not batches:  # type: ignore[union-attr]
-                        queue.popleft()
-                        read = head if type(head) is list else head.result()  # type: ignore[union-attr]
-                        yield from read
-                        done += len(read)
-                    else:  # the workers are busy: read the next batch here meanwhile
+                    if isinstance(head, Future) and not head.done() and batches:
+                        # The workers are busy: read the next batch here meanwhile.
                         queue.append([_read_file(p, profiles, keep) for p in batches.popleft()])
+                        continue
+                    read = queue.popleft()
+                    read = read.result() if isinstance(read, Future) else read
+                    yield from read
+                    done += len(read)
             return
         except (OSError, BrokenProcessPool) as exc:
             _log.warning("reader workers failed (%s): reading the rest in this process", exc)
