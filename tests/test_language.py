@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from py3langid.langid import MODEL_FILE, LanguageIdentifier
 
-from syndicate.language import LanguageModel
+from syndicate.language import LanguageModel, cache_folder
 from tests.conftest import ARTICLES
 
 LANGS = ("de", "en", "nl")
@@ -64,3 +64,19 @@ def test_a_damaged_cache_is_unpacked_again(tmp_path: Path) -> None:
 
 def test_languages_the_model_does_not_know_are_left_out(tmp_path: Path) -> None:
     assert LanguageModel.load(("en", "nl", "xx"), tmp_path).langs == ("en", "nl")
+
+
+def test_the_cache_folder_follows_the_environment(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.delenv("SYNDICATE_CACHE", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert cache_folder() == tmp_path / "syndicate"
+    monkeypatch.setenv("SYNDICATE_CACHE", str(tmp_path / "own"))
+    assert cache_folder() == tmp_path / "own"
+    monkeypatch.delenv("SYNDICATE_CACHE")
+    monkeypatch.delenv("XDG_CACHE_HOME")
+
+    def homeless() -> Path:
+        raise RuntimeError("Could not determine home directory.")
+
+    monkeypatch.setattr(Path, "home", homeless)
+    assert cache_folder() is None  # the model is then unpacked on each run, and still works

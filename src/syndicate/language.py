@@ -22,12 +22,17 @@ import numpy as np
 _FILES = ("nextmove", "rowbase", "output", "weights", "priors")
 
 
-def cache_folder() -> Path:
-    """Where unpacked models are kept: ``$SYNDICATE_CACHE``, else the XDG cache folder."""
-    explicit = os.environ.get("SYNDICATE_CACHE")
-    if explicit:
-        return Path(explicit)
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "syndicate"
+def cache_folder() -> Path | None:
+    """Where unpacked models are kept: ``$SYNDICATE_CACHE``, else the XDG cache folder; None
+    for a process with no home (a service account, say), which unpacks the model each run."""
+    if os.environ.get("SYNDICATE_CACHE"):
+        return Path(os.environ["SYNDICATE_CACHE"])
+    if os.environ.get("XDG_CACHE_HOME"):
+        return Path(os.environ["XDG_CACHE_HOME"]) / "syndicate"
+    try:
+        return Path.home() / ".cache" / "syndicate"
+    except RuntimeError:
+        return None
 
 
 class LanguageModel:
@@ -49,8 +54,9 @@ class LanguageModel:
     def load(cls, langs: tuple[str, ...], folder: Path | None = None) -> LanguageModel:
         """The model for ``langs`` (those py3langid knows), unpacked into ``folder`` once."""
         folder = folder if folder is not None else cache_folder()
-        name = f"langid-{version('py3langid')}-{'-'.join(sorted(langs))}"
-        where = folder / name
+        if folder is None:
+            return cls(*_unpack(langs))
+        where = folder / f"langid-{version('py3langid')}-{'-'.join(sorted(langs))}"
         try:
             known = tuple((where / "langs.txt").read_text("utf-8").split())
             arrays = {f: np.load(where / f"{f}.npy", mmap_mode="r") for f in _FILES}
