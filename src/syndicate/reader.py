@@ -26,10 +26,9 @@ from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import date
 from functools import cache, lru_cache
-from itertools import accumulate, repeat
 from pathlib import Path
 from typing import NamedTuple, overload
 
@@ -164,7 +163,7 @@ class Paragraphs(Sequence[Paragraph]):
     for the cheap checks that let the reader pass over a body paragraph without making it.
     """
 
-    __slots__ = ("_items", "_lines", "_pieces")
+    __slots__ = ("_at", "_items", "_pieces", "_text")
 
     def __init__(self, text: str) -> None:
         pieces = _BLANK.split(text)  # text, gap, text, gap, ..., text
@@ -173,9 +172,10 @@ class Paragraphs(Sequence[Paragraph]):
         if not pieces[last].strip():
             last -= 2
         first = 0 if last < 0 or pieces[0].strip() else 2
+        self._text = text
         self._pieces = pieces
         self._items: list[Paragraph | int] = list(range(first, last + 1, 2))  # made, or piece
-        self._lines: list[int] | None = None  # each piece's first line, counted when needed
+        self._at = (0, 0, 1)  # (piece, its offset, its first line): newlines counted so far
 
     def __len__(self) -> int:
         return len(self._items)
@@ -197,11 +197,8 @@ class Paragraphs(Sequence[Paragraph]):
         piece = self._items[index]
         if type(piece) is not int:
             return piece
-        if self._lines is None:
-            counts = map(str.count, self._pieces, repeat("\n"))
-            self._lines = list(accumulate(counts, initial=1))
         chunk = self._pieces[piece]
-        line = self._lines[piece]
+        line = self._line(piece)
         if "\n" not in chunk:
             row = chunk.strip()
             made = Paragraph(row, line, (row,))
@@ -214,6 +211,15 @@ class Paragraphs(Sequence[Paragraph]):
             made = Paragraph(" ".join(rows), line + start, tuple(rows))
         self._items[index] = made
         return made
+
+    def _line(self, piece: int) -> int:
+        """The piece's first line: newlines counted on from the last piece asked about (the
+        reader asks in order, mostly), at C speed, and only as far as needed."""
+        at, offset, line = self._at if piece >= self._at[0] else (0, 0, 1)
+        end = offset + sum(map(len, self._pieces[at:piece]))
+        line += self._text.count("\n", offset, end)
+        self._at = (piece, end, line)
+        return line
 
     @overload
     def __getitem__(self, index: int) -> Paragraph: ...
@@ -251,7 +257,8 @@ def split_marks(text: str) -> tuple[str | int, ...]:
 
 
 def strip_marks(text: str) -> str:
-    return _MARKS.sub("", text)
+    # Marks are rare in a title or a summary: ten substring tests cost less than the regex.
+    return _MARKS.sub("", text) if any(mark in text for mark in SUPERSCRIPTS) else text
 
 
 # ---------------------------------------------------------------------------------------------
@@ -742,12 +749,7 @@ def parse_article(
     if not profiles:
         return None, [Diagnostic(source, None, Severity.ERROR, "no language profiles configured")]
     try:
-        article = _parse(data, source, profiles, body, warnings)
-        if not bullets:
-            article = replace(
-                article,
-                takeaways=tuple(Takeaways(t.audience, t.label, ()) for t in article.takeaways),
-            )
+        article = _parse(data, source, profiles, body, bullets, warnings)
     except ArticleProblem as problem:
         return None, report(problem)
     return article, report()
@@ -758,6 +760,7 @@ def _parse(
     source: str,
     profiles: Mapping[str, LanguageProfile],
     body: bool,
+    bullets: bool,
     warn: list[tuple[int, str]],
 ) -> Article:
     if data.startswith(b"\xef\xbb\xbf"):
@@ -887,6 +890,8 @@ def _parse(
 
     title = strip_marks(paras[0].text)
     digest = content_digest(lang, title, updated, takeaways)
+    if not bullets:
+        takeaways = tuple(Takeaways(t.audience, t.label, ()) for t in takeaways)
     slug = seo.primary_slug
     if slug is not None and not _SLUG.fullmatch(slug):
         warn.append((1, f"primary slug {slug!r} is not a URL slug; using {slugify(slug)!r}"))
