@@ -718,3 +718,17 @@ def test_worker_processes_read_as_this_process_does(
     assert shared.articles == alone.articles and len(alone) == 75
     assert shared.problems == alone.problems
     assert sum("duplicate article" in p.message for p in alone.problems) == 15
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    raw=st.text(
+        alphabet=st.sampled_from(list("12[]().: \t\n¹²x-")) | st.characters(codec="utf-8"),
+        max_size=30,
+    )
+)
+def test_a_reference_is_recognised_as_written_as_on_its_first_line(raw: str) -> None:
+    """The summary reading counts references on the text as written; it must agree with the
+    full reading, which parses each first line."""
+    as_written = reader._REF_HEAD.match(raw) is not None
+    assert as_written == (reader._reference(reader._first_row(raw)) is not None)

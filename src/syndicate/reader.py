@@ -58,6 +58,8 @@ _CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ufeff\ufffe\uffff]")
 _BLANK = re.compile(r"(\n\s*\n)")
 _BULLETS = "-–—•*·▪◦‣"
 _REF_START = re.compile(rf"(?:\[(\d{{1,4}})\]|(\d{{1,4}})[.)]|([{SUPERSCRIPTS}]+))\s*(.*)")
+# What _reference accepts, tested on a paragraph as written: its first line starts numbered.
+_REF_HEAD = re.compile(rf"\s*(?:\[\d{{1,4}}\]|\d{{1,4}}[.)]|[{SUPERSCRIPTS}]+)[^\S\n]*\S")
 _URL = re.compile(r"<?(https?://[^\s<>]+)>?")
 _SLUG = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
 # "December 2025 Update: ..." in any language: a short label holding a year, then a colon.
@@ -334,6 +336,7 @@ def parse_date(text: str, lang: str) -> date | None:
 class _Markers:
     date_line: tuple[str, ...]
     headings: dict[str, str]  # folded heading -> "takeaways" | "references" | "seo"
+    heading_starts: frozenset[str]  # the first word of each folded heading
     labels: dict[str, str]  # folded audience label -> audience id
     seo_fields: dict[str, str]  # folded SEO label -> Seo field name
     alt_slugs: tuple[str, ...]  # folded prefixes of alternative-slug labels
@@ -360,6 +363,7 @@ def _markers(profile: LanguageProfile) -> _Markers:
     made = _Markers(
         date_line=tuple(sorted({_fold(p) for p in profile.date_line}, key=len, reverse=True)),
         headings=headings,
+        heading_starts=frozenset(h.split()[0].rstrip(":") for h in headings if h.split()),
         labels={_bare_label(x): a for a, labels in profile.audiences.items() for x in labels},
         seo_fields=seo,
         alt_slugs=tuple(_bare_label(a) for a in fields.alt_slugs),
@@ -560,8 +564,12 @@ def _audience_label(row: str, m: _Markers) -> tuple[str | None, str, str] | None
 
 
 def _takeaways(
-    paras: list[Paragraph], m: _Markers, warn: list[tuple[int, str]]
+    paras: list[Paragraph],
+    heads: list[tuple[str | None, str, str] | None],
+    m: _Markers,
+    warn: list[tuple[int, str]],
 ) -> tuple[Takeaways, ...]:
+    """Each audience's bullets; ``heads`` holds ``_audience_label`` of each paragraph's row."""
     found: dict[str, Takeaways] = {}
     current: tuple[str, str, int] | None = None  # audience, label, line
     bullets: list[str] = []
@@ -577,9 +585,8 @@ def _takeaways(
         else:
             found[audience] = Takeaways(audience, sys.intern(label), tuple(bullets))
 
-    for para in paras:
+    for para, head in zip(paras, heads, strict=True):
         rows = para.rows
-        head = _audience_label(rows[0], m)
         if head is None:
             if current is not None and _bullet_marker(rows[0]):
                 bullets.extend(_bullets("", rows))
@@ -811,17 +818,24 @@ def _parse(
     raws = paras.raws(body_start)
     starts: list[tuple[int, str, int]] = []  # (heading index, kind, first content index)
     for index, raw in enumerate(raws, body_start):
-        plain = "\n" not in raw and not raw[0].isspace() and not raw[-1].isspace()
         if len(raw) <= _LABEL_MAX:  # the text is no longer than as written
-            kind = m.headings.get(_fold(raw).rstrip(":"))
-        elif plain:  # the text is as written: too long for a heading
+            word = raw.split(None, 1)  # a heading's first word tells most lines apart
+            if word and word[0].casefold().rstrip(":") in m.heading_starts:
+                kind = m.headings.get(_fold(raw).rstrip(":"))
+            else:
+                kind = None
+        elif "\n" not in raw and not raw[0].isspace() and not raw[-1].isspace():
+            # The text is as written: too long for a heading, and an audience line only if a
+            # colon comes early. Most of the body ends here.
+            if starts or raw.find(":", 0, _LABEL_MAX) <= 0:
+                continue
             kind = None
         else:
             text = paras[index].text
             kind = m.headings.get(_fold(text).rstrip(":")) if len(text) <= _LABEL_MAX else None
         if kind is not None:
             starts.append((index, kind, index + 1))
-        elif not starts and (not plain or raw.find(":", 0, _LABEL_MAX) > 0):
+        elif not starts:
             row = _first_row(raw)
             head = _audience_label(row, m) if row.find(":", 0, _LABEL_MAX) > 0 else None
             if head is not None and head[0] is not None:
@@ -838,9 +852,11 @@ def _parse(
     # Within the takeaways, a numbered list is the references and labelled SEO lines the tail.
     seo_paras = paras[slice(*spans["seo"])] if "seo" in spans else []
     first, end = spans.get("takeaways", (0, 0))
+    heads = []  # each takeaways paragraph's audience label, if it starts with one
     for index in range(first, end):
         row = paras[index].rows[0]
-        if _audience_label(row, m) is not None:
+        heads.append(_audience_label(row, m))
+        if heads[-1] is not None:
             continue
         if _reference(row) and "references" not in spans:
             spans["references"] = (index, end)
@@ -851,10 +867,11 @@ def _parse(
         end = index
         break
     takeaway_paras = paras[first:end]
+    heads = heads[: len(takeaway_paras)]
 
     takeaways: tuple[Takeaways, ...] = ()
     if "takeaways" in spans:
-        takeaways = _takeaways(takeaway_paras, m, warn)
+        takeaways = _takeaways(takeaway_paras, heads, m, warn)
         if not takeaway_paras:
             heading = next(index for index, kind, _ in starts if kind == "takeaways")
             warn.append((paras[heading].line, "key-takeaways section is empty"))
@@ -869,8 +886,7 @@ def _parse(
     if "references" in spans:
         first, end = spans["references"]
         listed = next(
-            (i for i in range(first, end) if _reference(_first_row(raws[i - body_start])) is None),
-            end,
+            (i for i in range(first, end) if not _REF_HEAD.match(raws[i - body_start])), end
         )
         if body:
             references = _references(paras[first:listed], warn)
