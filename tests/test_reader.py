@@ -6,6 +6,7 @@ import dataclasses
 import json
 import os
 import shutil
+import threading
 from pathlib import Path
 
 import pytest
@@ -718,6 +719,20 @@ def test_worker_processes_read_as_this_process_does(
     assert shared.articles == alone.articles and len(alone) == 75
     assert shared.problems == alone.problems
     assert sum("duplicate article" in p.message for p in alone.problems) == 15
+
+    # A process with threads (the scheduler, the web server) starts its workers from a fork
+    # server instead of forking itself; the reading is the same.
+    found: list = []
+    with caplog.at_level("WARNING", logger="syndicate.reader"):
+        thread = threading.Thread(
+            target=lambda: found.append(
+                read_articles(tmp_path, config.profiles, bodies=False, processes=2)
+            )
+        )
+        thread.start()
+        thread.join(60)
+    assert caplog.records == []
+    assert found[0].articles == alone.articles and found[0].problems == alone.problems
 
 
 @settings(max_examples=300, deadline=None)

@@ -42,8 +42,8 @@ class LanguageModel:
 
     def __init__(self, langs: tuple[str, ...], arrays: dict[str, np.ndarray]) -> None:
         self.langs = langs
-        # Memory views index at C speed and give ints; unlike lists, each lookup touches one
-        # place in memory, which matters: a sample's lookups are mostly cache misses.
+        # Views of the mapped files: they index at C speed and give ints, and only the pages
+        # a sample's lookups touch are ever read into memory.
         self.nextmove = memoryview(arrays["nextmove"])
         self.rowbase = memoryview(arrays["rowbase"])
         self.output = memoryview(arrays["output"])
