@@ -18,12 +18,12 @@ from babel.dates import format_date
 from click.testing import CliRunner
 from lxml import etree
 
-from syndicate import feeds
+from syndicate import feeds, pipeline, reader
 from syndicate.cli import main
 from syndicate.config import Config, parse_config
 from syndicate.errors import SyndicateError
 from syndicate.model import Article, ArticleSet, Block, Reference, Seo, Takeaways
-from syndicate.pipeline import MANIFEST, build_feeds
+from syndicate.pipeline import INDEX, MANIFEST, build_feeds
 from tests.conftest import ARTICLES, SCHEMAS
 
 GOLDEN = Path(__file__).resolve().parent / "golden" / "feeds"
@@ -66,11 +66,14 @@ def write_set(folder: Path, count: int, *, start: date = date(2025, 1, 1)) -> No
             (folder / f"{lang}-{n:03d}.txt").write_text(body, "utf-8")
 
 
+BOOKKEEPING = (MANIFEST, INDEX)  # the build's own files, not documents
+
+
 def outputs(out: Path) -> dict[str, bytes]:
     return {
         str(p.relative_to(out)): p.read_bytes()
         for p in sorted(out.rglob("*"))
-        if p.is_file() and p.name != MANIFEST
+        if p.is_file() and p.name not in BOOKKEEPING
     }
 
 
@@ -354,7 +357,7 @@ def test_revision_moves_updated_but_never_id_or_published(tmp_path: Path) -> Non
     report = build_feeds(config, tmp_path / "articles")
     assert not report.skipped
     assert report.written == ()
-    assert mtimes(out) == {**kept, MANIFEST: mtimes(out)[MANIFEST]}
+    assert mtimes(out) == {**kept, **{k: mtimes(out)[k] for k in BOOKKEEPING}}
 
 
 def test_rebuild_is_byte_identical_and_keeps_mtimes(tmp_path: Path, articles_dir: Path) -> None:
@@ -364,13 +367,47 @@ def test_rebuild_is_byte_identical_and_keeps_mtimes(tmp_path: Path, articles_dir
     out = tmp_path / "feeds"
     before, kept = outputs(out), mtimes(out)
     assert build_feeds(config, articles_dir).skipped  # the manifest says nothing changed
-    (out / MANIFEST).unlink()  # a full rebuild
+    for name in BOOKKEEPING:
+        (out / name).unlink()  # a full rebuild, every file read again
     again = build_feeds(config, articles_dir)
     assert not again.skipped and again.written == () and len(again.unchanged) == 10
     assert outputs(out) == before
-    assert {k: v for k, v in mtimes(out).items() if k != MANIFEST} == {
-        k: v for k, v in kept.items() if k != MANIFEST
+    assert {k: v for k, v in mtimes(out).items() if k not in BOOKKEEPING} == {
+        k: v for k, v in kept.items() if k not in BOOKKEEPING
     }
+
+
+def test_a_rebuild_reads_only_the_files_that_changed(
+    tmp_path: Path, articles_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The index of the last build stands in for unchanged files; the feeds come out as a
+    build from scratch makes them, problems included."""
+    config = make_config(tmp_path)
+    (articles_dir / "broken.txt").write_bytes(b"\xff not text")
+    build_feeds(config, articles_dir)
+    read: list[str] = []
+    parse = reader.parse_article
+
+    def counted(data: bytes, source: str, *args, **kwargs):
+        read.append(source)
+        return parse(data, source, *args, **kwargs)
+
+    monkeypatch.setattr(reader, "parse_article", counted)
+    changed = next(p for p in sorted(articles_dir.iterdir()) if p.name != "broken.txt")
+    changed.write_text(changed.read_text("utf-8").replace("2025", "2026", 1), "utf-8")
+    report = build_feeds(config, articles_dir)
+    assert read == [str(changed)]
+    assert [p.file for p in report.problems] == [str(articles_dir / "broken.txt")]
+
+    read.clear()
+    build_feeds(config, articles_dir, tmp_path / "fresh-feeds")  # no index there: all read
+    assert len(read) == len(list(articles_dir.iterdir()))
+    assert outputs(tmp_path / "feeds") == outputs(tmp_path / "fresh-feeds")
+
+    read.clear()
+    other = make_config(tmp_path, hub="https://hub.example.org/")  # the key changes
+    build_feeds(other, articles_dir)
+    assert len(read) == len(list(articles_dir.iterdir()))
 
 
 def test_a_deleted_output_is_written_again(tmp_path: Path, articles_dir: Path) -> None:
@@ -511,3 +548,13 @@ def test_archive_documents_are_the_bytes_feedgen_writes(
     fast = feeds.archive_document(config, "en", entries, page)
     assert fast == feeds.atom_document(config, "en", entries, page, archive=True)
     assert atom_schema.validate(etree.fromstring(fast)), atom_schema.error_log
+
+
+def test_the_index_keeps_a_reading_whole(config: Config, articles_dir: Path) -> None:
+    """What the next build takes from the index is the reading this build made."""
+    (articles_dir / "broken.txt").write_text("Title only\n", "utf-8")
+    readings = reader.read_files(articles_dir, config.profiles, bodies=False, bullets=False)
+    assert any(article is None for _, (article, _) in readings)
+    for source, reading in readings:
+        encoded = json.loads(json.dumps(pipeline._encode_reading(reading)))
+        assert pipeline._decode_reading(source, encoded) == reading

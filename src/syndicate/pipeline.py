@@ -35,14 +35,15 @@ from .deliver import (
 )
 from .digest import audience_order, select_digest
 from .errors import ConfigError, RenderError, SyndicateError
-from .model import Article, ArticleSet, Diagnostic, Severity
-from .reader import parse_article, read_articles
+from .model import Article, ArticleSet, Diagnostic, Seo, Severity, Takeaways
+from .reader import Reading, article_set, parse_article, read_articles, read_files
 from .render import RenderedDigest, render_digest
 from .signing import DkimSigner
 from .store import Claim, Issue, Store, Subscriber, open_store
 from .tokens import PREFERENCES, UNSUBSCRIBE, link, reader_link, secret_key
 
 MANIFEST = ".manifest.json"
+INDEX = ".index.json"  # the last build's reading of each article file, for the next build
 
 
 # ---------------------------------------------------------------------------------------------
@@ -207,8 +208,12 @@ def build_feeds(
         )
 
     # The feeds show the newest articles whole and the rest by summary: read the summaries
-    # (no body, no bullets), then the newest again, in full.
-    index = read_articles(folder, config.profiles, bodies=False, bullets=False)
+    # (no body, no bullets), then the newest again, in full. A file the last build read and
+    # that has not changed since is not read again.
+    reading_key = _fingerprint(config, folder, gated=False)
+    known = _known_readings(out / INDEX, folder, reading_key, inputs)
+    readings = read_files(folder, config.profiles, bodies=False, bullets=False, known=known)
+    index = article_set(reading for _, reading in readings)
     due, next_due = _due(config, index, now)
     found = _with_bodies(config, due)
     store = open_store(config.database_url)
@@ -247,6 +252,7 @@ def build_feeds(
             separators=(",", ":"),  # indenting would take the pure-Python encoder
         ).encode(),
     )
+    write_atomic(out / INDEX, _index_document(folder, reading_key, inputs, readings))
     return FeedReport(
         out,
         entries,
@@ -260,6 +266,87 @@ def build_feeds(
 
 def _when(value: str | None) -> datetime | None:
     return datetime.fromisoformat(value) if value else None
+
+
+# The index file: for each article file, its (size, mtime_ns) and the summary reading the
+# build made of it (no body, no references, no bullets), as JSON. A file whose size and
+# mtime still match is not read again; any change to the config or the version (the key)
+# makes every file be read again.
+
+
+def _index_document(
+    folder: Path, key: str, inputs: dict[str, list[int]], readings: list[tuple[str, Reading]]
+) -> bytes:
+    prefix = len(os.path.join(str(folder), ""))
+    files = {}
+    for source, reading in readings:
+        relative = source[prefix:].replace(os.sep, "/")
+        if relative in inputs:
+            files[relative] = [*inputs[relative], _encode_reading(reading)]
+    return json.dumps({"key": key, "files": files}, separators=(",", ":")).encode()
+
+
+def _known_readings(
+    path: Path, folder: Path, key: str, inputs: dict[str, list[int]]
+) -> dict[str, Reading]:
+    """The readings of the index file whose files are unchanged, by path; none if the index is
+    missing, unreadable or was made under another config."""
+    try:
+        saved = json.loads(path.read_bytes())
+        if saved.get("key") != key:
+            return {}
+        return {
+            os.path.join(str(folder), relative): _decode_reading(
+                os.path.join(str(folder), relative), encoded
+            )
+            for relative, (size, mtime, encoded) in saved["files"].items()
+            if inputs.get(relative) == [size, mtime]
+        }
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}
+
+
+def _encode_reading(reading: Reading) -> list:
+    article, problems = reading
+    found = [[p.line, str(p.severity), p.message] for p in problems]
+    if article is None:
+        return [None, found]
+    seo = article.seo
+    return [
+        [
+            article.lang,
+            article.slug,
+            article.title,
+            article.updated.isoformat(),
+            article.summary,
+            [[t.audience, t.label, list(t.bullets)] for t in article.takeaways],
+            [seo.title, seo.description, seo.excerpt, seo.primary_slug, list(seo.alt_slugs)],
+            article.digest,
+        ],
+        found,
+    ]
+
+
+def _decode_reading(source: str, encoded: list) -> Reading:
+    fields, found = encoded
+    problems = [Diagnostic(source, line, Severity(level), text) for line, level, text in found]
+    if fields is None:
+        return None, problems
+    lang, slug, title, updated, summary, takeaways, seo, digest = fields
+    article = Article(
+        source=source,
+        lang=lang,
+        slug=slug,
+        title=title,
+        updated=date.fromisoformat(updated),
+        summary=summary,
+        blocks=(),
+        takeaways=tuple(Takeaways(a, label, tuple(b)) for a, label, b in takeaways),
+        references=(),
+        seo=Seo(*seo[:4], alt_slugs=tuple(seo[4])),
+        digest=digest,
+    )
+    return article, problems
 
 
 # ---------------------------------------------------------------------------------------------

@@ -22,7 +22,7 @@ import sys
 import threading
 import unicodedata
 from collections import deque
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
@@ -724,7 +724,8 @@ def content_digest(lang: str, title: str, updated: date, takeaways: Sequence[Tak
 # ---------------------------------------------------------------------------------------------
 
 
-_Read = tuple[Article | None, list[Diagnostic]]
+Reading = tuple[Article | None, list[Diagnostic]]
+"""One file's reading: its article (None when the file is unusable) and its diagnostics."""
 
 
 def parse_article(
@@ -734,7 +735,7 @@ def parse_article(
     *,
     body: bool = True,
     bullets: bool = True,
-) -> _Read:
+) -> Reading:
     """Parse one file's bytes. Returns the article (None if unusable) and its diagnostics.
 
     Never raises on bad input: every problem is a diagnostic. With ``body=False`` neither the
@@ -979,7 +980,7 @@ def _read_bytes(path: str) -> bytes:
         os.close(fd)
 
 
-def _read_file(source: str, profiles: Mapping[str, LanguageProfile], keep: _Keep) -> _Read:
+def _read_file(source: str, profiles: Mapping[str, LanguageProfile], keep: _Keep) -> Reading:
     try:
         data = _read_bytes(source)
     except OSError as exc:
@@ -1002,14 +1003,14 @@ def _start_worker(profiles: Mapping[str, LanguageProfile], keep: _Keep) -> None:
     _worker = (profiles, keep)
 
 
-def _read_batch(paths: list[str]) -> list[_Read]:
+def _read_batch(paths: list[str]) -> list[Reading]:
     profiles, keep = _worker
     return [_read_file(path, profiles, keep) for path in paths]
 
 
 def _read_files(
     paths: list[str], profiles: Mapping[str, LanguageProfile], keep: _Keep, processes: int | None
-) -> Iterator[_Read]:
+) -> Iterator[Reading]:
     """Each file's reading, in path order."""
     if processes is None:
         processes = (os.cpu_count() or 1) if len(paths) >= PARALLEL_FROM else 1
@@ -1023,7 +1024,7 @@ def _read_files(
         if context.get_start_method() == "forkserver":
             context.set_forkserver_preload([__name__])
         batches = deque(paths[i : i + _BATCH] for i in range(0, len(paths), _BATCH))
-        queue: deque[Future[list[_Read]] | list[_Read]] = deque()  # in path order
+        queue: deque[Future[list[Reading]] | list[Reading]] = deque()  # in path order
         ahead = 2 * (processes - 1)  # batches handed to the workers and not yet back
         try:
             with ProcessPoolExecutor(
@@ -1071,19 +1072,42 @@ def read_articles(
 ) -> ArticleSet:
     """Read every file of the article set; bad files become diagnostics, the rest articles.
 
-    Two files with the same language and slug: the first (by path) wins, the second is an error.
     ``bodies`` and ``bullets`` are ``parse_article``'s ``body`` and ``bullets``. ``processes``
     read, this one included (default: one per core from PARALLEL_FROM files on).
     """
     if not folder.is_dir():
         problem = Diagnostic(str(folder), None, Severity.ERROR, "article folder not found")
         return ArticleSet((), (problem,))
+    found = read_files(folder, profiles, bodies=bodies, bullets=bullets, processes=processes)
+    return article_set(reading for _, reading in found)
+
+
+def read_files(
+    folder: Path,
+    profiles: Mapping[str, LanguageProfile],
+    *,
+    bodies: bool = True,
+    bullets: bool = True,
+    processes: int | None = None,
+    known: Mapping[str, Reading] | None = None,
+) -> list[tuple[str, Reading]]:
+    """Each file's path and reading, in path order. A path in ``known`` is not read again: its
+    reading there is taken (the caller knows the file has not changed since)."""
+    paths = _article_paths(str(folder))
+    known = known or {}
+    keep: _Keep = {"body": bodies, "bullets": bullets}
+    with _no_cycle_collection():
+        fresh = _read_files([p for p in paths if p not in known], profiles, keep, processes)
+        return [(path, known[path] if path in known else next(fresh)) for path in paths]
+
+
+def article_set(readings: Iterable[Reading]) -> ArticleSet:
+    """The articles and diagnostics of readings in path order. Two files with the same
+    language and slug: the first wins, the second is an error."""
     articles: dict[tuple[str, str], Article] = {}
     problems: list[Diagnostic] = []
-    paths = _article_paths(str(folder))
     with _no_cycle_collection():
-        keep: _Keep = {"body": bodies, "bullets": bullets}
-        for article, found in _read_files(paths, profiles, keep, processes):
+        for article, found in readings:
             problems.extend(found)
             if article is None:
                 continue
