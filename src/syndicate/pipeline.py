@@ -36,7 +36,14 @@ from .deliver import (
 from .digest import audience_order, select_digest
 from .errors import ConfigError, RenderError, SyndicateError
 from .model import Article, ArticleSet, Diagnostic, Seo, Severity, Takeaways
-from .reader import Reading, article_set, parse_article, read_articles, read_files
+from .reader import (
+    Reading,
+    article_set,
+    no_cycle_collection,
+    parse_article,
+    read_articles,
+    read_files,
+)
 from .render import RenderedDigest, render_digest
 from .signing import DkimSigner
 from .store import Claim, Issue, Store, Subscriber, open_store
@@ -177,8 +184,9 @@ def build_feeds(
     published) until a build after its time: no feed ever shows a date in the future.
     A manifest of the inputs (path, size, mtime_ns), the config and the outputs is kept in the
     output folder; when none of them changed and no held-back article fell due, nothing is read
-    or written. Publication times are recorded in the state database the first time an article
-    is built.
+    or written. An index beside it keeps each file's summary reading, so a build reads only the
+    files that changed since the last one. Publication times are recorded in the state database
+    the first time an article is built.
     """
     folder = articles_dir if articles_dir is not None else config.path(config.site.articles)
     out = out if out is not None else config.path(config.feeds.out)
@@ -207,61 +215,62 @@ def build_feeds(
             next_due=_when(previous.get("next_due")),
         )
 
-    # The feeds show the newest articles whole and the rest by summary: read the summaries
-    # (no body, no bullets), then the newest again, in full. A file the last build read and
-    # that has not changed since is not read again.
-    reading_key = _fingerprint(config, folder, gated=False)
-    known = _known_readings(out / INDEX, folder, reading_key, inputs)
-    readings = read_files(folder, config.profiles, bodies=False, bullets=False, known=known)
-    index = article_set(reading for _, reading in readings)
-    due, next_due = _due(config, index, now)
-    found = _with_bodies(config, due)
-    store = open_store(config.database_url)
-    try:
-        published = store.first_published(feeds.publication_candidates(found, config))
-    finally:
-        store.close()
-    docs = feeds.render_feeds(config, found, published)
+    with no_cycle_collection():  # a large set makes many objects, none of them in cycles
+        # The feeds show the newest articles whole and the rest by summary: read the summaries
+        # (no body, no bullets), then the newest again, in full. A file the last build read and
+        # that has not changed since is not read again.
+        reading_key = _fingerprint(config, folder, gated=False)
+        known, encoded = _known_readings(out / INDEX, folder, reading_key, inputs)
+        readings = read_files(folder, config.profiles, bodies=False, bullets=False, known=known)
+        index = article_set(reading for _, reading in readings)
+        due, next_due = _due(config, index, now)
+        found = _with_bodies(config, due)
+        store = open_store(config.database_url)
+        try:
+            published = store.first_published(feeds.publication_candidates(found, config))
+        finally:
+            store.close()
+        docs = feeds.render_feeds(config, found, published)
 
-    written, unchanged = [], []
-    for name, data in docs.items():
-        (written if write_atomic(out / name, data) else unchanged).append(name)
-    removed = sorted(set(previous.get("outputs", {})) - set(docs))
-    for name in removed:
-        (out / name).unlink(missing_ok=True)
-    entries = {lang: len(found.in_language(lang)) for lang in found.languages}
-    write_atomic(
-        manifest_path,
-        json.dumps(
-            {
-                "fingerprint": fingerprint,
-                "inputs": inputs,
-                "outputs": _stats(out, [out / n for n in docs]),
-                "entries": entries,
-                "next_due": next_due.isoformat() if next_due else None,
-                "problems": [
-                    {
-                        "file": p.file,
-                        "line": p.line,
-                        "severity": str(p.severity),
-                        "message": p.message,
-                    }
-                    for p in found.problems
-                ],
-            },
-            separators=(",", ":"),  # indenting would take the pure-Python encoder
-        ).encode(),
-    )
-    write_atomic(out / INDEX, _index_document(folder, reading_key, inputs, readings))
-    return FeedReport(
-        out,
-        entries,
-        tuple(written),
-        tuple(unchanged),
-        tuple(removed),
-        found.problems,
-        next_due=next_due,
-    )
+        written, unchanged = [], []
+        for name, data in docs.items():
+            (written if write_atomic(out / name, data) else unchanged).append(name)
+        removed = sorted(set(previous.get("outputs", {})) - set(docs))
+        for name in removed:
+            (out / name).unlink(missing_ok=True)
+        entries = {lang: len(found.in_language(lang)) for lang in found.languages}
+        write_atomic(
+            manifest_path,
+            json.dumps(
+                {
+                    "fingerprint": fingerprint,
+                    "inputs": inputs,
+                    "outputs": _stats(out, [out / n for n in docs]),
+                    "entries": entries,
+                    "next_due": next_due.isoformat() if next_due else None,
+                    "problems": [
+                        {
+                            "file": p.file,
+                            "line": p.line,
+                            "severity": str(p.severity),
+                            "message": p.message,
+                        }
+                        for p in found.problems
+                    ],
+                },
+                separators=(",", ":"),  # indenting would take the pure-Python encoder
+            ).encode(),
+        )
+        write_atomic(out / INDEX, _index_document(folder, reading_key, inputs, readings, encoded))
+        return FeedReport(
+            out,
+            entries,
+            tuple(written),
+            tuple(unchanged),
+            tuple(removed),
+            found.problems,
+            next_due=next_due,
+        )
 
 
 def _when(value: str | None) -> datetime | None:
@@ -275,35 +284,43 @@ def _when(value: str | None) -> datetime | None:
 
 
 def _index_document(
-    folder: Path, key: str, inputs: dict[str, list[int]], readings: list[tuple[str, Reading]]
+    folder: Path,
+    key: str,
+    inputs: dict[str, list[int]],
+    readings: list[tuple[str, Reading]],
+    known: dict[str, list],
 ) -> bytes:
+    """The index of this build; ``known`` holds the entries taken from the last one as they
+    were, by path, so that only the files read this time are encoded."""
     prefix = len(os.path.join(str(folder), ""))
     files = {}
     for source, reading in readings:
         relative = source[prefix:].replace(os.sep, "/")
         if relative in inputs:
-            files[relative] = [*inputs[relative], _encode_reading(reading)]
+            encoded = known[source] if source in known else _encode_reading(reading)
+            files[relative] = [*inputs[relative], encoded]
     return json.dumps({"key": key, "files": files}, separators=(",", ":")).encode()
 
 
 def _known_readings(
     path: Path, folder: Path, key: str, inputs: dict[str, list[int]]
-) -> dict[str, Reading]:
-    """The readings of the index file whose files are unchanged, by path; none if the index is
-    missing, unreadable or was made under another config."""
+) -> tuple[dict[str, Reading], dict[str, list]]:
+    """The readings of the index file whose files are unchanged, and their entries as stored,
+    by path; none if the index is missing, unreadable or was made under another config."""
+    readings: dict[str, Reading] = {}
+    entries: dict[str, list] = {}
     try:
         saved = json.loads(path.read_bytes())
         if saved.get("key") != key:
-            return {}
-        return {
-            os.path.join(str(folder), relative): _decode_reading(
-                os.path.join(str(folder), relative), encoded
-            )
-            for relative, (size, mtime, encoded) in saved["files"].items()
-            if inputs.get(relative) == [size, mtime]
-        }
+            return {}, {}
+        for relative, (size, mtime, encoded) in saved["files"].items():
+            if inputs.get(relative) == [size, mtime]:
+                source = os.path.join(str(folder), relative)
+                readings[source] = _decode_reading(source, encoded)
+                entries[source] = encoded
     except (OSError, ValueError, KeyError, TypeError):
-        return {}
+        return {}, {}
+    return readings, entries
 
 
 def _encode_reading(reading: Reading) -> list:

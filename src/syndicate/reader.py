@@ -1050,9 +1050,9 @@ def _read_files(
 
 
 @contextmanager
-def _no_cycle_collection() -> Iterator[None]:
-    """Articles hold no reference cycles, yet while a large set is built the cycle collector
-    would walk every object made so far, again and again: a fifth of the reading time."""
+def no_cycle_collection() -> Iterator[None]:
+    """Articles hold no reference cycles, yet while a large set is built or used the cycle
+    collector would walk every object made so far, again and again: a fifth of the time."""
     enabled = gc.isenabled()
     gc.disable()
     try:
@@ -1096,7 +1096,7 @@ def read_files(
     paths = _article_paths(str(folder))
     known = known or {}
     keep: _Keep = {"body": bodies, "bullets": bullets}
-    with _no_cycle_collection():
+    with no_cycle_collection():
         fresh = _read_files([p for p in paths if p not in known], profiles, keep, processes)
         return [(path, known[path] if path in known else next(fresh)) for path in paths]
 
@@ -1106,7 +1106,7 @@ def article_set(readings: Iterable[Reading]) -> ArticleSet:
     language and slug: the first wins, the second is an error."""
     articles: dict[tuple[str, str], Article] = {}
     problems: list[Diagnostic] = []
-    with _no_cycle_collection():
+    with no_cycle_collection():
         for article, found in readings:
             problems.extend(found)
             if article is None:
