@@ -405,6 +405,13 @@ def test_a_rebuild_reads_only_the_files_that_changed(
     assert outputs(tmp_path / "feeds") == outputs(tmp_path / "fresh-feeds")
 
     read.clear()
+    index = tmp_path / "feeds" / INDEX
+    index.write_bytes(index.read_bytes()[:-40] + b"garbage\n")  # damaged: read everything
+    changed.write_text(changed.read_text("utf-8") + "\n", "utf-8")
+    build_feeds(config, articles_dir)
+    assert len(read) == len(list(articles_dir.iterdir()))
+
+    read.clear()
     other = make_config(tmp_path, hub="https://hub.example.org/")  # the key changes
     build_feeds(other, articles_dir)
     assert len(read) == len(list(articles_dir.iterdir()))

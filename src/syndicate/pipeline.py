@@ -12,13 +12,15 @@ import json
 import os
 import tempfile
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from email.message import EmailMessage
 from email.policy import SMTP
 from email.utils import parseaddr
 from pathlib import Path
+from typing import BinaryIO
 
 from . import __version__, feeds
 from .compose import compose_message
@@ -69,17 +71,25 @@ def write_atomic(path: Path, data: bytes) -> bool:
             return False
     except FileNotFoundError:
         pass
+    with atomic_file(path) as handle:
+        handle.write(data)
+    return True
+
+
+@contextmanager
+def atomic_file(path: Path) -> Iterator[BinaryIO]:
+    """A file to write ``path``'s new content into; it replaces ``path`` when the block ends
+    without an error, and is removed when it does not."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
+            yield handle
         os.chmod(tmp, 0o644)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-    return True
 
 
 def _scan(folder: Path, prefix: str = "") -> dict[str, list[int]]:
@@ -261,7 +271,7 @@ def build_feeds(
                 separators=(",", ":"),  # indenting would take the pure-Python encoder
             ).encode(),
         )
-        write_atomic(out / INDEX, _index_document(folder, reading_key, inputs, readings, encoded))
+        _write_index(out / INDEX, folder, reading_key, inputs, readings, encoded)
         return FeedReport(
             out,
             entries,
@@ -278,28 +288,31 @@ def _when(value: str | None) -> datetime | None:
 
 
 # The index file: for each article file, its (size, mtime_ns) and the summary reading the
-# build made of it (no body, no references, no bullets), as JSON. A file whose size and
-# mtime still match is not read again; any change to the config or the version (the key)
-# makes every file be read again.
+# build made of it (no body, no references, no bullets), as JSON lines after a first line with
+# the key. A file whose size and mtime still match is not read again; any change to the
+# config or the version (the key) makes every file be read again. Written line by line: the
+# whole document at once would cost a third more memory than the build itself.
 
 
-def _index_document(
+def _write_index(
+    path: Path,
     folder: Path,
     key: str,
     inputs: dict[str, list[int]],
     readings: list[tuple[str, Reading]],
     known: dict[str, list],
-) -> bytes:
-    """The index of this build; ``known`` holds the entries taken from the last one as they
-    were, by path, so that only the files read this time are encoded."""
+) -> None:
+    """``known`` holds the entries taken from the last index as they were, by path, so that
+    only the files read this time are encoded."""
     prefix = len(os.path.join(str(folder), ""))
-    files = {}
-    for source, reading in readings:
-        relative = source[prefix:].replace(os.sep, "/")
-        if relative in inputs:
-            encoded = known[source] if source in known else _encode_reading(reading)
-            files[relative] = [*inputs[relative], encoded]
-    return json.dumps({"key": key, "files": files}, separators=(",", ":")).encode()
+    with atomic_file(path) as handle:
+        handle.write(json.dumps(key).encode() + b"\n")
+        for source, reading in readings:
+            relative = source[prefix:].replace(os.sep, "/")
+            if relative in inputs:
+                encoded = known[source] if source in known else _encode_reading(reading)
+                line = json.dumps([relative, *inputs[relative], encoded], separators=(",", ":"))
+                handle.write(line.encode() + b"\n")
 
 
 def _known_readings(
@@ -310,15 +323,16 @@ def _known_readings(
     readings: dict[str, Reading] = {}
     entries: dict[str, list] = {}
     try:
-        saved = json.loads(path.read_bytes())
-        if saved.get("key") != key:
-            return {}, {}
-        for relative, (size, mtime, encoded) in saved["files"].items():
-            if inputs.get(relative) == [size, mtime]:
-                source = os.path.join(str(folder), relative)
-                readings[source] = _decode_reading(source, encoded)
-                entries[source] = encoded
-    except (OSError, ValueError, KeyError, TypeError):
+        with path.open("rb") as handle:
+            if json.loads(handle.readline()) != key:
+                return {}, {}
+            for line in handle:
+                relative, size, mtime, encoded = json.loads(line)
+                if inputs.get(relative) == [size, mtime]:
+                    source = os.path.join(str(folder), relative)
+                    readings[source] = _decode_reading(source, encoded)
+                    entries[source] = encoded
+    except (OSError, ValueError, TypeError):
         return {}, {}
     return readings, entries
 
