@@ -26,4 +26,4 @@ bench: $(BIN)/syndicate
 	for b in bench/*.py; do $(BIN)/python $$b || exit 1; done
 
 clean:
-	rm -rf $(VENV) outbox state feeds/*.xml feeds/*.json feeds/*.opml
+	rm -rf $(VENV) outbox state feeds/*.xml feeds/*.json feeds/*.opml feeds/.*.json feeds/archive
