@@ -3,8 +3,8 @@
 Generates 10,000 article files per language from the bundled seeds (unique slugs and dates) in a
 temporary folder, then times:
   floor        read every file's bytes, decode them and split them into paragraphs (one process);
-  summaries    read_articles(bodies=False), what feed indexes and digests need, as the reader
-               runs by default: one worker process per core for a set this large;
+  summaries    read_articles(bodies=False), what digests need, as the reader runs by default:
+               one process per core for a set this large (worker processes and this one);
   summaries/1  the same in this one process, no workers;
   full         read_articles(bodies=True), what `syndicate check` does.
 Each read runs in a fresh child process, which reports its peak memory (ru_maxrss) and that of
@@ -124,7 +124,7 @@ def main() -> None:
             assert got["articles"] == files and got["problems"] == 0, got
             per_file = got["seconds"] / files
             workers = (
-                f" (+ workers {got['worker_peak_mib']:.0f} MiB each)"
+                f" (+ largest worker {got['worker_peak_mib']:.0f} MiB)"
                 if got["worker_peak_mib"]
                 else ""
             )
