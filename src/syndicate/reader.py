@@ -59,7 +59,9 @@ _BLANK = re.compile(r"(\n\s*\n)")
 _BULLETS = "-–—•*·▪◦‣"
 _REF_START = re.compile(rf"(?:\[(\d{{1,4}})\]|(\d{{1,4}})[.)]|([{SUPERSCRIPTS}]+))\s*(.*)")
 # What _reference accepts, tested on a paragraph as written: its first line starts numbered.
-_REF_HEAD = re.compile(rf"\s*(?:\[\d{{1,4}}\]|\d{{1,4}}[.)]|[{SUPERSCRIPTS}]+)[^\S\n]*\S")
+_REF_HEAD = re.compile(
+    rf"\s*(?:\[\d{{1,4}}\]|\d{{1,4}}[.)]|[{SUPERSCRIPTS}]+(?![{SUPERSCRIPTS}]))[^\S\n]*\S"
+)
 _URL = re.compile(r"<?(https?://[^\s<>]+)>?")
 _SLUG = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
 # "December 2025 Update: ..." in any language: a short label holding a year, then a colon.
