@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -54,6 +55,26 @@ def test_migrating_twice_changes_nothing(store: Store) -> None:
         ("en", "a"): datetime(2025, 1, 1, tzinfo=UTC)
     }
     reopened.close()
+
+
+def test_threads_may_open_the_store_at_once(store: Store) -> None:
+    """The scheduler's jobs run in threads and each opens the store, migrations and all."""
+    url = store.engine.url.render_as_string(hide_password=False)
+    errors: list[BaseException] = []
+
+    def open_and_close() -> None:
+        try:
+            open_store(url).close()
+        except BaseException as exc:  # any failure is the finding
+            errors.append(exc)
+
+    for _ in range(5):
+        threads = [threading.Thread(target=open_and_close) for _ in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+    assert errors == []
 
 
 def test_subscriber_round_trip(store: Store, now: datetime) -> None:

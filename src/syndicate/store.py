@@ -256,11 +256,16 @@ def create_engine(url: str) -> Engine:
     return engine
 
 
+# Alembic runs a migration through module-level proxies (``alembic.context``): two threads
+# migrating at once (the scheduler's jobs each open the store) undo each other's.
+_MIGRATING = threading.Lock()
+
+
 def migrate(engine: Engine) -> None:
     """Bring the schema to the newest migration (idempotent)."""
     config = AlembicConfig()
     config.set_main_option("script_location", str(resources.files("syndicate") / "migrations"))
-    with engine.begin() as connection:
+    with _MIGRATING, engine.begin() as connection:
         config.attributes["connection"] = connection
         command.upgrade(config, "head")
 
