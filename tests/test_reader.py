@@ -596,6 +596,15 @@ def assert_summary_agrees(config: Config, text: str) -> None:
     light, light_found = parse(config, text, body=False)
     expected = full if full is None else dataclasses.replace(full, blocks=(), references=())
     assert light == expected
+    # An index reading (no bullets) says the same, bullets aside.
+    index, index_found = parse_article(
+        text.encode(), "a.txt", config.profiles, body=False, bullets=False
+    )
+    assert index_found == light_found
+    assert (index and dataclasses.replace(index, takeaways=light.takeaways)) == light
+    assert index is None or [(t.audience, t.label, ()) for t in light.takeaways] == [
+        (t.audience, t.label, t.bullets) for t in index.takeaways
+    ]
     assert light_found == [
         d
         for d in full_found
@@ -749,3 +758,23 @@ def test_a_reference_is_recognised_as_written_as_on_its_first_line(raw: str) -> 
     full reading, which parses each first line."""
     as_written = reader._REF_HEAD.match(raw) is not None
     assert as_written == (reader._reference(reader._first_row(raw)) is not None)
+
+
+@settings(
+    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    word=st.sampled_from(["Updated", "Bijgewerkt op", "Aktualisiert am", "Update", ""]),
+    rest=st.text(alphabet=st.sampled_from(list("ab _:-.1 ")) | st.characters(), max_size=12),
+)
+def test_date_lines_are_found_as_trying_every_profile_finds_them(
+    config: Config, word: str, rest: str
+) -> None:
+    """The date words are looked up by their first word; the answer is the plain search's."""
+    head = reader._fold(f"{word}{rest}"[:80])
+    plain = {
+        lang
+        for lang, profile in config.profiles.items()
+        if reader._folded_starts_with(head, reader._markers(profile).date_line)
+    }
+    assert reader._dated((head,), config.profiles) == plain

@@ -388,6 +388,28 @@ def _all_date_words(profiles: Mapping[str, LanguageProfile]) -> tuple[str, ...]:
     return found
 
 
+_LEADING_WORD = re.compile(r"[^\W_]*")  # what str.isalnum accepts
+_DATE_INDEX: dict[int, tuple[Mapping[str, LanguageProfile], dict[str, list[tuple[str, str]]]]] = {}
+
+
+def _dated(heads: tuple[str, ...], profiles: Mapping[str, LanguageProfile]) -> set[str]:
+    """The languages whose date-line words one of the folded ``heads`` starts with. The words
+    are looked up by their first word, not tried one profile after another."""
+    cached = _DATE_INDEX.get(id(profiles))
+    if cached is None or cached[0] is not profiles:
+        index: dict[str, list[tuple[str, str]]] = {}
+        for lang, profile in profiles.items():
+            for phrase in _markers(profile).date_line:
+                index.setdefault(_LEADING_WORD.match(phrase)[0], []).append((phrase, lang))
+        cached = _DATE_INDEX[id(profiles)] = (profiles, index)
+    found = set()
+    for head in heads:
+        for phrase, lang in cached[1].get(_LEADING_WORD.match(head)[0], ()):
+            if _folded_starts_with(head, (phrase,)):
+                found.add(lang)
+    return found
+
+
 def _starts_with(text: str, phrases: Sequence[str]) -> str | None:
     """The longest folded phrase ``text`` starts with as whole words, or None."""
     return _folded_starts_with(_fold(text[:80]), phrases)
@@ -429,12 +451,7 @@ def detect_language(
     The language model only breaks ties and, with ``second_opinion``, warns when the text
     clearly reads as another language than the one profile that matches.
     """
-    heads = [_fold(p.text[:80]) for p in paras[1:3]]
-    dated = {
-        lang
-        for lang, profile in profiles.items()
-        if any(_folded_starts_with(head, _markers(profile).date_line) for head in heads)
-    }
+    dated = _dated(tuple(_fold(p.text[:80]) for p in paras[1:3]), profiles)
     if len(dated) == 1:  # the usual case: the date line alone decides
         scores = {lang: 4 if lang in dated else 0 for lang in profiles}
     else:  # none or several: headings and audience labels decide
@@ -570,28 +587,36 @@ def _takeaways(
     heads: list[tuple[str | None, str, str] | None],
     m: _Markers,
     warn: list[tuple[int, str]],
-) -> tuple[Takeaways, ...]:
-    """Each audience's bullets; ``heads`` holds ``_audience_label`` of each paragraph's row."""
+    *,
+    split: bool = True,
+) -> tuple[tuple[Takeaways, ...], list[str]]:
+    """Each audience's bullets (none unless ``split``), and what a digest shows of them: the
+    id, the label and the text the bullets come from, in order, for the digest hash.
+    ``heads`` holds ``_audience_label`` of each paragraph's first row."""
     found: dict[str, Takeaways] = {}
+    shown: list[str] = []
     current: tuple[str, str, int] | None = None  # audience, label, line
-    bullets: list[str] = []
+    pieces: list[tuple[str, tuple[str, ...]]] = []  # the text after the label, as _bullets takes it
 
     def close() -> None:
         if current is None:
             return
         audience, label, line = current
-        if not bullets:
+        if not any(first.strip() or rows for first, rows in pieces):
             warn.append((line, f"no bullets after {label!r}"))
         elif audience in found:
             warn.append((line, f"second takeaways line for {label!r} ignored"))
         else:
+            bullets = [b for first, rows in pieces for b in _bullets(first, rows)] if split else ()
             found[audience] = Takeaways(audience, sys.intern(label), tuple(bullets))
+            text = " ".join(t for first, rows in pieces for t in (first.strip(), *rows) if t)
+            shown.extend((audience, label, text))
 
     for para, head in zip(paras, heads, strict=True):
         rows = para.rows
         if head is None:
             if current is not None and _bullet_marker(rows[0]):
-                bullets.extend(_bullets("", rows))
+                pieces.append(("", rows))
             else:
                 warn.append(
                     (para.line, f"takeaways line without '<audience>:' label: {para.text[:60]!r}")
@@ -599,15 +624,15 @@ def _takeaways(
             continue
         close()
         audience, label, rest = head
-        current, bullets = None, []
+        current, pieces = None, []
         if audience is None:
             known = "; ".join(sorted({v: k for k, v in m.labels.items()}.values()))
             warn.append((para.line, f"unknown audience label {label!r} (known: {known})"))
             continue
         current = (audience, label, para.line)
-        bullets = _bullets(rest, rows[1:])
+        pieces = [(rest, rows[1:])]
     close()
-    return tuple(found.values())
+    return tuple(found.values()), shown
 
 
 def _reference(row: str) -> tuple[int, str] | None:
@@ -711,16 +736,15 @@ def slugify(text: str) -> str:
     return "-".join(re.findall(r"[a-z0-9]+", ascii_text.lower()))[:80].strip("-")
 
 
-def content_digest(lang: str, title: str, updated: date, takeaways: Sequence[Takeaways]) -> str:
-    """A hash of what a digest shows of the article: its title, date and takeaways.
+def content_digest(lang: str, title: str, updated: date, takeaways: Sequence[str]) -> str:
+    """A hash of what a digest shows of the article: its title, date and takeaways (each
+    audience's id, label and text, as ``_takeaways`` gives them).
 
     A revision of the body or the references alone, or lines wrapped anew, leave it as it
     was, so a digest never sends an article again for a change its readers would not see.
     """
-    shown = [lang, title, updated.isoformat()]
-    for group in takeaways:
-        shown += (group.audience, group.label, *group.bullets)
-    return hashlib.blake2b("\0".join(shown).encode(), digest_size=16).hexdigest()
+    shown = "\0".join((lang, title, updated.isoformat(), *takeaways))
+    return hashlib.blake2b(shown.encode(), digest_size=16).hexdigest()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -873,8 +897,9 @@ def _parse(
     heads = heads[: len(takeaway_paras)]
 
     takeaways: tuple[Takeaways, ...] = ()
+    shown: list[str] = []
     if "takeaways" in spans:
-        takeaways = _takeaways(takeaway_paras, heads, m, warn)
+        takeaways, shown = _takeaways(takeaway_paras, heads, m, warn, split=bullets)
         if not takeaway_paras:
             heading = next(index for index, kind, _ in starts if kind == "takeaways")
             warn.append((paras[heading].line, "key-takeaways section is empty"))
@@ -908,9 +933,7 @@ def _parse(
         blocks.append(Block(kind, parts, para.line))
 
     title = strip_marks(paras[0].text)
-    digest = content_digest(lang, title, updated, takeaways)
-    if not bullets:
-        takeaways = tuple(Takeaways(t.audience, t.label, ()) for t in takeaways)
+    digest = content_digest(lang, title, updated, shown)
     slug = seo.primary_slug
     if slug is not None and not _SLUG.fullmatch(slug):
         warn.append((1, f"primary slug {slug!r} is not a URL slug; using {slugify(slug)!r}"))
