@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from datetime import date
 from functools import cache, lru_cache
 from pathlib import Path
-from typing import NamedTuple, overload
+from typing import Literal, NamedTuple, overload
 
 from babel import Locale, UnknownLocaleError
 from babel.dates import get_date_format, get_month_names
@@ -193,13 +193,13 @@ class Paragraphs(Sequence[Paragraph]):
         all): enough to pass over most body paragraphs without making them."""
         pieces = self._pieces
         return [
-            pieces[item] if type(item) is int else "\n".join(item.rows)
+            pieces[item] if isinstance(item, int) else "\n".join(item.rows)
             for item in self._items[start:]
         ]
 
     def _make(self, index: int) -> Paragraph:
         piece = self._items[index]
-        if type(piece) is not int:
+        if not isinstance(piece, int):
             return piece
         chunk = self._pieces[piece]
         line = self._line(piece)
@@ -287,7 +287,8 @@ def _date_patterns(lang: str) -> tuple[tuple[re.Pattern[str], ...], dict[str, in
     day = r"(?P<day>\d{1,2})(?:\.|st|nd|rd|th|er|º|ª)?"
     year = r"(?P<year>\d{4})"
     patterns = []
-    for width in ("long", "medium"):
+    widths: tuple[Literal["long", "medium"], ...] = ("long", "medium")
+    for width in widths:
         out: list[str] = []
         for token in re.finditer(
             r"'([^']*)'|(d+|M+|L+|y+)|([^'dMLy]+)", get_date_format(width, locale).pattern
@@ -389,6 +390,13 @@ def _all_date_words(profiles: Mapping[str, LanguageProfile]) -> tuple[str, ...]:
 
 
 _LEADING_WORD = re.compile(r"[^\W_]*")  # what str.isalnum accepts
+
+
+def _leading_word(text: str) -> str:
+    found = _LEADING_WORD.match(text)
+    return found[0] if found else ""
+
+
 _DATE_INDEX: dict[int, tuple[Mapping[str, LanguageProfile], dict[str, list[tuple[str, str]]]]] = {}
 
 
@@ -400,11 +408,11 @@ def _dated(heads: tuple[str, ...], profiles: Mapping[str, LanguageProfile]) -> s
         index: dict[str, list[tuple[str, str]]] = {}
         for lang, profile in profiles.items():
             for phrase in _markers(profile).date_line:
-                index.setdefault(_LEADING_WORD.match(phrase)[0], []).append((phrase, lang))
+                index.setdefault(_leading_word(phrase), []).append((phrase, lang))
         cached = _DATE_INDEX[id(profiles)] = (profiles, index)
     found = set()
     for head in heads:
-        for phrase, lang in cached[1].get(_LEADING_WORD.match(head)[0], ()):
+        for phrase, lang in cached[1].get(_leading_word(head), ()):
             if _folded_starts_with(head, (phrase,)):
                 found.add(lang)
     return found
@@ -864,8 +872,8 @@ def _parse(
             starts.append((index, kind, index + 1))
         elif not starts:
             row = _first_row(raw)
-            head = _audience_label(row, m) if row.find(":", 0, _LABEL_MAX) > 0 else None
-            if head is not None and head[0] is not None:
+            label = _audience_label(row, m) if row.find(":", 0, _LABEL_MAX) > 0 else None
+            if label is not None and label[0] is not None:
                 starts.append((index, "takeaways", index))
     body_end = starts[0][0] if starts else len(paras)
     spans: dict[str, tuple[int, int]] = {}  # section kind -> (first, end) paragraph index
