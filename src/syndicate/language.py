@@ -16,6 +16,7 @@ from collections import Counter
 from functools import cache
 from importlib.metadata import version
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -40,7 +41,7 @@ class LanguageModel:
     ``LanguageIdentifier.classify``, with only the few weights a short sample needs gathered
     per call instead of the library's work over the full model."""
 
-    def __init__(self, langs: tuple[str, ...], arrays: dict[str, np.ndarray]) -> None:
+    def __init__(self, langs: tuple[str, ...], arrays: dict[str, Any]) -> None:
         self.langs = langs
         # Views of the mapped files: they index at C speed and give ints, and only the pages
         # a sample's lookups touch are ever read into memory.
@@ -88,9 +89,9 @@ class LanguageModel:
         return self.langs[scores.index(best)], 1.0 / total
 
 
-def _unpack(langs: tuple[str, ...]) -> tuple[tuple[str, ...], dict[str, np.ndarray]]:
-    from py3langid.langid import MODEL_DIR, MODEL_FILE
-    from py3langid.modelio import load_model
+def _unpack(langs: tuple[str, ...]) -> tuple[tuple[str, ...], dict[str, Any]]:
+    from py3langid.langid import MODEL_DIR, MODEL_FILE  # type: ignore[import-untyped]
+    from py3langid.modelio import load_model  # type: ignore[import-untyped]
 
     ptc, pc, classes, nextmove, rows, output = load_model(MODEL_DIR / MODEL_FILE)
     chosen = [index for index, lang in enumerate(classes) if lang in langs]
@@ -104,7 +105,7 @@ def _unpack(langs: tuple[str, ...]) -> tuple[tuple[str, ...], dict[str, np.ndarr
     return tuple(classes[index] for index in chosen), arrays
 
 
-def _save(where: Path, langs: tuple[str, ...], arrays: dict[str, np.ndarray]) -> None:
+def _save(where: Path, langs: tuple[str, ...], arrays: dict[str, Any]) -> None:
     """Write the unpacked model beside its final name, then rename: a reader never sees half
     of it. A cache that cannot be written only costs the next run the unpacking again."""
     try:
