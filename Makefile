@@ -6,8 +6,8 @@ BIN := $(VENV)/bin
 
 .PHONY: run test lint bench golden clean
 
-# The hook compiles reader.py and language.py: an edit to them means a new install.
-$(BIN)/syndicate: pyproject.toml hatch_build.py src/syndicate/reader.py src/syndicate/language.py
+# The hook compiles reader.py, language.py and feeds.py: an edit to them means a new install.
+$(BIN)/syndicate: pyproject.toml hatch_build.py src/syndicate/reader.py src/syndicate/language.py src/syndicate/feeds.py
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[test]'

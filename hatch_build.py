@@ -24,7 +24,7 @@ from babel.messages.mofile import write_mo
 from babel.messages.pofile import read_po
 from hatchling.builders.hooks.plugin.interface import BuildHookInterface
 
-COMPILED = ("reader", "language")
+COMPILED = ("reader", "language", "feeds")
 RECORD = ".compiled.json"  # the source hash of each compiled module, for a staleness check
 
 

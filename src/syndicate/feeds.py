@@ -24,29 +24,24 @@ from functools import cache
 from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo
 
-from feedgen.entry import FeedEntry
-from feedgen.ext.base import BaseExtension
 from feedgen.feed import FeedGenerator
-from feedgen.util import xml_elem
 from lxml import etree
 
 from .config import Config
+from .feedgen_fixes import AtomExtras, FeedgenEntry, RssExtras
 from .model import Article, ArticleSet
 
-ATOM_NS = "http://www.w3.org/2005/Atom"
-HISTORY_NS = "http://purl.org/syndication/history/1.0"
-DC_NS = "http://purl.org/dc/elements/1.1/"
 GENERATOR = "syndicate"
 ATOM_MIME = "application/atom+xml"
 RSS_MIME = "application/rss+xml"
 JSON_MIME = "application/feed+json"
 
 # XML 1.0 forbids these code points outright; lxml refuses to serialise them.
-_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+_NOT_XML = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
 _SPACES = re.compile(r"[ \t\n\r\f\v]+")  # ASCII white space; a no-break space stays
 # A character class scans fast; as one alternation with "  " the test was tried at every
 # character, and it runs on every title, summary and text of every entry.
-_UNSAFE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff\t\n\r\f\v]")
+_UNSAFE = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff\t\n\r\f\v]")
 # feedgen formats RSS dates under setlocale(LC_ALL, "C"), which is process-global.
 _RSS_LOCK = threading.Lock()
 
@@ -217,58 +212,7 @@ def make_entry(
 
 
 # ---------------------------------------------------------------------------------------------
-# feedgen, with its 1.0.0 traps handled in one place.
-
-
-class _Entry(FeedEntry):
-    """feedgen 1.0.0 drops every entry link attribute but href (python-feedgen#135), and
-    writes no RSS author without an e-mail address: re-emit the links (the article's own
-    first), add dc:creator."""
-
-    def atom_entry(self, extensions: bool = True):
-        entry = super().atom_entry(extensions)
-        for old in entry.findall("link"):
-            entry.remove(old)
-        links = self.link() or []
-        # The article's own URL was added last (for RSS); readers take Atom's first alternate.
-        for link in links[-1:] + links[:-1]:
-            xml_elem("link", entry, **{k: str(v) for k, v in link.items() if v})
-        return entry
-
-    def rss_entry(self, extensions: bool = True):
-        item = super().rss_entry(extensions)
-        if item.find("author") is None:
-            for author in self.author() or []:
-                xml_elem(f"{{{DC_NS}}}creator", item).text = author["name"]
-        return item
-
-
-class _AtomExtras(BaseExtension):
-    """RFC 5005: an archive document says so with ``<fh:archive/>``."""
-
-    archive = False
-
-    def extend_ns(self) -> dict[str, str]:
-        return {"fh": HISTORY_NS} if self.archive else {}
-
-    def extend_atom(self, feed):
-        if self.archive:
-            xml_elem(f"{{{HISTORY_NS}}}archive", feed)
-        return feed
-
-
-class _RssExtras(BaseExtension):
-    """RSS has no hub element: WebSub names it with an atom:link, as Atom does."""
-
-    hub: str | None = None
-
-    def extend_ns(self) -> dict[str, str]:
-        return {"dc": DC_NS}
-
-    def extend_rss(self, feed):
-        if self.hub:
-            xml_elem(f"{{{ATOM_NS}}}link", feed.find("channel"), rel="hub", href=self.hub)
-        return feed
+# Documents.
 
 
 def _generator(
@@ -276,8 +220,8 @@ def _generator(
 ) -> FeedGenerator:
     profile = config.languages[lang]
     fg = FeedGenerator()
-    fg.register_extension("syndicate_atom", _AtomExtras, atom=True, rss=False)
-    fg.register_extension("syndicate_rss", _RssExtras, atom=False, rss=True)
+    fg.register_extension("syndicate_atom", AtomExtras, atom=True, rss=False)
+    fg.register_extension("syndicate_rss", RssExtras, atom=False, rss=True)
     fg.id(feed_id(config, lang))
     fg.title(_safe(title))
     fg.subtitle(_safe(profile.feed_subtitle or title))
@@ -292,7 +236,7 @@ def _generator(
     for term, label in sorted(seen.items(), key=lambda c: config.audiences.index(c[0])):
         fg.category(term=term, label=label)
     for e in entries if add_entries else ():
-        fe = fg.add_entry(_Entry(), order="append")
+        fe = fg.add_entry(FeedgenEntry(), order="append")
         fe.id(e.id)
         fe.title(e.title)
         fe.published(e.published)
@@ -524,7 +468,11 @@ def render_feeds(
             config,
             lang,
             entries,
-            Page(atom_url, prev_archive=(archive_urls or [None])[-1], translations=translations),
+            Page(
+                atom_url,
+                prev_archive=archive_urls[-1] if archive_urls else None,
+                translations=translations,
+            ),
         )
         docs[names["rss"]] = rss_document(config, lang, entries)
         docs[names["json"]] = json_document(config, lang, entries)
