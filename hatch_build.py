@@ -28,7 +28,7 @@ COMPILED = ("reader", "language", "feeds")
 RECORD = ".compiled.json"  # the source hash of each compiled module, for a staleness check
 
 
-class CatalogBuildHook(BuildHookInterface):
+class BuildHook(BuildHookInterface):
     PLUGIN_NAME = "custom"
 
     def initialize(self, version: str, build_data: dict[str, Any]) -> None:
