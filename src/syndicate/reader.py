@@ -375,20 +375,6 @@ def _markers(profile: LanguageProfile) -> _Markers:
     return made
 
 
-_DATE_WORDS: dict[int, tuple[Mapping[str, LanguageProfile], tuple[str, ...]]] = {}
-
-
-def _all_date_words(profiles: Mapping[str, LanguageProfile]) -> tuple[str, ...]:
-    """Every profile's date-line words, longest first (for finding the date line)."""
-    cached = _DATE_WORDS.get(id(profiles))
-    if cached is not None and cached[0] is profiles:
-        return cached[1]
-    words = {w for p in profiles.values() for w in _markers(p).date_line}
-    found = tuple(sorted(words, key=len, reverse=True))
-    _DATE_WORDS[id(profiles)] = (profiles, found)
-    return found
-
-
 _LEADING_WORD = re.compile(r"[^\W_]*")  # what str.isalnum accepts
 
 
@@ -397,22 +383,39 @@ def _leading_word(text: str) -> str:
     return found[0] if found else ""
 
 
-_DATE_INDEX: dict[int, tuple[Mapping[str, LanguageProfile], dict[str, list[tuple[str, str]]]]] = {}
+@dataclass(frozen=True, slots=True)
+class _DateWords:
+    """Every profile's date-line words: longest first, and by their first word with the
+    language they belong to."""
+
+    longest_first: tuple[str, ...]
+    by_first_word: dict[str, list[tuple[str, str]]]
+
+
+_DATE_WORDS: dict[int, tuple[Mapping[str, LanguageProfile], _DateWords]] = {}
+
+
+def _date_words(profiles: Mapping[str, LanguageProfile]) -> _DateWords:
+    cached = _DATE_WORDS.get(id(profiles))
+    if cached is not None and cached[0] is profiles:
+        return cached[1]
+    by_first_word: dict[str, list[tuple[str, str]]] = {}
+    for lang, profile in profiles.items():
+        for phrase in _markers(profile).date_line:
+            by_first_word.setdefault(_leading_word(phrase), []).append((phrase, lang))
+    words = {phrase for pairs in by_first_word.values() for phrase, _ in pairs}
+    made = _DateWords(tuple(sorted(words, key=len, reverse=True)), by_first_word)
+    _DATE_WORDS[id(profiles)] = (profiles, made)
+    return made
 
 
 def _dated(heads: tuple[str, ...], profiles: Mapping[str, LanguageProfile]) -> set[str]:
     """The languages whose date-line words one of the folded ``heads`` starts with. The words
     are looked up by their first word, not tried one profile after another."""
-    cached = _DATE_INDEX.get(id(profiles))
-    if cached is None or cached[0] is not profiles:
-        index: dict[str, list[tuple[str, str]]] = {}
-        for lang, profile in profiles.items():
-            for phrase in _markers(profile).date_line:
-                index.setdefault(_leading_word(phrase), []).append((phrase, lang))
-        cached = _DATE_INDEX[id(profiles)] = (profiles, index)
+    by_first_word = _date_words(profiles).by_first_word
     found = set()
     for head in heads:
-        for phrase, lang in cached[1].get(_leading_word(head), ()):
+        for phrase, lang in by_first_word.get(_leading_word(head), ()):
             if _folded_starts_with(head, (phrase,)):
                 found.add(lang)
     return found
@@ -811,7 +814,7 @@ def _parse(
     if not paras:
         raise ArticleProblem("empty file: no text to read")
     head = paras[:2]
-    paras.replace_head(len(head), _split_head(head, _all_date_words(profiles)))
+    paras.replace_head(len(head), _split_head(head, _date_words(profiles).longest_first))
     if len(paras) < 3:
         raise ArticleProblem(
             "too short: expected a title, a date line and a summary paragraph", paras[-1].line
