@@ -55,6 +55,31 @@ def seed(lang: str) -> str:
     return SEEDS[lang].read_text("utf-8")
 
 
+def mutated(lang: str, edits: list) -> str:
+    """A seed with line edits applied: (action, line, text[, section line]) each; "join" (or
+    any action that does not apply) joins the line with the next."""
+    lines = seed(lang).split("\n")
+    for action, at, text, *section in edits:
+        at %= len(lines) or 1
+        if not lines:
+            break
+        if action == "delete":
+            del lines[at]
+        elif action == "duplicate":
+            lines.insert(at, lines[at])
+        elif action == "insert":
+            lines.insert(at, text)
+        elif action == "section":
+            lines[at:at] = ["", section[0], ""]
+        elif action == "pad":
+            lines[at] = f"{text[:2]} {lines[at]}\t"
+        elif action == "wrap" and " " in lines[at]:
+            lines[at] = lines[at].replace(" ", "\n", 1)
+        elif at + 1 < len(lines):
+            lines[at : at + 2] = [lines[at] + lines[at + 1]]
+    return "\n".join(lines)
+
+
 # --- the seeds, pinned ---------------------------------------------------------------------
 
 
@@ -565,20 +590,7 @@ def test_arbitrary_text_gives_diagnostics_not_exceptions(config: Config, text: s
     ),
 )
 def test_mutated_seeds_never_crash(config: Config, lang: str, edits: list) -> None:
-    lines = seed(lang).split("\n")
-    for action, at, text in edits:
-        at %= len(lines) or 1
-        if not lines:
-            break
-        if action == "delete":
-            del lines[at]
-        elif action == "duplicate":
-            lines.insert(at, lines[at])
-        elif action == "insert":
-            lines.insert(at, text)
-        elif at + 1 < len(lines):
-            lines[at : at + 2] = [lines[at] + lines[at + 1]]
-    article, found = parse(config, "\n".join(lines))
+    article, found = parse(config, mutated(lang, edits))
     assert article is not None or any(d.severity is Severity.ERROR for d in found)
 
 
@@ -675,26 +687,7 @@ _SECTION_LINES = [
 def test_the_summary_reading_agrees_on_mutated_seeds(
     config: Config, lang: str, edits: list
 ) -> None:
-    lines = seed(lang).split("\n")
-    for action, at, text, section in edits:
-        at %= len(lines) or 1
-        if not lines:
-            break
-        if action == "delete":
-            del lines[at]
-        elif action == "duplicate":
-            lines.insert(at, lines[at])
-        elif action == "insert":
-            lines.insert(at, text)
-        elif action == "section":
-            lines[at:at] = ["", section, ""]
-        elif action == "pad":
-            lines[at] = f"{text[:2]} {lines[at]}\t"
-        elif action == "wrap" and " " in lines[at]:
-            lines[at] = lines[at].replace(" ", "\n", 1)
-        elif at + 1 < len(lines):
-            lines[at : at + 2] = [lines[at] + lines[at + 1]]
-    assert_summary_agrees(config, "\n".join(lines))
+    assert_summary_agrees(config, mutated(lang, edits))
 
 
 def test_article_files_are_every_visible_file_in_path_order(tmp_path: Path) -> None:
