@@ -406,8 +406,20 @@ def test_a_rebuild_reads_only_the_files_that_changed(
 
     read.clear()
     index = tmp_path / "feeds" / INDEX
-    index.write_bytes(index.read_bytes()[:-40] + b"garbage\n")  # damaged: read everything
+    lines = index.read_bytes().splitlines(keepends=True)
+    # Damaged entries: one cut short, one whose path is not JSON. Their files are read again.
+    lines[-1] = lines[-1][:-40] + b"garbage\n"
+    lines[2] = b"[not json" + lines[2]
+    index.write_bytes(b"".join(lines))
     changed.write_text(changed.read_text("utf-8") + "\n", "utf-8")
+    build_feeds(config, articles_dir)
+    files = reader.article_files(articles_dir)
+    assert sorted(read) == sorted(str(p) for p in {changed, files[1], files[-1]})
+    assert outputs(tmp_path / "feeds") == outputs(tmp_path / "fresh-feeds")
+
+    read.clear()
+    index.write_bytes(b"not the key\n" + index.read_bytes())  # not this build's: read all
+    changed.write_text(changed.read_text("utf-8") + "\n\n", "utf-8")
     build_feeds(config, articles_dir)
     assert len(read) == len(list(articles_dir.iterdir()))
 
@@ -560,8 +572,14 @@ def test_archive_documents_are_the_bytes_feedgen_writes(
 def test_the_index_keeps_a_reading_whole(config: Config, articles_dir: Path) -> None:
     """What the next build takes from the index is the reading this build made."""
     (articles_dir / "broken.txt").write_text("Title only\n", "utf-8")
-    readings = reader.read_files(articles_dir, config.profiles, bodies=False, bullets=False)
-    assert any(article is None for _, (article, _) in readings)
-    for source, reading in readings:
-        encoded = json.loads(json.dumps(pipeline._encode_reading(reading)))
-        assert pipeline._decode_reading(source, encoded) == reading
+    paths = list(reader.scan(articles_dir))
+    readings = list(reader.read_index(paths, config.profiles, known={}))
+    assert any(article is None for _, (article, _), _ in readings)
+    for source, reading, encoded in readings:
+        assert "\n" not in encoded and "\t" not in encoded  # one line of the index file
+        assert reader.decode_reading(source, encoded) == reading
+    # Taken from the index, or handed back encoded by a worker process, a reading comes out
+    # as it went in.
+    known = {source: encoded for source, _, encoded in readings}
+    assert list(reader.read_index(paths, config.profiles, known=known)) == readings
+    assert list(reader.read_index(paths, config.profiles, known={}, processes=2)) == readings

@@ -37,14 +37,15 @@ from .deliver import (
 )
 from .digest import audience_order, select_digest
 from .errors import ConfigError, RenderError, SyndicateError
-from .model import Article, ArticleSet, Diagnostic, Seo, Severity, Takeaways
+from .model import Article, ArticleSet, Diagnostic, Severity
 from .reader import (
     Reading,
     article_set,
     no_cycle_collection,
     parse_article,
     read_articles,
-    read_files,
+    read_index,
+    scan,
 )
 from .render import RenderedDigest, render_digest
 from .signing import DkimSigner
@@ -90,22 +91,6 @@ def atomic_file(path: Path) -> Iterator[BinaryIO]:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-
-
-def _scan(folder: Path, prefix: str = "") -> dict[str, list[int]]:
-    """(size, mtime_ns) of every visible file below ``folder``: the files
-    ``reader.article_files`` reads, found with scandir, which costs a tenth of pathlib."""
-    found: dict[str, list[int]] = {}
-    with os.scandir(folder) as entries:
-        for entry in entries:
-            if entry.name.startswith("."):
-                continue
-            if entry.is_dir():
-                found.update(_scan(Path(entry.path), f"{prefix}{entry.name}/"))
-            elif entry.is_file():
-                st = entry.stat()
-                found[prefix + entry.name] = [st.st_size, st.st_mtime_ns]
-    return found
 
 
 def _stats(root: Path, paths: list[Path]) -> dict[str, list[int]]:
@@ -204,7 +189,9 @@ def build_feeds(
         # Not an empty article set: publishing nothing would empty every feed.
         raise SyndicateError(f"{folder}: article folder not found")
     manifest_path = out / MANIFEST
-    inputs = _scan(folder)
+    files = scan(folder)
+    prefix = len(os.path.join(str(folder), ""))
+    inputs = {path[prefix:].replace(os.sep, "/"): list(stat) for path, stat in files.items()}
     fingerprint = _fingerprint(config, folder, gated=now is not None)
     try:
         previous = json.loads(manifest_path.read_text("utf-8"))
@@ -225,14 +212,14 @@ def build_feeds(
             next_due=_when(previous.get("next_due")),
         )
 
-    with no_cycle_collection():  # a large set makes many objects, none of them in cycles
+    # A large set makes many objects, none of them in cycles. The index file is written as the
+    # files are read, and takes the old one's place only when the whole build went through.
+    with no_cycle_collection(), atomic_file(out / INDEX) as index_file:
         # The feeds show the newest articles whole and the rest by summary: read the summaries
         # (no body, no bullets), then the newest again, in full. A file the last build read and
         # that has not changed since is not read again.
-        reading_key = _fingerprint(config, folder, gated=False)
-        known, encoded = _known_readings(out / INDEX, folder, reading_key, inputs)
-        readings = read_files(folder, config.profiles, bodies=False, bullets=False, known=known)
-        index = article_set(reading for _, reading in readings)
+        readings = _read_and_index(config, folder, out / INDEX, index_file, files, inputs)
+        index = article_set(readings)
         due, next_due = _due(config, index, now)
         found = _with_bodies(config, due)
         store = open_store(config.database_url)
@@ -271,7 +258,6 @@ def build_feeds(
                 separators=(",", ":"),  # indenting would take the pure-Python encoder
             ).encode(),
         )
-        _write_index(out / INDEX, folder, reading_key, inputs, readings, encoded)
         return FeedReport(
             out,
             entries,
@@ -287,97 +273,59 @@ def _when(value: str | None) -> datetime | None:
     return datetime.fromisoformat(value) if value else None
 
 
-# The index file: for each article file, its (size, mtime_ns) and the summary reading the
-# build made of it (no body, no references, no bullets), as JSON lines after a first line with
-# the key. A file whose size and mtime still match is not read again; any change to the
-# config or the version (the key) makes every file be read again. Written line by line: the
-# whole document at once would cost a third more memory than the build itself.
+# The index file: for each article file, its (size, mtime_ns) and the index reading the build
+# made of it (no body, no references, no bullets), one line each after a first line with the
+# key: the path, size and mtime as a JSON array, a tab, and the reading as the reader encodes
+# it (JSON has no raw tabs). A file whose size and mtime still match is not read again; any
+# change to the config or the version (the key) makes every file be read again. Written line
+# by line as the files are read, so that no reading is held twice.
 
 
-def _write_index(
-    path: Path,
+def _read_and_index(
+    config: Config,
     folder: Path,
-    key: str,
+    path: Path,
+    new_index: BinaryIO,
+    files: dict[str, tuple[int, int]],
     inputs: dict[str, list[int]],
-    readings: list[tuple[str, Reading]],
-    known: dict[str, list],
-) -> None:
-    """``known`` holds the entries taken from the last index as they were, by path, so that
-    only the files read this time are encoded."""
-    prefix = len(os.path.join(str(folder), ""))
-    with atomic_file(path) as handle:
-        handle.write(json.dumps(key).encode() + b"\n")
-        for source, reading in readings:
-            relative = source[prefix:].replace(os.sep, "/")
-            if relative in inputs:
-                encoded = known[source] if source in known else _encode_reading(reading)
-                line = json.dumps([relative, *inputs[relative], encoded], separators=(",", ":"))
-                handle.write(line.encode() + b"\n")
+) -> list[Reading]:
+    """Every file's index reading, taken from the index file at ``path`` where the file has
+    not changed; ``new_index`` gets the new index as they come. ``files`` and ``inputs`` hold
+    the same files in the same order, by path and by relative path."""
+    key = _fingerprint(config, folder, gated=False)
+    known = _known_readings(path, key, inputs, dict(zip(inputs, files, strict=True)))
+    found = read_index(list(files), config.profiles, known=known)
+    new_index.write(json.dumps(key).encode() + b"\n")
+    readings = []
+    for (relative, stat), (_, reading, encoded) in zip(inputs.items(), found, strict=True):
+        new_index.write(f"{json.dumps([relative, *stat])}\t{encoded}\n".encode())
+        readings.append(reading)
+    return readings
 
 
 def _known_readings(
-    path: Path, folder: Path, key: str, inputs: dict[str, list[int]]
-) -> tuple[dict[str, Reading], dict[str, list]]:
-    """The readings of the index file whose files are unchanged, and their entries as stored,
-    by path; none if the index is missing, unreadable or was made under another config."""
-    readings: dict[str, Reading] = {}
-    entries: dict[str, list] = {}
+    path: Path, key: str, inputs: dict[str, list[int]], paths: dict[str, str]
+) -> dict[str, str]:
+    """The encoded readings of the index file whose files are unchanged, by path (``paths``
+    maps relative paths to those); none if the index is missing or unreadable, or was made
+    under another config. A damaged entry is left out: ``read_index`` reads its file."""
+    known: dict[str, str] = {}
     try:
         with path.open("rb") as handle:
             if json.loads(handle.readline()) != key:
-                return {}, {}
+                return {}
             for line in handle:
-                relative, size, mtime, encoded = json.loads(line)
-                if inputs.get(relative) == [size, mtime]:
-                    source = os.path.join(str(folder), relative)
-                    readings[source] = _decode_reading(source, encoded)
-                    entries[source] = encoded
-    except (OSError, ValueError, TypeError):
-        return {}, {}
-    return readings, entries
-
-
-def _encode_reading(reading: Reading) -> list:
-    article, problems = reading
-    found = [[p.line, str(p.severity), p.message] for p in problems]
-    if article is None:
-        return [None, found]
-    seo = article.seo
-    return [
-        [
-            article.lang,
-            article.slug,
-            article.title,
-            article.updated.isoformat(),
-            article.summary,
-            [[t.audience, t.label, list(t.bullets)] for t in article.takeaways],
-            [seo.title, seo.description, seo.excerpt, seo.primary_slug, list(seo.alt_slugs)],
-            article.digest,
-        ],
-        found,
-    ]
-
-
-def _decode_reading(source: str, encoded: list) -> Reading:
-    fields, found = encoded
-    problems = [Diagnostic(source, line, Severity(level), text) for line, level, text in found]
-    if fields is None:
-        return None, problems
-    lang, slug, title, updated, summary, takeaways, seo, digest = fields
-    article = Article(
-        source=source,
-        lang=lang,
-        slug=slug,
-        title=title,
-        updated=date.fromisoformat(updated),
-        summary=summary,
-        blocks=(),
-        takeaways=tuple(Takeaways(a, label, tuple(b)) for a, label, b in takeaways),
-        references=(),
-        seo=Seo(*seo[:4], alt_slugs=tuple(seo[4])),
-        digest=digest,
-    )
-    return article, problems
+                head, tab, encoded = line.decode("utf-8", "replace").rstrip("\n").partition("\t")
+                try:
+                    relative, *stat = json.loads(head)
+                    unchanged = bool(tab) and inputs.get(relative) == stat
+                except (ValueError, TypeError):  # a damaged line: that file is read again
+                    continue
+                if unchanged:
+                    known[paths[relative]] = encoded
+    except (OSError, ValueError):
+        return {}
+    return known
 
 
 # ---------------------------------------------------------------------------------------------

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import gc
 import hashlib
+import json
 import logging
 import multiprocessing
 import os
@@ -980,13 +981,14 @@ def article_files(folder: Path) -> list[Path]:
     Visible: no part of the path below ``folder`` starts with a dot. Symbolic links to files
     count; links to folders are not followed.
     """
-    return [Path(path) for path in _article_paths(str(folder))]
+    return [Path(path) for path in scan(folder)]
 
 
-def _article_paths(folder: str) -> list[str]:
-    """``article_files`` as strings: walked with scandir, which costs a fraction of pathlib's
-    rglob, and ordered as paths order (part by part)."""
-    found: list[tuple[tuple[str, ...], str]] = []
+def scan(folder: Path) -> dict[str, tuple[int, int]]:
+    """``article_files`` as strings, each with its (size, mtime_ns), in the same order: what
+    tells a build whether a file changed. Walked with scandir, which costs a fraction of
+    pathlib's rglob, and ordered as paths order (part by part)."""
+    found: list[tuple[tuple[str, ...], str, int, int]] = []
 
     def walk(directory: str, parts: tuple[str, ...]) -> None:
         with os.scandir(directory) as entries:
@@ -996,11 +998,12 @@ def _article_paths(folder: str) -> list[str]:
                 if entry.is_dir(follow_symlinks=False):
                     walk(entry.path, (*parts, entry.name))
                 elif entry.is_file():
-                    found.append(((*parts, entry.name), entry.path))
+                    st = entry.stat()
+                    found.append(((*parts, entry.name), entry.path, st.st_size, st.st_mtime_ns))
 
-    walk(folder, ())
+    walk(str(folder), ())
     found.sort()
-    return [path for _, path in found]
+    return {path: (size, mtime) for _, path, size, mtime in found}
 
 
 def _read_bytes(path: str) -> bytes:
@@ -1031,23 +1034,41 @@ def _read_file(source: str, profiles: Mapping[str, LanguageProfile], keep: _Keep
 PARALLEL_FROM = 2000
 _BATCH = 100
 _Keep = dict[str, bool]  # parse_article's keyword arguments: what to keep of each file
-_worker: tuple[Mapping[str, LanguageProfile], _Keep] = ({}, {})  # set in each worker
+_worker: tuple[Mapping[str, LanguageProfile], _Keep, bool] = ({}, {}, False)  # set in each worker
 
 
-def _start_worker(profiles: Mapping[str, LanguageProfile], keep: _Keep) -> None:
+def _start_worker(profiles: Mapping[str, LanguageProfile], keep: _Keep, encoded: bool) -> None:
     global _worker
-    _worker = (profiles, keep)
+    _worker = (profiles, keep, encoded)
 
 
-def _read_batch(paths: list[str]) -> list[Reading]:
-    profiles, keep = _worker
-    return [_read_file(path, profiles, keep) for path in paths]
+def _read_batch(paths: list[str]) -> list[Reading] | list[str]:
+    """A worker's readings of ``paths``; only their encoded forms when those are asked for:
+    the process that gets them decodes them, which costs less than pickling the objects."""
+    profiles, keep, encoded = _worker
+    readings = [_read_file(path, profiles, keep) for path in paths]
+    return [encode_reading(r) for r in readings] if encoded else readings
+
+
+_Read = tuple[Reading, str | None]  # a reading, and its encoded form when one is asked for
+
+
+def _read_here(
+    paths: list[str], profiles: Mapping[str, LanguageProfile], keep: _Keep, encoded: bool
+) -> list[_Read]:
+    readings = [_read_file(path, profiles, keep) for path in paths]
+    return [(r, encode_reading(r) if encoded else None) for r in readings]
 
 
 def _read_files(
-    paths: list[str], profiles: Mapping[str, LanguageProfile], keep: _Keep, processes: int | None
-) -> Iterator[Reading]:
-    """Each file's reading, in path order."""
+    paths: list[str],
+    profiles: Mapping[str, LanguageProfile],
+    keep: _Keep,
+    processes: int | None,
+    *,
+    encoded: bool = False,
+) -> Iterator[_Read]:
+    """Each file's reading (and its encoded form if ``encoded``), in path order."""
     if processes is None:
         processes = (os.cpu_count() or 1) if len(paths) >= PARALLEL_FROM else 1
     done = 0
@@ -1060,29 +1081,45 @@ def _read_files(
         if context.get_start_method() == "forkserver":
             context.set_forkserver_preload([__name__])
         batches = deque(paths[i : i + _BATCH] for i in range(0, len(paths), _BATCH))
-        queue: deque[Future[list[Reading]] | list[Reading]] = deque()  # in path order
+        # In path order: a batch out with a worker, or one read here.
+        queue: deque[tuple[list[str], Future[list[Reading] | list[str]]] | list[_Read]] = deque()
         ahead = 2 * (processes - 1)  # batches handed to the workers and not yet back
         try:
             with ProcessPoolExecutor(
-                processes - 1, context, initializer=_start_worker, initargs=(profiles, keep)
+                processes - 1,
+                context,
+                initializer=_start_worker,
+                initargs=(profiles, keep, encoded),
             ) as pool:
                 while queue or batches:
-                    while batches and sum(isinstance(q, Future) for q in queue) < ahead:
-                        queue.append(pool.submit(_read_batch, batches.popleft()))
+                    while batches and sum(isinstance(q, tuple) for q in queue) < ahead:
+                        batch = batches.popleft()
+                        queue.append((batch, pool.submit(_read_batch, batch)))
                     head = queue[0]
-                    if isinstance(head, Future) and not head.done() and batches:
+                    if isinstance(head, tuple) and not head[1].done() and batches:
                         # The workers are busy: read the next batch here meanwhile.
-                        queue.append([_read_file(p, profiles, keep) for p in batches.popleft()])
+                        queue.append(_read_here(batches.popleft(), profiles, keep, encoded))
                         continue
-                    read = queue.popleft()
-                    read = read.result() if isinstance(read, Future) else read
-                    yield from read
-                    done += len(read)
+                    item = queue.popleft()
+                    if isinstance(item, tuple):
+                        batch, future = item
+                        back = future.result()
+                        if encoded:
+                            item = [
+                                (decode_reading(path, line), line)
+                                for path, line in zip(batch, back, strict=True)
+                                if isinstance(line, str)
+                            ]
+                        else:
+                            item = [(r, None) for r in back if isinstance(r, tuple)]
+                    yield from item
+                    done += len(item)
             return
         except (OSError, BrokenProcessPool) as exc:
             _log.warning("reader workers failed (%s): reading the rest in this process", exc)
     for path in paths[done:]:
-        yield _read_file(path, profiles, keep)
+        reading = _read_file(path, profiles, keep)
+        yield reading, encode_reading(reading) if encoded else None
 
 
 @contextmanager
@@ -1125,16 +1162,101 @@ def read_files(
     bodies: bool = True,
     bullets: bool = True,
     processes: int | None = None,
-    known: Mapping[str, Reading] | None = None,
 ) -> list[tuple[str, Reading]]:
-    """Each file's path and reading, in path order. A path in ``known`` is not read again: its
-    reading there is taken (the caller knows the file has not changed since)."""
-    paths = _article_paths(str(folder))
-    known = known or {}
+    """Each file's path and reading, in path order."""
+    paths = list(scan(folder))
     keep: _Keep = {"body": bodies, "bullets": bullets}
     with no_cycle_collection():
-        fresh = _read_files([p for p in paths if p not in known], profiles, keep, processes)
-        return [(path, known[path] if path in known else next(fresh)) for path in paths]
+        return [
+            (path, reading)
+            for path, (reading, _) in zip(
+                paths, _read_files(paths, profiles, keep, processes), strict=True
+            )
+        ]
+
+
+def read_index(
+    paths: Sequence[str],
+    profiles: Mapping[str, LanguageProfile],
+    *,
+    known: Mapping[str, str],
+    processes: int | None = None,
+) -> Iterator[tuple[str, Reading, str]]:
+    """Each file's index reading (no body, no bullets) and its encoded form, in the order of
+    ``paths``, as they come. A path in ``known``, which holds its encoded reading from an
+    earlier build, is decoded instead of read (the caller knows the file has not changed
+    since), unless that reading cannot be decoded."""
+    keep: _Keep = {"body": False, "bullets": False}
+    with no_cycle_collection():
+        fresh = _read_files(
+            [p for p in paths if p not in known], profiles, keep, processes, encoded=True
+        )
+        for path in paths:
+            if path in known:
+                line = known[path]
+                try:
+                    yield path, decode_reading(path, line), line
+                    continue
+                except ValueError:  # a damaged entry: the file is read again
+                    reading = _read_file(path, profiles, keep)
+                    yield path, reading, encode_reading(reading)
+            else:
+                reading, encoded = next(fresh)
+                yield path, reading, encoded or encode_reading(reading)
+
+
+# A summary reading as one line of JSON: how the feed build keeps each file's index reading
+# until the next build, and how reader processes hand index readings back. The body and the
+# references, which a summary reading leaves out, are not kept.
+_JSON = json.JSONEncoder(separators=(",", ":"))
+
+
+def encode_reading(reading: Reading) -> str:
+    article, problems = reading
+    found = [[p.line, p.severity.value, p.message] for p in problems]
+    if article is None:
+        return _JSON.encode([None, found])
+    seo = article.seo
+    fields = [
+        article.lang,
+        article.slug,
+        article.title,
+        article.updated.isoformat(),
+        article.summary,
+        [[t.audience, t.label, list(t.bullets)] for t in article.takeaways],
+        [seo.title, seo.description, seo.excerpt, seo.primary_slug, list(seo.alt_slugs)],
+        article.digest,
+    ]
+    return _JSON.encode([fields, found])
+
+
+def decode_reading(source: str, line: str) -> Reading:
+    """``encode_reading``'s reading of the file ``source``. Raises ValueError if ``line`` is
+    not such a reading."""
+    try:
+        fields, found = json.loads(line)
+        problems = [
+            Diagnostic(source, number, Severity(level), text) for number, level, text in found
+        ]
+        if fields is None:
+            return None, problems
+        lang, slug, title, updated, summary, takeaways, seo, digest = fields
+        article = Article(
+            source=source,
+            lang=lang,
+            slug=slug,
+            title=title,
+            updated=date.fromisoformat(updated),
+            summary=summary,
+            blocks=(),
+            takeaways=tuple(Takeaways(a, label, tuple(b)) for a, label, b in takeaways),
+            references=(),
+            seo=Seo(seo[0], seo[1], seo[2], seo[3], alt_slugs=tuple(seo[4])),
+            digest=digest,
+        )
+    except (TypeError, KeyError) as exc:
+        raise ValueError(f"not an encoded reading: {exc}") from None
+    return article, problems
 
 
 def article_set(readings: Iterable[Reading]) -> ArticleSet:
