@@ -583,3 +583,39 @@ def test_the_index_keeps_a_reading_whole(config: Config, articles_dir: Path) -> 
     known = {source: encoded for source, _, encoded in readings}
     assert list(reader.read_index(paths, config.profiles, known=known)) == readings
     assert list(reader.read_index(paths, config.profiles, known={}, processes=2)) == readings
+
+
+def test_a_large_set_renders_in_two_processes_as_in_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """From PARALLEL_FROM articles on, a forked process renders some languages' documents;
+    the bytes are those one process writes. What it fails to render is rendered here."""
+    write_set(tmp_path / "articles", 4)
+    config = make_config(tmp_path, max_entries=2)  # archive documents too
+    build_feeds(config, tmp_path / "articles", tmp_path / "one")
+    forks = []
+    fork = os.fork
+
+    def counted() -> int:
+        forks.append(1)
+        return fork()
+
+    monkeypatch.setattr(pipeline, "PARALLEL_FROM", 1)
+    monkeypatch.setattr(pipeline.threading, "active_count", lambda: 1)
+    monkeypatch.setattr(pipeline.os, "fork", counted)
+    report = build_feeds(config, tmp_path / "articles", tmp_path / "two")
+    assert forks
+    assert outputs(tmp_path / "two") == outputs(tmp_path / "one")
+    assert report.written == build_feeds(config, tmp_path / "articles", tmp_path / "three").written
+
+    here, render = os.getpid(), feeds.language_documents
+
+    def fails_elsewhere(config: Config, articles: ArticleSet, published: Any, lang: str) -> dict:
+        if os.getpid() != here:
+            raise RuntimeError(f"cannot render {lang}")
+        return render(config, articles, published, lang)
+
+    monkeypatch.setattr(pipeline.feeds, "language_documents", fails_elsewhere)
+    build_feeds(config, tmp_path / "articles", tmp_path / "four")  # rendered here instead
+    assert outputs(tmp_path / "four") == outputs(tmp_path / "one")
+    assert len(forks) == 3

@@ -437,6 +437,12 @@ def opml_document(config: Config, langs: Sequence[str]) -> bytes:
     return etree.tostring(root, pretty_print=True, xml_declaration=True, encoding="UTF-8")
 
 
+def feed_languages(config: Config, articles: ArticleSet) -> list[str]:
+    """The configured languages that have articles, in the configured order."""
+    present = {a.lang for a in articles}
+    return [lang for lang in config.site.languages if lang in present]
+
+
 def render_feeds(
     config: Config,
     articles: ArticleSet,
@@ -445,49 +451,57 @@ def render_feeds(
     """Every output document: file name (relative to the feeds folder) → bytes.
 
     ``published`` holds each article's first publication time (from the state database).
-    Subscription documents carry the newest ``feeds.max_entries`` articles with full content;
-    older ones go to Atom archive documents with their summary and link, so only the newest
-    articles need their bodies read.
     """
+    langs = feed_languages(config, articles)
     docs: dict[str, bytes] = {}
-    present = {a.lang for a in articles}
-    langs = [lang for lang in config.site.languages if lang in present]
-    size = config.feeds.max_entries
     for lang in langs:
-        chosen = articles.in_language(lang)
-        current, pages = paginate(chosen, size)
-        names = feed_names(lang)
-        others = [other for other in langs if other != lang]
-        entries = [
-            make_entry(config, a, published[a.key], articles.translations(a)) for a in current
-        ]
-        archive_urls = [feed_url(config, archive_name(lang, n)) for n in range(1, len(pages) + 1)]
-        atom_url = feed_url(config, names["atom"])
-        translations = tuple((o, feed_url(config, feed_names(o)["atom"])) for o in others)
-        docs[names["atom"]] = atom_document(
-            config,
-            lang,
-            entries,
-            Page(
-                atom_url,
-                prev_archive=archive_urls[-1] if archive_urls else None,
-                translations=translations,
-            ),
-        )
-        docs[names["rss"]] = rss_document(config, lang, entries)
-        docs[names["json"]] = json_document(config, lang, entries)
-        for number, page in enumerate(pages, 1):
-            older = [
-                make_entry(config, a, published[a.key], articles.translations(a), content=False)
-                for a in page
-            ]
-            where = Page(
-                archive_urls[number - 1],
-                current=atom_url,
-                prev_archive=archive_urls[number - 2] if number > 1 else None,
-                next_archive=archive_urls[number] if number < len(pages) else None,
-            )
-            docs[archive_name(lang, number)] = archive_document(config, lang, older, where)
+        docs.update(language_documents(config, articles, published, lang))
     if langs:
         docs["index.opml"] = opml_document(config, langs)
+    return docs
+
+
+def language_documents(
+    config: Config,
+    articles: ArticleSet,
+    published: Mapping[tuple[str, str], datetime],
+    lang: str,
+) -> dict[str, bytes]:
+    """One language's documents. Subscription documents carry the newest
+    ``feeds.max_entries`` articles with full content; older ones go to Atom archive documents
+    with their summary and link, so only the newest articles need their bodies read."""
+    docs: dict[str, bytes] = {}
+    size = config.feeds.max_entries
+    chosen = articles.in_language(lang)
+    current, pages = paginate(chosen, size)
+    names = feed_names(lang)
+    others = [other for other in feed_languages(config, articles) if other != lang]
+    entries = [make_entry(config, a, published[a.key], articles.translations(a)) for a in current]
+    archive_urls = [feed_url(config, archive_name(lang, n)) for n in range(1, len(pages) + 1)]
+    atom_url = feed_url(config, names["atom"])
+    translations = tuple((o, feed_url(config, feed_names(o)["atom"])) for o in others)
+    docs[names["atom"]] = atom_document(
+        config,
+        lang,
+        entries,
+        Page(
+            atom_url,
+            prev_archive=archive_urls[-1] if archive_urls else None,
+            translations=translations,
+        ),
+    )
+    docs[names["rss"]] = rss_document(config, lang, entries)
+    docs[names["json"]] = json_document(config, lang, entries)
+    for number, page in enumerate(pages, 1):
+        older = [
+            make_entry(config, a, published[a.key], articles.translations(a), content=False)
+            for a in page
+        ]
+        where = Page(
+            archive_urls[number - 1],
+            current=atom_url,
+            prev_archive=archive_urls[number - 2] if number > 1 else None,
+            next_archive=archive_urls[number] if number < len(pages) else None,
+        )
+        docs[archive_name(lang, number)] = archive_document(config, lang, older, where)
     return docs

@@ -10,8 +10,10 @@ import dataclasses
 import hashlib
 import json
 import os
+import pickle
 import tempfile
-from collections import defaultdict
+import threading
+from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -39,6 +41,7 @@ from .digest import audience_order, select_digest
 from .errors import ConfigError, RenderError, SyndicateError
 from .model import Article, ArticleSet, Diagnostic, Severity
 from .reader import (
+    PARALLEL_FROM,
     Reading,
     article_set,
     no_cycle_collection,
@@ -227,7 +230,7 @@ def build_feeds(
             published = store.first_published(feeds.publication_candidates(found, config))
         finally:
             store.close()
-        docs = feeds.render_feeds(config, found, published)
+        docs = _render_feeds(config, found, published)
 
         written, unchanged = [], []
         for name, data in docs.items():
@@ -267,6 +270,60 @@ def build_feeds(
             found.problems,
             next_due=next_due,
         )
+
+
+def _render_feeds(
+    config: Config, found: ArticleSet, published: dict[tuple[str, str], datetime]
+) -> dict[str, bytes]:
+    """``feeds.render_feeds``, with a large set's languages shared between this process and a
+    forked one: each language's documents are independent of the others', and rendering is
+    pure Python on one core. A process with threads must not fork; it renders them all."""
+    langs = feeds.feed_languages(config, found)
+    if len(found) < PARALLEL_FROM or len(langs) < 2 or not _may_fork():
+        return feeds.render_feeds(config, found, published)
+    # The languages with the most articles first, each to the side with less work so far.
+    sizes = Counter(a.lang for a in found)
+    mine: list[str] = []
+    theirs: list[str] = []
+    for lang in sorted(langs, key=sizes.__getitem__, reverse=True):
+        side = (
+            mine
+            if sum(map(sizes.__getitem__, mine)) <= sum(map(sizes.__getitem__, theirs))
+            else theirs
+        )
+        side.append(lang)
+    done: dict[str, dict[str, bytes]] = {}
+    with tempfile.TemporaryFile() as spool:
+        pid = os.fork()
+        if pid == 0:  # the forked process: render, hand the bytes back through the file, end
+            status = 1
+            try:
+                docs = {
+                    lang: feeds.language_documents(config, found, published, lang)
+                    for lang in theirs
+                }
+                pickle.dump(docs, spool, protocol=pickle.HIGHEST_PROTOCOL)
+                spool.flush()
+                status = 0
+            finally:
+                os._exit(status)
+        try:
+            done = {lang: feeds.language_documents(config, found, published, lang) for lang in mine}
+        finally:
+            _, status = os.waitpid(pid, 0)
+        if os.waitstatus_to_exitcode(status) == 0:
+            spool.seek(0)
+            done.update(pickle.load(spool))
+    for lang in theirs:  # rendered here if the other process failed, to raise what it raised
+        if lang not in done:
+            done[lang] = feeds.language_documents(config, found, published, lang)
+    docs = {name: data for lang in langs for name, data in done[lang].items()}
+    docs["index.opml"] = feeds.opml_document(config, langs)
+    return docs
+
+
+def _may_fork() -> bool:
+    return hasattr(os, "fork") and threading.active_count() == 1
 
 
 def _when(value: str | None) -> datetime | None:
