@@ -619,3 +619,16 @@ def test_a_large_set_renders_in_two_processes_as_in_one(
     build_feeds(config, tmp_path / "articles", tmp_path / "four")  # rendered here instead
     assert outputs(tmp_path / "four") == outputs(tmp_path / "one")
     assert len(forks) == 3
+
+    def fails_for_nl(config: Config, articles: ArticleSet, published: Any, lang: str) -> dict:
+        if lang == "nl":
+            raise RuntimeError("cannot render nl")
+        return render(config, articles, published, lang)
+
+    before, kept = outputs(tmp_path / "four"), mtimes(tmp_path / "four")
+    write_set(tmp_path / "articles", 5)  # a change: the build renders
+    monkeypatch.setattr(pipeline.feeds, "language_documents", fails_for_nl)
+    with pytest.raises(RuntimeError, match="cannot render nl"):
+        build_feeds(config, tmp_path / "articles", tmp_path / "four")
+    assert outputs(tmp_path / "four") == before and mtimes(tmp_path / "four") == kept
+    assert not list((tmp_path / "four").rglob("*.tmp"))  # what was staged is gone

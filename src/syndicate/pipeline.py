@@ -70,14 +70,18 @@ def write_atomic(path: Path, data: bytes) -> bool:
     new one, never a half-written one. Unchanged files are left alone, so their mtime (and the
     Last-Modified a web server derives from it) stays.
     """
-    try:
-        if path.stat().st_size == len(data) and path.read_bytes() == data:
-            return False
-    except FileNotFoundError:
-        pass
+    if _holds(path, data):
+        return False
     with atomic_file(path) as handle:
         handle.write(data)
     return True
+
+
+def _holds(path: Path, data: bytes) -> bool:
+    try:
+        return path.stat().st_size == len(data) and path.read_bytes() == data
+    except FileNotFoundError:
+        return False
 
 
 @contextmanager
@@ -94,6 +98,44 @@ def atomic_file(path: Path) -> Iterator[BinaryIO]:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+class Staging:
+    """Documents on their way into a folder: each goes to a temporary file beside its name as
+    soon as it is made, and ``commit`` puts them all in place once everything is made
+    (``discard`` removes them). A reader of the folder sees old documents or new ones, never
+    a half-written one, and a build that fails leaves the old ones. A document whose bytes
+    did not change is left alone, so its mtime (and the Last-Modified a web server derives
+    from it) stays."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.files: dict[str, str | None] = {}  # name -> its temporary file; None: unchanged
+
+    def add(self, name: str, data: bytes) -> None:
+        path = self.folder / name
+        if _holds(path, data):
+            self.files[name] = None
+            return
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        self.files[name] = tmp
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        os.chmod(tmp, 0o644)
+
+    def commit(self) -> tuple[list[str], list[str]]:
+        """Put every new document in place; the names written and those left unchanged."""
+        for name, tmp in self.files.items():
+            if tmp is not None:
+                os.replace(tmp, self.folder / name)
+        written = [name for name, tmp in self.files.items() if tmp is not None]
+        return written, [name for name, tmp in self.files.items() if tmp is None]
+
+    def discard(self) -> None:
+        for tmp in self.files.values():
+            if tmp is not None:
+                Path(tmp).unlink(missing_ok=True)
 
 
 def _stats(root: Path, paths: list[Path]) -> dict[str, list[int]]:
@@ -230,11 +272,14 @@ def build_feeds(
             published = store.first_published(feeds.publication_candidates(found, config))
         finally:
             store.close()
-        docs = _render_feeds(config, found, published)
-
-        written, unchanged = [], []
-        for name, data in docs.items():
-            (written if write_atomic(out / name, data) else unchanged).append(name)
+        staging = Staging(out)
+        try:
+            _render_feeds(config, found, published, staging)
+            written, unchanged = staging.commit()
+        except BaseException:
+            staging.discard()
+            raise
+        docs = staging.files
         removed = sorted(set(previous.get("outputs", {})) - set(docs))
         for name in removed:
             (out / name).unlink(missing_ok=True)
@@ -273,53 +318,65 @@ def build_feeds(
 
 
 def _render_feeds(
-    config: Config, found: ArticleSet, published: dict[tuple[str, str], datetime]
-) -> dict[str, bytes]:
-    """``feeds.render_feeds``, with a large set's languages shared between this process and a
-    forked one: each language's documents are independent of the others', and rendering is
-    pure Python on one core. A process with threads must not fork; it renders them all."""
+    config: Config,
+    found: ArticleSet,
+    published: dict[tuple[str, str], datetime],
+    staging: Staging,
+) -> None:
+    """``feeds.render_feeds`` into ``staging``, with a large set's languages shared between
+    this process and a forked one: each language's documents are independent of the others',
+    and rendering is pure Python on one core. A process with threads must not fork; it
+    renders them all."""
     langs = feeds.feed_languages(config, found)
     if len(found) < PARALLEL_FROM or len(langs) < 2 or not _may_fork():
-        return feeds.render_feeds(config, found, published)
+        for name, data in feeds.render_feeds(config, found, published).items():
+            staging.add(name, data)
+        return
     # The languages with the most articles first, each to the side with less work so far.
     sizes = Counter(a.lang for a in found)
     mine: list[str] = []
     theirs: list[str] = []
     for lang in sorted(langs, key=sizes.__getitem__, reverse=True):
-        side = (
-            mine
-            if sum(map(sizes.__getitem__, mine)) <= sum(map(sizes.__getitem__, theirs))
-            else theirs
-        )
-        side.append(lang)
-    done: dict[str, dict[str, bytes]] = {}
-    with tempfile.TemporaryFile() as spool:
-        pid = os.fork()
-        if pid == 0:  # the forked process: render, hand the bytes back through the file, end
-            status = 1
-            try:
-                docs = {
-                    lang: feeds.language_documents(config, found, published, lang)
-                    for lang in theirs
-                }
-                pickle.dump(docs, spool, protocol=pickle.HIGHEST_PROTOCOL)
-                spool.flush()
-                status = 0
-            finally:
-                os._exit(status)
+        work = [sum(map(sizes.__getitem__, side)) for side in (mine, theirs)]
+        (mine if work[0] <= work[1] else theirs).append(lang)
+
+    def render(lang: str) -> dict[str, str | None]:
+        own = Staging(staging.folder)
         try:
-            done = {lang: feeds.language_documents(config, found, published, lang) for lang in mine}
-        finally:
-            _, status = os.waitpid(pid, 0)
-        if os.waitstatus_to_exitcode(status) == 0:
-            spool.seek(0)
-            done.update(pickle.load(spool))
-    for lang in theirs:  # rendered here if the other process failed, to raise what it raised
-        if lang not in done:
-            done[lang] = feeds.language_documents(config, found, published, lang)
-    docs = {name: data for lang in langs for name, data in done[lang].items()}
-    docs["index.opml"] = feeds.opml_document(config, langs)
-    return docs
+            for name, data in feeds.language_documents(config, found, published, lang).items():
+                own.add(name, data)
+        except BaseException:
+            own.discard()
+            raise
+        return own.files
+
+    done: dict[str, dict[str, str | None]] = {}
+    try:
+        with tempfile.TemporaryFile() as spool:
+            pid = os.fork()
+            if pid == 0:  # the forked process: stage its languages, say which files, end
+                status = 1
+                try:
+                    pickle.dump({lang: render(lang) for lang in theirs}, spool)
+                    spool.flush()
+                    status = 0
+                finally:
+                    os._exit(status)
+            try:
+                for lang in mine:
+                    done[lang] = render(lang)
+            finally:
+                _, status = os.waitpid(pid, 0)
+                if os.waitstatus_to_exitcode(status) == 0:
+                    spool.seek(0)
+                    done.update(pickle.load(spool))
+        for lang in theirs:
+            if lang not in done:  # the other process failed: render here, to raise what it did
+                done[lang] = render(lang)
+    finally:  # in language order; on a failure, so that the files staged so far are removed
+        for lang in langs:
+            staging.files.update(done.get(lang, {}))
+    staging.add("index.opml", feeds.opml_document(config, langs))
 
 
 def _may_fork() -> bool:

@@ -218,12 +218,16 @@ class Paragraphs(Sequence[Paragraph]):
         return made
 
     def _line(self, piece: int) -> int:
-        """The piece's first line: newlines counted on from the last piece asked about (the
-        reader asks in order, mostly), at C speed, and only as far as needed."""
-        at, offset, line = self._at if piece >= self._at[0] else (0, 0, 1)
-        end = offset + sum(map(len, self._pieces[at:piece]))
-        line += self._text.count("\n", offset, end)
-        self._at = (piece, end, line)
+        """The piece's first line: newlines counted from the last piece asked about, forward
+        or back, at C speed, and only as far as needed (the reader asks in order, mostly)."""
+        at, offset, line = self._at
+        if piece >= at:
+            start = offset + sum(map(len, self._pieces[at:piece]))
+            line += self._text.count("\n", offset, start)
+        else:
+            start = offset - sum(map(len, self._pieces[piece:at]))
+            line -= self._text.count("\n", start, offset)
+        self._at = (piece, start, line)
         return line
 
     @overload
