@@ -65,23 +65,11 @@ INDEX = ".index.json"  # the last build's reading of each article file, for the 
 
 def write_atomic(path: Path, data: bytes) -> bool:
     """Replace ``path`` with ``data`` unless it already holds exactly that; True if written.
-
-    A temporary file in the same folder, then ``os.replace``: a reader sees the old file or the
-    new one, never a half-written one. Unchanged files are left alone, so their mtime (and the
-    Last-Modified a web server derives from it) stays.
-    """
-    if _holds(path, data):
-        return False
-    with atomic_file(path) as handle:
-        handle.write(data)
-    return True
-
-
-def _holds(path: Path, data: bytes) -> bool:
-    try:
-        return path.stat().st_size == len(data) and path.read_bytes() == data
-    except FileNotFoundError:
-        return False
+    A document staged and put in place on its own: see ``Staging``."""
+    staging = Staging(path.parent)
+    staging.add(path.name, data)
+    written, _ = staging.commit()
+    return bool(written)
 
 
 @contextmanager
@@ -114,15 +102,22 @@ class Staging:
 
     def add(self, name: str, data: bytes) -> None:
         path = self.folder / name
-        if _holds(path, data):
-            self.files[name] = None
-            return
+        try:
+            if path.stat().st_size == len(data) and path.read_bytes() == data:
+                self.files[name] = None
+                return
+        except FileNotFoundError:
+            pass
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(data)
+            os.chmod(tmp, 0o644)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
         self.files[name] = tmp
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        os.chmod(tmp, 0o644)
 
     def commit(self) -> tuple[list[str], list[str]]:
         """Put every new document in place; the names written and those left unchanged."""
@@ -177,6 +172,12 @@ def _fingerprint(config: Config, folder: Path, *, gated: bool) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
+def _digest(inputs: dict[str, list[int]]) -> str:
+    """The article files' paths, sizes and mtimes in one hash: a large set's manifest would
+    otherwise take longer to load than the files take to stat."""
+    return hashlib.sha256(json.dumps(inputs, separators=(",", ":")).encode()).hexdigest()
+
+
 def _with_bodies(config: Config, found: ArticleSet) -> ArticleSet:
     """Re-read with their bodies the articles the subscription documents show in full."""
     size = config.feeds.max_entries
@@ -222,11 +223,11 @@ def build_feeds(
 
     With ``now``, an article whose date line is still ahead is held back (and not recorded as
     published) until a build after its time: no feed ever shows a date in the future.
-    A manifest of the inputs (path, size, mtime_ns), the config and the outputs is kept in the
-    output folder; when none of them changed and no held-back article fell due, nothing is read
-    or written. An index beside it keeps each file's summary reading, so a build reads only the
-    files that changed since the last one. Publication times are recorded in the state database
-    the first time an article is built.
+    A manifest of the inputs (a hash of each file's path, size and mtime_ns), the config and
+    the outputs is kept in the output folder; when none of them changed and no held-back
+    article fell due, nothing is read or written. An index beside it keeps each file's summary
+    reading, so a build reads only the files that changed since the last one. Publication
+    times are recorded in the state database the first time an article is built.
     """
     folder = articles_dir if articles_dir is not None else config.path(config.site.articles)
     out = out if out is not None else config.path(config.feeds.out)
@@ -244,7 +245,7 @@ def build_feeds(
         previous = {}
     if (
         previous.get("fingerprint") == fingerprint
-        and previous.get("inputs") == inputs
+        and previous.get("inputs") == _digest(inputs)
         and previous.get("outputs") == _stats(out, [out / n for n in previous.get("outputs", {})])
         and (not previous.get("next_due") or now < datetime.fromisoformat(previous["next_due"]))
     ):
@@ -289,7 +290,7 @@ def build_feeds(
             json.dumps(
                 {
                     "fingerprint": fingerprint,
-                    "inputs": inputs,
+                    "inputs": _digest(inputs),
                     "outputs": _stats(out, [out / n for n in docs]),
                     "entries": entries,
                     "next_due": next_due.isoformat() if next_due else None,
@@ -355,6 +356,7 @@ def _render_feeds(
         with tempfile.TemporaryFile() as spool:
             pid = os.fork()
             if pid == 0:  # the forked process: stage its languages, say which files, end
+                # without flushing or closing anything it shares with this one (os._exit).
                 status = 1
                 try:
                     pickle.dump({lang: render(lang) for lang in theirs}, spool)

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from datetime import date
 from functools import cache, lru_cache
 from pathlib import Path
-from typing import Literal, NamedTuple, overload
+from typing import Literal, NamedTuple, cast, overload
 
 from babel import Locale, UnknownLocaleError
 from babel.dates import get_date_format, get_month_names
@@ -1109,13 +1109,13 @@ def _read_files(
                         batch, future = item
                         back = future.result()
                         if encoded:
+                            lines = cast(list[str], back)
                             item = [
                                 (decode_reading(path, line), line)
-                                for path, line in zip(batch, back, strict=True)
-                                if isinstance(line, str)
+                                for path, line in zip(batch, lines, strict=True)
                             ]
                         else:
-                            item = [(r, None) for r in back if isinstance(r, tuple)]
+                            item = [(r, None) for r in cast(list[Reading], back)]
                     yield from item
                     done += len(item)
             return
@@ -1199,14 +1199,14 @@ def read_index(
             if path in known:
                 line = known[path]
                 try:
-                    yield path, decode_reading(path, line), line
-                    continue
+                    reading = decode_reading(path, line)
                 except ValueError:  # a damaged entry: the file is read again
                     reading = _read_file(path, profiles, keep)
-                    yield path, reading, encode_reading(reading)
+                    line = encode_reading(reading)
             else:
                 reading, encoded = next(fresh)
-                yield path, reading, encoded or encode_reading(reading)
+                line = encoded or encode_reading(reading)
+            yield path, reading, line
 
 
 # A summary reading as one line of JSON: how the feed build keeps each file's index reading
