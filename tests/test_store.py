@@ -6,11 +6,15 @@ import os
 import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from importlib import resources
 from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
+from alembic.config import Config as AlembicConfig
+from alembic.script import ScriptDirectory
 
+from syndicate import store as state
 from syndicate.store import Store, open_store
 from tests.conftest import missing_real_part
 
@@ -55,6 +59,15 @@ def test_migrating_twice_changes_nothing(store: Store) -> None:
         ("en", "a"): datetime(2025, 1, 1, tzinfo=UTC)
     }
     reopened.close()
+
+
+def test_the_head_revision_is_the_newest_migration(store: Store) -> None:
+    """A database at HEAD_REVISION is taken as migrated without asking Alembic: it must be
+    the revision Alembic itself upgrades to."""
+    config = AlembicConfig()
+    config.set_main_option("script_location", str(resources.files("syndicate") / "migrations"))
+    assert ScriptDirectory.from_config(config).get_current_head() == state.HEAD_REVISION
+    assert state.revision(store.engine) == state.HEAD_REVISION
 
 
 def test_threads_may_open_the_store_at_once(store: Store) -> None:

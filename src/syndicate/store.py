@@ -20,8 +20,6 @@ from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
-from alembic import command
-from alembic.config import Config as AlembicConfig
 from sqlalchemy.engine import Engine
 
 metadata = sa.MetaData()
@@ -261,13 +259,31 @@ def create_engine(url: str) -> Engine:
 _MIGRATING = threading.Lock()
 
 
+HEAD_REVISION = "0002"
+"""The newest migration's revision; a test holds it to what Alembic finds."""
+
+
 def migrate(engine: Engine) -> None:
-    """Bring the schema to the newest migration (idempotent)."""
+    """Bring the schema to the newest migration (idempotent). A database already there is
+    told by one query, without loading Alembic, which costs a fifth of a second a start."""
+    if revision(engine) == HEAD_REVISION:
+        return
+    from alembic import command
+    from alembic.config import Config as AlembicConfig
+
     config = AlembicConfig()
     config.set_main_option("script_location", str(resources.files("syndicate") / "migrations"))
     with _MIGRATING, engine.begin() as connection:
         config.attributes["connection"] = connection
         command.upgrade(config, "head")
+
+
+def revision(engine: Engine) -> str | None:
+    """The database's schema revision; None before the first migration."""
+    if not sa.inspect(engine).has_table("alembic_version"):
+        return None
+    with engine.connect() as db:
+        return db.execute(sa.text("SELECT version_num FROM alembic_version")).scalar()
 
 
 class Store:
