@@ -588,8 +588,8 @@ def test_the_index_keeps_a_reading_whole(config: Config, articles_dir: Path) -> 
 def test_a_large_set_renders_in_two_processes_as_in_one(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """From PARALLEL_FROM articles on, a forked process renders some languages' documents;
-    the bytes are those one process writes. What it fails to render is rendered here."""
+    """From PARALLEL_FROM articles on, forked processes render some languages' documents;
+    the bytes are those one process writes. What they fail to render is rendered here."""
     write_set(tmp_path / "articles", 4)
     config = make_config(tmp_path, max_entries=2)  # archive documents too
     build_feeds(config, tmp_path / "articles", tmp_path / "one")
@@ -604,7 +604,8 @@ def test_a_large_set_renders_in_two_processes_as_in_one(
     monkeypatch.setattr(pipeline.threading, "active_count", lambda: 1)
     monkeypatch.setattr(pipeline.os, "fork", counted)
     report = build_feeds(config, tmp_path / "articles", tmp_path / "two")
-    assert forks
+    per_build = len(forks)
+    assert per_build >= 1
     assert outputs(tmp_path / "two") == outputs(tmp_path / "one")
     assert report.written == build_feeds(config, tmp_path / "articles", tmp_path / "three").written
 
@@ -618,7 +619,7 @@ def test_a_large_set_renders_in_two_processes_as_in_one(
     monkeypatch.setattr(pipeline.feeds, "language_documents", fails_elsewhere)
     build_feeds(config, tmp_path / "articles", tmp_path / "four")  # rendered here instead
     assert outputs(tmp_path / "four") == outputs(tmp_path / "one")
-    assert len(forks) == 3
+    assert len(forks) == 3 * per_build
 
     def fails_for_nl(config: Config, articles: ArticleSet, published: Any, lang: str) -> dict:
         if lang == "nl":

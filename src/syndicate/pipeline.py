@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import logging
 import os
 import pickle
 import tempfile
@@ -21,8 +22,9 @@ from datetime import date, datetime
 from email.message import EmailMessage
 from email.policy import SMTP
 from email.utils import parseaddr
+from functools import partial
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from . import __version__, feeds
 from .compose import compose_message
@@ -54,6 +56,8 @@ from .render import RenderedDigest, render_digest
 from .signing import DkimSigner
 from .store import Claim, Issue, Store, Subscriber, open_store
 from .tokens import PREFERENCES, UNSUBSCRIBE, link, reader_link, secret_key
+
+_log = logging.getLogger(__name__)
 
 MANIFEST = ".manifest.json"
 INDEX = ".index.json"  # the last build's reading of each article file, for the next build
@@ -325,7 +329,7 @@ def _render_feeds(
     staging: Staging,
 ) -> None:
     """``feeds.render_feeds`` into ``staging``, with a large set's languages shared between
-    this process and a forked one: each language's documents are independent of the others',
+    this process and forked ones: each language's documents are independent of the others',
     and rendering is pure Python on one core. A process with threads must not fork; it
     renders them all."""
     langs = feeds.feed_languages(config, found)
@@ -333,13 +337,6 @@ def _render_feeds(
         for name, data in feeds.render_feeds(config, found, published).items():
             staging.add(name, data)
         return
-    # The languages with the most articles first, each to the side with less work so far.
-    sizes = Counter(a.lang for a in found)
-    mine: list[str] = []
-    theirs: list[str] = []
-    for lang in sorted(langs, key=sizes.__getitem__, reverse=True):
-        work = [sum(map(sizes.__getitem__, side)) for side in (mine, theirs)]
-        (mine if work[0] <= work[1] else theirs).append(lang)
 
     def render(lang: str) -> dict[str, str | None]:
         own = Staging(staging.folder)
@@ -351,34 +348,73 @@ def _render_feeds(
             raise
         return own.files
 
+    # One more group than cores: with three languages on two cores, all three share them
+    # and finish together, instead of one core idling while the other renders two.
+    mine, *theirs = _deal(langs, Counter(a.lang for a in found), (os.cpu_count() or 1) + 1)
+
+    def render_all(group: list[str]) -> dict[str, dict[str, str | None]]:
+        return {lang: render(lang) for lang in group}
+
     done: dict[str, dict[str, str | None]] = {}
+    others: list[_Forked] = []
     try:
-        with tempfile.TemporaryFile() as spool:
-            pid = os.fork()
-            if pid == 0:  # the forked process: stage its languages, say which files, end
-                # without flushing or closing anything it shares with this one (os._exit).
-                status = 1
-                try:
-                    pickle.dump({lang: render(lang) for lang in theirs}, spool)
-                    spool.flush()
-                    status = 0
-                finally:
-                    os._exit(status)
-            try:
-                for lang in mine:
-                    done[lang] = render(lang)
-            finally:
-                _, status = os.waitpid(pid, 0)
-                if os.waitstatus_to_exitcode(status) == 0:
-                    spool.seek(0)
-                    done.update(pickle.load(spool))
-        for lang in theirs:
-            if lang not in done:  # the other process failed: render here, to raise what it did
+        try:
+            for group in theirs:
+                others.append(_Forked(partial(render_all, group)))
+        except OSError as exc:  # no process to spare: the rest is rendered here
+            _log.warning("cannot fork a feed renderer (%s): rendering here", exc)
+        try:
+            done.update(render_all(mine))
+        finally:
+            for other in others:
+                done.update(other.result() or {})
+        for lang in langs:
+            if lang not in done:  # not rendered elsewhere: render it here, to raise what it did
                 done[lang] = render(lang)
     finally:  # in language order; on a failure, so that the files staged so far are removed
         for lang in langs:
             staging.files.update(done.get(lang, {}))
     staging.add("index.opml", feeds.opml_document(config, langs))
+
+
+def _deal(langs: list[str], sizes: Counter[str], groups: int) -> list[list[str]]:
+    """The languages in at most ``groups`` groups of about equal size: the largest first,
+    each to the group with the fewest articles so far."""
+    dealt: list[list[str]] = [[] for _ in range(min(groups, len(langs)))]
+    for lang in sorted(langs, key=sizes.__getitem__, reverse=True):
+        min(dealt, key=lambda group: sum(map(sizes.__getitem__, group))).append(lang)
+    return dealt
+
+
+class _Forked:
+    """``work`` run in a forked process, its result handed back through a temporary file."""
+
+    def __init__(self, work: Callable[[], object]) -> None:
+        self.spool = tempfile.TemporaryFile()  # noqa: SIM115 - result() closes it
+        try:
+            self.pid = os.fork()
+        except OSError:
+            self.spool.close()
+            raise
+        if self.pid == 0:
+            # The forked process ends without flushing or closing anything it shares with
+            # this one (os._exit), and without running this one's exit handlers.
+            status = 1
+            try:
+                pickle.dump(work(), self.spool)
+                self.spool.flush()
+                status = 0
+            finally:
+                os._exit(status)
+
+    def result(self) -> Any:
+        """What ``work`` returned, once the process has ended; None if it failed."""
+        _, status = os.waitpid(self.pid, 0)
+        with self.spool:
+            if os.waitstatus_to_exitcode(status) != 0:
+                return None
+            self.spool.seek(0)
+            return pickle.load(self.spool)
 
 
 def _may_fork() -> bool:
