@@ -338,39 +338,39 @@ def _render_feeds(
             staging.add(name, data)
         return
 
-    def render(lang: str) -> dict[str, str | None]:
-        own = Staging(staging.folder)
+    def render(group: list[str]) -> dict[str, dict[str, str | None]]:
+        """Each language's documents, staged; nothing is left staged if one fails."""
+        staged: dict[str, Staging] = {}
         try:
-            for name, data in feeds.language_documents(config, found, published, lang).items():
-                own.add(name, data)
+            for lang in group:
+                staged[lang] = Staging(staging.folder)
+                for name, data in feeds.language_documents(config, found, published, lang).items():
+                    staged[lang].add(name, data)
         except BaseException:
-            own.discard()
+            for own in staged.values():
+                own.discard()
             raise
-        return own.files
+        return {lang: own.files for lang, own in staged.items()}
 
     # One more group than cores: with three languages on two cores, all three share them
     # and finish together, instead of one core idling while the other renders two.
     mine, *theirs = _deal(langs, Counter(a.lang for a in found), (os.cpu_count() or 1) + 1)
-
-    def render_all(group: list[str]) -> dict[str, dict[str, str | None]]:
-        return {lang: render(lang) for lang in group}
-
     done: dict[str, dict[str, str | None]] = {}
     others: list[_Forked] = []
     try:
         try:
             for group in theirs:
-                others.append(_Forked(partial(render_all, group)))
+                others.append(_Forked(partial(render, group)))
         except OSError as exc:  # no process to spare: the rest is rendered here
             _log.warning("cannot fork a feed renderer (%s): rendering here", exc)
         try:
-            done.update(render_all(mine))
+            done.update(render(mine))
         finally:
             for other in others:
                 done.update(other.result() or {})
-        for lang in langs:
-            if lang not in done:  # not rendered elsewhere: render it here, to raise what it did
-                done[lang] = render(lang)
+        # What another process did not render (it failed, or never started) is rendered
+        # here, which raises what made it fail.
+        done.update(render([lang for lang in langs if lang not in done]))
     finally:  # in language order; on a failure, so that the files staged so far are removed
         for lang in langs:
             staging.files.update(done.get(lang, {}))

@@ -991,21 +991,22 @@ def article_files(folder: Path) -> list[Path]:
 def scan(folder: Path) -> dict[str, tuple[int, int]]:
     """``article_files`` as strings, each with its (size, mtime_ns), in the same order: what
     tells a build whether a file changed. Walked with scandir, which costs a fraction of
-    pathlib's rglob, and ordered as paths order (part by part)."""
-    found: list[tuple[tuple[str, ...], str, int, int]] = []
+    pathlib's rglob, and ordered as paths order (part by part): by the path below ``folder``
+    with NUL, which sorts before any character a name can hold, between its parts."""
+    found: list[tuple[str, str, int, int]] = []
 
-    def walk(directory: str, parts: tuple[str, ...]) -> None:
+    def walk(directory: str, prefix: str) -> None:
         with os.scandir(directory) as entries:
             for entry in entries:
                 if entry.name.startswith("."):
                     continue
                 if entry.is_dir(follow_symlinks=False):
-                    walk(entry.path, (*parts, entry.name))
+                    walk(entry.path, f"{prefix}{entry.name}\0")
                 elif entry.is_file():
                     st = entry.stat()
-                    found.append(((*parts, entry.name), entry.path, st.st_size, st.st_mtime_ns))
+                    found.append((prefix + entry.name, entry.path, st.st_size, st.st_mtime_ns))
 
-    walk(str(folder), ())
+    walk(str(folder), "")
     found.sort()
     return {path: (size, mtime) for _, path, size, mtime in found}
 
