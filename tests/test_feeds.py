@@ -582,10 +582,12 @@ def test_the_index_keeps_a_reading_whole(config: Config, articles_dir: Path) -> 
     # as it went in.
     known = {source: encoded for source, _, encoded in readings}
     assert list(reader.read_index(paths, config.profiles, known=known)) == readings
+    threads = threading.active_count()
     assert list(reader.read_index(paths, config.profiles, known={}, processes=2)) == readings
+    assert threading.active_count() == threads  # the worker processes are gone
 
 
-def test_a_large_set_renders_in_two_processes_as_in_one(
+def test_a_large_set_renders_in_several_processes_as_in_one(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """From PARALLEL_FROM articles on, forked processes render some languages' documents;

@@ -26,7 +26,7 @@ from collections import deque
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from dataclasses import dataclass
 from datetime import date
 from functools import cache, lru_cache
@@ -1192,10 +1192,12 @@ def read_index(
     earlier build, is decoded instead of read (the caller knows the file has not changed
     since), unless that reading cannot be decoded."""
     keep: _Keep = {"body": False, "bullets": False}
-    with no_cycle_collection():
-        fresh = _read_files(
-            [p for p in paths if p not in known], profiles, keep, processes, encoded=True
-        )
+    fresh = _read_files(
+        [p for p in paths if p not in known], profiles, keep, processes, encoded=True
+    )
+    # Closed as soon as the last reading is out, not when collected: its worker processes
+    # and their threads end then (a process with threads may not fork).
+    with no_cycle_collection(), closing(fresh):
         for path in paths:
             if path in known:
                 line = known[path]
