@@ -587,51 +587,29 @@ def test_the_index_keeps_a_reading_whole(config: Config, articles_dir: Path) -> 
     assert threading.active_count() == threads  # the worker processes are gone
 
 
-def test_a_large_set_renders_in_several_processes_as_in_one(
+def test_a_build_failing_while_rendering_leaves_nothing_staged(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """From PARALLEL_FROM articles on, forked processes render some languages' documents;
-    the bytes are those one process writes. What they fail to render is rendered here."""
+    """Documents are staged language by language as they are rendered: a failure in the last
+    language removes what the others staged and leaves the previous feeds as they were."""
     write_set(tmp_path / "articles", 4)
     config = make_config(tmp_path, max_entries=2)  # archive documents too
-    build_feeds(config, tmp_path / "articles", tmp_path / "one")
-    forks = []
-    fork = os.fork
+    build_feeds(config, tmp_path / "articles")
+    out = tmp_path / "feeds"
+    before, kept = outputs(out), mtimes(out)
+    last = config.site.languages[-1]
+    render, staged = feeds.language_documents, []
 
-    def counted() -> int:
-        forks.append(1)
-        return fork()
-
-    monkeypatch.setattr(pipeline, "PARALLEL_FROM", 1)
-    monkeypatch.setattr(pipeline.threading, "active_count", lambda: 1)
-    monkeypatch.setattr(pipeline.os, "fork", counted)
-    report = build_feeds(config, tmp_path / "articles", tmp_path / "two")
-    per_build = len(forks)
-    assert per_build >= 1
-    assert outputs(tmp_path / "two") == outputs(tmp_path / "one")
-    assert report.written == build_feeds(config, tmp_path / "articles", tmp_path / "three").written
-
-    here, render = os.getpid(), feeds.language_documents
-
-    def fails_elsewhere(config: Config, articles: ArticleSet, published: Any, lang: str) -> dict:
-        if os.getpid() != here:
+    def fails_last(config: Config, articles: ArticleSet, published: Any, lang: str) -> dict:
+        if lang == last:
+            staged.extend(p for p in out.rglob("*.tmp") if INDEX not in p.name)
             raise RuntimeError(f"cannot render {lang}")
         return render(config, articles, published, lang)
 
-    monkeypatch.setattr(pipeline.feeds, "language_documents", fails_elsewhere)
-    build_feeds(config, tmp_path / "articles", tmp_path / "four")  # rendered here instead
-    assert outputs(tmp_path / "four") == outputs(tmp_path / "one")
-    assert len(forks) == 3 * per_build
-
-    def fails_for_nl(config: Config, articles: ArticleSet, published: Any, lang: str) -> dict:
-        if lang == "nl":
-            raise RuntimeError("cannot render nl")
-        return render(config, articles, published, lang)
-
-    before, kept = outputs(tmp_path / "four"), mtimes(tmp_path / "four")
+    monkeypatch.setattr(pipeline.feeds, "language_documents", fails_last)
     write_set(tmp_path / "articles", 5)  # a change: the build renders
-    monkeypatch.setattr(pipeline.feeds, "language_documents", fails_for_nl)
-    with pytest.raises(RuntimeError, match="cannot render nl"):
-        build_feeds(config, tmp_path / "articles", tmp_path / "four")
-    assert outputs(tmp_path / "four") == before and mtimes(tmp_path / "four") == kept
-    assert not list((tmp_path / "four").rglob("*.tmp"))  # what was staged is gone
+    with pytest.raises(RuntimeError, match="cannot render"):
+        build_feeds(config, tmp_path / "articles")
+    assert staged  # the other languages' documents were staged when it failed
+    assert not list(out.rglob("*.tmp"))
+    assert outputs(out) == before and mtimes(out) == kept
