@@ -23,7 +23,7 @@ import sys
 import threading
 import unicodedata
 from collections import deque
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Generator, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import closing, contextmanager
@@ -1072,7 +1072,7 @@ def _read_files(
     processes: int | None,
     *,
     encoded: bool = False,
-) -> Iterator[_Read]:
+) -> Generator[_Read, None, None]:
     """Each file's reading (and its encoded form if ``encoded``), in path order."""
     if processes is None:
         processes = (os.cpu_count() or 1) if len(paths) >= PARALLEL_FROM else 1
