@@ -613,3 +613,53 @@ def test_a_build_failing_while_rendering_leaves_nothing_staged(
     assert staged  # the other languages' documents were staged when it failed
     assert not list(out.rglob("*.tmp"))
     assert outputs(out) == before and mtimes(out) == kept
+
+
+def test_a_large_set_renders_in_several_processes_as_in_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """From PARALLEL_FROM articles on, forked processes render some languages' documents;
+    the bytes are those one process writes. What they fail to render is rendered here."""
+    write_set(tmp_path / "articles", 4)
+    config = make_config(tmp_path, max_entries=2)  # archive documents too
+    build_feeds(config, tmp_path / "articles", tmp_path / "one")
+    forks = []
+    fork = os.fork
+
+    def counted() -> int:
+        forks.append(1)
+        return fork()
+
+    monkeypatch.setattr(pipeline, "PARALLEL_FROM", 1)
+    monkeypatch.setattr(pipeline.threading, "active_count", lambda: 1)
+    monkeypatch.setattr(pipeline.os, "fork", counted)
+    report = build_feeds(config, tmp_path / "articles", tmp_path / "two")
+    per_build = len(forks)
+    assert per_build >= 1
+    assert outputs(tmp_path / "two") == outputs(tmp_path / "one")
+    assert report.written == build_feeds(config, tmp_path / "articles", tmp_path / "three").written
+
+    here, render = os.getpid(), feeds.language_documents
+
+    def fails_elsewhere(config: Config, articles: ArticleSet, published: Any, lang: str) -> dict:
+        if os.getpid() != here:
+            raise RuntimeError(f"cannot render {lang}")
+        return render(config, articles, published, lang)
+
+    monkeypatch.setattr(pipeline.feeds, "language_documents", fails_elsewhere)
+    build_feeds(config, tmp_path / "articles", tmp_path / "four")  # rendered here instead
+    assert outputs(tmp_path / "four") == outputs(tmp_path / "one")
+    assert len(forks) == 3 * per_build
+
+    def fails_for_nl(config: Config, articles: ArticleSet, published: Any, lang: str) -> dict:
+        if lang == "nl":
+            raise RuntimeError("cannot render nl")
+        return render(config, articles, published, lang)
+
+    before, kept = outputs(tmp_path / "four"), mtimes(tmp_path / "four")
+    write_set(tmp_path / "articles", 5)  # a change: the build renders
+    monkeypatch.setattr(pipeline.feeds, "language_documents", fails_for_nl)
+    with pytest.raises(RuntimeError, match="cannot render nl"):
+        build_feeds(config, tmp_path / "articles", tmp_path / "four")
+    assert outputs(tmp_path / "four") == before and mtimes(tmp_path / "four") == kept
+    assert not list((tmp_path / "four").rglob("*.tmp"))  # what was staged is gone
