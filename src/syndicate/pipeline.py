@@ -235,6 +235,7 @@ def build_feeds(
     files = scan(folder)
     prefix = len(os.path.join(str(folder), ""))
     inputs = {path[prefix:].replace(os.sep, "/"): list(stat) for path, stat in files.items()}
+    inputs_digest = _digest(inputs)
     fingerprint = _fingerprint(config, folder, gated=now is not None)
     try:
         previous = json.loads(manifest_path.read_text("utf-8"))
@@ -242,7 +243,7 @@ def build_feeds(
         previous = {}
     if (
         previous.get("fingerprint") == fingerprint
-        and previous.get("inputs") == _digest(inputs)
+        and previous.get("inputs") == inputs_digest
         and previous.get("outputs") == _stats(out, [out / n for n in previous.get("outputs", {})])
         and (not previous.get("next_due") or now < datetime.fromisoformat(previous["next_due"]))
     ):
@@ -287,7 +288,7 @@ def build_feeds(
             json.dumps(
                 {
                     "fingerprint": fingerprint,
-                    "inputs": _digest(inputs),
+                    "inputs": inputs_digest,
                     "outputs": _stats(out, [out / n for n in docs]),
                     "entries": entries,
                     "next_due": next_due.isoformat() if next_due else None,
