@@ -6,6 +6,7 @@ import json
 import os
 import re
 import shutil
+import subprocess
 import threading
 from datetime import date, datetime
 from email.utils import parsedate_to_datetime
@@ -613,3 +614,26 @@ def test_a_build_failing_while_rendering_leaves_nothing_staged(
     assert staged  # the other languages' documents were staged when it failed
     assert not list(out.rglob("*.tmp"))
     assert outputs(out) == before and mtimes(out) == kept
+
+
+def test_a_build_sweeps_what_a_killed_build_left(tmp_path: Path, articles_dir: Path) -> None:
+    """A build killed part-way leaves its staged files behind; the next build removes those
+    whose process is gone, and leaves a running writer's alone."""
+    config = make_config(tmp_path)
+    build_feeds(config, articles_dir)
+    out = tmp_path / "feeds"
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    left = [
+        out / f".en.atom.xml.{gone.pid}.x1y2.tmp",
+        out / f"archive/.en-1.atom.xml.{gone.pid}.z.tmp",
+    ]
+    alive = out / f".nl.rss.xml.{os.getpid()}.abc.tmp"
+    for path in (*left, alive):
+        path.parent.mkdir(exist_ok=True)
+        path.write_bytes(b"<half")
+    changed = next(p for p in sorted(articles_dir.iterdir()))
+    changed.write_text(changed.read_text("utf-8") + "\n", "utf-8")
+    build_feeds(config, articles_dir)
+    assert not any(path.exists() for path in left)
+    assert alive.exists()

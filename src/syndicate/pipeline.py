@@ -73,8 +73,7 @@ def write_atomic(path: Path, data: bytes) -> bool:
 def atomic_file(path: Path) -> Iterator[BinaryIO]:
     """A file to write ``path``'s new content into; it replaces ``path`` when the block ends
     without an error, and is removed when it does not."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    fd, tmp = _temporary_beside(path)
     try:
         with os.fdopen(fd, "wb") as handle:
             yield handle
@@ -83,6 +82,36 @@ def atomic_file(path: Path) -> Iterator[BinaryIO]:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def _temporary_beside(path: Path) -> tuple[int, str]:
+    """A new hidden file in ``path``'s folder, named after ``path`` and this process, whose
+    id tells ``sweep_leftovers`` whether the file's writer is still at work."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp", dir=path.parent)
+
+
+def sweep_leftovers(folder: Path) -> list[Path]:
+    """Remove the temporary files that writers killed part-way (``kill -9``, a power cut)
+    left below ``folder``; a file whose process is still running is its writer's. The
+    removed files."""
+    removed = []
+    for tmp in folder.rglob(".*.tmp"):
+        parts = tmp.name.split(".")  # "", name parts..., pid, random, "tmp"
+        if len(parts) >= 5 and parts[-3].isdigit() and not _running(int(parts[-3])):
+            tmp.unlink(missing_ok=True)
+            removed.append(tmp)
+    return removed
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
 
 
 class Staging:
@@ -105,8 +134,7 @@ class Staging:
                 return
         except FileNotFoundError:
             pass
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        fd, tmp = _temporary_beside(path)
         try:
             with os.fdopen(fd, "wb") as handle:
                 handle.write(data)
@@ -256,6 +284,8 @@ def build_feeds(
             next_due=_when(previous.get("next_due")),
         )
 
+    if out.is_dir():
+        sweep_leftovers(out)
     # A large set makes many objects, none of them in cycles. The index file is written as the
     # files are read, and takes the old one's place only when the whole build went through.
     with no_cycle_collection(), atomic_file(out / INDEX) as index_file:
