@@ -1123,8 +1123,7 @@ def _read_files(
         except (OSError, BrokenProcessPool) as exc:
             _log.warning("reader workers failed (%s): reading the rest in this process", exc)
     for path in paths[done:]:
-        reading = _read_file(path, profiles, keep)
-        yield reading, encode_reading(reading) if encoded else None
+        yield from _read_here([path], profiles, keep, encoded)
 
 
 @contextmanager
@@ -1156,28 +1155,9 @@ def read_articles(
     if not folder.is_dir():
         problem = Diagnostic(str(folder), None, Severity.ERROR, "article folder not found")
         return ArticleSet((), (problem,))
-    found = read_files(folder, profiles, bodies=bodies, bullets=bullets, processes=processes)
-    return article_set(reading for _, reading in found)
-
-
-def read_files(
-    folder: Path,
-    profiles: Mapping[str, LanguageProfile],
-    *,
-    bodies: bool = True,
-    bullets: bool = True,
-    processes: int | None = None,
-) -> list[tuple[str, Reading]]:
-    """Each file's path and reading, in path order."""
-    paths = list(scan(folder))
     keep: _Keep = {"body": bodies, "bullets": bullets}
-    with no_cycle_collection():
-        return [
-            (path, reading)
-            for path, (reading, _) in zip(
-                paths, _read_files(paths, profiles, keep, processes), strict=True
-            )
-        ]
+    found = _read_files(list(scan(folder)), profiles, keep, processes)
+    return article_set(reading for reading, _ in found)
 
 
 def read_index(
