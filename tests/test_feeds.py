@@ -601,11 +601,13 @@ def test_a_build_failing_while_rendering_leaves_nothing_staged(
     last = config.site.languages[-1]
     render, staged = feeds.language_documents, []
 
-    def fails_last(config: Config, articles: ArticleSet, published: Any, lang: str) -> dict:
+    def fails_last(
+        config: Config, articles: ArticleSet, published: Any, lang: str, langs: Any
+    ) -> dict:
         if lang == last:
             staged.extend(p for p in out.rglob("*.tmp") if INDEX not in p.name)
             raise RuntimeError(f"cannot render {lang}")
-        return render(config, articles, published, lang)
+        return render(config, articles, published, lang, langs)
 
     monkeypatch.setattr(pipeline.feeds, "language_documents", fails_last)
     write_set(tmp_path / "articles", 5)  # a change: the build renders

@@ -455,7 +455,7 @@ def render_feeds(
     langs = feed_languages(config, articles)
     docs: dict[str, bytes] = {}
     for lang in langs:
-        docs.update(language_documents(config, articles, published, lang))
+        docs.update(language_documents(config, articles, published, lang, langs))
     if langs:
         docs["index.opml"] = opml_document(config, langs)
     return docs
@@ -466,16 +466,18 @@ def language_documents(
     articles: ArticleSet,
     published: Mapping[tuple[str, str], datetime],
     lang: str,
+    langs: Sequence[str],
 ) -> dict[str, bytes]:
-    """One language's documents. Subscription documents carry the newest
-    ``feeds.max_entries`` articles with full content; older ones go to Atom archive documents
-    with their summary and link, so only the newest articles need their bodies read."""
+    """One language's documents; ``langs`` are ``feed_languages``, whose feeds link to each
+    other. Subscription documents carry the newest ``feeds.max_entries`` articles with full
+    content; older ones go to Atom archive documents with their summary and link, so only the
+    newest articles need their bodies read."""
     docs: dict[str, bytes] = {}
     size = config.feeds.max_entries
     chosen = articles.in_language(lang)
     current, pages = paginate(chosen, size)
     names = feed_names(lang)
-    others = [other for other in feed_languages(config, articles) if other != lang]
+    others = [other for other in langs if other != lang]
     entries = [make_entry(config, a, published[a.key], articles.translations(a)) for a in current]
     archive_urls = [feed_url(config, archive_name(lang, n)) for n in range(1, len(pages) + 1)]
     atom_url = feed_url(config, names["atom"])

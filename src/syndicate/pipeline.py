@@ -91,17 +91,13 @@ def _temporary_beside(path: Path) -> tuple[int, str]:
     return tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp", dir=path.parent)
 
 
-def sweep_leftovers(folder: Path) -> list[Path]:
+def sweep_leftovers(folder: Path) -> None:
     """Remove the temporary files that writers killed part-way (``kill -9``, a power cut)
-    left below ``folder``; a file whose process is still running is its writer's. The
-    removed files."""
-    removed = []
+    left below ``folder``; a file whose process is still running is its writer's."""
     for tmp in folder.rglob(".*.tmp"):
         parts = tmp.name.split(".")  # "", name parts..., pid, random, "tmp"
         if len(parts) >= 5 and parts[-3].isdigit() and not _running(int(parts[-3])):
             tmp.unlink(missing_ok=True)
-            removed.append(tmp)
-    return removed
 
 
 def _running(pid: int) -> bool:
@@ -362,7 +358,7 @@ def _render_feeds(
     """
     langs = feeds.feed_languages(config, found)
     for lang in langs:
-        for name, data in feeds.language_documents(config, found, published, lang).items():
+        for name, data in feeds.language_documents(config, found, published, lang, langs).items():
             staging.add(name, data)
     if langs:
         staging.add("index.opml", feeds.opml_document(config, langs))
