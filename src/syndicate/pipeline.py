@@ -250,6 +250,15 @@ def build_feeds(
     reading, so a build reads only the files that changed since the last one. Publication
     times are recorded in the state database the first time an article is built.
     """
+    # A large set makes many objects, none of them in cycles. Collection resumes only once the
+    # build's objects are gone: objects made meanwhile would all be walked at the next one.
+    with no_cycle_collection():
+        return _build_feeds(config, articles_dir, out, now)
+
+
+def _build_feeds(
+    config: Config, articles_dir: Path | None, out: Path | None, now: datetime | None
+) -> FeedReport:
     folder = articles_dir if articles_dir is not None else config.path(config.site.articles)
     out = out if out is not None else config.path(config.feeds.out)
     if not folder.is_dir():
@@ -282,9 +291,9 @@ def build_feeds(
 
     if out.is_dir():
         sweep_leftovers(out)
-    # A large set makes many objects, none of them in cycles. The index file is written as the
-    # files are read, and takes the old one's place only when the whole build went through.
-    with no_cycle_collection(), atomic_file(out / INDEX) as index_file:
+    # The index file is written as the files are read, and takes the old one's place only when
+    # the whole build went through.
+    with atomic_file(out / INDEX) as index_file:
         # The feeds show the newest articles whole and the rest by summary: read the summaries
         # (no body, no bullets), then the newest again, in full. A file the last build read and
         # that has not changed since is not read again.

@@ -994,19 +994,20 @@ def scan(folder: Path) -> dict[str, tuple[int, int]]:
     pathlib's rglob, and ordered as paths order (part by part): by the path below ``folder``
     with NUL, which sorts before any character a name can hold, between its parts."""
     found: list[tuple[str, str, int, int]] = []
-
-    def walk(directory: str, prefix: str) -> None:
+    # A loop, not a recursive closure: that would be a reference cycle holding every entry
+    # until the next cycle collection.
+    folders = [(str(folder), "")]
+    while folders:
+        directory, prefix = folders.pop()
         with os.scandir(directory) as entries:
             for entry in entries:
                 if entry.name.startswith("."):
                     continue
                 if entry.is_dir(follow_symlinks=False):
-                    walk(entry.path, f"{prefix}{entry.name}\0")
+                    folders.append((entry.path, f"{prefix}{entry.name}\0"))
                 elif entry.is_file():
                     st = entry.stat()
                     found.append((prefix + entry.name, entry.path, st.st_size, st.st_mtime_ns))
-
-    walk(str(folder), "")
     found.sort()
     return {path: (size, mtime) for _, path, size, mtime in found}
 
