@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import gc
 import json
 import logging
 import os
@@ -81,6 +82,9 @@ def print_problems(articles: ArticleSet) -> None:
 @click.version_option(package_name="syndicate")
 def main() -> None:
     """Multilingual Atom/RSS feeds and audience newsletters from plain-text articles."""
+    # What the imports made lives as long as the process: the cycle collector need not walk
+    # it again, and at exit, walking it cost a build of 30,000 files about 0.2 s.
+    gc.freeze()
 
 
 @main.command()
