@@ -91,7 +91,7 @@ def atom_schema() -> etree.RelaxNG:
 def archived(tmp_path: Path) -> tuple[Config, Path]:
     """Five articles per language, two per document: a subscription feed and two archives."""
     write_set(tmp_path / "articles", 5)
-    config = make_config(tmp_path, max_entries=2, hub="https://hub.example.org/")
+    config = make_config(tmp_path, max_entries=2, archive_entries=2, hub="https://hub.example.org/")
     build_feeds(config, tmp_path / "articles")
     return config, tmp_path / "feeds"
 
@@ -259,9 +259,27 @@ def test_archives_form_an_rfc5005_chain(archived: tuple[Config, Path]) -> None:
     assert updated(out / "archive/en-2.atom.xml") == ["2025-01-03"]
 
 
+def test_archive_documents_have_their_own_size(tmp_path: Path) -> None:
+    """Six articles, one in the feed, archive pages of three: pages of 3 and 2 entries."""
+    write_set(tmp_path / "articles", 6)
+    config = make_config(tmp_path, max_entries=1, archive_entries=3)
+    build_feeds(config, tmp_path / "articles")
+    out = tmp_path / "feeds"
+
+    def count(name: str) -> int:
+        return len(etree.parse(str(out / name)).getroot().findall(f"{ATOM}entry"))
+
+    assert sorted(p.name for p in (out / "archive").glob("en-*")) == [
+        "en-1.atom.xml",
+        "en-2.atom.xml",
+    ]
+    assert [count("en.atom.xml"), count("archive/en-1.atom.xml")] == [1, 3]
+    assert count("archive/en-2.atom.xml") == 2
+
+
 def test_a_new_article_leaves_full_archive_pages_alone(tmp_path: Path) -> None:
     write_set(tmp_path / "articles", 6)
-    config = make_config(tmp_path, max_entries=2)
+    config = make_config(tmp_path, max_entries=2, archive_entries=2)
     build_feeds(config, tmp_path / "articles")
     before = outputs(tmp_path / "feeds")
     write_set(tmp_path / "articles", 7)

@@ -141,6 +141,9 @@ class Feeds(Section):
     """Folder the feeds are written to."""
     max_entries: int = Field(50, ge=1, le=10_000)
     """Entries per feed document; older ones go to RFC 5005 archive documents."""
+    archive_entries: int = Field(500, ge=1, le=100_000)
+    """Entries per archive document. A reader fetches an archive once, to catch up, where it
+    polls the feed: larger pages mean fewer documents to fetch, write and check."""
     hub: HttpUrl | None = None
     """WebSub hub announced in every feed (optional)."""
     tag: str | None = Field(None, pattern=r"^[A-Za-z0-9.@-]+,\d{4}(-\d{2}(-\d{2})?)?$")

@@ -125,14 +125,15 @@ def publication_candidates(articles: Iterable[Article], config: Config):
     return [(a.lang, a.slug, updated_at(config, a.updated)) for a in articles]
 
 
-def paginate(newest_first: Sequence[Article], size: int):
-    """The subscription document's articles, then archive pages, oldest page first.
+def paginate(newest_first: Sequence[Article], size: int, archive_size: int):
+    """The subscription document's ``size`` articles, then archive pages of ``archive_size``,
+    oldest page first.
 
     Pages are cut from the oldest end so that a new article changes only the newest archive
     page: every older archive document keeps its bytes (RFC 5005 wants them stable).
     """
     current, rest = newest_first[:size], list(reversed(newest_first[size:]))
-    pages = [list(reversed(rest[i : i + size])) for i in range(0, len(rest), size)]
+    pages = [list(reversed(rest[i : i + archive_size])) for i in range(0, len(rest), archive_size)]
     return list(current), pages
 
 
@@ -487,9 +488,8 @@ def language_documents(
     content; older ones go to Atom archive documents with their summary and link, so only the
     newest articles need their bodies read."""
     docs: dict[str, bytes] = {}
-    size = config.feeds.max_entries
     chosen = articles.in_language(lang)
-    current, pages = paginate(chosen, size)
+    current, pages = paginate(chosen, config.feeds.max_entries, config.feeds.archive_entries)
     names = feed_names(lang)
     others = [other for other in langs if other != lang]
     entries = [make_entry(config, a, published[a.key], articles.translations(a)) for a in current]
