@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 import pytest
 import sqlalchemy as sa
@@ -68,6 +69,52 @@ def test_the_head_revision_is_the_newest_migration(store: Store) -> None:
     config.set_main_option("script_location", str(resources.files("syndicate") / "migrations"))
     assert ScriptDirectory.from_config(config).get_current_head() == state.HEAD_REVISION
     assert state.revision(store.engine) == state.HEAD_REVISION
+
+
+def _schema(engine: sa.Engine) -> dict[str, Any]:
+    """Everything about the tables that a query could tell apart."""
+    inspector = sa.inspect(engine)
+    found: dict[str, Any] = {}
+    for table in sorted(inspector.get_table_names()):
+        found[table] = {
+            "columns": [
+                (c["name"], str(c["type"]), c["nullable"], c.get("default"))
+                for c in inspector.get_columns(table)
+            ],
+            "primary key": inspector.get_pk_constraint(table)["constrained_columns"],
+            "foreign keys": sorted(
+                (fk["constrained_columns"], fk["referred_table"], fk["referred_columns"])
+                for fk in inspector.get_foreign_keys(table)
+            ),
+            "indexes": sorted(
+                (i["name"], i["column_names"], bool(i["unique"]))
+                for i in inspector.get_indexes(table)
+            ),
+            "unique": sorted(
+                sorted(u["column_names"]) for u in inspector.get_unique_constraints(table)
+            ),
+            "checks": sorted(c["sqltext"] for c in inspector.get_check_constraints(table)),
+        }
+    with engine.connect() as db:
+        found["revision"] = db.execute(sa.text("SELECT version_num FROM alembic_version")).all()
+    return found
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgresql"])
+def test_a_new_database_gets_the_schema_the_migrations_make(kind: str, tmp_path: Path) -> None:
+    """A new database is made from the tables in store.py without loading Alembic: it must
+    be the database the migrations make, or the next migration would meet another schema."""
+    schemas = []
+    for made_by in (state.upgrade, state.migrate):
+        url = (
+            f"sqlite:///{tmp_path}/{made_by.__name__}.db" if kind == "sqlite" else _fresh_postgres()
+        )
+        engine = state.create_engine(url)
+        made_by(engine)
+        schemas.append(_schema(engine))
+        engine.dispose()
+    assert schemas[0] == schemas[1]
+    assert schemas[1]["revision"] == [(state.HEAD_REVISION,)]
 
 
 def test_threads_may_open_the_store_at_once(store: Store) -> None:

@@ -224,13 +224,15 @@ def _problems(found: list[dict]) -> tuple[Diagnostic, ...]:
 def _due(
     config: Config, found: ArticleSet, now: datetime | None
 ) -> tuple[ArticleSet, datetime | None]:
-    """The articles whose date line has come (all without ``now``), and the next one's time."""
+    """The articles whose date line has come (all without ``now``), and the next one's time.
+    Each day is made an instant once: a set has far fewer days than articles."""
     if now is None:
         return found, None
-    when = {a.key: feeds.updated_at(config, a.updated) for a in found}
-    due = tuple(a for a in found if when[a.key] <= now)
-    later = [t for t in when.values() if t > now]
-    return ArticleSet(due, found.problems), min(later, default=None)
+    held = {day for day in {a.updated for a in found} if feeds.updated_at(config, day) > now}
+    if not held:
+        return found, None
+    due = tuple(a for a in found if a.updated not in held)
+    return ArticleSet(due, found.problems), feeds.updated_at(config, min(held))
 
 
 def build_feeds(

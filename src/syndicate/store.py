@@ -2,7 +2,7 @@
 
 SQLAlchemy Core, so one code path serves SQLite (the default: a file, nothing to install) and
 PostgreSQL. The schema is owned by the Alembic migrations in ``migrations/``; ``open_store``
-brings any database up to date before use.
+brings any database up to date before use (a new one straight from the tables below).
 """
 
 from __future__ import annotations
@@ -93,6 +93,7 @@ deliveries = sa.Table(
     sa.Column("reply", sa.Text, nullable=True),
     sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
     sa.UniqueConstraint("issue_id", "subscriber_id", name="uq_deliveries_reader"),
+    sa.Index("ix_deliveries_status", "status", "id"),
 )
 
 SUBSCRIBER_STATUSES = ("pending", "active", "unsubscribed", "bounced")
@@ -263,17 +264,42 @@ HEAD_REVISION = "0002"
 """The newest migration's revision; a test holds it to what Alembic finds."""
 
 
+# Alembic's own record of the revision, as its ``upgrade`` creates it.
+_alembic_version = sa.Table(
+    "alembic_version",
+    sa.MetaData(),
+    sa.Column("version_num", sa.String(32), nullable=False),
+    sa.PrimaryKeyConstraint("version_num", name="alembic_version_pkc"),
+)
+
+
 def migrate(engine: Engine) -> None:
-    """Bring the schema to the newest migration (idempotent). A database already there is
-    told by one query, without loading Alembic, which costs a fifth of a second a start."""
+    """Bring the schema to the newest migration (idempotent).
+
+    Loading Alembic costs a fifth of a second, so it is loaded only to upgrade an existing
+    schema: a database already at the head is told by one query, and a new, empty one gets
+    the tables above and the head revision, which a test holds to what the migrations make.
+    """
     if revision(engine) == HEAD_REVISION:
         return
+    with _MIGRATING:
+        if sa.inspect(engine).get_table_names():
+            upgrade(engine)
+            return
+        with engine.begin() as db:
+            metadata.create_all(db)
+            _alembic_version.create(db)
+            db.execute(_alembic_version.insert().values(version_num=HEAD_REVISION))
+
+
+def upgrade(engine: Engine) -> None:
+    """Run the Alembic migrations up to the head (under ``_MIGRATING``)."""
     from alembic import command
     from alembic.config import Config as AlembicConfig
 
     config = AlembicConfig()
     config.set_main_option("script_location", str(resources.files("syndicate") / "migrations"))
-    with _MIGRATING, engine.begin() as connection:
+    with engine.begin() as connection:
         config.attributes["connection"] = connection
         command.upgrade(config, "head")
 
@@ -313,11 +339,10 @@ class Store:
         """
         keys = {(lang, slug) for lang, slug, _ in entries}
         with self.engine.begin() as db:
-            known = {
-                (row.lang, row.slug): utc(row.published_at)
-                for row in db.execute(sa.select(published))
-                if (row.lang, row.slug) in keys
-            }
+            rows = db.execute(
+                sa.select(published.c.lang, published.c.slug, published.c.published_at)
+            )
+            known = {(lang, slug): utc(at) for lang, slug, at in rows if (lang, slug) in keys}
             new = [
                 {"lang": lang, "slug": slug, "published_at": when.astimezone(UTC)}
                 for lang, slug, when in entries
