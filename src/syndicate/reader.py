@@ -598,6 +598,13 @@ def _audience_label(row: str, m: _Markers) -> tuple[str | None, str, str] | None
     return m.labels.get(_bare_label(label)), label.strip(" *"), rest
 
 
+@lru_cache(maxsize=1024)
+def _unlisted(audience: str, label: str) -> Takeaways:
+    """An audience's takeaways without their bullets, as summary readings keep them: the
+    articles of a language repeat the same few, so each is made once and shared."""
+    return Takeaways(audience, label, ())
+
+
 def _takeaways(
     paras: list[Paragraph],
     heads: list[tuple[str | None, str, str] | None],
@@ -623,8 +630,11 @@ def _takeaways(
         elif audience in found:
             warn.append((line, f"second takeaways line for {label!r} ignored"))
         else:
-            bullets = [b for first, rows in pieces for b in _bullets(first, rows)] if split else ()
-            found[audience] = Takeaways(audience, sys.intern(label), tuple(bullets))
+            if split:
+                bullets = [b for first, rows in pieces for b in _bullets(first, rows)]
+                found[audience] = Takeaways(audience, sys.intern(label), tuple(bullets))
+            else:
+                found[audience] = _unlisted(audience, label)
             text = " ".join(t for first, rows in pieces for t in (first.strip(), *rows) if t)
             shown.extend((audience, label, text))
 
@@ -1237,7 +1247,10 @@ def decode_reading(source: str, line: str) -> Reading:
             updated=date.fromisoformat(updated),
             summary=summary,
             blocks=(),
-            takeaways=tuple(Takeaways(a, label, tuple(b)) for a, label, b in takeaways),
+            takeaways=tuple(
+                Takeaways(a, label, tuple(b)) if b else _unlisted(a, label)
+                for a, label, b in takeaways
+            ),
             references=(),
             seo=Seo(seo[0], seo[1], seo[2], seo[3], alt_slugs=tuple(seo[4])),
             digest=digest,
