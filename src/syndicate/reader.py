@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from datetime import date
 from functools import cache, lru_cache
 from pathlib import Path
-from typing import Literal, NamedTuple, cast, overload
+from typing import Literal, cast, overload
 
 from babel import Locale, UnknownLocaleError
 from babel.dates import get_date_format, get_month_names
@@ -83,15 +83,60 @@ class ArticleProblem(Exception):
         self.line = line
 
 
-class Paragraph(NamedTuple):
+class Paragraph:
     """A run of non-blank lines: ``text`` joins them with spaces; ``line`` is the first line.
 
-    A named tuple rather than a dataclass: every file makes dozens, and this is the hot path.
+    A plain class, which the compiled reader makes and reads at C speed: every file makes
+    dozens, and a named tuple's constructor and fields are Python-level calls. Given the
+    ``_Lines`` of its text and its piece, a paragraph counts its line only when asked: only
+    diagnostics and body blocks ask, so a clean file's summary reading never counts.
     """
 
-    text: str
-    line: int
-    rows: tuple[str, ...]
+    __slots__ = ("_line", "_lines", "_piece", "rows", "text")
+
+    def __init__(
+        self,
+        text: str,
+        line: int,
+        rows: tuple[str, ...],
+        lines: _Lines | None = None,
+        piece: int = 0,
+    ) -> None:
+        self.text = text
+        self.rows = rows
+        self._line = line  # with ``lines``: rows skipped before the first one
+        self._lines = lines
+        self._piece = piece
+
+    @property
+    def line(self) -> int:
+        if self._lines is not None:
+            self._line += self._lines.first_line(self._piece)
+            self._lines = None
+        return self._line
+
+
+class _Lines:
+    """The first line of each piece of a split text, counted when asked for: newlines are
+    counted from the last piece asked about, forward or back, at C speed."""
+
+    __slots__ = ("_at", "_pieces", "_text")
+
+    def __init__(self, text: str, pieces: list[str]) -> None:
+        self._text = text
+        self._pieces = pieces
+        self._at = (0, 0, 1)  # (piece, its offset, its first line): newlines counted so far
+
+    def first_line(self, piece: int) -> int:
+        at, offset, line = self._at
+        if piece >= at:
+            start = offset + sum(map(len, self._pieces[at:piece]))
+            line += self._text.count("\n", offset, start)
+        else:
+            start = offset - sum(map(len, self._pieces[piece:at]))
+            line -= self._text.count("\n", start, offset)
+        self._at = (piece, start, line)
+        return line
 
 
 @lru_cache(maxsize=8192)
@@ -162,13 +207,13 @@ def clean(text: str, warn: list[tuple[int, str]], data: bytes | None = None) -> 
 class Paragraphs(Sequence[Paragraph]):
     """A text's paragraphs (split on blank lines), each made the first time it is read.
 
-    The split runs at C speed; making a Paragraph (stripped rows, joined text, line number) is
+    The split runs at C speed; making a Paragraph (stripped rows, joined text) is
     the costly part, and a summary reads only the head and the sections after the body, not
     the dozens of body paragraphs between them. ``raws`` gives paragraphs' text as written,
     for the cheap checks that let the reader pass over a body paragraph without making it.
     """
 
-    __slots__ = ("_at", "_items", "_pieces", "_text")
+    __slots__ = ("_items", "_lines", "_pieces")
 
     def __init__(self, text: str) -> None:
         pieces = _BLANK.split(text)  # text, gap, text, gap, ..., text
@@ -177,10 +222,9 @@ class Paragraphs(Sequence[Paragraph]):
         if not pieces[last].strip():
             last -= 2
         first = 0 if last < 0 or pieces[0].strip() else 2
-        self._text = text
         self._pieces = pieces
+        self._lines = _Lines(text, pieces)
         self._items: list[Paragraph | int] = list(range(first, last + 1, 2))  # made, or piece
-        self._at = (0, 0, 1)  # (piece, its offset, its first line): newlines counted so far
 
     def __len__(self) -> int:
         return len(self._items)
@@ -203,32 +247,18 @@ class Paragraphs(Sequence[Paragraph]):
         if not isinstance(piece, int):
             return piece
         chunk = self._pieces[piece]
-        line = self._line(piece)
         if "\n" not in chunk:
             row = chunk.strip()
-            made = Paragraph(row, line, (row,))
+            made = Paragraph(row, 0, (row,), self._lines, piece)
         else:
             rows = [row.strip() for row in chunk.split("\n")]
             start = 0
             if "" in rows:  # only at the very start or end of the text
                 start = next(i for i, row in enumerate(rows) if row)
                 rows = [row for row in rows if row]
-            made = Paragraph(" ".join(rows), line + start, tuple(rows))
+            made = Paragraph(" ".join(rows), start, tuple(rows), self._lines, piece)
         self._items[index] = made
         return made
-
-    def _line(self, piece: int) -> int:
-        """The piece's first line: newlines counted from the last piece asked about, forward
-        or back, at C speed, and only as far as needed (the reader asks in order, mostly)."""
-        at, offset, line = self._at
-        if piece >= at:
-            start = offset + sum(map(len, self._pieces[at:piece]))
-            line += self._text.count("\n", offset, start)
-        else:
-            start = offset - sum(map(len, self._pieces[piece:at]))
-            line -= self._text.count("\n", start, offset)
-        self._at = (piece, start, line)
-        return line
 
     @overload
     def __getitem__(self, index: int) -> Paragraph: ...
@@ -618,17 +648,17 @@ def _takeaways(
     ``heads`` holds ``_audience_label`` of each paragraph's first row."""
     found: dict[str, Takeaways] = {}
     shown: list[str] = []
-    current: tuple[str, str, int] | None = None  # audience, label, line
+    current: tuple[str, str, Paragraph] | None = None  # audience, label, its paragraph
     pieces: list[tuple[str, tuple[str, ...]]] = []  # the text after the label, as _bullets takes it
 
     def close() -> None:
         if current is None:
             return
-        audience, label, line = current
+        audience, label, where = current
         if not any(first.strip() or rows for first, rows in pieces):
-            warn.append((line, f"no bullets after {label!r}"))
+            warn.append((where.line, f"no bullets after {label!r}"))
         elif audience in found:
-            warn.append((line, f"second takeaways line for {label!r} ignored"))
+            warn.append((where.line, f"second takeaways line for {label!r} ignored"))
         else:
             if split:
                 bullets = [b for first, rows in pieces for b in _bullets(first, rows)]
@@ -655,7 +685,7 @@ def _takeaways(
             known = "; ".join(sorted({v: k for k, v in m.labels.items()}.values()))
             warn.append((para.line, f"unknown audience label {label!r} (known: {known})"))
             continue
-        current = (audience, label, para.line)
+        current = (audience, label, para)
         pieces = [(rest, rows[1:])]
     close()
     return tuple(found.values()), shown
