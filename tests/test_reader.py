@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import shutil
 import threading
 from pathlib import Path
@@ -467,6 +468,42 @@ def test_parse_date_uses_cldr_names(text: str, lang: str, expected: str | None) 
 def test_paragraph_lines_count_blank_runs() -> None:
     found = paragraphs("\n\nA\nb\n\n \n\n\nC\n")
     assert [(p.text, p.line, p.rows) for p in found] == [("A b", 3, ("A", "b")), ("C", 9, ("C",))]
+
+
+def _paragraphs_by_regex(text: str) -> list[tuple[str, int, tuple[str, ...]]]:
+    """The plain definition: paragraphs are what blank lines (white space only) separate."""
+    found, line = [], 1
+    for piece in re.split(r"(\n\s*\n)", text):
+        rows = [row.strip() for row in piece.split("\n")]
+        if any(rows) and not re.fullmatch(r"\n\s*\n", piece):
+            skipped = next(i for i, row in enumerate(rows) if row)
+            kept = tuple(row for row in rows if row)
+            found.append((" ".join(kept), line + skipped, kept))
+        line += piece.count("\n")
+    return found
+
+
+@settings(max_examples=500, deadline=None)
+@given(text=st.text(alphabet=st.sampled_from("ab: \t\n\u00a0\u2028\x0c\x85"), max_size=60))
+def test_paragraphs_are_runs_of_lines_that_are_not_blank(text: str) -> None:
+    found = [(p.text, p.line, p.rows) for p in paragraphs(text)]
+    assert found == _paragraphs_by_regex(text)
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    text=st.text(
+        alphabet=st.sampled_from("a\n\t\r\x00\x1f\x7f\x80\x85\x9f\xa0\xb9\u0301\ufeff\uffff\u2074"),
+        max_size=30,
+    )
+)
+def test_cleaning_a_clean_file_skips_only_what_changes_nothing(text: str) -> None:
+    """Given the bytes, ``clean`` skips the character-level work when they look clean: it
+    must give exactly what the full work gives, and the same warnings."""
+    quick: list[tuple[int, str]] = []
+    full: list[tuple[int, str]] = []
+    assert reader.clean(text, quick, text.encode()) == reader.clean(text, full)
+    assert quick == full
 
 
 def test_split_marks() -> None:

@@ -56,7 +56,6 @@ _SUPER_DIGIT = str.maketrans(SUPERSCRIPTS, "0123456789")
 _MARKS = re.compile(f"[{SUPERSCRIPTS}]+")
 # C0/C1 controls except tab and newline, plus non-characters and stray BOMs.
 _CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ufeff\ufffe\uffff]")
-_BLANK = re.compile(r"(\n\s*\n)")
 _BULLETS = "-–—•*·▪◦‣"
 _REF_START = re.compile(rf"(?:\[(\d{{1,4}})\]|(\d{{1,4}})[.)]|([{SUPERSCRIPTS}]+))\s*(.*)")
 # What _reference accepts, tested on a paragraph as written: its first line starts numbered.
@@ -87,56 +86,15 @@ class Paragraph:
     """A run of non-blank lines: ``text`` joins them with spaces; ``line`` is the first line.
 
     A plain class, which the compiled reader makes and reads at C speed: every file makes
-    dozens, and a named tuple's constructor and fields are Python-level calls. Given the
-    ``_Lines`` of its text and its piece, a paragraph counts its line only when asked: only
-    diagnostics and body blocks ask, so a clean file's summary reading never counts.
+    dozens, and a named tuple's constructor and fields are Python-level calls.
     """
 
-    __slots__ = ("_line", "_lines", "_piece", "rows", "text")
+    __slots__ = ("line", "rows", "text")
 
-    def __init__(
-        self,
-        text: str,
-        line: int,
-        rows: tuple[str, ...],
-        lines: _Lines | None = None,
-        piece: int = 0,
-    ) -> None:
+    def __init__(self, text: str, line: int, rows: tuple[str, ...]) -> None:
         self.text = text
+        self.line = line
         self.rows = rows
-        self._line = line  # with ``lines``: rows skipped before the first one
-        self._lines = lines
-        self._piece = piece
-
-    @property
-    def line(self) -> int:
-        if self._lines is not None:
-            self._line += self._lines.first_line(self._piece)
-            self._lines = None
-        return self._line
-
-
-class _Lines:
-    """The first line of each piece of a split text, counted when asked for: newlines are
-    counted from the last piece asked about, forward or back, at C speed."""
-
-    __slots__ = ("_at", "_pieces", "_text")
-
-    def __init__(self, text: str, pieces: list[str]) -> None:
-        self._text = text
-        self._pieces = pieces
-        self._at = (0, 0, 1)  # (piece, its offset, its first line): newlines counted so far
-
-    def first_line(self, piece: int) -> int:
-        at, offset, line = self._at
-        if piece >= at:
-            start = offset + sum(map(len, self._pieces[at:piece]))
-            line += self._text.count("\n", offset, start)
-        else:
-            start = offset - sum(map(len, self._pieces[piece:at]))
-            line -= self._text.count("\n", start, offset)
-        self._at = (piece, start, line)
-        return line
 
 
 @lru_cache(maxsize=8192)
@@ -173,15 +131,21 @@ def decode(data: bytes) -> str:
 # C-speed passes over the bytes let a clean file skip the character-level scans; text
 # without combining marks is taken as NFC already.
 _PLAIN = bytes(b for b in range(256) if (b >= 0x20 and b not in b"\x7f\xcc\xcd") or b in b"\t\n\r")
-_C1 = re.compile(rb"\xc2[\x80-\x9f]")
 
 
 def _suspect(data: bytes) -> bool:
-    return bool(
-        data.translate(None, _PLAIN)
-        or (b"\xef" in data and (b"\xef\xbb\xbf" in data or b"\xef\xbf" in data))
-        or (b"\xc2" in data and _C1.search(data))
-    )
+    if data.translate(None, _PLAIN):
+        return True
+    if b"\xef" in data and (b"\xef\xbb\xbf" in data or b"\xef\xbf" in data):
+        return True
+    # C1 controls: 0xC2 then 0x80-0x9F. A 0xC2 is rare (a superscript digit, a no-break
+    # space), so visiting each costs a fraction of a regex's pass over every byte.
+    at = data.find(b"\xc2")
+    while 0 <= at < len(data) - 1:
+        if 0x80 <= data[at + 1] <= 0x9F:
+            return True
+        at = data.find(b"\xc2", at + 1)
+    return False
 
 
 def clean(text: str, warn: list[tuple[int, str]], data: bytes | None = None) -> str:
@@ -205,26 +169,34 @@ def clean(text: str, warn: list[tuple[int, str]], data: bytes | None = None) -> 
 
 
 class Paragraphs(Sequence[Paragraph]):
-    """A text's paragraphs (split on blank lines), each made the first time it is read.
+    """A text's paragraphs (runs of lines that are not blank), each made the first time it is
+    read.
 
-    The split runs at C speed; making a Paragraph (stripped rows, joined text) is
-    the costly part, and a summary reads only the head and the sections after the body, not
-    the dozens of body paragraphs between them. ``raws`` gives paragraphs' text as written,
-    for the cheap checks that let the reader pass over a body paragraph without making it.
+    The text is split into lines at C speed, and a paragraph is a span of them, so its line
+    number is known without counting. Making a Paragraph (stripped rows, joined text) is the
+    costly part, and a summary reads only the head and the sections after the body, not the
+    dozens of body paragraphs between them. ``raws`` gives paragraphs' text as written, for
+    the cheap checks that let the reader pass over a body paragraph without making it.
     """
 
-    __slots__ = ("_items", "_lines", "_pieces")
+    __slots__ = ("_items", "_lines")
 
     def __init__(self, text: str) -> None:
-        pieces = _BLANK.split(text)  # text, gap, text, gap, ..., text
-        # Only the first and the last piece can be blank: a gap swallows every blank line.
-        last = len(pieces) - 1
-        if not pieces[last].strip():
-            last -= 2
-        first = 0 if last < 0 or pieces[0].strip() else 2
-        self._pieces = pieces
-        self._lines = _Lines(text, pieces)
-        self._items: list[Paragraph | int] = list(range(first, last + 1, 2))  # made, or piece
+        # A line of white space only is blank, as ``str.strip`` (and a regex's \s) sees it.
+        lines = text.split("\n")
+        items: list[Paragraph | tuple[int, int]] = []  # made, or a span of lines
+        first = -1
+        for number, line in enumerate(lines):
+            if line and not line.isspace():
+                if first < 0:
+                    first = number
+            elif first >= 0:
+                items.append((first, number))
+                first = -1
+        if first >= 0:
+            items.append((first, len(lines)))
+        self._lines = lines
+        self._items = items
 
     def __len__(self) -> int:
         return len(self._items)
@@ -236,27 +208,27 @@ class Paragraphs(Sequence[Paragraph]):
     def raws(self, start: int) -> list[str]:
         """The texts of the paragraphs from ``start`` on, as written (lines, indentation and
         all): enough to pass over most body paragraphs without making them."""
-        pieces = self._pieces
+        lines = self._lines
         return [
-            pieces[item] if isinstance(item, int) else "\n".join(item.rows)
+            "\n".join(item.rows)
+            if isinstance(item, Paragraph)
+            else lines[item[0]]
+            if item[1] - item[0] == 1
+            else "\n".join(lines[item[0] : item[1]])
             for item in self._items[start:]
         ]
 
     def _make(self, index: int) -> Paragraph:
-        piece = self._items[index]
-        if not isinstance(piece, int):
-            return piece
-        chunk = self._pieces[piece]
-        if "\n" not in chunk:
-            row = chunk.strip()
-            made = Paragraph(row, 0, (row,), self._lines, piece)
+        item = self._items[index]
+        if isinstance(item, Paragraph):
+            return item
+        first, end = item
+        if end - first == 1:
+            row = self._lines[first].strip()
+            made = Paragraph(row, first + 1, (row,))
         else:
-            rows = [row.strip() for row in chunk.split("\n")]
-            start = 0
-            if "" in rows:  # only at the very start or end of the text
-                start = next(i for i, row in enumerate(rows) if row)
-                rows = [row for row in rows if row]
-            made = Paragraph(" ".join(rows), start, tuple(rows), self._lines, piece)
+            rows = tuple(line.strip() for line in self._lines[first:end])
+            made = Paragraph(" ".join(rows), first + 1, rows)
         self._items[index] = made
         return made
 
@@ -648,17 +620,17 @@ def _takeaways(
     ``heads`` holds ``_audience_label`` of each paragraph's first row."""
     found: dict[str, Takeaways] = {}
     shown: list[str] = []
-    current: tuple[str, str, Paragraph] | None = None  # audience, label, its paragraph
+    current: tuple[str, str, int] | None = None  # audience, label, line
     pieces: list[tuple[str, tuple[str, ...]]] = []  # the text after the label, as _bullets takes it
 
     def close() -> None:
         if current is None:
             return
-        audience, label, where = current
+        audience, label, line = current
         if not any(first.strip() or rows for first, rows in pieces):
-            warn.append((where.line, f"no bullets after {label!r}"))
+            warn.append((line, f"no bullets after {label!r}"))
         elif audience in found:
-            warn.append((where.line, f"second takeaways line for {label!r} ignored"))
+            warn.append((line, f"second takeaways line for {label!r} ignored"))
         else:
             if split:
                 bullets = [b for first, rows in pieces for b in _bullets(first, rows)]
@@ -685,7 +657,7 @@ def _takeaways(
             known = "; ".join(sorted({v: k for k, v in m.labels.items()}.values()))
             warn.append((para.line, f"unknown audience label {label!r} (known: {known})"))
             continue
-        current = (audience, label, para)
+        current = (audience, label, para.line)
         pieces = [(rest, rows[1:])]
     close()
     return tuple(found.values()), shown
