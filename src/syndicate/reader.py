@@ -1048,9 +1048,14 @@ def _read_file(source: str, profiles: Mapping[str, LanguageProfile], keep: _Keep
 # Parsing is pure Python, so one process reads on one core. A large set is read by one process
 # per core: worker processes take batches, and this one reads the next batch itself whenever
 # the batch due next is not back yet; results come out in path order. Below PARALLEL_FROM
-# files, starting a worker costs more than it saves.
+# files, starting a worker costs more than it saves. Batches are small and several are handed
+# out ahead: a worker waits whenever its queue runs dry, and a result reaches this process
+# only when its busy thread lets the pool's threads run. Measured at 30,000 files on two
+# cores: batches of 50, four ahead, left the worker idle 0.05 s instead of 0.2 (100, two),
+# and the reading took 1.61 s instead of 1.70 (median of four).
 PARALLEL_FROM = 2000
-_BATCH = 100
+_BATCH = 50
+_AHEAD = 4
 _Keep = dict[str, bool]  # parse_article's keyword arguments: what to keep of each file
 _worker: tuple[Mapping[str, LanguageProfile], _Keep, bool] = ({}, {}, False)  # set in each worker
 
@@ -1101,7 +1106,7 @@ def _read_files(
         batches = deque(paths[i : i + _BATCH] for i in range(0, len(paths), _BATCH))
         # In path order: a batch out with a worker, or one read here.
         queue: deque[tuple[list[str], Future[list[Reading] | list[str]]] | list[_Read]] = deque()
-        ahead = 2 * (processes - 1)  # batches handed to the workers and not yet back
+        ahead = _AHEAD * (processes - 1)  # batches handed to the workers and not yet back
         try:
             with ProcessPoolExecutor(
                 processes - 1,
