@@ -8,10 +8,11 @@ import re
 import shutil
 import subprocess
 import threading
-from datetime import date, datetime
+from datetime import date, datetime, timedelta
 from email.utils import parsedate_to_datetime
 from pathlib import Path
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import feedparser
 import pytest
@@ -564,13 +565,19 @@ def test_archive_documents_are_the_bytes_feedgen_writes(
     )
     hostile = "a < b && c ]]> {{ x }} \"quoted\" 'single' é ü 日本"
     when = datetime.fromisoformat("2025-03-30T09:00:00+02:00")
+    # Published as dated; earlier; and at the same wall time in the hour that the end of
+    # summer time repeats, but the first time round (another offset).
+    zone = ZoneInfo("Europe/Amsterdam")
+    repeated = datetime(2025, 10, 26, 2, 30, tzinfo=zone)
+    published = [when, when - timedelta(days=3), repeated]
+    updated = [when, when, repeated.replace(fold=1)]
     entries = [
         feeds.Entry(
             id=f"tag:example.org,2025:en/{n}",
             title=f"{hostile} {n}",
             url=f"https://example.org/en/{n}/?a=1&b=<2>",
-            published=when,
-            updated=when,
+            published=published[n],
+            updated=updated[n],
             summary=hostile if n else "",
             content=None,
             categories=(("cost", hostile), ("strategy", "")) if n else (),

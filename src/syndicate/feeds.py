@@ -53,19 +53,46 @@ def _safe(text: str) -> str:
     return _SPACES.sub(" ", _NOT_XML.sub("", text))
 
 
-@dataclass(frozen=True, slots=True)
 class Entry:
-    """One article as every format shows it: computed once, serialised three times."""
+    """One article as every format shows it: computed once, serialised three times.
 
-    id: str
-    title: str
-    url: str
-    published: datetime
-    updated: datetime
-    summary: str
-    content: str | None  # HTML; None in archive documents
-    categories: tuple[tuple[str, str], ...]  # (term, label)
-    translations: tuple[tuple[str, str], ...]  # (lang, url)
+    A plain class, which the compiled module makes at C speed (a frozen dataclass's
+    ``__init__`` is Python-level, and a large site makes one per article); never changed.
+    """
+
+    __slots__ = (
+        "categories",
+        "content",
+        "id",
+        "published",
+        "summary",
+        "title",
+        "translations",
+        "updated",
+        "url",
+    )
+
+    def __init__(
+        self,
+        id: str,
+        title: str,
+        url: str,
+        published: datetime,
+        updated: datetime,
+        summary: str,
+        content: str | None,  # HTML; None in archive documents
+        categories: tuple[tuple[str, str], ...],  # (term, label)
+        translations: tuple[tuple[str, str], ...],  # (lang, url)
+    ) -> None:
+        self.id = id
+        self.title = title
+        self.url = url
+        self.published = published
+        self.updated = updated
+        self.summary = summary
+        self.content = content
+        self.categories = categories
+        self.translations = translations
 
 
 @dataclass(frozen=True, slots=True)
@@ -328,20 +355,29 @@ def archive_document(config: Config, lang: str, entries: Sequence[Entry], page: 
     out = []
     for e in entries:
         summary = f"<summary>{_xml_text(e.summary)}</summary>" if e.summary else "<summary/>"
+        updated = e.updated.isoformat()
+        published = updated if _same_text(e.published, e.updated) else e.published.isoformat()
         out.append(
             f"  <entry>\n    <id>{_xml_text(e.id)}</id>\n"
             f"    <title>{_xml_text(e.title)}</title>\n"
-            f"    <updated>{e.updated.isoformat()}</updated>\n"
+            f"    <updated>{updated}</updated>\n"
             f"    <author>\n{who}    </author>\n"
             f"    {summary}\n"
             f"{''.join(map(_category_element, e.categories))}"
-            f"    <published>{e.published.isoformat()}</published>\n"
+            f"    <published>{published}</published>\n"
             f"{_link_element(lang, e.url)}"
             f"{''.join(_link_element(*t) for t in e.translations)}"
             "  </entry>\n"
         )
     assert head.endswith(closing)
     return head[: -len(closing)] + "".join(out).encode() + closing
+
+
+def _same_text(a: datetime, b: datetime) -> bool:
+    """Whether ``a`` and ``b`` print alike: an article first published as it is dated (most
+    are) needs one of its two dates formatted, which costs more than the rest of its entry.
+    Within one zone, == compares the fields and ignores ``fold``, which picks the offset."""
+    return a.tzinfo is b.tzinfo and a.fold == b.fold and a == b
 
 
 @lru_cache(maxsize=1024)
