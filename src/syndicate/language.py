@@ -4,6 +4,8 @@ The model ships compressed; unpacking it costs most of a second and about 100 Mi
 So the part our languages need is unpacked once into a per-user cache and mapped from there
 on later runs: the tokenizer's table is read straight from the mapped file (only the pages a
 sample touches are loaded) and the weights are those of the configured languages only.
+NumPy is imported by the functions that use it: the date line alone tells the language of
+most files, and the import would cost every start 40 ms.
 """
 
 from __future__ import annotations
@@ -17,8 +19,6 @@ from functools import cache
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
-
-import numpy as np
 
 _FILES = ("nextmove", "rowbase", "output", "weights", "priors")
 
@@ -54,6 +54,8 @@ class LanguageModel:
     @classmethod
     def load(cls, langs: tuple[str, ...], folder: Path | None = None) -> LanguageModel:
         """The model for ``langs`` (those py3langid knows), unpacked into ``folder`` once."""
+        import numpy as np
+
         folder = folder if folder is not None else cache_folder()
         if folder is None:
             return cls(*_unpack(langs))
@@ -68,6 +70,8 @@ class LanguageModel:
 
     def classify(self, text: str) -> tuple[str, float] | None:
         """The most likely language and its probability, or None for text without features."""
+        import numpy as np
+
         data = text.encode()
         nextmove, rowbase = self.nextmove, self.rowbase
         states = []
@@ -90,6 +94,7 @@ class LanguageModel:
 
 
 def _unpack(langs: tuple[str, ...]) -> tuple[tuple[str, ...], dict[str, Any]]:
+    import numpy as np
     from py3langid.langid import MODEL_DIR, MODEL_FILE  # type: ignore[import-untyped]
     from py3langid.modelio import load_model  # type: ignore[import-untyped]
 
@@ -108,6 +113,8 @@ def _unpack(langs: tuple[str, ...]) -> tuple[tuple[str, ...], dict[str, Any]]:
 def _save(where: Path, langs: tuple[str, ...], arrays: dict[str, Any]) -> None:
     """Write the unpacked model beside its final name, then rename: a reader never sees half
     of it. A cache that cannot be written only costs the next run the unpacking again."""
+    import numpy as np
+
     try:
         where.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=f".{where.name}.", dir=where.parent))

@@ -200,7 +200,8 @@ def _digest(inputs: dict[str, list[int]]) -> str:
 
 
 def _with_bodies(config: Config, found: ArticleSet) -> ArticleSet:
-    """Re-read with their bodies the articles the subscription documents show in full."""
+    """Re-read with their bodies the articles the subscription documents show in full (their
+    diagnostics came with the first reading)."""
     size = config.feeds.max_entries
     full: dict[tuple[str, str], Article] = {}
     for lang in found.languages:
@@ -209,7 +210,7 @@ def _with_bodies(config: Config, found: ArticleSet) -> ArticleSet:
                 data = Path(article.source).read_bytes()
             except OSError:
                 continue
-            again, _ = parse_article(data, article.source, config.profiles)
+            again, _ = parse_article(data, article.source, config.profiles, second_opinion=False)
             if again is not None and again.key == article.key:
                 full[article.key] = again
     return ArticleSet(tuple(full.get(a.key, a) for a in found), found.problems)

@@ -789,6 +789,7 @@ def parse_article(
     *,
     body: bool = True,
     bullets: bool = True,
+    second_opinion: bool = True,
 ) -> Reading:
     """Parse one file's bytes. Returns the article (None if unusable) and its diagnostics.
 
@@ -798,7 +799,9 @@ def parse_article(
     matches, the language model's second opinion is not asked. Everything else is, which is
     what summaries, digests and feed indexes need, at a fraction of the time and memory. With
     ``bullets=False`` each audience's takeaways keep their label but not their bullets, which
-    is all a feed index shows (the article's ``digest`` still covers them).
+    is all a feed index shows (the article's ``digest`` still covers them). With
+    ``second_opinion=False`` the language model is not asked either when the body is read: for
+    a caller that has the file's diagnostics from an earlier reading.
     """
     warnings: list[tuple[int, str]] = []
 
@@ -811,7 +814,7 @@ def parse_article(
     if not profiles:
         return None, [Diagnostic(source, None, Severity.ERROR, "no language profiles configured")]
     try:
-        article = _parse(data, source, profiles, body, bullets, warnings)
+        article = _parse(data, source, profiles, body, bullets, body and second_opinion, warnings)
     except ArticleProblem as problem:
         return None, report(problem)
     return article, report()
@@ -823,6 +826,7 @@ def _parse(
     profiles: Mapping[str, LanguageProfile],
     body: bool,
     bullets: bool,
+    second_opinion: bool,
     warn: list[tuple[int, str]],
 ) -> Article:
     if data.startswith(b"\xef\xbb\xbf"):
@@ -836,7 +840,7 @@ def _parse(
         raise ArticleProblem(
             "too short: expected a title, a date line and a summary paragraph", paras[-1].line
         )
-    lang = detect_language(paras, profiles, warn, second_opinion=body)
+    lang = detect_language(paras, profiles, warn, second_opinion=second_opinion)
     m = _markers(profiles[lang])
 
     # The date line is the second paragraph (a subtitle may sit between it and the title).
