@@ -8,11 +8,12 @@ brings any database up to date before use (a new one straight from the tables be
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import os
 import socket
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from contextlib import AbstractContextManager, contextmanager, nullcontext, suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from importlib import resources
@@ -21,6 +22,8 @@ from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
+
+from .errors import SyndicateError
 
 metadata = sa.MetaData()
 
@@ -789,6 +792,148 @@ class Ledger:
                 .where(subscribers.c.id == subscriber_id, subscribers.c.bounces >= max_bounces)
                 .values(status="bounced")
             )
+
+
+# -- one scheduler at a time ---------------------------------------------------------------
+
+
+class SchedulerLock:
+    """Held for the life of the acting scheduler; a second one cannot take it."""
+
+    def acquire(self) -> bool:
+        raise NotImplementedError
+
+    def release(self) -> None:
+        raise NotImplementedError
+
+    def holder(self) -> str:
+        """Who holds the lock, for the message a second scheduler prints."""
+        raise NotImplementedError
+
+    def held(self) -> bool:
+        """Whether this process still holds it (checked before every run)."""
+        raise NotImplementedError
+
+
+class FileLock(SchedulerLock):
+    """``flock`` on a file beside the SQLite database; the OS drops it when the process dies."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._fd: int | None = None
+
+    def acquire(self) -> bool:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return False
+        os.ftruncate(fd, 0)
+        os.write(fd, f"pid {os.getpid()} on {socket.gethostname()}\n".encode())
+        self._fd = fd
+        return True
+
+    def release(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    def held(self) -> bool:
+        return self._fd is not None
+
+    def holder(self) -> str:
+        try:
+            who = self.path.read_text("utf-8").strip()
+        except OSError:
+            who = ""
+        return f"{who or 'another process'} (lock file {self.path})"
+
+
+class AdvisoryLock(SchedulerLock):
+    """A PostgreSQL session advisory lock on a dedicated connection; dies with the session.
+
+    Advisory locks are per database, so the key names the schema the job store lives in:
+    deployments in separate schemas of one database do not block each other.
+    """
+
+    def __init__(self, engine: sa.Engine) -> None:
+        self.engine = engine
+        self.key: int | None = None
+        self._connection: sa.Connection | None = None
+
+    def acquire(self) -> bool:
+        connection = self.engine.connect().execution_options(isolation_level="AUTOCOMMIT")
+        schema = connection.execute(sa.text("SELECT current_schema()")).scalar()
+        digest = hashlib.sha256(f"syndicate.scheduler:{schema}".encode()).digest()
+        self.key = int.from_bytes(digest[:8], "big", signed=True)
+        query = sa.text("SELECT pg_try_advisory_lock(:key)")
+        if connection.execute(query, {"key": self.key}).scalar():
+            self._connection = connection
+            return True
+        connection.close()
+        return False
+
+    def release(self) -> None:
+        if self._connection is not None:
+            # close() only returns the session to the pool: unlock explicitly (a dead
+            # process's session ends, and that releases the lock too)
+            with suppress(sa.exc.SQLAlchemyError):  # a dead session holds nothing
+                unlock = sa.text("SELECT pg_advisory_unlock(:key)")
+                self._connection.execute(unlock, {"key": self.key})
+            self._connection.close()
+            self._connection = None
+
+    def held(self) -> bool:
+        if self._connection is None:
+            return False
+        try:
+            self._connection.execute(sa.text("SELECT 1"))
+        except sa.exc.SQLAlchemyError:
+            return False  # the session, and the lock with it, is gone
+        return True
+
+    def holder(self) -> str:
+        query = sa.text(
+            "SELECT a.pid, a.client_addr, a.backend_start FROM pg_locks l"
+            " JOIN pg_stat_activity a ON a.pid = l.pid WHERE l.locktype = 'advisory'"
+            " AND l.granted AND ((l.classid::bigint << 32) | l.objid::bigint) = :key"
+        )
+        with self.engine.connect() as connection:
+            row = connection.execute(query, {"key": self.key}).first()
+        where = f"server pid {row.pid} from {row.client_addr or 'local'}" if row else "a session"
+        return f"{where} (PostgreSQL advisory lock {self.key})"
+
+
+class NoLock(SchedulerLock):
+    """An in-memory database is private to its process: nothing to share, nothing to lock."""
+
+    def acquire(self) -> bool:
+        return True
+
+    def release(self) -> None:
+        pass
+
+    def held(self) -> bool:
+        return True
+
+    def holder(self) -> str:
+        return "nobody"
+
+
+def scheduler_lock(url: str, engine: sa.Engine) -> SchedulerLock:
+    """The lock that matches the state database at ``url``."""
+    parsed = sa.engine.make_url(url)
+    if parsed.get_backend_name() == "postgresql":
+        return AdvisoryLock(engine)
+    if parsed.get_backend_name() == "sqlite":
+        if not parsed.database or parsed.database == ":memory:":
+            return NoLock()
+        return FileLock(Path(parsed.database + ".scheduler.lock"))
+    raise SyndicateError(
+        f"state.database: the scheduler needs SQLite or PostgreSQL, not {parsed.drivername}"
+    )
 
 
 def open_store(url: str) -> Store:
