@@ -1,6 +1,6 @@
 """Feed build benchmark: N articles x 3 languages, the project's build beside raw feedgen.
 
-    .venv/bin/python bench/feeds.py [--n 2000]     # --n 10000: the full-size run (~3 minutes)
+    .venv/bin/python bench/feeds.py [--n 2000]     # --n 10000: the full-size run (about 20 s)
 
 Prints, in one run: the floor (reading every file's bytes, decoding them and splitting them
 into paragraphs, in one process: the least any build must do); the full build (read, model,
