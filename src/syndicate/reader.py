@@ -208,15 +208,13 @@ class Paragraphs(Sequence[Paragraph]):
     def raws(self, start: int) -> list[str]:
         """The texts of the paragraphs from ``start`` on, as written (lines, indentation and
         all): enough to pass over most body paragraphs without making them."""
-        lines = self._lines
-        return [
-            "\n".join(item.rows)
-            if isinstance(item, Paragraph)
-            else lines[item[0]]
-            if item[1] - item[0] == 1
-            else "\n".join(lines[item[0] : item[1]])
-            for item in self._items[start:]
-        ]
+        return [self._raw(item) for item in self._items[start:]]
+
+    def _raw(self, item: Paragraph | tuple[int, int]) -> str:
+        if isinstance(item, Paragraph):
+            return "\n".join(item.rows)
+        first, end = item
+        return self._lines[first] if end - first == 1 else "\n".join(self._lines[first:end])
 
     def _make(self, index: int) -> Paragraph:
         item = self._items[index]
