@@ -1,6 +1,6 @@
 """Feed build benchmark: N articles x 3 languages, the project's build beside raw feedgen.
 
-    .venv/bin/python bench/feeds.py [--n 2000]     # --n 10000: the full-size run (about 20 s)
+    .venv/bin/python bench/feeds.py [--n 2000]     # --n 10000: the full-size run (about 30 s)
 
 Prints, in one run: the floor (reading every file's bytes, decoding them and splitting them
 into paragraphs, in one process: the least any build must do); the full build (read, model,
@@ -9,12 +9,15 @@ two, also as a multiple of the floor; the peak memory of the build's processes t
 (summed PSS, sampled in a build of its own); a rebuild with nothing changed; and the Atom
 writing of the newest entries against raw feedgen writing the same entries. Targets: full
 build < 4 s and < 300 MiB at n=10000, rebuild < 1/10 of the full build, Atom within 1.5x.
+Where Hugo is installed, it builds the same articles too (newest-50 RSS per language only,
+what the issue's reference figure covers), and the full build is compared with it.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -67,6 +70,48 @@ def generate(folder: Path, n: int) -> None:
             paras[1] = f"{DATE_LINES[lang]} {format_date(day, 'long', locale=lang)}"
             body = "\n\n".join(paras).replace(SEED_SLUG, f"article-{i:05d}")
             (folder / f"{lang}-{i:05d}.txt").write_text(body, "utf-8")
+
+
+HUGO_CONFIG = """baseURL = "https://example.org/"
+disableKinds = ["taxonomy", "term", "section", "sitemap", "robotsTXT", "404"]
+[outputs]
+home = ["RSS"]
+page = []
+[services.rss]
+limit = 50
+"""
+
+
+def hugo_site(folder: Path, site: Path) -> None:
+    """The same articles as a Hugo site that writes the newest-50 RSS feed per language and
+    nothing else: what the issue's Hugo figure covers. Each file's title, its day (as
+    ``generate`` numbers them) and the rest as its Markdown body."""
+    langs = []
+    for path in sorted(folder.iterdir()):
+        text = path.read_text("utf-8")
+        lang = next(lang for lang, words in DATE_LINES.items() if f"\n\n{words} " in text)
+        title, _, rest = text.partition("\n\n")
+        day = date.fromordinal(date(2000, 1, 1).toordinal() + int(path.stem.split("-")[1]))
+        stamp = f"{day.isoformat()}T09:00:00+01:00"
+        if lang not in langs:
+            langs.append(lang)
+            (site / "content" / lang).mkdir(parents=True)
+        front = f"---\ntitle: {json.dumps(title)}\ndate: {stamp}\n---\n\n"
+        (site / "content" / lang / path.name.replace(".txt", ".md")).write_text(front + rest)
+    sections = "".join(
+        f'[languages.{lang}]\ncontentDir = "content/{lang}"\nweight = {n}\n'
+        for n, lang in enumerate(langs, 1)
+    )
+    (site / "hugo.toml").write_text(HUGO_CONFIG + sections)
+
+
+def run_timed(command: list[str], cwd: Path) -> tuple[float, float]:
+    """Wall seconds and peak memory (MiB) of one run of ``command``."""
+    start = time.perf_counter()
+    child = subprocess.Popen(command, cwd=cwd, stdout=subprocess.DEVNULL)
+    _, status, usage = os.wait4(child.pid, 0)
+    assert status == 0, f"{command[0]} failed"
+    return time.perf_counter() - start, usage.ru_maxrss / 1024
 
 
 def floor(folder: Path) -> float:
@@ -232,6 +277,16 @@ def main() -> None:
             f"Atom writing, same entries: {t['ours']:.0f} µs/entry vs raw feedgen "
             f"{t['raw']:.0f} µs/entry = {t['ours'] / t['raw']:.2f} x (target < 1.5); "
             f"with the HTML content model: {t['whole']:.0f} µs/entry"
+        )
+        if shutil.which("hugo") is None:
+            print("Hugo: not installed (Debian: apt-get install hugo), no comparison")
+            return
+        hugo_site(root / "articles", root / "hugo")
+        hugo = min(run_timed(["hugo", "--quiet"], root / "hugo") for _ in range(2))
+        print(
+            f"Hugo, the same articles, newest-50 RSS per language only: {hugo[0]:.2f} s wall, "
+            f"{hugo[1]:.0f} MiB; our full build with start-up = {full['wall'] / hugo[0]:.2f} x "
+            f"Hugo's time, {full['peak_mib'] / hugo[1]:.2f} x its memory"
         )
 
 
