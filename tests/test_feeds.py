@@ -8,6 +8,7 @@ import re
 import shutil
 import subprocess
 import threading
+from collections.abc import Iterator
 from datetime import date, datetime, timedelta
 from email.utils import parsedate_to_datetime
 from pathlib import Path
@@ -332,7 +333,7 @@ def test_hostile_text_is_escaped_never_interpreted(tmp_path: Path) -> None:
     )
     config = make_config(tmp_path)
     when = feeds.updated_at(config, article.updated)
-    docs = feeds.render_feeds(config, ArticleSet((article,)), {article.key: when})
+    docs = dict(feeds.render_feeds(config, ArticleSet((article,)), {article.key: when}))
     clean = "Tom & Jerry <script>alert(1)</script> ]]> {{ config }} {% if %}"
     for name in ("en.atom.xml", "en.rss.xml"):
         etree.fromstring(docs[name])  # well-formed
@@ -624,17 +625,18 @@ def test_a_build_failing_while_rendering_leaves_nothing_staged(
     out = tmp_path / "feeds"
     before, kept = outputs(out), mtimes(out)
     last = config.site.languages[-1]
-    render, staged = feeds.language_documents, []
+    render, staged = feeds.render_feeds, []
 
     def fails_last(
-        config: Config, articles: ArticleSet, published: Any, lang: str, langs: Any
-    ) -> dict:
-        if lang == last:
-            staged.extend(p for p in out.rglob("*.tmp") if INDEX not in p.name)
-            raise RuntimeError(f"cannot render {lang}")
-        return render(config, articles, published, lang, langs)
+        config: Config, articles: ArticleSet, published: Any
+    ) -> Iterator[tuple[str, bytes]]:
+        for name, data in render(config, articles, published):
+            if name.startswith((f"{last}.", f"archive/{last}-")):
+                staged.extend(p for p in out.rglob("*.tmp") if INDEX not in p.name)
+                raise RuntimeError(f"cannot render {last}")
+            yield name, data
 
-    monkeypatch.setattr(pipeline.feeds, "language_documents", fails_last)
+    monkeypatch.setattr(pipeline.feeds, "render_feeds", fails_last)
     write_set(tmp_path / "articles", 5)  # a change: the build renders
     with pytest.raises(RuntimeError, match="cannot render"):
         build_feeds(config, tmp_path / "articles")

@@ -17,7 +17,7 @@ import html
 import json
 import re
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime
 from functools import cache, lru_cache
@@ -498,18 +498,18 @@ def render_feeds(
     config: Config,
     articles: ArticleSet,
     published: Mapping[tuple[str, str], datetime],
-) -> dict[str, bytes]:
-    """Every output document: file name (relative to the feeds folder) → bytes.
+) -> Iterator[tuple[str, bytes]]:
+    """Every output document: file name (relative to the feeds folder) and bytes, made one
+    language at a time, so that a caller writing each as it comes never holds more than one
+    language's documents.
 
     ``published`` holds each article's first publication time (from the state database).
     """
     langs = feed_languages(config, articles)
-    docs: dict[str, bytes] = {}
     for lang in langs:
-        docs.update(language_documents(config, articles, published, lang, langs))
+        yield from language_documents(config, articles, published, lang, langs).items()
     if langs:
-        docs["index.opml"] = opml_document(config, langs)
-    return docs
+        yield "index.opml", opml_document(config, langs)
 
 
 def language_documents(
