@@ -629,8 +629,9 @@ def subscribers_import(config: Config, file: Path, status: str, source: str | No
     )
     for problem in problems:
         click.echo(str(problem), err=True)
-    if problems:
-        click.echo(f"{len(problems)} bad row(s): nothing imported", err=True)
+    bad = sum(p.severity is Severity.ERROR for p in problems)
+    if bad:
+        click.echo(f"{bad} bad row(s): nothing imported", err=True)
         sys.exit(1)
     store = open_store(config.database_url)
     try:

@@ -2,8 +2,8 @@
 
 The parts that are the same for every reader of a variant (headers folded and RFC 2047-encoded
 by the standard library, the quoted-printable bodies) are built once and cached; a reader then
-costs a few short encodings and one join. CRLF line ends, 7-bit clean, ready for SMTP and for
-DKIM signing by delivery. No I/O.
+costs a few short encodings and one join. CRLF line ends, 7-bit clean (but for the To header
+of an address that needs SMTPUTF8), ready for SMTP and for DKIM signing by delivery. No I/O.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from functools import lru_cache
 
 from .errors import SyndicateError
 from .render import PLACEHOLDERS, RenderedDigest, check_url
+from .subscribers import smtp_address
 
 CRLF = b"\r\n"
 _POLICY = email.policy.SMTP
@@ -26,6 +27,10 @@ _SIMPLE_ADDRESS = re.compile(
     r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+(?:\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+)*"
     r"@[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)+"
 )
+_INTERNATIONAL_ADDRESS = re.compile(r"[^\s\"(),:;<>@\[\\\]]+@[^\s\"(),:;<>@\[\\\]]+")
+"""A bare address (no display name, no quoting) with non-ASCII characters in it."""
+_UTF8_LOCAL = re.compile(r"[\w!#$%&'*+/=?^`{|}~-]+(?:\.[\w!#$%&'*+/=?^`{|}~-]+)*")
+"""A dot-atom local part of RFC 6531: atext or any non-ASCII character."""
 _MESSAGE_ID = re.compile(r"<[!-;=?-~]+@[!-;=?-~]+>")
 
 
@@ -121,9 +126,23 @@ def _skeleton(
 
 
 def _address(to: str) -> bytes:
-    """The To header of exactly one reader; plain addresses skip the slow parser."""
+    """The To header of exactly one reader; plain addresses skip the slow parser.
+
+    An international address is written as it goes over SMTP: the domain in its IDNA form
+    (encoded-words are not allowed in an address), a non-ASCII local part as UTF-8 (RFC 6532,
+    the message then needs SMTPUTF8, as its envelope does).
+    """
     if _SIMPLE_ADDRESS.fullmatch(to):
         return b"To: " + to.encode("ascii") + CRLF
+    if not to.isascii() and _INTERNATIONAL_ADDRESS.fullmatch(to):
+        try:
+            wire = smtp_address(to)[0]
+        except ValueError as exc:
+            raise HeaderError(f"To: {exc}") from None
+        local, _, domain = wire.rpartition("@")
+        if _UTF8_LOCAL.fullmatch(local) and _SIMPLE_ADDRESS.fullmatch(f"x@{domain}"):
+            return b"To: " + wire.encode() + CRLF
+        raise HeaderError(f"To: not a single plain address: {to!r}")
     if len(_POLICY.header_factory("To", to).addresses) != 1:
         raise HeaderError(f"To: must name exactly one reader: {to!r}")
     return _fold("To", to)

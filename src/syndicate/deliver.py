@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import mailbox
 import re
+import select
 import smtplib
+import socket
 import ssl
 import threading
 import time
@@ -21,12 +23,13 @@ from pathlib import Path
 from typing import Protocol
 from urllib.parse import unquote, urlsplit
 
-from .errors import DeliveryError
+from .errors import DeliveryError, StoreError
 from .store import Claim, Issue, Ledger, Store
+from .subscribers import smtp_address
 
 
 class TemporaryFailure(Exception):
-    """4xx or a dropped connection before the message was complete: safe to send again."""
+    """4xx or a dropped connection before the end of data: safe to send again."""
 
     def __init__(self, reply: str, *, reconnect: bool = False) -> None:
         super().__init__(reply)
@@ -35,22 +38,35 @@ class TemporaryFailure(Exception):
 
 
 class PermanentFailure(Exception):
-    """5xx for this recipient or this message: the reader does not get it."""
+    """5xx for this recipient or this message, or an address this server cannot take: the
+    reader does not get it. ``bounce`` counts it against the reader's mailbox."""
 
-    def __init__(self, reply: str) -> None:
+    def __init__(self, reply: str, *, bounce: bool = True) -> None:
         super().__init__(reply)
         self.reply = reply
+        self.bounce = bounce
 
 
 class LostInFlight(Exception):
-    """The whole message went out but no reply came back: it may have been accepted."""
+    """The end of data was written but no reply came back: it may have been accepted."""
+
+
+def _nothing() -> None:
+    pass
 
 
 class Transport(Protocol):
     """One open connection; used by one worker at a time."""
 
-    def send(self, sender: str, recipient: str, message: bytes) -> str:
-        """Deliver ``message``; return the server's reply or raise one of the failures above."""
+    def send(
+        self, sender: str, recipient: str, message: bytes, ending: Callable[[], None] = _nothing
+    ) -> str:
+        """Deliver ``message``; return the server's reply or raise one of the failures above.
+
+        ``ending`` is called once everything but the end of data is written, right before
+        the point from which the server may accept the message; if it raises, nothing more
+        is written.
+        """
         ...
 
     def close(self) -> None: ...
@@ -118,12 +134,16 @@ class SmtpMailer:
                 smtp.ehlo()
             if self.username:
                 smtp.login(self.username, self.password or "")
+            # The end of data goes out on its own, at once: not held back (Nagle) behind a
+            # body the server acknowledges only later.
+            smtp.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         except smtplib.SMTPAuthenticationError as exc:
             reply = _reply(exc.smtp_code, exc.smtp_error)
             raise DeliveryError(f"SMTP login to {self.host}:{self.port} refused: {reply}") from None
         except (smtplib.SMTPException, OSError) as exc:
-            raise TemporaryFailure(f"cannot connect to {self.host}:{self.port}: {exc}") from None
-        return SmtpTransport(smtp)
+            reply = f"cannot reach the SMTP server {self.host}:{self.port} ({exc})"
+            raise TemporaryFailure(reply) from None
+        return SmtpTransport(smtp, f"{self.host}:{self.port}")
 
 
 def _reply(code: int, text: bytes | str) -> str:
@@ -138,22 +158,43 @@ class SmtpTransport:
     """One persistent SMTP connection.
 
     The DATA step is spelled out (not ``sendmail``) to tell the two kinds of dropped connection
-    apart: before the final dot nothing can have been accepted, so the message is retried;
-    after it, the server may have queued it, so it is reported as lost in flight instead.
+    apart. The message is written in two steps: the body, then, once ``ending`` has recorded
+    that the end is near and the connection is seen to be still open, the final dot on its own.
+    A connection lost before the dot was written is retried: the server cannot have accepted
+    a message whose end it never saw. One lost after it is reported as lost in flight.
+
+    What is left: the dot can be written into the socket after the server has closed the
+    connection but before its close has reached us (the body is only in the kernel's buffers
+    when it is written). Such a message was not accepted but is still reported uncertain: the
+    error can only ever keep a message back, never send it twice.
     """
 
-    def __init__(self, smtp: smtplib.SMTP) -> None:
+    def __init__(self, smtp: smtplib.SMTP, server: str = "the server") -> None:
         self.smtp = smtp
+        self.server = server
 
-    def send(self, sender: str, recipient: str, message: bytes) -> str:
+    def send(
+        self, sender: str, recipient: str, message: bytes, ending: Callable[[], None] = _nothing
+    ) -> str:
         if "\r" in recipient or "\n" in recipient or "\r" in sender or "\n" in sender:
-            raise PermanentFailure(f"refused: line break in address {recipient!r}")
-        smtp = self.smtp
+            raise PermanentFailure(f"refused: line break in address {recipient!r}", bounce=False)
         try:
-            code, text = smtp.mail(sender)
+            mail_from, utf8_sender = smtp_address(sender)
+            rcpt_to, utf8 = smtp_address(recipient)
+        except ValueError as exc:
+            raise PermanentFailure(f"not sent: {exc}", bounce=False) from None
+        smtp = self.smtp
+        if (utf8 or utf8_sender) and not smtp.has_extn("smtputf8"):
+            raise PermanentFailure(
+                f"not sent: {self.server} does not offer SMTPUTF8, which an address with a "
+                "non-ASCII part before @ needs",
+                bounce=False,
+            )
+        try:
+            code, text = smtp.mail(mail_from, ["SMTPUTF8"] if utf8 or utf8_sender else ())
             if code != 250:
                 self._refused(code, text, sender_step=True)
-            code, text = smtp.rcpt(recipient)
+            code, text = smtp.rcpt(rcpt_to)
             if code not in (250, 251):
                 self._refused(code, text)
             code, text = smtp.docmd("DATA")
@@ -162,16 +203,39 @@ class SmtpTransport:
             body = _LEADING_DOT.sub(b"..", message)
             if not body.endswith(b"\r\n"):
                 body += b"\r\n"
-            smtp.send(body + b".\r\n")
+            self._write(body)
         except (smtplib.SMTPServerDisconnected, OSError) as exc:
             raise TemporaryFailure(f"connection lost: {exc}", reconnect=True) from None
+        ending()
+        try:
+            self._check_open()
+            self._write(b".\r\n")
+        except (smtplib.SMTPServerDisconnected, OSError) as exc:
+            reply = f"connection lost before the end of data: {exc}"
+            raise TemporaryFailure(reply, reconnect=True) from None
         try:
             code, text = smtp.getreply()
-        except (smtplib.SMTPServerDisconnected, OSError) as exc:
-            raise LostInFlight(f"connection lost after the message was sent: {exc}") from None
+        except Exception as exc:  # the end of data is out: whatever happens, it may have arrived
+            raise LostInFlight(f"connection lost after the end of data: {exc}") from None
         if code != 250:
             self._refused(code, text)
         return _reply(code, text)
+
+    def _write(self, data: bytes) -> None:
+        if self.smtp.sock is None:
+            raise smtplib.SMTPServerDisconnected("not connected")
+        self.smtp.sock.sendall(data)
+
+    def _check_open(self) -> None:
+        """Raise OSError if the server has already closed the connection (nothing is to be read
+        during DATA but its end or a reset). Under TLS, bytes waiting may be a TLS record, so
+        only the end of the stream counts."""
+        sock = self.smtp.sock
+        if sock is None:
+            raise smtplib.SMTPServerDisconnected("not connected")
+        waiting = select.select([sock], [], [], 0)[0]
+        if waiting and not socket.socket.recv(sock, 1, socket.MSG_PEEK):
+            raise OSError("closed by the server during the data")
 
     def _refused(self, code: int, text: bytes, *, sender_step: bool = False) -> None:
         reply = _reply(code, text)
@@ -213,9 +277,12 @@ class MaildirMailer:
     def open(self) -> MaildirMailer:
         return self
 
-    def send(self, sender: str, recipient: str, message: bytes) -> str:
+    def send(
+        self, sender: str, recipient: str, message: bytes, ending: Callable[[], None] = _nothing
+    ) -> str:
         if "\r" in recipient or "\n" in recipient:
-            raise PermanentFailure(f"refused: line break in address {recipient!r}")
+            raise PermanentFailure(f"refused: line break in address {recipient!r}", bounce=False)
+        ending()
         with self._lock:
             if self._box is None:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -242,6 +309,10 @@ class DeliveryCounts:
     """Temporary failures left pending for the next run."""
     failures: list[tuple[str, str]] = field(default_factory=list)
     """(email, reply) of every failed or uncertain delivery of this run."""
+    stopped: bool = False
+    """The run was asked to stop: what was not claimed yet stays pending."""
+    left: int = 0
+    """Deliveries still pending when the run ended (for the next run)."""
 
     def add(self, status: str, email: str = "", reply: str = "") -> None:
         setattr(self, status, getattr(self, status) + 1)
@@ -262,6 +333,10 @@ class SendOptions:
     max_bounces: int = 3
 
 
+Pause = Callable[[float], bool]
+"""Wait so many seconds; False (at once) when the run is stopping."""
+
+
 class Pacer:
     """Spaces sends ``1/rate`` seconds apart across threads."""
 
@@ -270,13 +345,13 @@ class Pacer:
         self.next = time.monotonic()
         self.lock = threading.Lock()
 
-    def wait(self) -> None:
+    def wait(self, pause: Pause) -> bool:
+        """Wait for this sender's slot; False when the run stops meanwhile."""
         with self.lock:
             now = time.monotonic()
             slot = max(self.next, now)
             self.next = slot + self.interval
-        if slot > now:
-            time.sleep(slot - now)
+        return pause(slot - now) if slot > now else True
 
 
 Compose = Callable[[Issue, Claim], bytes]
@@ -299,24 +374,44 @@ def deliver(
     *,
     progress: Progress | None = None,
     counts: DeliveryCounts | None = None,
+    stop: threading.Event | None = None,
 ) -> DeliveryCounts:
     """Send every pending delivery, each recorded right after the server's answer.
 
-    Deliveries left in flight by a run that died are marked uncertain first, never resent.
-    ``progress`` hears the outcome of each delivery; ``counts`` (a new one by default)
-    adds them up. Raises DeliveryError when the server cannot be used at all (login
-    refused, sender refused); rows not yet sent stay pending.
+    Deliveries left in flight by a run that died are settled first: uncertain if their end of
+    data was written, pending again if not. ``progress`` hears the outcome of each delivery;
+    ``counts`` (a new one by default) adds them up. Once ``stop`` is set, no delivery is
+    claimed any more; the messages on the wire finish (bounded by the transport's timeout)
+    and their replies are recorded. Raises DeliveryError when the server cannot be used at all
+    (unreachable, login or sender refused) and StoreError when the database fails; both say
+    how many were sent and how many are left for the next run, which are kept pending.
     """
     counts = DeliveryCounts() if counts is None else counts
     lock = threading.Lock()
-    stop = threading.Event()
+    halt = threading.Event()
     fatal: list[BaseException] = []
+    unreachable: list[str] = []
+    settled = [0]
     pacer = Pacer(options.rate)
     issues: dict[int, Issue] = {}
+
+    def stopping() -> bool:
+        return halt.is_set() or (stop is not None and stop.is_set())
+
+    def pause(seconds: float) -> bool:
+        end = time.monotonic() + seconds
+        while not stopping():
+            left = end - time.monotonic()
+            if left <= 0:
+                return True
+            halt.wait(min(left, 0.1))
+        return False
 
     def outcome(status: str, email: str = "", reply: str = "") -> None:
         with lock:
             counts.add(status, email, reply)
+            if status != "deferred":
+                settled[0] += 1
         if progress is not None:
             progress.advance(status)
 
@@ -328,114 +423,176 @@ def deliver(
                 issues[issue_id] = found
             return issues[issue_id]
 
+    def connect() -> Transport | None:
+        """A new connection, retried with backoff; None if the server cannot be reached."""
+        last = ""
+        for attempt in range(options.retries + 1):
+            if attempt and not pause(options.backoff * 2 ** (attempt - 1)):
+                return None
+            try:
+                return mailer.open()
+            except TemporaryFailure as exc:
+                last = exc.reply
+        with lock:
+            unreachable.append(last)
+        return None
+
     def work(run_id: int) -> None:
-        transport: Transport | None = None
+        sender = _Sender(options, compose, issue_of, connect, pacer, pause, outcome, now)
         done: tuple[int, str, str] | None = None  # recorded together with the next claim
         try:
-            with store.ledger() as ledger:
-                while not stop.is_set():
+            with store.ledger(run_id) as ledger:
+                # Wait for the slot and the connection first, then claim: a row is in flight
+                # only while its message is really on its way.
+                while not stopping() and pacer.wait(pause):
+                    if sender.transport is None and not sender.reconnect():
+                        break
                     claim = ledger.claim(run_id, now, finished=done)
                     done = None
                     if claim is None:
-                        return
-                    try:
-                        transport, done = _send_one(
-                            ledger,
-                            mailer,
-                            transport,
-                            compose,
-                            issue_of,
-                            claim,
-                            options,
-                            pacer,
-                            now,
-                            outcome,
-                        )
-                    except DeliveryError as exc:
-                        ledger.finish(claim.id, "pending", str(exc), now)
-                        raise
+                        break
+                    done = sender.send(ledger, claim)
                 if done is not None:
                     ledger.finish(*done, now)
         except BaseException as exc:
-            # Anything else (the database gone, a bug) stops every worker; a row it left in
-            # flight is found at the next run and marked uncertain, never resent blindly.
+            # The database gone, the server refusing us, a bug: every worker stops. A row left
+            # in flight is settled at the next run, never resent blindly.
             fatal.append(exc)
-            stop.set()
+            halt.set()
         finally:
-            if transport is not None:
-                transport.close()
+            sender.close()
 
     with store.send_run(now) as run_id:
-        counts.uncertain += store.mark_lost(run_id, now)
+        uncertain, _requeued = store.mark_lost(run_id, now)
+        counts.uncertain += uncertain
         counts.skipped += store.skip_inactive(now)
         pending = store.pending_count()
         if progress is not None:
             progress.start(pending)
-        workers = max(1, min(options.workers, pending))
+        workers = min(options.workers, pending)
         threads = [threading.Thread(target=work, args=(run_id,)) for _ in range(workers)]
         for thread in threads:
             thread.start()
         for thread in threads:
             thread.join()
+    counts.stopped = stop is not None and stop.is_set()
+    counts.left = pending - settled[0]
+    kept = f"{counts.sent:,} sent, {counts.left:,} left for the next run"
     if fatal:
-        raise fatal[0]
+        first = fatal[0]
+        if isinstance(first, StoreError | DeliveryError):
+            raise type(first)(f"{first}; {kept}") from first
+        raise first
+    if workers and len(unreachable) == workers:
+        raise DeliveryError(f"{unreachable[0]}; {kept}")
     return counts
 
 
-def _send_one(
-    store: Ledger,
-    mailer: Mailer,
-    transport: Transport | None,
-    compose: Compose,
-    issue_of: Callable[[int], Issue],
-    claim: Claim,
-    options: SendOptions,
-    pacer: Pacer,
-    now: datetime,
-    outcome: Callable[[str, str, str], None],
-) -> tuple[Transport | None, tuple[int, str, str] | None]:
-    """Send one claimed delivery with retries and record how it ended.
+class _Sender:
+    """One worker's connection and the sending of its claimed deliveries, with retries."""
 
-    Returns the transport to keep using (None when it had to be dropped) and, after a 250,
-    the outcome still to record (with the worker's next claim, or on its own).
-    """
-    try:
-        message = compose(issue_of(claim.issue_id), claim)
-    except Exception as exc:  # a message that cannot be built must not stop the others
-        reply = f"cannot build the message: {exc}"
-        store.finish(claim.id, "failed", reply, now)
-        outcome("failed", claim.email, reply)
-        return transport, None
-    last = ""
-    for attempt in range(options.retries + 1):
-        if attempt:
-            time.sleep(options.backoff * 2 ** (attempt - 1))
+    def __init__(
+        self,
+        options: SendOptions,
+        compose: Compose,
+        issue_of: Callable[[int], Issue],
+        connect: Callable[[], Transport | None],
+        pacer: Pacer,
+        pause: Pause,
+        outcome: Callable[[str, str, str], None],
+        now: datetime,
+    ) -> None:
+        self.options = options
+        self.compose = compose
+        self.issue_of = issue_of
+        self.connect = connect
+        self.pacer = pacer
+        self.pause = pause
+        self.outcome = outcome
+        self.now = now
+        self.transport: Transport | None = None
+
+    def reconnect(self) -> bool:
+        self.close()
+        self.transport = self.connect()
+        return self.transport is not None
+
+    def close(self) -> None:
+        if self.transport is not None:
+            transport, self.transport = self.transport, None
+            transport.close()
+
+    def send(self, ledger: Ledger, claim: Claim) -> tuple[int, str, str] | None:
+        """Send one claimed delivery and record how it ended; after a 250, return the outcome
+        still to record (with the worker's next claim, or on its own).
+
+        Whatever goes wrong with this one message fails this one delivery only (the database
+        failing is not about the message: it stops the run). Between retries the row is given
+        back (pending), so nothing is in flight while the worker waits.
+        """
+        now, options = self.now, self.options
         try:
-            if transport is None:
-                transport = mailer.open()
-            pacer.wait()
-            reply = transport.send(options.sender, claim.email, message)
-        except TemporaryFailure as exc:
-            last = exc.reply
-            if exc.reconnect and transport is not None:
-                transport.close()
-                transport = None
-            continue
-        except PermanentFailure as exc:
-            store.bounce(claim.id, claim.subscriber_id, exc.reply, options.max_bounces, now)
-            outcome("failed", claim.email, exc.reply)
-            return transport, None
-        except LostInFlight as exc:
-            store.finish(claim.id, "uncertain", str(exc), now)
-            outcome("uncertain", claim.email, str(exc))
-            if transport is not None:
-                transport.close()
-            return None, None
-        outcome("sent", claim.email, reply)
-        return transport, (claim.id, "sent", reply)
-    store.finish(claim.id, "pending", last, now)
-    outcome("deferred", claim.email, last)
-    return transport, None
+            message = self.compose(self.issue_of(claim.issue_id), claim)
+        except Exception as exc:  # a message that cannot be built must not stop the others
+            reply = f"cannot build the message: {exc}"
+            ledger.finish(claim.id, "failed", reply, now)
+            self.outcome("failed", claim.email, reply)
+            return None
+        last = ""
+        for attempt in range(options.retries + 1):
+            if attempt and not self._again(ledger, claim, attempt):
+                break
+            ended = False
+
+            def ending() -> None:
+                nonlocal ended
+                ledger.awaiting(claim.id, now)
+                ended = True
+
+            assert self.transport is not None
+            try:
+                reply = self.transport.send(options.sender, claim.email, message, ending)
+            except TemporaryFailure as exc:
+                last = exc.reply
+                if exc.reconnect:
+                    self.close()
+                ledger.finish(claim.id, "pending", last, now)
+                continue
+            except PermanentFailure as exc:
+                if exc.bounce:
+                    bounces = options.max_bounces
+                    ledger.bounce(claim.id, claim.subscriber_id, exc.reply, bounces, now)
+                else:
+                    ledger.finish(claim.id, "failed", exc.reply, now)
+                self.outcome("failed", claim.email, exc.reply)
+                return None
+            except (StoreError, DeliveryError):
+                raise
+            except Exception as exc:
+                self.close()  # the connection is in an unknown state
+                if isinstance(exc, LostInFlight):
+                    status, reply = "uncertain", str(exc)
+                elif ended:  # the end of data may be out
+                    status, reply = "uncertain", f"after the end of data: {exc!r}"
+                else:
+                    status, reply = "failed", f"not sent: {exc!r}"
+                ledger.finish(claim.id, status, reply, now)
+                self.outcome(status, claim.email, reply)
+                return None
+            self.outcome("sent", claim.email, reply)
+            return claim.id, "sent", reply
+        self.outcome("deferred", claim.email, last)  # already given back
+        return None
+
+    def _again(self, ledger: Ledger, claim: Claim, attempt: int) -> bool:
+        """Wait out the backoff, reconnect if needed and take the row back; False when the
+        run stops, the server stays out of reach or another run took the row."""
+        backoff = self.options.backoff * 2 ** (attempt - 1)
+        if not self.pause(backoff) or not self.pacer.wait(self.pause):
+            return False
+        if self.transport is None and not self.reconnect():
+            return False
+        return ledger.reclaim(claim.id, self.now)
 
 
 def envelope_sender(sender: str) -> str:

@@ -29,6 +29,10 @@ class DeliveryError(SyndicateError):
     """Mail could not be handed to the transport at all (not a per-recipient failure)."""
 
 
+class StoreError(SyndicateError):
+    """The state database failed mid-command (connection lost, disk full, read-only file)."""
+
+
 class SchedulerBusyError(SyndicateError):
     """Another scheduler already acts on this state database; only one may."""
 

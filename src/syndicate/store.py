@@ -23,7 +23,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
-from .errors import SyndicateError
+from .errors import StoreError, SyndicateError
 
 metadata = sa.MetaData()
 
@@ -100,14 +100,26 @@ deliveries = sa.Table(
 )
 
 SUBSCRIBER_STATUSES = ("pending", "active", "unsubscribed", "bounced")
-DELIVERY_STATUSES = ("pending", "sending", "sent", "failed", "uncertain", "skipped")
-"""A delivery is ``pending`` until a run claims it; ``sending`` while one message is in flight;
-then ``sent`` (the server said 250), ``failed`` (5xx), ``skipped`` (the reader left first) or
-``uncertain`` (its run died mid-message: it may or may not have arrived, so it is never resent
-without a person deciding)."""
+DELIVERY_STATUSES = ("pending", "sending", "awaiting", "sent", "failed", "uncertain", "skipped")
+"""A delivery is ``pending`` until a run claims it; ``sending`` while its message is being
+written, up to the end of its data; ``awaiting`` once the end of data is about to be written
+(from then on the server may accept it at any moment); then ``sent`` (the server said 250),
+``failed`` (5xx, or the message could not be built or sent at all), ``skipped`` (the reader left
+first, or is a sample reader and a real server is set) or ``uncertain`` (the connection or the
+run died while awaiting the reply: it may or may not have arrived, so it is never resent
+without a person deciding). A run that dies while ``sending`` never finished the message: the
+next run sends it again."""
 
-_RUN_LOCK = 0x53594E44
-"""First key of the PostgreSQL advisory locks that mark a send run as alive."""
+IN_FLIGHT = ("sending", "awaiting")
+
+def _run_lock(db: sa.Connection) -> int:
+    """First key of the PostgreSQL advisory locks that mark a send run as alive, one per schema
+    (run ids count from 1 in each). The run and each of its workers hold it shared, on their
+    own sessions, so a run is dead only when none is left; a worker that lost its session
+    fails at its next statement, before the end of its next data."""
+    schema = db.execute(sa.text("SELECT current_schema()")).scalar()
+    digest = hashlib.sha256(f"syndicate.send:{schema}".encode()).digest()
+    return int.from_bytes(digest[:4], "big", signed=True)
 
 
 def utc(value: datetime) -> datetime:
@@ -163,6 +175,7 @@ class Delivery:
     status: str
     attempts: int
     reply: str | None
+    issue_id: int
     updated_at: datetime
 
 
@@ -213,6 +226,29 @@ _FINISH = (
         status=sa.bindparam("status"), reply=sa.bindparam("reply"), updated_at=sa.bindparam("now")
     )
 )
+
+
+_AWAIT = (
+    sa.update(deliveries)
+    .where(deliveries.c.id == sa.bindparam("delivery_id"))
+    .values(status="awaiting", updated_at=sa.bindparam("now"))
+)
+
+
+def _store_error(exc: BaseException, dialect: str) -> StoreError:
+    """One line for a failed database statement: what failed, in the driver's own words."""
+    orig = getattr(exc, "orig", None) or exc
+    detail = next(iter(str(orig).strip().splitlines()), "") or type(orig).__name__
+    kinds = {c.__name__ for c in type(orig).__mro__}
+    lost = dialect == "postgresql" and bool(kinds & {"OperationalError", "InterfaceError"})
+    return StoreError(f"{'database connection lost' if lost else 'database error'} ({detail})")
+
+
+def _end_session(db: sa.Connection) -> None:
+    """Close a connection's session for good (not back into the pool), and with it the session
+    advisory locks it holds; a session already lost is simply dropped."""
+    with suppress(sa.exc.SQLAlchemyError):
+        db.invalidate()
 
 
 def _audiences(value: Sequence[str]) -> str:
@@ -565,13 +601,22 @@ class Store:
     # -- delivery --------------------------------------------------------------------------
 
     @contextmanager
+    def _database(self) -> Iterator[None]:
+        """Database failures of the send path, as a StoreError that names them in one line."""
+        try:
+            yield
+        except sa.exc.DBAPIError as exc:
+            raise _store_error(exc, self.engine.dialect.name) from exc
+
+    @contextmanager
     def send_run(self, now: datetime) -> Iterator[int]:
         """Register a send run and hold its liveness lock until the block ends.
 
-        PostgreSQL: a session advisory lock per run, so runs proceed side by side and each can
-        tell a dead run's claims from a live one's. SQLite: one run at a time (an exclusive lock
-        on a file beside the database; a second run waits), so every claim found in flight at
-        the start of a run belongs to a dead one.
+        PostgreSQL: a session advisory lock per run, held shared by the run and by each of its
+        workers (``ledger``), so runs proceed side by side and each can tell a dead run's claims
+        from a live one's. SQLite: one run at a time (an exclusive lock on a file beside the
+        database; a second run waits), so every claim found in flight at the start of a run
+        belongs to a dead one.
         """
         lock_file = None
         lock_conn = None
@@ -580,61 +625,84 @@ class Store:
             lock_file = open(f"{database}.send-lock", "a+b")  # noqa: SIM115 (held for the run)
             fcntl.flock(lock_file, fcntl.LOCK_EX)
         try:
-            with self.engine.begin() as db:
-                run_id = db.execute(
-                    sa.insert(send_runs).values(
-                        host=socket.gethostname()[:255], pid=os.getpid(), started_at=now
-                    )
-                ).inserted_primary_key[0]
-            if self.engine.dialect.name == "postgresql":
-                lock_conn = self.engine.connect()
-                lock_conn.execute(sa.select(sa.func.pg_advisory_lock(_RUN_LOCK, run_id)))
-                lock_conn.commit()
+            with self._database():
+                with self.engine.begin() as db:
+                    run_id = db.execute(
+                        sa.insert(send_runs).values(
+                            host=socket.gethostname()[:255], pid=os.getpid(), started_at=now
+                        )
+                    ).inserted_primary_key[0]
+                if self.engine.dialect.name == "postgresql":
+                    lock_conn = self.engine.connect()
+                    key = _run_lock(lock_conn)
+                    lock_conn.execute(sa.select(sa.func.pg_advisory_lock_shared(key, run_id)))
+                    lock_conn.commit()
             yield run_id
-            with self.engine.begin() as db:
+            with self._database(), self.engine.begin() as db:
                 db.execute(
                     sa.update(send_runs).where(send_runs.c.id == run_id).values(finished_at=now)
                 )
         finally:
             if lock_conn is not None:
-                lock_conn.close()  # ends the session, and with it the advisory lock
+                _end_session(lock_conn)
             if lock_file is not None:
                 lock_file.close()  # releases the flock
 
-    def mark_lost(self, run_id: int, now: datetime) -> int:
-        """Mark ``uncertain`` every delivery left in flight by a run that is no longer alive."""
-        with self.engine.connect() as db:
+    def mark_lost(self, run_id: int, now: datetime) -> tuple[int, int]:
+        """Settle the deliveries left in flight by runs that are no longer alive.
+
+        ``awaiting`` ones (the end of data was written, or about to be) become ``uncertain``;
+        ``sending`` ones never got that far, so the server discarded them: pending again.
+        Returns (uncertain, requeued).
+        """
+        with self._database(), self.engine.connect() as db:
             others = (
                 db.execute(
                     sa.select(deliveries.c.run_id)
-                    .where(deliveries.c.status == "sending", deliveries.c.run_id != run_id)
+                    .where(deliveries.c.status.in_(IN_FLIGHT), deliveries.c.run_id != run_id)
                     .distinct()
                 )
                 .scalars()
                 .all()
             )
             dead = []
+            key = _run_lock(db) if others and self.engine.dialect.name == "postgresql" else 0
             for other in others:
                 if self.engine.dialect.name != "postgresql":
                     dead.append(other)
-                elif db.execute(sa.select(sa.func.pg_try_advisory_lock(_RUN_LOCK, other))).scalar():
-                    db.execute(sa.select(sa.func.pg_advisory_unlock(_RUN_LOCK, other)))
+                elif db.execute(sa.select(sa.func.pg_try_advisory_lock(key, other))).scalar():
+                    db.execute(sa.select(sa.func.pg_advisory_unlock(key, other)))
                     dead.append(other)
             db.commit()
         if not dead:
-            return 0
-        with self.engine.begin() as db:
-            result = db.execute(
+            return 0, 0
+        lost = deliveries.c.run_id.in_(dead)
+        with self._database(), self.engine.begin() as db:
+            uncertain = db.execute(
                 sa.update(deliveries)
-                .where(deliveries.c.status == "sending", deliveries.c.run_id.in_(dead))
-                .values(status="uncertain", reply="run ended while in flight", updated_at=now)
-            )
-        return result.rowcount
+                .where(deliveries.c.status == "awaiting", lost)
+                .values(
+                    status="uncertain",
+                    reply="the run ended after the end of data was written, before the reply",
+                    updated_at=now,
+                )
+            ).rowcount
+            requeued = db.execute(
+                sa.update(deliveries)
+                .where(deliveries.c.status == "sending", lost)
+                .values(
+                    status="pending",
+                    run_id=None,
+                    reply="the run ended before the end of data: sent again",
+                    updated_at=now,
+                )
+            ).rowcount
+        return uncertain, requeued
 
     def skip_inactive(self, now: datetime) -> int:
         """Pending deliveries of readers who left (or were removed) since the issue: skipped."""
         active = sa.select(subscribers.c.id).where(subscribers.c.status == "active")
-        with self.engine.begin() as db:
+        with self._database(), self.engine.begin() as db:
             result = db.execute(
                 sa.update(deliveries)
                 .where(deliveries.c.status == "pending", deliveries.c.subscriber_id.not_in(active))
@@ -642,29 +710,63 @@ class Store:
             )
         return result.rowcount
 
+    def skip_consent_source(self, source: str, reply: str, now: datetime) -> int:
+        """Pending deliveries of the readers added with consent source ``source``: skipped."""
+        readers = sa.select(subscribers.c.id).where(subscribers.c.consent_source == source)
+        with self._database(), self.engine.begin() as db:
+            result = db.execute(
+                sa.update(deliveries)
+                .where(deliveries.c.status == "pending", deliveries.c.subscriber_id.in_(readers))
+                .values(status="skipped", reply=reply, updated_at=now)
+            )
+        return result.rowcount
+
+    def remove_consent_source(self, source: str) -> int:
+        """Delete every reader added with consent source ``source`` (the ledger keeps its rows)."""
+        with self.engine.begin() as db:
+            result = db.execute(
+                sa.delete(subscribers).where(subscribers.c.consent_source == source)
+            )
+        return result.rowcount
+
     def pending_count(self) -> int:
-        with self.engine.connect() as db:
+        with self._database(), self.engine.connect() as db:
             return db.execute(
                 sa.select(sa.func.count()).where(deliveries.c.status == "pending")
             ).scalar_one()
 
     @contextmanager
-    def ledger(self) -> Iterator[Ledger]:
-        """One delivery worker's own connection, held for its whole run."""
-        with self.engine.connect() as db:
-            yield Ledger(db, self._write_lock)
+    def ledger(self, run_id: int) -> Iterator[Ledger]:
+        """One delivery worker's own connection, held for its whole run; on PostgreSQL it holds
+        the run's liveness lock too, so the run is alive for others as long as it can record."""
+        with self._database(), self.engine.connect() as db:
+            if self.engine.dialect.name != "postgresql":
+                yield Ledger(db, self._write_lock)
+                return
+            try:
+                db.execute(sa.select(sa.func.pg_advisory_lock_shared(_run_lock(db), run_id)))
+                db.commit()
+                yield Ledger(db, self._write_lock)
+            finally:
+                _end_session(db)
 
-    def delivery_counts(self) -> dict[tuple[str, str], int]:
-        """(issue key, status) → number of deliveries."""
+    def delivery_counts(self) -> dict[tuple[int, str, str], int]:
+        """(issue id, issue key, status) → number of deliveries."""
         query = (
-            sa.select(issues.c.key, deliveries.c.status, sa.func.count())
+            sa.select(issues.c.id, issues.c.key, deliveries.c.status, sa.func.count())
             .join(issues, issues.c.id == deliveries.c.issue_id)
-            .group_by(issues.c.key, deliveries.c.status)
+            .group_by(issues.c.id, issues.c.key, deliveries.c.status)
         )
         with self.engine.connect() as db:
-            return {(key, status): n for key, status, n in db.execute(query)}
+            return {(i, key, status): n for i, key, status, n in db.execute(query)}
 
-    def deliveries(self, status: str | None = None) -> list[Delivery]:
+    def deliveries(
+        self,
+        status: str | None = None,
+        *,
+        ids: Sequence[int] | None = None,
+        issue_id: int | None = None,
+    ) -> list[Delivery]:
         query = (
             sa.select(
                 deliveries.c.id,
@@ -674,6 +776,7 @@ class Store:
                 deliveries.c.status,
                 deliveries.c.attempts,
                 deliveries.c.reply,
+                deliveries.c.issue_id,
                 deliveries.c.updated_at,
             )
             .join(issues, issues.c.id == deliveries.c.issue_id)
@@ -681,6 +784,10 @@ class Store:
         )
         if status is not None:
             query = query.where(deliveries.c.status == status)
+        if ids is not None:
+            query = query.where(deliveries.c.id.in_(ids))
+        if issue_id is not None:
+            query = query.where(deliveries.c.issue_id == issue_id)
         with self.engine.connect() as db:
             rows = db.execute(query).all()
         return [Delivery(*row[:-1], updated_at=utc(row.updated_at)) for row in rows]
@@ -691,7 +798,7 @@ class Store:
             result = db.execute(
                 sa.update(deliveries)
                 .where(deliveries.c.status == "uncertain", deliveries.c.id.in_(delivery_ids))
-                .values(status="pending", updated_at=now)
+                .values(status="pending", run_id=None, updated_at=now)
             )
         return result.rowcount
 
@@ -718,41 +825,58 @@ class _Compiled:
 
 
 class Ledger:
-    """The per-message statements of delivery, on one worker's connection: claim a row, then
-    record its outcome. Each call is one short transaction."""
+    """The per-message statements of delivery, on one worker's connection: claim a row, mark
+    the end of its data, record its outcome. Each call is one short transaction; a database
+    failure is raised as a StoreError."""
 
     def __init__(self, db: sa.Connection, lock: AbstractContextManager) -> None:
         self.db = db
         self._lock = lock
         self._raw = db.connection.dbapi_connection
+        self._dialect = db.dialect.name
+        self._errors = (db.dialect.loaded_dbapi.Error, sa.exc.DBAPIError)
         self._claim = _Compiled(_CLAIM, db.dialect)
         self._finish = _Compiled(_FINISH, db.dialect)
+        self._await = _Compiled(_AWAIT, db.dialect)
 
-    def _run(self, finished: tuple[int, str, str] | None, claim: int | None, now: datetime):
+    def _run(
+        self,
+        finished: tuple[int, str, str] | None,
+        claim: int | None,
+        now: datetime,
+        awaiting: int | None = None,
+    ):
         with self._lock:
-            cursor = self._raw.cursor()
             try:
-                if finished is not None:
-                    delivery_id, status, reply = finished
-                    self._finish.run(
-                        cursor,
-                        {
-                            "delivery_id": delivery_id,
-                            "status": status,
-                            "reply": reply[:2000],
-                            "now": now,
-                        },
-                    )
-                row = None
-                if claim is not None:
-                    self._claim.run(cursor, {"run_id": claim, "now": now})
-                    row = cursor.fetchone()
-                self._raw.commit()
-            except BaseException:
-                self._raw.rollback()
-                raise
-            finally:
-                cursor.close()
+                cursor = self._raw.cursor()
+                try:
+                    if finished is not None:
+                        delivery_id, status, reply = finished
+                        self._finish.run(
+                            cursor,
+                            {
+                                "delivery_id": delivery_id,
+                                "status": status,
+                                "reply": reply[:2000],
+                                "now": now,
+                            },
+                        )
+                    if awaiting is not None:
+                        self._await.run(cursor, {"delivery_id": awaiting, "now": now})
+                    row = None
+                    if claim is not None:
+                        self._claim.run(cursor, {"run_id": claim, "now": now})
+                        row = cursor.fetchone()
+                    self._raw.commit()
+                except BaseException:
+                    with suppress(*self._errors):
+                        self._raw.rollback()
+                    raise
+                finally:
+                    with suppress(*self._errors):
+                        cursor.close()
+            except self._errors as exc:
+                raise _store_error(exc, self._dialect) from exc
         return row
 
     def claim(
@@ -768,15 +892,37 @@ class Ledger:
         row = self._run(finished, run_id, now)
         return Claim(*row) if row else None
 
+    def awaiting(self, delivery_id: int, now: datetime) -> None:
+        """The end of data is about to be written: from now on the message may be accepted."""
+        self._run(None, None, now, awaiting=delivery_id)
+
     def finish(self, delivery_id: int, status: str, reply: str, now: datetime) -> None:
         """Record the outcome of one claimed delivery, in its own transaction."""
         self._run((delivery_id, status, reply), None, now)
+
+    def reclaim(self, delivery_id: int, now: datetime) -> bool:
+        """Take back a delivery this worker gave back for a retry; False if it is not pending
+        any more (another run took it)."""
+        with self._lock, self._statements(), self.db.begin():
+            result = self.db.execute(
+                sa.update(deliveries)
+                .where(deliveries.c.id == delivery_id, deliveries.c.status == "pending")
+                .values(status="sending", attempts=deliveries.c.attempts + 1, updated_at=now)
+            )
+        return result.rowcount == 1
+
+    @contextmanager
+    def _statements(self) -> Iterator[None]:
+        try:
+            yield
+        except self._errors as exc:
+            raise _store_error(exc, self._dialect) from exc
 
     def bounce(
         self, delivery_id: int, subscriber_id: int, reply: str, max_bounces: int, now: datetime
     ) -> None:
         """A permanent failure: the delivery fails and the reader is bounced after max_bounces."""
-        with self._lock, self.db.begin():
+        with self._lock, self._statements(), self.db.begin():
             self.db.execute(
                 sa.update(deliveries)
                 .where(deliveries.c.id == delivery_id)

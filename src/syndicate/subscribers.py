@@ -8,6 +8,7 @@ import csv
 import io
 from collections.abc import Collection, Sequence
 
+import idna
 from email_validator import EmailNotValidError, validate_email
 
 from .model import Diagnostic, Severity
@@ -24,6 +25,27 @@ def normalise_email(value: str) -> str:
         return validate_email(value, check_deliverability=False).normalized
     except EmailNotValidError as exc:
         raise ValueError(f"invalid email address {value!r}: {exc}") from None
+
+
+def smtp_address(address: str) -> tuple[str, bool]:
+    """The address as it travels over SMTP and in the To header: an international domain in
+    its IDNA (punycode) form, which every server takes; and whether the local part is not
+    ASCII, which only a server that offers SMTPUTF8 can deliver. ValueError when the domain
+    has no IDNA form."""
+    if address.isascii():
+        return address, False
+    local, _, domain = address.rpartition("@")
+    if not domain.isascii():
+        try:
+            domain = idna.encode(domain, uts46=True).decode("ascii")
+        except idna.IDNAError as exc:
+            raise ValueError(f"{address!r}: the domain has no IDNA form ({exc})") from None
+    return f"{local}@{domain}", not local.isascii()
+
+
+SMTPUTF8_WARNING = (
+    "the part before @ is not ASCII: only mail servers that offer SMTPUTF8 can deliver to it"
+)
 
 
 def check_reader(
@@ -53,7 +75,8 @@ def read_subscriber_csv(
     text: str, source: str, *, langs: Collection[str], known: Collection[str]
 ) -> tuple[list[Row], list[Diagnostic]]:
     """Rows of a CSV file with a header ``email,lang,audiences``; every bad row is reported
-    with its line number, and an address listed twice is an error (which line would win?)."""
+    with its line number, and an address listed twice is an error (which line would win?).
+    An address that needs SMTPUTF8 is kept, with a warning."""
     problems: list[Diagnostic] = []
 
     def problem(line: int | None, message: str) -> None:
@@ -89,4 +112,7 @@ def read_subscriber_csv(
             continue
         seen[row[0]] = start
         rows.append(row)
+        if not row[0].rpartition("@")[0].isascii():
+            warning = f"{row[0]}: {SMTPUTF8_WARNING}"
+            problems.append(Diagnostic(source, start, Severity.WARNING, warning))
     return rows, problems
