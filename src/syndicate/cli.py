@@ -13,6 +13,7 @@ import logging
 import os
 import signal
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -160,22 +161,33 @@ def run(config: Config, articles: Path | None, once: bool, standby: bool, log_js
         config = config.model_copy(
             update={"site": config.site.model_copy(update={"articles": articles})}
         )
-    scheduler = Scheduler(config, default_jobs(config))
+    stop = threading.Event()  # set by SIGTERM/SIGINT: a send in progress drains
+    scheduler = Scheduler(config, default_jobs(config, stop))
     with logging_to_stderr(log_json):
         if not once:
-            run_scheduler(scheduler, standby=standby)  # does not return: it exits the process
-        found = load_articles(config, articles)
-        print_summary(found, config)
-        now = datetime.now(UTC)
-        previews = config.path(config.email.outbox) / "preview"
-        written = write_previews(config, found, previews, now=now)
-        click.echo(f"{len(written)} digest preview file(s) in {previews}", err=True)
-        demo = add_sample_readers_once(config, now)
-        ok = scheduler.run_once()  # the feed rebuild and the digests now due, under the lock
-        click.echo(f"feeds in {config.path(config.feeds.out)}", err=True)
-        if demo:  # a first run with no mail server: show the whole path now, not when due
-            ok = send_now(config, now) == 0 and ok
+            # does not return: it exits the process
+            run_scheduler(scheduler, standby=standby, stop=stop)
+        with stopping_on_signals(stop, config.smtp.timeout):
+            ok = run_once(config, scheduler, articles, stop)
     sys.exit(0 if ok else 1)
+
+
+def run_once(
+    config: Config, scheduler: Scheduler, articles: Path | None, stop: threading.Event
+) -> bool:
+    """``run --once``: previews, the sample readers of a first run, what is due now."""
+    found = load_articles(config, articles)
+    print_summary(found, config)
+    now = datetime.now(UTC)
+    previews = config.path(config.email.outbox) / "preview"
+    written = write_previews(config, found, previews, now=now)
+    click.echo(f"{len(written)} digest preview file(s) in {previews}", err=True)
+    demo = add_sample_readers_once(config, now)
+    ok = scheduler.run_once()  # the feed rebuild and the digests now due, under the lock
+    click.echo(f"feeds in {config.path(config.feeds.out)}", err=True)
+    if demo:  # a first run with no mail server: show the whole path now, not when due
+        ok = send_now(config, now, stop=stop) == 0 and ok
+    return ok
 
 
 def add_sample_readers_once(config: Config, now: datetime) -> int:
@@ -195,12 +207,23 @@ def add_sample_readers_once(config: Config, now: datetime) -> int:
 
 
 def run_scheduler(
-    scheduler: Scheduler, *, standby: bool = False, poll_seconds: float = 10.0
+    scheduler: Scheduler,
+    *,
+    standby: bool = False,
+    poll_seconds: float = 10.0,
+    stop: threading.Event | None = None,
 ) -> None:
     """Act as the scheduler until SIGTERM or SIGINT, then exit 0 within the stop bound
-    (1 if the lock was lost, so that the service manager restarts the process)."""
+    (1 if the lock was lost, so that the service manager restarts the process). ``stop`` is
+    set too, so that a send in progress takes no new delivery and drains."""
+
+    def request_stop(*_: Any) -> None:
+        if stop is not None:
+            stop.set()
+        scheduler.request_stop()
+
     for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, lambda *_: scheduler.request_stop())
+        signal.signal(signum, request_stop)
     scheduler.run(standby=standby, poll_seconds=poll_seconds)
     status = 1 if scheduler.lost_lock else 0  # lost lock: let the service manager restart us
     if scheduler.interrupted:
@@ -226,11 +249,11 @@ def schedule(config: Config) -> None:
         click.echo(f"{row.id:{width}}  {when:28}  {row.trigger}{note}")
 
 
-def default_jobs(config: Config) -> Jobs:
+def default_jobs(config: Config, stop: threading.Event | None = None) -> Jobs:
     """What the schedule triggers: the pipeline's feed rebuild and digest send.
 
     The one place the scheduler is joined to the pipeline; the scheduler itself only knows
-    the ``Jobs`` interface.
+    the ``Jobs`` interface. Once ``stop`` is set, a send takes no new delivery.
     """
     from .scheduler import Jobs, Report
 
@@ -258,6 +281,7 @@ def default_jobs(config: Config) -> Jobs:
                 store=store,
                 langs=job.languages or None,
                 audiences=job.audiences or None,
+                stop=stop,
             )
         finally:
             store.close()
@@ -448,6 +472,35 @@ class _Bar:
         self.progress.advance(self.task)
 
 
+@contextlib.contextmanager
+def stopping_on_signals(stop: threading.Event, timeout: float) -> Iterator[None]:
+    """SIGTERM and SIGINT set ``stop``: a send takes no new delivery and lets the messages on
+    the wire finish. A second signal acts as it did before. Outside the main thread (where no
+    handler can be set) nothing changes."""
+    signals = (signal.SIGTERM, signal.SIGINT)
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    saved = {signum: signal.getsignal(signum) for signum in signals}
+
+    def handler(signum: int, _frame: Any) -> None:
+        stop.set()
+        for each in signals:
+            signal.signal(each, saved[each])
+        click.echo(
+            f"stopping: no new deliveries; the messages on the wire finish (at most {timeout:g} s)",
+            err=True,
+        )
+
+    for signum in signals:
+        signal.signal(signum, handler)
+    try:
+        yield
+    finally:
+        for signum in signals:
+            signal.signal(signum, saved[signum])
+
+
 def send_now(
     config: Config,
     now: datetime,
@@ -455,18 +508,26 @@ def send_now(
     langs: tuple[str, ...] = (),
     audiences: tuple[str, ...] = (),
     dry_run: bool = False,
+    stop: threading.Event | None = None,
 ) -> int:
-    """Issue and deliver the due digests with a progress bar and a summary; the exit status."""
+    """Issue and deliver the due digests with a progress bar and a summary; the exit status.
+
+    SIGTERM or SIGINT stops it cleanly (exit 0 unless a delivery failed): what is on the wire
+    finishes and is recorded, the rest stays for the next run.
+    """
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
     from .pipeline import open_mailer, send_digests
     from .store import open_store
 
+    stop = threading.Event() if stop is None else stop
     store = open_store(config.database_url)
     try:
         columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn())
-        with Progress(*columns, console=Console(stderr=True), transient=True) as progress:
+        console = Console(stderr=True)
+        bar = Progress(*columns, console=console, transient=True, disable=not console.is_terminal)
+        with stopping_on_signals(stop, config.smtp.timeout), bar as progress:
             report = send_digests(
                 config,
                 now,
@@ -476,11 +537,19 @@ def send_now(
                 audiences=audiences or None,
                 dry_run=dry_run,
                 progress=_Bar(progress),
+                stop=stop,
             )
     finally:
         store.close()
     for problem in report.problems:
         click.echo(str(problem), err=True)
+    if report.samples:
+        click.echo(
+            f"{report.samples} sample reader(s) (added by the first `syndicate run --once`) are "
+            "not sent to through an SMTP server; `syndicate subscribers remove --samples` "
+            "removes them",
+            err=True,
+        )
     verb = "would issue" if dry_run else "issued"
     for key, readers in report.issues:
         click.echo(f"{verb} {key} to {readers} reader(s)", err=True)
@@ -490,13 +559,16 @@ def send_now(
         click.echo(f"{report.pending} delivery(ies) pending; nothing sent (dry run)", err=True)
         return 0
     click.echo(
-        f"sent {report.sent}, failed {report.failed}, uncertain {report.uncertain}, "
-        f"skipped {report.skipped}, left for the next run {report.deferred}",
+        f"{'stopped: ' if report.stopped else ''}sent {report.sent:,}, failed {report.failed:,}, "
+        f"uncertain {report.uncertain:,}, skipped {report.skipped:,}, "
+        f"left for the next run {report.left:,}",
         err=True,
     )
     if report.uncertain:
         click.echo("uncertain deliveries are never resent blindly: see `syndicate send --status`")
-    return 1 if report.failed or report.uncertain or report.deferred else 0
+    if report.failed or report.uncertain:
+        return 1
+    return 0 if report.stopped else int(bool(report.deferred))
 
 
 @main.command()
@@ -507,6 +579,7 @@ def send_now(
 )
 @click.option("--dry-run", is_flag=True, help="Show what would be issued; record and send nothing.")
 @click.option("--status", "show_status", is_flag=True, help="List issues and uncertain deliveries.")
+@click.option("--json", "as_json", is_flag=True, help="With --status: one JSON document on stdout.")
 @click.option(
     "--resend",
     type=int,
@@ -514,52 +587,127 @@ def send_now(
     metavar="ID",
     help="Queue an uncertain delivery again, once you know it did not arrive (repeatable).",
 )
+@click.option(
+    "--resend-uncertain",
+    is_flag=True,
+    help="Queue every uncertain delivery again (of one issue with --issue), once you checked.",
+)
+@click.option("--issue", "issue_id", type=int, metavar="N", help="With --resend-uncertain.")
 def send(
     config: Config,
     langs: tuple[str, ...],
     audiences: tuple[str, ...],
     dry_run: bool,
     show_status: bool,
+    as_json: bool,
     resend: tuple[int, ...],
+    resend_uncertain: bool,
+    issue_id: int | None,
 ) -> None:
     """Issue the digests with new content and deliver them: each reader gets each one once."""
     from .store import open_store
 
+    if as_json and not show_status:
+        raise click.UsageError("--json goes with --status")
+    if issue_id is not None and not resend_uncertain:
+        raise click.UsageError("--issue goes with --resend-uncertain")
     now = datetime.now(UTC)
-    if not (show_status or resend):
+    if not (show_status or resend or resend_uncertain):
         sys.exit(send_now(config, now, langs=langs, audiences=audiences, dry_run=dry_run))
     store = open_store(config.database_url)
     try:
+        status = 0
         if resend:
-            queued = store.resend_uncertain(resend, now)
-            click.echo(f"{queued} uncertain delivery(ies) queued again", err=True)
+            status = requeue(store, resend, now)
+        if resend_uncertain:
+            lost = store.deliveries("uncertain", issue_id=issue_id)
+            queued = store.resend_uncertain([d.id for d in lost], now)
+            of = f" of issue {issue_id}" if issue_id is not None else ""
+            click.echo(f"{queued} uncertain delivery(ies){of} queued again", err=True)
         if show_status:
-            print_send_status(store)
+            if as_json:
+                click.echo(json.dumps(send_status(store), ensure_ascii=False, indent=2))
+            else:
+                print_send_status(store)
     finally:
         store.close()
+    sys.exit(status)
+
+
+def requeue(store: Any, ids: tuple[int, ...], now: datetime) -> int:
+    """Queue the given uncertain deliveries again; refuse (exit 1, nothing queued) when one is
+    unknown or not uncertain."""
+    found = {d.id: d.status for d in store.deliveries(ids=ids)}
+    unknown = [str(i) for i in ids if i not in found]
+    settled = [f"{i} ({found[i]})" for i in ids if i in found and found[i] != "uncertain"]
+    if unknown or settled:
+        if unknown:
+            click.echo(f"no such delivery: {', '.join(unknown)}", err=True)
+        if settled:
+            click.echo(f"not uncertain, so not resent: {', '.join(settled)}", err=True)
+        click.echo("nothing queued", err=True)
+        return 1
+    queued = store.resend_uncertain(ids, now)
+    click.echo(f"{queued} uncertain delivery(ies) queued again", err=True)
+    return 0
+
+
+_STATUSES = ("pending", "sending", "awaiting", "sent", "failed", "uncertain", "skipped")
+
+
+def send_status(store: Any) -> dict[str, Any]:
+    """The ``send --status --json`` contract: deliveries per issue, then the uncertain ones."""
+    counts = store.delivery_counts()
+    issues = sorted({(issue_id, key) for issue_id, key, _ in counts})
+    return {
+        "issues": [
+            {
+                "id": issue_id,
+                "key": key,
+                "deliveries": {s: counts.get((issue_id, key, s), 0) for s in _STATUSES},
+            }
+            for issue_id, key in issues
+        ],
+        "uncertain": [
+            {
+                "id": d.id,
+                "issue": d.issue_id,
+                "issue_key": d.issue_key,
+                "email": d.email,
+                "message_id": d.message_id,
+                "since": d.updated_at.isoformat(),
+                "reason": d.reply,
+            }
+            for d in store.deliveries("uncertain")
+        ],
+    }
 
 
 def print_send_status(store: Any) -> None:
+    """The status as tables that fit the terminal (long cells wrap inside their column)."""
     from rich.console import Console
     from rich.table import Table
 
-    counts = store.delivery_counts()
-    statuses = ("pending", "sending", "sent", "failed", "uncertain", "skipped")
+    status = send_status(store)
+    console = Console()
     table = Table(title="deliveries per issue")
-    for column in ("issue", *statuses):
-        table.add_column(column)
-    for key in sorted({key for key, _ in counts}):
-        table.add_row(key, *(str(counts.get((key, status), 0)) for status in statuses))
-    console = Console(soft_wrap=True)
+    table.add_column("id", justify="right")
+    table.add_column("issue", overflow="fold")
+    for name in _STATUSES:
+        table.add_column(name, justify="right")
+    for issue in status["issues"]:
+        counts = issue["deliveries"]
+        table.add_row(str(issue["id"]), issue["key"], *(str(counts[s]) for s in _STATUSES))
     console.print(table, markup=False)
-    uncertain = store.deliveries("uncertain")
-    if uncertain:
+    if status["uncertain"]:
         table = Table(title="uncertain: may or may not have arrived (send --resend ID to requeue)")
-        for column in ("id", "issue", "email", "message-id", "since", "reason"):
-            table.add_column(column)
-        for d in uncertain:
+        table.add_column("id", justify="right")
+        table.add_column("issue", justify="right")
+        for column in ("email", "message-id", "since", "reason"):
+            table.add_column(column, overflow="fold")
+        for d in status["uncertain"]:
             table.add_row(
-                str(d.id), d.issue_key, d.email, d.message_id, d.updated_at.isoformat(), d.reply
+                str(d["id"]), str(d["issue"]), d["email"], d["message_id"], d["since"], d["reason"]
             )
         console.print(table, markup=False)
 
@@ -668,12 +816,27 @@ def subscribers_list(config: Config, as_json: bool, status: str | None) -> None:
 
 @subscribers.command("remove")
 @with_config
-@click.argument("email")
-def subscribers_remove(config: Config, email: str) -> None:
+@click.argument("email", required=False)
+@click.option(
+    "--samples", is_flag=True, help="Remove the sample readers the first `run --once` added."
+)
+def subscribers_remove(config: Config, email: str | None, samples: bool) -> None:
     """Delete a reader and their address (the delivery ledger keeps what was sent)."""
+    from .pipeline import SAMPLE_SOURCE
     from .store import open_store
     from .subscribers import normalise_email
 
+    if samples == (email is not None):
+        raise click.UsageError("give either an EMAIL or --samples")
+    if samples:
+        store = open_store(config.database_url)
+        try:
+            removed = store.remove_consent_source(SAMPLE_SOURCE)
+        finally:
+            store.close()
+        click.echo(f"removed {removed} sample reader(s)")
+        return
+    assert email is not None
     try:
         address = normalise_email(email)
     except ValueError as exc:

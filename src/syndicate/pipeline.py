@@ -11,6 +11,7 @@ import hashlib
 import json
 import os
 import tempfile
+import threading
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -528,6 +529,8 @@ class SendReport(DeliveryCounts):
     """Deliveries waiting (dry run only: nothing is sent)."""
     problems: tuple[Diagnostic, ...] = ()
     """Article files that could not be read (the others were still used)."""
+    samples: int = 0
+    """Sample readers left out because a real SMTP server is set."""
 
 
 def open_mailer(config: Config) -> Mailer:
@@ -646,19 +649,27 @@ def send_digests(
     audiences: Iterable[str] | None = None,
     dry_run: bool = False,
     progress: Progress | None = None,
+    stop: threading.Event | None = None,
 ) -> SendReport:
     """Issue every digest variant with new content and deliver what is pending.
 
     An issue and its delivery rows are committed together before any message leaves; a rerun
     after a crash sends what is still pending, from the stored issue, and never re-issues the
     same content. Pending deliveries of earlier runs are sent too, whatever the filters.
-    ``dry_run`` reports what would be issued and writes nothing.
+    ``dry_run`` reports what would be issued and writes nothing. Once ``stop`` is set, no
+    more deliveries start (see ``deliver``). The sample readers of a first run are never sent
+    to through a real SMTP server.
     """
     # A digest shows titles, dates and takeaways: the summaries hold them.
     articles = read_articles(config.path(config.site.articles), config.profiles, bodies=False)
     report = SendReport(problems=articles.problems)
     domain = _domain(config.email.sender)
-    readers = variants(store.subscribers("active"), langs, audiences)
+    active = list(store.subscribers("active"))
+    if config.smtp.url:
+        real = [r for r in active if r.consent_source != SAMPLE_SOURCE]
+        report.samples = len(active) - len(real)
+        active = real
+    readers = variants(active, langs, audiences)
     for (lang, chosen), group in readers.items():
         digest = select_digest(articles, lang, chosen, sent=store.sent_articles(lang, chosen))
         if digest is None:
@@ -721,11 +732,17 @@ def send_digests(
         backoff=smtp.retry_backoff,
         max_bounces=smtp.max_bounces,
     )
-    deliver(store, mailer, compose, options, now, progress=progress, counts=report)
+    if config.smtp.url:
+        report.skipped += store.skip_consent_source(
+            SAMPLE_SOURCE, "sample reader: not sent through an SMTP server", now
+        )
+    deliver(store, mailer, compose, options, now, progress=progress, counts=report, stop=stop)
     return report
 
 
 SAMPLE_AUDIENCES = (("architects",), ("cost", "procurement"), ("strategy", "ecosystem"))
+SAMPLE_SOURCE = "sample"
+"""The consent source of the sample readers: ``subscribers remove --samples`` removes them."""
 
 
 def add_sample_readers(config: Config, store: Store, now: datetime) -> int:
@@ -738,5 +755,7 @@ def add_sample_readers(config: Config, store: Store, now: datetime) -> int:
         for lang in config.site.languages
         for chosen in SAMPLE_AUDIENCES
     ]
-    added, _ = store.import_subscribers(rows, status="active", consent_source="sample", now=now)
+    added, _ = store.import_subscribers(
+        rows, status="active", consent_source=SAMPLE_SOURCE, now=now
+    )
     return added

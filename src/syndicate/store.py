@@ -112,6 +112,7 @@ next run sends it again."""
 
 IN_FLIGHT = ("sending", "awaiting")
 
+
 def _run_lock(db: sa.Connection) -> int:
     """First key of the PostgreSQL advisory locks that mark a send run as alive, one per schema
     (run ids count from 1 in each). The run and each of its workers hold it shared, on their
