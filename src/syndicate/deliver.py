@@ -390,7 +390,6 @@ def deliver(
     lock = threading.Lock()
     halt = threading.Event()
     fatal: list[BaseException] = []
-    unreachable: list[str] = []
     settled = [0]
     pacer = Pacer(options.rate)
     issues: dict[int, Issue] = {}
@@ -423,8 +422,9 @@ def deliver(
                 issues[issue_id] = found
             return issues[issue_id]
 
-    def connect() -> Transport | None:
-        """A new connection, retried with backoff; None if the server cannot be reached."""
+    def connect() -> Transport | str | None:
+        """A new connection, retried with backoff; else why the server cannot be reached, or
+        None when the run stops meanwhile."""
         last = ""
         for attempt in range(options.retries + 1):
             if attempt and not pause(options.backoff * 2 ** (attempt - 1)):
@@ -433,12 +433,14 @@ def deliver(
                 return mailer.open()
             except TemporaryFailure as exc:
                 last = exc.reply
-        with lock:
-            unreachable.append(last)
-        return None
+        return last
+
+    senders: list[_Sender] = []
 
     def work(run_id: int) -> None:
         sender = _Sender(options, compose, issue_of, connect, pacer, pause, outcome, now)
+        with lock:
+            senders.append(sender)
         done: tuple[int, str, str] | None = None  # recorded together with the next claim
         try:
             with store.ledger(run_id) as ledger:
@@ -483,7 +485,8 @@ def deliver(
         if isinstance(first, StoreError | DeliveryError):
             raise type(first)(f"{first}; {kept}") from first
         raise first
-    if workers and len(unreachable) == workers:
+    unreachable = [sender.unreachable for sender in senders if sender.unreachable]
+    if workers and len(unreachable) == workers:  # no worker could connect any more
         raise DeliveryError(f"{unreachable[0]}; {kept}")
     return counts
 
@@ -496,7 +499,7 @@ class _Sender:
         options: SendOptions,
         compose: Compose,
         issue_of: Callable[[int], Issue],
-        connect: Callable[[], Transport | None],
+        connect: Callable[[], Transport | str | None],
         pacer: Pacer,
         pause: Pause,
         outcome: Callable[[str, str, str], None],
@@ -511,10 +514,19 @@ class _Sender:
         self.outcome = outcome
         self.now = now
         self.transport: Transport | None = None
+        self.unreachable = ""
+        """Why the server could not be reached, once this worker gave up on it."""
 
     def reconnect(self) -> bool:
+        """A new connection; False when the server is out of reach or the run stops."""
         self.close()
-        self.transport = self.connect()
+        if self.unreachable:
+            return False
+        got = self.connect()
+        if isinstance(got, str):
+            self.unreachable = got
+        elif got is not None:
+            self.transport = got
         return self.transport is not None
 
     def close(self) -> None:
@@ -566,7 +578,10 @@ class _Sender:
                     ledger.finish(claim.id, "failed", exc.reply, now)
                 self.outcome("failed", claim.email, exc.reply)
                 return None
-            except (StoreError, DeliveryError):
+            except StoreError:
+                raise
+            except DeliveryError as exc:  # the server refuses us: give the row back, stop
+                ledger.finish(claim.id, "pending", str(exc), now)
                 raise
             except Exception as exc:
                 self.close()  # the connection is in an unknown state
