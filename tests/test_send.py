@@ -155,18 +155,24 @@ def test_without_smtputf8_only_the_reader_who_needs_it_fails(
     assert set(inbox.counts()) == {"idn@xn--bcher-kva.example", "plain@example.com"}
 
 
-def test_an_import_warns_about_addresses_that_need_smtputf8() -> None:
-    rows, problems = read_subscriber_csv(
-        "email,lang,audiences\njosé@bücher.example,en,cost\nidn@bücher.example,en,cost\n",
-        "readers.csv",
-        langs=["en"],
-        known=["cost"],
-    )
+def test_an_import_warns_about_addresses_that_need_smtputf8(
+    tmp_path: Path, database_url: str
+) -> None:
+    text = "email,lang,audiences\njosé@bücher.example,en,cost\nidn@bücher.example,en,cost\n"
+    rows, problems = read_subscriber_csv(text, "readers.csv", langs=["en"], known=["cost"])
     assert [r[0] for r in rows] == ["josé@bücher.example", "idn@bücher.example"]
-    assert [str(p) for p in problems] == [
-        "readers.csv:2: warning: josé@bücher.example: the part before @ is not ASCII: only mail "
-        "servers that offer SMTPUTF8 can deliver to it"
-    ]
+    warning = (
+        "warning: josé@bücher.example: the part before @ is not ASCII: only mail servers that "
+        "offer SMTPUTF8 can deliver to it"
+    )
+    assert [str(p) for p in problems] == [f"readers.csv:2: {warning}"]
+
+    (tmp_path / "readers.csv").write_text(text, "utf-8")
+    path = _config_file(tmp_path, database_url, 25)
+    command = ["subscribers", "import", str(tmp_path / "readers.csv"), "--config", str(path)]
+    result = CliRunner().invoke(main, command)
+    assert result.exit_code == 0 and result.stdout == "2 added, 0 updated, 0 unchanged\n"
+    assert result.stderr == f"{tmp_path / 'readers.csv'}:2: {warning}\n"
 
 
 # -- sample readers ------------------------------------------------------------------------

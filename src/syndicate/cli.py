@@ -218,8 +218,10 @@ def run_scheduler(
     set too, so that a send in progress takes no new delivery and drains."""
 
     def request_stop(*_: Any) -> None:
-        if stop is not None:
+        if stop is not None and not stop.is_set():
             stop.set()
+            # os.write: nothing here may wait for a lock the interrupted code holds
+            os.write(2, b"stopping: no new runs; a send takes no new delivery and drains\n")
         scheduler.request_stop()
 
     for signum in (signal.SIGTERM, signal.SIGINT):
@@ -292,13 +294,15 @@ def default_jobs(config: Config, stop: threading.Event | None = None) -> Jobs:
             "uncertain": sent.uncertain,
             "skipped": sent.skipped,
             "deferred": sent.deferred,
+            "left": sent.left,
             "problems": len(sent.problems),
         }
         if not any(counts.values()):
             langs = ", ".join(job.languages) or "all languages"
             audiences = ", ".join(job.audiences) or "all audiences"
             return Report(counts, f"no new content for {langs} / {audiences}")
-        return Report(counts, complete=not (sent.failed or sent.uncertain or sent.deferred))
+        incomplete = sent.failed or sent.uncertain or sent.deferred or sent.stopped
+        return Report(counts, complete=not incomplete)
 
     return Jobs(build_feeds=rebuild_feeds, send_digest=send_digest)
 

@@ -470,7 +470,8 @@ class Scheduler:
         duration = time.monotonic() - started
         log_run(spec.id, now, duration, outcome, report.counts, report.reason, failure)
         self._failures += outcome in ("error", "partial")
-        if spec.digest is not None:
+        if spec.digest is not None and not self._stopping.is_set():
+            # a send that ran into a stop may have left deliveries: it resumes at next start
             self._clear_interrupted(spec.id)
 
     def _mark_interrupted(self, job_id: str) -> None:
