@@ -15,7 +15,7 @@ import sqlalchemy as sa
 
 from syndicate.deliver import MaildirMailer, SendOptions, SmtpMailer, deliver
 from syndicate.errors import DeliveryError, StoreError
-from syndicate.store import IN_FLIGHT, _run_lock, deliveries, open_store
+from syndicate.store import _run_lock, deliveries, open_store
 from tests.conftest import ROOT
 from tests.sending import NOW, SENDER, add_readers, compose, mailer, make_issue, options
 
@@ -317,8 +317,8 @@ def test_any_error_sending_one_message_fails_that_delivery_only(store, smtp_serv
     assert inbox.counts() == everyone(4) - Counter({"reader2@example.com": 1})
 
 
-def _in_flight(store) -> list[tuple[str, str]]:
-    return [(d.email, d.status) for d in store.deliveries() if d.status in IN_FLIGHT]
+def _in_flight(store) -> list[str]:
+    return [d.email for d in store.deliveries("sending")]
 
 
 def test_a_delivery_is_claimed_after_the_wait_and_a_stop_drains(store, smtp_server) -> None:
@@ -335,7 +335,7 @@ def test_a_delivery_is_claimed_after_the_wait_and_a_stop_drains(store, smtp_serv
     try:
         assert inbox.holding.wait(30)
         # the second worker waits for its slot and has claimed nothing
-        assert _in_flight(store) == [("reader0@example.com", "awaiting")]
+        assert _in_flight(store) == ["reader0@example.com"]
         stop.set()
         inbox.release.set()
     finally:
@@ -405,7 +405,7 @@ def test_a_run_that_lost_its_sessions_stops_and_is_never_taken_for_dead_while_al
         _terminate(database_url, main)
         # the worker's session still holds the run alive: another run leaves its rows alone
         with other.send_run(NOW) as other_run:
-            assert other.mark_lost(other_run, NOW) == (0, 0)
+            assert other.mark_lost(other_run, NOW) == 0
         _terminate(database_url, set(sessions) - set(main))
         inbox.release.set()
         thread.join(60)
@@ -416,7 +416,7 @@ def test_a_run_that_lost_its_sessions_stops_and_is_never_taken_for_dead_while_al
         # the run noticed and claimed nothing more; now it is gone, its last row is settled
         assert inbox.counts() == everyone(3)
         with other.send_run(NOW) as other_run:
-            assert other.mark_lost(other_run, NOW) == (1, 0)
+            assert other.mark_lost(other_run, NOW) == 1
         assert [d.email for d in other.deliveries("uncertain")] == ["reader2@example.com"]
     finally:
         inbox.release.set()

@@ -23,6 +23,7 @@ from syndicate import pipeline
 from syndicate.cli import main
 from syndicate.config import Config, parse_config
 from syndicate.deliver import SmtpMailer, deliver
+from syndicate.errors import DeliveryError
 from syndicate.store import _run_lock, open_store
 from syndicate.subscribers import read_subscriber_csv
 from syndicate.tokens import UNSUBSCRIBE, read_token, secret_key
@@ -258,7 +259,6 @@ def test_send_status_fits_the_terminal_and_has_json(
     assert issue["deliveries"] == {
         "pending": 0,
         "sending": 0,
-        "awaiting": 0,
         "sent": 3,
         "failed": 0,
         "uncertain": 2,
@@ -406,3 +406,22 @@ def test_sigterm_mid_send_drains_and_exits_0_then_a_rerun_sends_the_rest(
     rerun = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, timeout=120)
     assert rerun.returncode == 0, rerun.stderr
     assert inbox.counts() == dict.fromkeys(readers, 1)  # nobody twice, nobody skipped
+
+
+def test_an_unreachable_server_ends_send_with_one_line(tmp_path: Path, database_url: str) -> None:
+    from tests.mailserver import free_port
+
+    port = free_port()  # nobody listens there
+    path = _config_file(tmp_path, database_url, port)
+    path.write_text(path.read_text("utf-8") + "retries = 1\n", "utf-8")
+    store = open_store(database_url)
+    _subscribe(store, "a@example.com", "b@example.com")
+    store.close()
+    result = CliRunner().invoke(main, ["send", "--config", str(path)])
+    assert result.exit_code == 1
+    assert result.stderr == (
+        f"syndicate: cannot reach the SMTP server 127.0.0.1:{port} ([Errno 111] Connection "
+        "refused); 0 sent, 2 left for the next run\n"
+    )
+    result = CliRunner().invoke(main, ["send", "--config", str(path), "--debug"])
+    assert isinstance(result.exception, DeliveryError)  # --debug: the traceback, not one line

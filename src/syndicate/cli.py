@@ -656,7 +656,7 @@ def requeue(store: Any, ids: tuple[int, ...], now: datetime) -> int:
     return 0
 
 
-_STATUSES = ("pending", "sending", "awaiting", "sent", "failed", "uncertain", "skipped")
+_STATUSES = ("pending", "sending", "sent", "failed", "uncertain", "skipped")
 
 
 def send_status(store: Any) -> dict[str, Any]:

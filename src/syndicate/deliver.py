@@ -441,21 +441,18 @@ def deliver(
         sender = _Sender(options, compose, issue_of, connect, pacer, pause, outcome, now)
         with lock:
             senders.append(sender)
-        done: tuple[int, str, str] | None = None  # recorded together with the next claim
         try:
             with store.ledger(run_id) as ledger:
-                # Wait for the slot and the connection first, then claim: a row is in flight
-                # only while its message is really on its way.
+                # Wait for the slot and the connection first, then take a row: nothing waits
+                # while it is reserved, and it is in flight only once its end of data goes.
                 while not stopping() and pacer.wait(pause):
                     if sender.transport is None and not sender.reconnect():
                         break
-                    claim = ledger.claim(run_id, now, finished=done)
-                    done = None
+                    claim = ledger.take()
                     if claim is None:
                         break
-                    done = sender.send(ledger, claim)
-                if done is not None:
-                    ledger.finish(*done, now)
+                    sender.send(ledger, claim)
+                ledger.flush()
         except BaseException as exc:
             # The database gone, the server refusing us, a bug: every worker stops. A row left
             # in flight is settled at the next run, never resent blindly.
@@ -465,8 +462,7 @@ def deliver(
             sender.close()
 
     with store.send_run(now) as run_id:
-        uncertain, _requeued = store.mark_lost(run_id, now)
-        counts.uncertain += uncertain
+        counts.uncertain += store.mark_lost(run_id, now)
         counts.skipped += store.skip_inactive(now)
         pending = store.pending_count()
         if progress is not None:
@@ -534,13 +530,12 @@ class _Sender:
             transport, self.transport = self.transport, None
             transport.close()
 
-    def send(self, ledger: Ledger, claim: Claim) -> tuple[int, str, str] | None:
-        """Send one claimed delivery and record how it ended; after a 250, return the outcome
-        still to record (with the worker's next claim, or on its own).
+    def send(self, ledger: Ledger, claim: Claim) -> None:
+        """Send one reserved delivery and record how it ended (a 250 with the next commit).
 
         Whatever goes wrong with this one message fails this one delivery only (the database
         failing is not about the message: it stops the run). Between retries the row is given
-        back (pending), so nothing is in flight while the worker waits.
+        back (pending), so nothing is held while the worker waits.
         """
         now, options = self.now, self.options
         try:
@@ -549,7 +544,7 @@ class _Sender:
             reply = f"cannot build the message: {exc}"
             ledger.finish(claim.id, "failed", reply, now)
             self.outcome("failed", claim.email, reply)
-            return None
+            return
         last = ""
         for attempt in range(options.retries + 1):
             if attempt and not self._again(ledger, claim, attempt):
@@ -558,7 +553,7 @@ class _Sender:
 
             def ending() -> None:
                 nonlocal ended
-                ledger.awaiting(claim.id, now)
+                ledger.sending(claim.id, now)
                 ended = True
 
             assert self.transport is not None
@@ -568,7 +563,7 @@ class _Sender:
                 last = exc.reply
                 if exc.reconnect:
                     self.close()
-                ledger.finish(claim.id, "pending", last, now)
+                ledger.give_back(claim.id, last, now)
                 continue
             except PermanentFailure as exc:
                 if exc.bounce:
@@ -577,11 +572,11 @@ class _Sender:
                 else:
                     ledger.finish(claim.id, "failed", exc.reply, now)
                 self.outcome("failed", claim.email, exc.reply)
-                return None
+                return
             except StoreError:
                 raise
             except DeliveryError as exc:  # the server refuses us: give the row back, stop
-                ledger.finish(claim.id, "pending", str(exc), now)
+                ledger.give_back(claim.id, str(exc), now)
                 raise
             except Exception as exc:
                 self.close()  # the connection is in an unknown state
@@ -593,11 +588,11 @@ class _Sender:
                     status, reply = "failed", f"not sent: {exc!r}"
                 ledger.finish(claim.id, status, reply, now)
                 self.outcome(status, claim.email, reply)
-                return None
+                return
+            ledger.sent(claim.id, reply, now)
             self.outcome("sent", claim.email, reply)
-            return claim.id, "sent", reply
+            return
         self.outcome("deferred", claim.email, last)  # already given back
-        return None
 
     def _again(self, ledger: Ledger, claim: Claim, attempt: int) -> bool:
         """Wait out the backoff, reconnect if needed and take the row back; False when the
@@ -607,7 +602,7 @@ class _Sender:
             return False
         if self.transport is None and not self.reconnect():
             return False
-        return ledger.reclaim(claim.id, self.now)
+        return ledger.take_back(claim.id)
 
 
 def envelope_sender(sender: str) -> str:

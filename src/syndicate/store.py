@@ -100,18 +100,15 @@ deliveries = sa.Table(
 )
 
 SUBSCRIBER_STATUSES = ("pending", "active", "unsubscribed", "bounced")
-DELIVERY_STATUSES = ("pending", "sending", "awaiting", "sent", "failed", "uncertain", "skipped")
-"""A delivery is ``pending`` until a run claims it; ``sending`` while its message is being
-written, up to the end of its data; ``awaiting`` once the end of data is about to be written
-(from then on the server may accept it at any moment); then ``sent`` (the server said 250),
+DELIVERY_STATUSES = ("pending", "sending", "sent", "failed", "uncertain", "skipped")
+"""A delivery is ``pending`` until its message is complete but for its end of data; ``sending``
+from just before the end of data (the final dot) is written until the reply is recorded (from
+then on the server may accept it at any moment); then ``sent`` (the server said 250),
 ``failed`` (5xx, or the message could not be built or sent at all), ``skipped`` (the reader left
 first, or is a sample reader and a real server is set) or ``uncertain`` (the connection or the
-run died while awaiting the reply: it may or may not have arrived, so it is never resent
-without a person deciding). A run that dies while ``sending`` never finished the message: the
-next run sends it again."""
-
-IN_FLIGHT = ("sending", "awaiting")
-
+run died while ``sending``: it may or may not have arrived, so it is never resent without a
+person deciding). Before its end of data a message is only reserved, not recorded: a run that
+dies then leaves the row pending, and the server discards the message it never saw end."""
 
 def _run_lock(db: sa.Connection) -> int:
     """First key of the PostgreSQL advisory locks that mark a send run as alive, one per schema
@@ -180,43 +177,42 @@ class Delivery:
     updated_at: datetime
 
 
-# The two statements of every delivery, built once (SQLAlchemy then reuses their compiled form).
-_CLAIM = (
-    sa.update(deliveries)
-    .where(
-        deliveries.c.id.in_(
-            sa.select(deliveries.c.id)
-            .where(
-                deliveries.c.status == "pending",
-                sa.select(subscribers.c.id)
-                .where(
-                    subscribers.c.id == deliveries.c.subscriber_id,
-                    subscribers.c.status == "active",
-                )
-                .exists(),
-                # what this run gave back after its retries waits for the next run
-                sa.or_(
-                    deliveries.c.run_id.is_(None), deliveries.c.run_id != sa.bindparam("run_id")
-                ),
-            )
-            .order_by(deliveries.c.id)
-            .limit(1)
-            .with_for_update(skip_locked=True, of=deliveries)
-            .scalar_subquery()
-        )
-    )
-    .values(
-        status="sending",
-        run_id=sa.bindparam("run_id"),
-        attempts=deliveries.c.attempts + 1,
-        updated_at=sa.bindparam("now"),
-    )
-    .returning(
+# The statements of every delivery, built once (SQLAlchemy then reuses their compiled form).
+_TAKE = (
+    sa.select(
         deliveries.c.id,
         deliveries.c.issue_id,
         deliveries.c.subscriber_id,
         deliveries.c.email,
         deliveries.c.message_id,
+    )
+    .where(
+        deliveries.c.status == "pending",
+        sa.select(subscribers.c.id)
+        .where(subscribers.c.id == deliveries.c.subscriber_id, subscribers.c.status == "active")
+        .exists(),
+        # what this run gave back after its retries waits for the next run
+        sa.or_(deliveries.c.run_id.is_(None), deliveries.c.run_id != sa.bindparam("run_id")),
+    )
+    .order_by(deliveries.c.id)
+    .limit(sa.bindparam("n", type_=sa.Integer))
+    .with_for_update(skip_locked=True, of=deliveries)
+)
+
+_TAKE_BACK = (
+    sa.select(deliveries.c.id)
+    .where(deliveries.c.id == sa.bindparam("delivery_id"), deliveries.c.status == "pending")
+    .with_for_update(skip_locked=True)
+)
+
+_SENDING = (
+    sa.update(deliveries)
+    .where(deliveries.c.id == sa.bindparam("delivery_id"))
+    .values(
+        status="sending",
+        run_id=sa.bindparam("run_id"),
+        attempts=deliveries.c.attempts + 1,
+        updated_at=sa.bindparam("now"),
     )
 )
 
@@ -228,11 +224,30 @@ _FINISH = (
     )
 )
 
-
-_AWAIT = (
+_GIVE_BACK = (
     sa.update(deliveries)
     .where(deliveries.c.id == sa.bindparam("delivery_id"))
-    .values(status="awaiting", updated_at=sa.bindparam("now"))
+    .values(
+        status="pending",
+        reply=sa.bindparam("reply"),
+        run_id=sa.bindparam("run_id"),
+        updated_at=sa.bindparam("now"),
+    )
+)
+
+_BOUNCES = (
+    sa.update(subscribers)
+    .where(subscribers.c.id == sa.bindparam("subscriber_id"))
+    .values(bounces=subscribers.c.bounces + 1, updated_at=sa.bindparam("now"))
+)
+
+_BOUNCED = (
+    sa.update(subscribers)
+    .where(
+        subscribers.c.id == sa.bindparam("subscriber_id"),
+        subscribers.c.bounces >= sa.bindparam("max_bounces"),
+    )
+    .values(status="bounced")
 )
 
 
@@ -360,6 +375,8 @@ class Store:
         # SQLite has one writer at a time and its busy handler waits by sleeping; threads of
         # one process queue on this lock instead. PostgreSQL needs none.
         self._write_lock = threading.Lock() if engine.dialect.name == "sqlite" else nullcontext()
+        self._reserved: set[int] = set()
+        """SQLite: deliveries this process's workers are writing (PostgreSQL locks the rows)."""
 
     @contextmanager
     def _writing(self) -> Iterator[sa.Connection]:
@@ -649,18 +666,14 @@ class Store:
             if lock_file is not None:
                 lock_file.close()  # releases the flock
 
-    def mark_lost(self, run_id: int, now: datetime) -> tuple[int, int]:
-        """Settle the deliveries left in flight by runs that are no longer alive.
-
-        ``awaiting`` ones (the end of data was written, or about to be) become ``uncertain``;
-        ``sending`` ones never got that far, so the server discarded them: pending again.
-        Returns (uncertain, requeued).
-        """
+    def mark_lost(self, run_id: int, now: datetime) -> int:
+        """Mark ``uncertain`` every delivery left ``sending`` by a run that is no longer alive:
+        its end of data was written, or about to be, when the run died."""
         with self._database(), self.engine.connect() as db:
             others = (
                 db.execute(
                     sa.select(deliveries.c.run_id)
-                    .where(deliveries.c.status.in_(IN_FLIGHT), deliveries.c.run_id != run_id)
+                    .where(deliveries.c.status == "sending", deliveries.c.run_id != run_id)
                     .distinct()
                 )
                 .scalars()
@@ -676,29 +689,17 @@ class Store:
                     dead.append(other)
             db.commit()
         if not dead:
-            return 0, 0
-        lost = deliveries.c.run_id.in_(dead)
+            return 0
         with self._database(), self.engine.begin() as db:
-            uncertain = db.execute(
+            return db.execute(
                 sa.update(deliveries)
-                .where(deliveries.c.status == "awaiting", lost)
+                .where(deliveries.c.status == "sending", deliveries.c.run_id.in_(dead))
                 .values(
                     status="uncertain",
                     reply="the run ended after the end of data was written, before the reply",
                     updated_at=now,
                 )
             ).rowcount
-            requeued = db.execute(
-                sa.update(deliveries)
-                .where(deliveries.c.status == "sending", lost)
-                .values(
-                    status="pending",
-                    run_id=None,
-                    reply="the run ended before the end of data: sent again",
-                    updated_at=now,
-                )
-            ).rowcount
-        return uncertain, requeued
 
     def skip_inactive(self, now: datetime) -> int:
         """Pending deliveries of readers who left (or were removed) since the issue: skipped."""
@@ -742,12 +743,12 @@ class Store:
         the run's liveness lock too, so the run is alive for others as long as it can record."""
         with self._database(), self.engine.connect() as db:
             if self.engine.dialect.name != "postgresql":
-                yield Ledger(db, self._write_lock)
+                yield Ledger(db, self._write_lock, self._reserved, run_id)
                 return
             try:
                 db.execute(sa.select(sa.func.pg_advisory_lock_shared(_run_lock(db), run_id)))
                 db.commit()
-                yield Ledger(db, self._write_lock)
+                yield Ledger(db, self._write_lock, set(), run_id)
             finally:
                 _end_session(db)
 
@@ -812,105 +813,68 @@ class _Compiled:
     own, so these skip it. The SQL is still SQLAlchemy's, rendered for the dialect.
     """
 
-    def __init__(self, statement: sa.UpdateBase, dialect: sa.Dialect) -> None:
+    def __init__(self, statement: sa.Executable, dialect: sa.Dialect) -> None:
         self.compiled = statement.compile(dialect=dialect)
         self.sql = str(self.compiled)
         self.order = self.compiled.positiontup if self.compiled.positional else None
         self.when = deliveries.c.updated_at.type.bind_processor(dialect)
 
     def run(self, cursor: Any, values: dict[str, Any]) -> None:
-        if self.when is not None:
+        if self.when is not None and "now" in values:
             values["now"] = self.when(values["now"])
         params = self.compiled.construct_params(values)
         cursor.execute(self.sql, [params[n] for n in self.order] if self.order else params)
 
 
 class Ledger:
-    """The per-message statements of delivery, on one worker's connection: claim a row, mark
-    the end of its data, record its outcome. Each call is one short transaction; a database
-    failure is raised as a StoreError."""
+    """The per-message statements of delivery, on one worker's connection.
 
-    def __init__(self, db: sa.Connection, lock: AbstractContextManager) -> None:
+    A delivery is first only reserved (``take``: PostgreSQL locks the row ``FOR UPDATE SKIP
+    LOCKED`` in a transaction left open; SQLite, one run at a time, keeps the ids its workers
+    hold in memory), so a run that dies while writing a message leaves nothing in flight. Just
+    before the end of data it is marked ``sending`` and committed (``sending``), together with
+    the previous message's 250 (``sent`` only notes it): one commit per message. A database
+    failure is raised as a StoreError.
+    """
+
+    def __init__(
+        self, db: sa.Connection, lock: AbstractContextManager, reserved: set[int], run_id: int
+    ) -> None:
         self.db = db
         self._lock = lock
+        self._reserved = reserved
+        self._run_id = run_id
         self._raw = db.connection.dbapi_connection
         self._dialect = db.dialect.name
         self._errors = (db.dialect.loaded_dbapi.Error, sa.exc.DBAPIError)
-        self._claim = _Compiled(_CLAIM, db.dialect)
+        self._take = _Compiled(_TAKE, db.dialect)
+        self._take_back = _Compiled(_TAKE_BACK, db.dialect)
+        self._sending = _Compiled(_SENDING, db.dialect)
         self._finish = _Compiled(_FINISH, db.dialect)
-        self._await = _Compiled(_AWAIT, db.dialect)
+        self._give_back = _Compiled(_GIVE_BACK, db.dialect)
+        self._bounces = _Compiled(_BOUNCES, db.dialect)
+        self._bounced = _Compiled(_BOUNCED, db.dialect)
+        self._noted: dict[str, Any] | None = None
+        """The last 250, recorded with the next commit."""
 
-    def _run(
-        self,
-        finished: tuple[int, str, str] | None,
-        claim: int | None,
-        now: datetime,
-        awaiting: int | None = None,
-    ):
-        with self._lock:
+    def _commit(self, *steps: tuple[_Compiled, dict[str, Any]]) -> None:
+        """Run ``steps`` and the noted 250, if any, in one transaction (under the write lock)."""
+        if self._noted is not None:
+            steps = ((self._finish, self._noted), *steps)
+        with self._lock, self._statements():
+            cursor = self._raw.cursor()
             try:
-                cursor = self._raw.cursor()
-                try:
-                    if finished is not None:
-                        delivery_id, status, reply = finished
-                        self._finish.run(
-                            cursor,
-                            {
-                                "delivery_id": delivery_id,
-                                "status": status,
-                                "reply": reply[:2000],
-                                "now": now,
-                            },
-                        )
-                    if awaiting is not None:
-                        self._await.run(cursor, {"delivery_id": awaiting, "now": now})
-                    row = None
-                    if claim is not None:
-                        self._claim.run(cursor, {"run_id": claim, "now": now})
-                        row = cursor.fetchone()
-                    self._raw.commit()
-                except BaseException:
-                    with suppress(*self._errors):
-                        self._raw.rollback()
-                    raise
-                finally:
-                    with suppress(*self._errors):
-                        cursor.close()
-            except self._errors as exc:
-                raise _store_error(exc, self._dialect) from exc
-        return row
-
-    def claim(
-        self, run_id: int, now: datetime, *, finished: tuple[int, str, str] | None = None
-    ) -> Claim | None:
-        """Take the next pending delivery of an active reader and mark it in flight (committed).
-
-        ``finished`` (delivery id, status, reply) records the outcome of this worker's previous
-        claim in the same transaction: one commit per message, still before the next one
-        leaves. On PostgreSQL the row is picked ``FOR UPDATE SKIP LOCKED``, so concurrent runs
-        never take the same row; SQLite runs the statement under its database write lock.
-        """
-        row = self._run(finished, run_id, now)
-        return Claim(*row) if row else None
-
-    def awaiting(self, delivery_id: int, now: datetime) -> None:
-        """The end of data is about to be written: from now on the message may be accepted."""
-        self._run(None, None, now, awaiting=delivery_id)
-
-    def finish(self, delivery_id: int, status: str, reply: str, now: datetime) -> None:
-        """Record the outcome of one claimed delivery, in its own transaction."""
-        self._run((delivery_id, status, reply), None, now)
-
-    def reclaim(self, delivery_id: int, now: datetime) -> bool:
-        """Take back a delivery this worker gave back for a retry; False if it is not pending
-        any more (another run took it)."""
-        with self._lock, self._statements(), self.db.begin():
-            result = self.db.execute(
-                sa.update(deliveries)
-                .where(deliveries.c.id == delivery_id, deliveries.c.status == "pending")
-                .values(status="sending", attempts=deliveries.c.attempts + 1, updated_at=now)
-            )
-        return result.rowcount == 1
+                for statement, values in steps:
+                    statement.run(cursor, values)
+                self._raw.commit()
+            except BaseException:
+                with suppress(*self._errors):
+                    self._raw.rollback()
+                raise
+            finally:
+                with suppress(*self._errors):
+                    cursor.close()
+        self._noted = None
 
     @contextmanager
     def _statements(self) -> Iterator[None]:
@@ -919,26 +883,79 @@ class Ledger:
         except self._errors as exc:
             raise _store_error(exc, self._dialect) from exc
 
+    def _query(self, statement: _Compiled, values: dict[str, Any]) -> list[Any]:
+        cursor = self._raw.cursor()
+        try:
+            statement.run(cursor, values)
+            return cursor.fetchall()
+        finally:
+            cursor.close()
+
+    def take(self) -> Claim | None:
+        """Reserve the next pending delivery of an active reader (nothing is recorded yet)."""
+        with self._lock, self._statements():
+            if self._dialect == "postgresql":
+                rows = self._query(self._take, {"run_id": self._run_id, "n": 1})
+            else:  # skip what the other workers hold
+                n = len(self._reserved) + 1
+                rows = self._query(self._take, {"run_id": self._run_id, "n": n})
+                rows = [row for row in rows if row[0] not in self._reserved][:1]
+                self._reserved.update(row[0] for row in rows)
+        return Claim(*rows[0]) if rows else None
+
+    def take_back(self, delivery_id: int) -> bool:
+        """Reserve again a delivery this worker gave back for a retry; False if another run
+        has taken it meanwhile."""
+        with self._lock, self._statements():
+            rows = self._query(self._take_back, {"delivery_id": delivery_id})
+            if rows and self._dialect != "postgresql":
+                self._reserved.add(delivery_id)
+        return bool(rows)
+
+    def _release(self, delivery_id: int) -> None:
+        with self._lock:
+            self._reserved.discard(delivery_id)
+
+    def sending(self, delivery_id: int, now: datetime) -> None:
+        """The end of data is about to be written: from now on the message may be accepted."""
+        values = {"delivery_id": delivery_id, "run_id": self._run_id, "now": now}
+        self._commit((self._sending, values))
+        self._release(delivery_id)
+
+    def sent(self, delivery_id: int, reply: str, now: datetime) -> None:
+        """Note a 250, to be committed with the worker's next commit (or ``flush``)."""
+        self._noted = {"delivery_id": delivery_id, "status": "sent", "reply": reply, "now": now}
+
+    def flush(self) -> None:
+        """Commit the noted 250, if any."""
+        if self._noted is not None:
+            self._commit()
+
+    def finish(self, delivery_id: int, status: str, reply: str, now: datetime) -> None:
+        """Record how a delivery ended (failed, uncertain), in its own transaction."""
+        values = {"delivery_id": delivery_id, "status": status, "reply": reply[:2000], "now": now}
+        self._commit((self._finish, values))
+        self._release(delivery_id)
+
+    def give_back(self, delivery_id: int, reply: str, now: datetime) -> None:
+        """Pending again, with the reply that put it back; this run does not take it again but
+        by ``take_back``."""
+        values = {"delivery_id": delivery_id, "reply": reply[:2000], "run_id": self._run_id}
+        self._commit((self._give_back, {**values, "now": now}))
+        self._release(delivery_id)
+
     def bounce(
         self, delivery_id: int, subscriber_id: int, reply: str, max_bounces: int, now: datetime
     ) -> None:
         """A permanent failure: the delivery fails and the reader is bounced after max_bounces."""
-        with self._lock, self._statements(), self.db.begin():
-            self.db.execute(
-                sa.update(deliveries)
-                .where(deliveries.c.id == delivery_id)
-                .values(status="failed", reply=reply[:2000], updated_at=now)
-            )
-            self.db.execute(
-                sa.update(subscribers)
-                .where(subscribers.c.id == subscriber_id)
-                .values(bounces=subscribers.c.bounces + 1, updated_at=now)
-            )
-            self.db.execute(
-                sa.update(subscribers)
-                .where(subscribers.c.id == subscriber_id, subscribers.c.bounces >= max_bounces)
-                .values(status="bounced")
-            )
+        failed = {"delivery_id": delivery_id, "status": "failed", "reply": reply[:2000]}
+        reader = {"subscriber_id": subscriber_id}
+        self._commit(
+            (self._finish, {**failed, "now": now}),
+            (self._bounces, {**reader, "now": now}),
+            (self._bounced, {**reader, "max_bounces": max_bounces}),
+        )
+        self._release(delivery_id)
 
 
 # -- one scheduler at a time ---------------------------------------------------------------
