@@ -1,6 +1,6 @@
 """Delivery stage: hand finished messages to a mail server (or a local Maildir), exactly once.
 
-``deliver`` works through the delivery rows the store holds: each worker claims one row, sends
+``deliver`` works through the delivery rows the store holds: each worker takes one row, sends
 it over its own persistent connection and records the server's reply straight away. It never
 builds a message itself; a ``compose`` callable turns (issue, claim) into bytes.
 """
@@ -172,6 +172,8 @@ class SmtpTransport:
     def __init__(self, smtp: smtplib.SMTP, server: str = "the server") -> None:
         self.smtp = smtp
         self.server = server
+        self._in_data = False
+        """Between the 354 and the reply to the end of data: a QUIT now would be data."""
 
     def send(
         self, sender: str, recipient: str, message: bytes, ending: Callable[[], None] = _nothing
@@ -200,6 +202,7 @@ class SmtpTransport:
             code, text = smtp.docmd("DATA")
             if code != 354:
                 self._refused(code, text)
+            self._in_data = True
             body = _LEADING_DOT.sub(b"..", message)
             if not body.endswith(b"\r\n"):
                 body += b"\r\n"
@@ -217,6 +220,7 @@ class SmtpTransport:
             code, text = smtp.getreply()
         except Exception as exc:  # the end of data is out: whatever happens, it may have arrived
             raise LostInFlight(f"connection lost after the end of data: {exc}") from None
+        self._in_data = False
         if code != 250:
             self._refused(code, text)
         return _reply(code, text)
@@ -253,6 +257,11 @@ class SmtpTransport:
         raise PermanentFailure(reply)
 
     def close(self) -> None:
+        """QUIT, or, in the middle of the data, drop the connection: the server then discards
+        the message whose end it never saw."""
+        if self._in_data:
+            self.smtp.close()
+            return
         try:
             self.smtp.quit()
         except (smtplib.SMTPException, OSError):
@@ -378,10 +387,10 @@ def deliver(
 ) -> DeliveryCounts:
     """Send every pending delivery, each recorded right after the server's answer.
 
-    Deliveries left in flight by a run that died are settled first: uncertain if their end of
-    data was written, pending again if not. ``progress`` hears the outcome of each delivery;
-    ``counts`` (a new one by default) adds them up. Once ``stop`` is set, no delivery is
-    claimed any more; the messages on the wire finish (bounded by the transport's timeout)
+    Deliveries left in flight by a run that died (their end of data was written) are marked
+    uncertain first, never resent. ``progress`` hears the outcome of each delivery; ``counts``
+    (a new one by default) adds them up. Once ``stop`` is set, no delivery is taken any
+    more; the messages on the wire finish (bounded by the transport's timeout)
     and their replies are recorded. Raises DeliveryError when the server cannot be used at all
     (unreachable, login or sender refused) and StoreError when the database fails; both say
     how many were sent and how many are left for the next run, which are kept pending.
@@ -538,8 +547,9 @@ class _Sender:
         back (pending), so nothing is held while the worker waits.
         """
         now, options = self.now, self.options
+        issue = self.issue_of(claim.issue_id)
         try:
-            message = self.compose(self.issue_of(claim.issue_id), claim)
+            message = self.compose(issue, claim)
         except Exception as exc:  # a message that cannot be built must not stop the others
             reply = f"cannot build the message: {exc}"
             ledger.finish(claim.id, "failed", reply, now)

@@ -601,7 +601,7 @@ class Store:
         return self.issue(issue_id)
 
     def issue(self, issue_id: int) -> Issue | None:
-        with self.engine.connect() as db:
+        with self._database(), self.engine.connect() as db:
             row = db.execute(sa.select(issues).where(issues.c.id == issue_id)).first()
         if row is None:
             return None
