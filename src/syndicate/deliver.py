@@ -319,7 +319,7 @@ class DeliveryCounts:
     failures: list[tuple[str, str]] = field(default_factory=list)
     """(email, reply) of every failed or uncertain delivery of this run."""
     stopped: bool = False
-    """The run was asked to stop: what was not claimed yet stays pending."""
+    """The run was asked to stop: what was not taken yet stays pending."""
     left: int = 0
     """Deliveries still pending when the run ended (for the next run)."""
 
@@ -497,7 +497,7 @@ def deliver(
 
 
 class _Sender:
-    """One worker's connection and the sending of its claimed deliveries, with retries."""
+    """One worker's connection and the sending of the deliveries it takes, with retries."""
 
     def __init__(
         self,

@@ -110,6 +110,7 @@ run died while ``sending``: it may or may not have arrived, so it is never resen
 person deciding). Before its end of data a message is only reserved, not recorded: a run that
 dies then leaves the row pending, and the server discards the message it never saw end."""
 
+
 def _run_lock(db: sa.Connection) -> int:
     """First key of the PostgreSQL advisory locks that mark a send run as alive, one per schema
     (run ids count from 1 in each). The run and each of its workers hold it shared, on their
@@ -155,7 +156,7 @@ class Issue:
 
 @dataclass(frozen=True, slots=True)
 class Claim:
-    """A delivery a run has taken: one message to one reader, now marked in flight."""
+    """A delivery a worker has taken: one message to one reader, reserved while it is written."""
 
     id: int
     issue_id: int
@@ -631,10 +632,10 @@ class Store:
         """Register a send run and hold its liveness lock until the block ends.
 
         PostgreSQL: a session advisory lock per run, held shared by the run and by each of its
-        workers (``ledger``), so runs proceed side by side and each can tell a dead run's claims
-        from a live one's. SQLite: one run at a time (an exclusive lock on a file beside the
-        database; a second run waits), so every claim found in flight at the start of a run
-        belongs to a dead one.
+        workers (``ledger``), so runs proceed side by side and each can tell a dead run's rows
+        in flight from a live one's. SQLite: one run at a time (an exclusive lock on a file
+        beside the database; a second run waits), so every row found in flight at the start of
+        a run belongs to a dead one.
         """
         lock_file = None
         lock_conn = None
