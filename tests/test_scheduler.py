@@ -616,3 +616,34 @@ def test_sigterm_mid_send_under_run_drains_the_send_and_exits_0(
     assert "job digest:daily was interrupted; running it again now" in rerun.stderr
     assert rerun.returncode == 0, rerun.stderr
     assert inbox.counts() == dict.fromkeys(readers, 1)
+
+
+def test_sigterm_mid_send_under_run_once_drains_and_the_next_start_resumes_it(
+    tmp_path: Path, database_url: str, smtp_server: tuple[Any, int]
+) -> None:
+    inbox, port = smtp_server
+    readers = [f"reader{n}@example.com" for n in range(6)]
+    inbox.script[("data", readers[2])] = ["HOLD"]
+    _, command = _due_send(tmp_path, database_url, port, readers, stop_timeout=60)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SYNDICATE_")}
+    log = tmp_path / "once.log"
+    with log.open("w") as out:
+        process = subprocess.Popen([*command, "--once"], cwd=tmp_path, env=env, stderr=out)
+    try:
+        assert inbox.holding.wait(60), log.read_text()
+        process.send_signal(signal.SIGTERM)
+        assert wait_for(lambda: "stopping:" in log.read_text()), log.read_text()
+        inbox.release.set()
+        assert process.wait(timeout=60) == 1, log.read_text()  # the send was partial
+    finally:
+        inbox.release.set()
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert inbox.counts() == dict.fromkeys(readers[:3], 1)
+    rerun = subprocess.run(
+        [*command, "--once"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert "job digest:daily was interrupted; running it again now" in rerun.stderr
+    assert rerun.returncode == 0, rerun.stderr
+    assert inbox.counts() == dict.fromkeys(readers, 1)

@@ -167,7 +167,8 @@ def run(config: Config, articles: Path | None, once: bool, standby: bool, log_js
         if not once:
             # does not return: it exits the process
             run_scheduler(scheduler, standby=standby, stop=stop)
-        with stopping_on_signals(stop, config.smtp.timeout):
+        # a send cut short by the stop resumes at the next start, as under `run`
+        with stopping_on_signals(stop, config.smtp.timeout, also=scheduler.request_stop):
             ok = run_once(config, scheduler, articles, stop)
     sys.exit(0 if ok else 1)
 
@@ -477,10 +478,12 @@ class _Bar:
 
 
 @contextlib.contextmanager
-def stopping_on_signals(stop: threading.Event, timeout: float) -> Iterator[None]:
-    """SIGTERM and SIGINT set ``stop``: a send takes no new delivery and lets the messages on
-    the wire finish. A second signal acts as it did before. Outside the main thread (where no
-    handler can be set) nothing changes."""
+def stopping_on_signals(
+    stop: threading.Event, timeout: float, also: Callable[[], None] | None = None
+) -> Iterator[None]:
+    """SIGTERM and SIGINT set ``stop`` (and call ``also``): a send takes no new delivery and
+    lets the messages on the wire finish. A second signal acts as it did before. Outside the
+    main thread (where no handler can be set) nothing changes."""
     signals = (signal.SIGTERM, signal.SIGINT)
     if threading.current_thread() is not threading.main_thread():
         yield
@@ -489,6 +492,8 @@ def stopping_on_signals(stop: threading.Event, timeout: float) -> Iterator[None]
 
     def handler(signum: int, _frame: Any) -> None:
         stop.set()
+        if also is not None:
+            also()
         for each in signals:
             signal.signal(each, saved[each])
         click.echo(

@@ -470,21 +470,27 @@ def deliver(
         finally:
             sender.close()
 
-    with store.send_run(now) as run_id:
-        counts.uncertain += store.mark_lost(run_id, now)
-        counts.skipped += store.skip_inactive(now)
-        pending = store.pending_count()
-        if progress is not None:
-            progress.start(pending)
-        workers = min(options.workers, pending)
-        threads = [threading.Thread(target=work, args=(run_id,)) for _ in range(workers)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
+    pending = workers = 0
+    try:
+        with store.send_run(now) as run_id:
+            counts.uncertain += store.mark_lost(run_id, now)
+            counts.skipped += store.skip_inactive(now)
+            pending = store.pending_count()
+            if progress is not None:
+                progress.start(pending)
+            workers = min(options.workers, pending)
+            threads = [threading.Thread(target=work, args=(run_id,)) for _ in range(workers)]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+    except StoreError as exc:  # before the workers started, or after they ended
+        fatal.append(exc)
     counts.stopped = stop is not None and stop.is_set()
     counts.left = pending - settled[0]
     kept = f"{counts.sent:,} sent, {counts.left:,} left for the next run"
+    if not pending and fatal:
+        kept = f"{counts.sent:,} sent; what is pending is kept for the next run"
     if fatal:
         first = fatal[0]
         if isinstance(first, StoreError | DeliveryError):
