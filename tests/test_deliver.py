@@ -283,8 +283,12 @@ def test_a_451_burst_is_retried_and_what_outlasts_it_waits_for_the_next_run(
     assert (counts.sent, counts.deferred, counts.uncertain, counts.failed) == (19, 1, 0, 0)
     [waiting] = store.deliveries("pending")
     assert waiting.email == "reader5@example.com" and waiting.reply.startswith("451")
+    attempts = {d.email: d.attempts for d in store.deliveries()}
+    assert (attempts["reader0@example.com"], attempts["reader1@example.com"]) == (3, 1)
+    assert attempts["reader5@example.com"] == 3
     later = deliver(store, mailer(port), compose, options(retries=2), NOW)
     assert later.sent == 1 and inbox.counts() == everyone(20)
+    assert store.deliveries("sent")[5].attempts == 5  # the fourth 451, then the 250
 
 
 class _Faulty:

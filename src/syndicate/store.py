@@ -209,19 +209,18 @@ _TAKE_BACK = (
 _SENDING = (
     sa.update(deliveries)
     .where(deliveries.c.id == sa.bindparam("delivery_id"))
-    .values(
-        status="sending",
-        run_id=sa.bindparam("run_id"),
-        attempts=deliveries.c.attempts + 1,
-        updated_at=sa.bindparam("now"),
-    )
+    .values(status="sending", run_id=sa.bindparam("run_id"), updated_at=sa.bindparam("now"))
 )
 
+# Every try ends in one of these two (and counts as an attempt).
 _FINISH = (
     sa.update(deliveries)
     .where(deliveries.c.id == sa.bindparam("delivery_id"))
     .values(
-        status=sa.bindparam("status"), reply=sa.bindparam("reply"), updated_at=sa.bindparam("now")
+        status=sa.bindparam("status"),
+        reply=sa.bindparam("reply"),
+        attempts=deliveries.c.attempts + 1,
+        updated_at=sa.bindparam("now"),
     )
 )
 
@@ -232,6 +231,7 @@ _GIVE_BACK = (
         status="pending",
         reply=sa.bindparam("reply"),
         run_id=sa.bindparam("run_id"),
+        attempts=deliveries.c.attempts + 1,
         updated_at=sa.bindparam("now"),
     )
 )
