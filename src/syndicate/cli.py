@@ -522,7 +522,8 @@ def send_now(
     """Issue and deliver the due digests with a progress bar and a summary; the exit status.
 
     SIGTERM or SIGINT stops it cleanly (exit 0 unless a delivery failed): what is on the wire
-    finishes and is recorded, the rest stays for the next run.
+    finishes and is recorded, the rest stays for the next run. A caller that passes ``stop``
+    has set the signals to it already.
     """
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
@@ -530,13 +531,16 @@ def send_now(
     from .pipeline import open_mailer, send_digests
     from .store import open_store
 
-    stop = threading.Event() if stop is None else stop
+    signals: contextlib.AbstractContextManager[None] = contextlib.nullcontext()
+    if stop is None:
+        stop = threading.Event()
+        signals = stopping_on_signals(stop, config.smtp.timeout)
     store = open_store(config.database_url)
     try:
         columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn())
         console = Console(stderr=True)
         bar = Progress(*columns, console=console, transient=True, disable=not console.is_terminal)
-        with stopping_on_signals(stop, config.smtp.timeout), bar as progress:
+        with signals, bar as progress:
             report = send_digests(
                 config,
                 now,
