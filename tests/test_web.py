@@ -373,7 +373,7 @@ def test_double_opt_in(site, caplog):
     caplog.set_level(logging.INFO, logger="syndicate")
     response = subscribe(client, "Lezer@Example.org", audiences=("cost", "architects"))
     assert response.status_code == 200
-    assert "Kijk in uw inbox" in response.text
+    assert "Kijk in je inbox" in response.text
     reader = store.subscriber("Lezer@example.org")
     assert (reader.status, reader.lang, reader.audiences) == (
         "pending",
@@ -382,7 +382,7 @@ def test_double_opt_in(site, caplog):
     )
     [mail] = inbox.messages
     assert mail["To"] == "Lezer@example.org"
-    assert mail["Subject"] == "Bevestig uw aanmelding bij Syndicate"
+    assert mail["Subject"] == "Bevestig je aanmelding bij Syndicate"
     link = inbox.link()
     assert link.startswith("http://testserver/confirm/")
 
@@ -534,7 +534,7 @@ def test_preferences_change_language_and_audiences(site, active, clock):
     token = page.xpath("//input[@name='csrf']/@value")[0]
     saved = client.post(url, data={"csrf": token, "lang": "nl", "audiences": ["strategy", "cost"]})
     assert saved.status_code == 200
-    assert "Uw voorkeuren zijn opgeslagen." in saved.text  # now shown in the new language
+    assert "Je voorkeuren zijn opgeslagen." in saved.text  # now shown in the new language
     after = store.subscriber_by_id(active.id)
     assert (after.lang, after.audiences, after.status) == ("nl", ("cost", "strategy"), "active")
     unsubscribe = html(saved).xpath("//a[contains(@href, '/u/')]/@href")[0]

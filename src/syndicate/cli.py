@@ -22,10 +22,10 @@ import click
 
 from .config import Config, DigestJob, load_config
 from .errors import SyndicateError
+from .i18n import catalog_problems
 from .model import ArticleSet, Severity
 from .pipeline import FeedReport, build_feeds, message_sender, write_digest, write_previews
 from .reader import read_articles
-from .render import catalog_problems
 
 if TYPE_CHECKING:
     from .scheduler import Jobs, Report, Scheduler

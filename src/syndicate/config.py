@@ -124,6 +124,14 @@ class Site(Section):
     """Languages read and published, in display order."""
     articles: Path = Path("articles")
     """Folder of article files."""
+    locales: Path = Path("locales")
+    """Folder of the publisher's own catalogs, <locales>/<lang>/LC_MESSAGES/messages.po: they add
+    languages and override the built-in sentences, read again when they change."""
+    templates: Path | None = None
+    """Folder whose email/ and web/ files replace the built-in templates of the same name."""
+    fallback_language: LangCode | None = None
+    """Language of the whole interface (mail and web) for a language whose catalog is
+    incomplete; without one, its digests are refused and its pages are in English."""
 
     @field_validator("article_url")
     @classmethod
@@ -166,7 +174,7 @@ class Email(Section):
     outbox: Path = Path("outbox")
     """Folder of previews and of the local Maildir used when no SMTP server is configured."""
     english_fallback: bool = False
-    """Render in English a language whose catalog is incomplete, instead of refusing."""
+    """Deprecated: site.fallback_language = "en" says the same."""
     list_id: str = "digest.example.com"
     """List-Id of the digests."""
     unsubscribe_mailto: str | None = None
@@ -283,6 +291,9 @@ class Config(Section):
             raise ValueError(
                 f"site.languages names {missing} but no [languages.<code>] profile exists for it"
             )
+        fallback = self.site.fallback_language
+        if fallback is not None and fallback not in self.languages:
+            raise ValueError(f"site.fallback_language {fallback!r} has no language profile")
         for job in self.schedule.digests:
             unknown = set(job.audiences) - set(self.audiences)
             if unknown:
@@ -296,6 +307,13 @@ class Config(Section):
         """Audience ids: the standard ones, then any that a language profile adds."""
         extra = {a for p in self.languages.values() for a in p.audiences} - set(AUDIENCES)
         return AUDIENCES + tuple(sorted(extra))
+
+    @property
+    def fallback_language(self) -> str | None:
+        """site.fallback_language, or English where the deprecated email.english_fallback is on."""
+        if self.site.fallback_language is None and self.email.english_fallback:
+            return "en"
+        return self.site.fallback_language
 
     @property
     def profiles(self) -> dict[str, LanguageProfile]:

@@ -15,19 +15,16 @@ import logging
 import mimetypes
 import re
 import secrets
-import tomllib
 from collections import defaultdict, deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from email.message import EmailMessage
 from email.utils import format_datetime, formatdate, make_msgid, parseaddr, parsedate_to_datetime
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from babel.dates import format_date
 from email_validator import EmailNotValidError, validate_email
-from jinja2 import Environment, FileSystemLoader, select_autoescape
 from markupsafe import Markup
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
@@ -39,9 +36,17 @@ from starlette.routing import Route
 
 from .config import Config
 from .feeds import article_html, feed_names, feed_url
+from .i18n import (
+    SOURCE_LANGUAGE,
+    environment,
+    interface_language,
+    language,
+    long_date,
+    template_roots,
+    web_language,
+)
 from .model import ArticleSet
 from .reader import article_files, read_articles
-from .render import templates_dir
 from .store import Store, Subscriber
 from .tokens import CONFIRM, PREFERENCES, UNSUBSCRIBE, read_token, reader_link
 
@@ -176,11 +181,6 @@ class RateLimit:
         return True
 
 
-def load_strings() -> dict[str, dict[str, str]]:
-    """The web's words per language (templates/web/strings.toml)."""
-    return tomllib.loads((templates_dir() / "web" / "strings.toml").read_text("utf-8"))
-
-
 def watch_articles(folder: Path, config: Config) -> Callable[[], ArticleSet]:
     """An article source for a long-running server: re-reads the set when a file changes."""
     seen: dict[str, Any] = {}
@@ -198,22 +198,25 @@ def watch_articles(folder: Path, config: Config) -> Callable[[], ArticleSet]:
 
 
 def confirmation_message(
-    config: Config, words: Mapping[str, str], to: str, url: str, *, known: bool, now: datetime
+    config: Config, lang: str, to: str, url: str, *, known: bool, now: datetime
 ) -> EmailMessage:
-    """The double opt-in mail, or (``known``) the note to an address that is already active."""
-    kind = "mail_known" if known else "mail_confirm"
-    values = {"site": config.site.title, "link": url, "days": CONFIRM_MAX_AGE.days}
+    """The double opt-in mail, or (``known``) the note to an address that is already active,
+    in the reader's language (its mail catalog complete), else the fallback language."""
+    ui_lang = interface_language(config, lang, "mail") or SOURCE_LANGUAGE
+    env = environment(template_roots(config), language(config, ui_lang).translations)
+    template = env.get_template("email/subscribed.txt" if known else "email/confirm.txt")
+    values = {"site_title": config.site.title, "link": url, "days": CONFIRM_MAX_AGE.days}
     message = EmailMessage()
     message["From"] = config.email.sender
     message["To"] = to
-    message["Subject"] = words[f"{kind}_subject"].format(**values)
+    message["Subject"] = " ".join(str(template.make_module(values).subject()).split())
     message["Date"] = format_datetime(now.astimezone(UTC))
     domain = parseaddr(config.email.sender)[1].rpartition("@")[2] or None
     message["Message-ID"] = make_msgid(domain=domain)
     message["Auto-Submitted"] = "auto-generated"
     if config.email.reply_to:
         message["Reply-To"] = config.email.reply_to
-    message.set_content(words[f"{kind}_body"].format(**values))
+    message.set_content(template.render(values).rstrip() + "\n")
     return message
 
 
@@ -228,20 +231,10 @@ def create_app(
 ) -> Starlette:
     """The whole web side as one ASGI app; see the README's "Web" section for the routes."""
     languages = list(config.site.languages)
-    catalog = load_strings()
     feeds = FeedFolder(config.path(config.feeds.out))
     archive_root = config.path(config.web.archive)
     limiter = RateLimit(config.web.subscribe_per_minute)
-    env = Environment(
-        loader=FileSystemLoader(templates_dir() / "web"),
-        autoescape=select_autoescape(["html"]),
-        trim_blocks=True,
-        lstrip_blocks=True,
-    )
     secure_cookie = config.site.base_url.startswith("https://")
-
-    def words(lang: str) -> dict[str, str]:
-        return {**catalog["en"], **catalog.get(lang, {})}
 
     def negotiate(request: Request) -> str:
         for part in request.headers.get("accept-language", "").split(","):
@@ -249,12 +242,6 @@ def create_app(
             if tag in languages:
                 return tag
         return languages[0]
-
-    def long_date(value: date, lang: str) -> str:
-        try:
-            return format_date(value, "long", locale=lang.replace("-", "_"))
-        except ValueError:
-            return value.isoformat()
 
     def csrf_field(nonce: str) -> str:
         return hmac.new(secret, b"csrf\0" + nonce.encode(), hashlib.sha256).hexdigest()
@@ -278,10 +265,15 @@ def create_app(
         nonce = request.cookies.get(CSRF_COOKIE)
         new_nonce = None if nonce else secrets.token_urlsafe(24)
         root = request.scope.get("root_path", "")
-        text = env.get_template(template).render(
+        # The page's words in one language: its own, or wholly the fallback's (said in lang=).
+        ui_lang = web_language(config, lang)
+        env = environment(template_roots(config), language(config, ui_lang).translations)
+        text = env.get_template(f"web/{template}").render(
             site=config.site,
             lang=lang,
-            t=words(lang),
+            ui_lang=ui_lang,
+            long_date=long_date,
+            audiences=audience_choices(ui_lang),
             root=root,
             languages=[(code, config.languages[code].name) for code in languages],
             csrf=csrf_field(nonce or new_nonce or ""),
@@ -308,17 +300,24 @@ def create_app(
         return response
 
     def notice(
-        request: Request, lang: str, key: str, status: int = 200, **context: Any
+        request: Request,
+        lang: str,
+        kind: str,
+        status: int = 200,
+        *,
+        token_page: bool = False,
+        manage: str | None = None,
     ) -> HTMLResponse:
-        t = words(lang)
+        """One of notice.html's short pages (``kind`` names it there)."""
         return page(
             request,
             "notice.html",
             lang,
             status,
-            title=t[f"{key}_title"],
-            text=t[f"{key}_text"].format(days=CONFIRM_MAX_AGE.days),
-            **context,
+            token_page=token_page,
+            kind=kind,
+            days=CONFIRM_MAX_AGE.days,
+            manage=manage,
         )
 
     def audience_choices(lang: str) -> list[tuple[str, str]]:
@@ -367,8 +366,6 @@ def create_app(
             status,
             articles=articles().in_language(lang),
             url=config.article_url,
-            long_date=long_date,
-            audiences=audience_choices(lang),
             alternates=[(code, f"{config.site.base_url}/{code}/") for code in languages],
             form={"lang": lang, "audiences": (), "email": "", "error": None, **form},
         )
@@ -389,7 +386,6 @@ def create_app(
             lang,
             article=item,
             url=config.article_url,
-            updated=long_date(item.updated, lang),
             body=Markup(article_html(config, item)),  # the feeds' HTML, so both say the same
             alternates=[(a.lang, config.article_url(a.lang, a.slug)) for a in versions],
             translations=[(a, config.languages[a.lang].name) for a in versions if a is not item],
@@ -440,21 +436,20 @@ def create_app(
             return notice(request, lang, "form_expired", 400)
         raw = str(form.get("email", "")).strip()
         audiences = [a for a in config.audiences if a in form.getlist("audiences")]
-        t = words(lang)
         try:
             email = validate_email(raw, check_deliverability=False).normalized
         except EmailNotValidError:
             return index_page(
-                request, lang, 400, email=raw, audiences=audiences, error=t["invalid_email"]
+                request, lang, 400, email=raw, audiences=audiences, error="invalid_email"
             )
         if not audiences:
-            return index_page(request, lang, 400, email=raw, error=t["no_audience"])
+            return index_page(request, lang, 400, email=raw, error="no_audience")
         known = store.subscriber(email)
         if known is not None and known.status == "active":
             # Tell the owner, not the visitor: the page below is the same either way.
             url = reader_link(config, secret, PREFERENCES, known.id, issued=moment)
             message = confirmation_message(
-                config, words(known.lang), email, url, known=True, now=moment
+                config, reader_lang(known), email, url, known=True, now=moment
             )
         else:
             reader = store.add_subscriber(
@@ -467,7 +462,7 @@ def create_app(
             )
             log.info("reader %d pending confirmation", reader.id)
             url = reader_link(config, secret, CONFIRM, reader.id, issued=moment)
-            message = confirmation_message(config, t, email, url, known=False, now=moment)
+            message = confirmation_message(config, lang, email, url, known=False, now=moment)
         if not await send(message):
             return notice(request, lang, "send_failed", 503)
         return notice(request, lang, "check_inbox")
@@ -490,7 +485,7 @@ def create_app(
         lang = reader_lang(reader)
         if request.method == "GET":
             # A button, not an action on GET: mail scanners open links on their own.
-            return notice(request, lang, "confirm", token_page=True, button="confirm_button")
+            return notice(request, lang, "confirm", token_page=True)
         if not csrf_ok(request, await request.form()):
             return notice(request, lang, "form_expired", 400, token_page=True)
         if reader.status != "active":
@@ -505,8 +500,7 @@ def create_app(
             return invalid_link(request)
         lang = reader_lang(reader)
         if request.method == "GET":
-            button = "unsubscribe_button"
-            return notice(request, lang, "unsubscribe", token_page=True, button=button)
+            return notice(request, lang, "unsubscribe", token_page=True)
         form = await request.form()
         # RFC 8058: the mail client's one-click POST carries no cookie; the token is the proof.
         one_click = form.get("List-Unsubscribe") == "One-Click"
@@ -548,7 +542,6 @@ def create_app(
             token_page=True,
             reader=reader,
             saved=saved,
-            audiences=audience_choices(lang),
             unsubscribe=reader_link(config, secret, UNSUBSCRIBE, reader.id, issued=now()),
         )
 

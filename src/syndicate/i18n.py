@@ -1,0 +1,414 @@
+"""The interface's languages: gettext catalogs and templates, the package's and the publisher's.
+
+One catalog per language (``messages.po``) holds every sentence a reader sees, in mail and on
+the web. The package's catalog of a language is read first, then the publisher's
+(``site.locales``), whose translations win; each is compiled when it is loaded and again only
+when the file changes, so a new language or a reworded sentence needs no reinstall. Templates
+are looked up in ``site.templates`` first, then in the package, file by file.
+
+A language is complete for a part (mail or web) when its catalogs translate every message the
+templates of that part use: the templates are the measure, so a stale .pot hides nothing.
+An incomplete language is never shown half translated: its whole interface is in the fallback.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import date
+from functools import lru_cache
+from pathlib import Path
+
+from babel import Locale, UnknownLocaleError
+from babel.dates import format_date
+from babel.messages.catalog import Catalog
+from babel.messages.extract import DEFAULT_KEYWORDS, extract_from_file
+from babel.messages.mofile import write_mo
+from babel.messages.pofile import PoFileError, read_po, write_po
+from babel.support import NullTranslations, Translations
+from jinja2 import (
+    BaseLoader,
+    ChoiceLoader,
+    Environment,
+    FileSystemLoader,
+    StrictUndefined,
+    select_autoescape,
+)
+
+from .config import Config
+from .errors import RenderError
+from .model import Diagnostic, Severity
+
+SOURCE_LANGUAGE = "en"
+"""The language of the templates' msgids: always complete, its catalog is optional."""
+DOMAIN = "messages"
+LOCALES = Path(__file__).with_name("locales")
+PARTS = {"mail": "email", "web": "web"}
+"""Each part of the interface and the template folder that holds it."""
+TEMPLATE_SUFFIXES = (".mjml", ".txt", ".html")
+_JINJA = {"extensions": "jinja2.ext.i18n", "trim_blocks": "true", "lstrip_blocks": "true"}
+
+Msgid = str | tuple[str, str]
+"""A message as the templates use it: a string, or (singular, plural)."""
+
+
+def templates_dir() -> Path:
+    """Installed wheels carry the templates inside the package; a checkout has them at its top."""
+    packaged = Path(__file__).with_name("templates")
+    return packaged if packaged.is_dir() else Path(__file__).resolve().parents[2] / "templates"
+
+
+def locale_name(lang: str) -> str:
+    """A language code as Babel and gettext folders write it: ``pt-BR`` → ``pt_BR``."""
+    return lang.replace("-", "_")
+
+
+def babel_locale(lang: str) -> Locale | None:
+    try:
+        return Locale.parse(locale_name(lang))
+    except (UnknownLocaleError, ValueError):
+        return None
+
+
+# -- templates ---------------------------------------------------------------------------------
+
+
+def template_roots(config: Config, templates: Path | None = None) -> tuple[Path, ...]:
+    """The publisher's template folder (if any), then the built-in one (or ``templates``)."""
+    builtin = (templates or templates_dir()).resolve()
+    if config.site.templates is None:
+        return (builtin,)
+    return (config.path(config.site.templates).resolve(), builtin)
+
+
+def template_loader(roots: tuple[Path, ...]) -> BaseLoader:
+    """``email/digest.mjml`` from the first folder that has it: overrides go file by file."""
+    return ChoiceLoader([FileSystemLoader(root) for root in roots])
+
+
+def template_files(roots: tuple[Path, ...], part: str) -> dict[str, Path]:
+    """Each template name of ``part`` (``email/base.mjml``) and the file that serves it."""
+    found: dict[str, Path] = {}
+    for root in reversed(roots):
+        folder = root / PARTS[part]
+        if folder.is_dir():
+            for path in folder.rglob("*"):
+                if path.is_file() and path.suffix in TEMPLATE_SUFFIXES:
+                    found[path.relative_to(root).as_posix()] = path
+    return dict(sorted(found.items()))
+
+
+def shown(path: Path, roots: tuple[Path, ...]) -> str:
+    """A template file as messages name it: ``templates/email/digest.mjml`` for a built-in one."""
+    if path.is_relative_to(roots[-1]):
+        return f"templates/{path.relative_to(roots[-1]).as_posix()}"
+    return str(path)
+
+
+@dataclass(frozen=True)
+class Message:
+    msgid: Msgid
+    places: tuple[tuple[str, int], ...]
+    """Where the templates use it: (``templates/web/index.html``, 5), ..."""
+    comments: tuple[str, ...] = ()
+
+    @property
+    def key(self) -> str:
+        return self.msgid[0] if isinstance(self.msgid, tuple) else self.msgid
+
+    @property
+    def where(self) -> str:
+        """The first place it is used, as ``file:line``."""
+        return "{}:{}".format(*self.places[0])
+
+
+@lru_cache(maxsize=256)
+def _extract(path: Path, stamp: tuple[int, int]) -> tuple[tuple[int, Msgid, tuple[str, ...]], ...]:
+    found = []
+    for line, message, comments, _context in extract_from_file(
+        "jinja2", str(path), DEFAULT_KEYWORDS, ("Translators:",), _JINJA
+    ):
+        msgid = tuple(message[:2]) if isinstance(message, tuple) else message
+        found.append((line, msgid, tuple(comments)))
+    return tuple(found)  # type: ignore[arg-type]
+
+
+def _stamp(path: Path) -> tuple[int, int]:
+    info = path.stat()
+    return info.st_mtime_ns, info.st_size
+
+
+def template_messages(roots: tuple[Path, ...], part: str) -> tuple[Message, ...]:
+    """Every message the templates of ``part`` use, in a stable order, with where."""
+    places: dict[Msgid, list[tuple[str, int]]] = {}
+    comments: dict[Msgid, tuple[str, ...]] = {}
+    for path in template_files(roots, part).values():
+        try:
+            found = _extract(path, _stamp(path))
+        except Exception as exc:  # a template that does not parse cannot be measured
+            raise RenderError(f"{shown(path, roots)}: {exc}") from None
+        for line, msgid, notes in found:
+            places.setdefault(msgid, []).append((shown(path, roots), line))
+            comments[msgid] = comments.get(msgid) or notes
+    return tuple(Message(m, tuple(p), comments[m]) for m, p in places.items())
+
+
+@lru_cache(maxsize=64)
+def environment(roots: tuple[Path, ...], translations: NullTranslations) -> Environment:
+    """One Environment per template folders and catalog: gettext is installed per environment.
+    Autoescape for HTML and MJML, none for text; an undefined variable fails the render."""
+    env = Environment(
+        loader=template_loader(roots),
+        autoescape=select_autoescape(enabled_extensions=("mjml", "html", "xml"), default=False),
+        undefined=StrictUndefined,
+        extensions=["jinja2.ext.i18n"],
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+    )
+    env.install_gettext_translations(translations, newstyle=True)  # type: ignore[attr-defined]
+    return env
+
+
+def long_date(value: date, lang: str) -> str:
+    """``11 décembre 2025``: the date as CLDR writes it in ``lang`` (ISO where Babel cannot)."""
+    try:
+        return format_date(value, "long", locale=locale_name(lang))
+    except (UnknownLocaleError, ValueError):
+        return value.isoformat()
+
+
+def language_name(config: Config, lang: str, ui_lang: str) -> str:
+    """``lang``'s name as a sentence in ``ui_lang`` writes it, from CLDR (``français``,
+    ``French``); the profile's name where Babel does not know the language."""
+    locale = babel_locale(lang)
+    name = locale.get_display_name(locale_name(ui_lang)) if locale is not None else None
+    return name or config.languages[lang].name
+
+
+# -- catalogs ----------------------------------------------------------------------------------
+
+
+def catalog_files(config: Config, lang: str) -> tuple[Path, Path]:
+    """The built-in and the publisher's catalog of ``lang``, whether they exist or not."""
+    tail = Path(locale_name(lang), "LC_MESSAGES", f"{DOMAIN}.po")
+    return LOCALES / tail, config.path(config.site.locales) / tail
+
+
+@dataclass(frozen=True)
+class CatalogFile:
+    """One .po file, compiled: its usable translations and what it leaves to do."""
+
+    translations: Translations
+    translated: frozenset[str]
+    fuzzy: frozenset[str]
+
+
+@lru_cache(maxsize=64)
+def _compile(path: Path, stamp: tuple[int, int]) -> CatalogFile:
+    try:
+        with path.open("rb") as source:
+            catalog = read_po(source, abort_invalid=True)
+    except PoFileError as exc:
+        line = exc.lineno + 1  # Babel counts lines from 0
+        raise RenderError(f"{path}:{line}: {str(exc).removesuffix(f' on {exc.lineno}')}") from None
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise RenderError(f"{path}: cannot read the catalog: {exc}") from None
+    translated, fuzzy = set(), set()
+    for message in list(catalog):
+        if not message.id:
+            continue
+        key = message.id[0] if isinstance(message.id, (tuple, list)) else message.id
+        strings = message.string if isinstance(message.string, (tuple, list)) else [message.string]
+        complete = len(strings) >= catalog.num_plurals if message.pluralizable else True
+        if message.fuzzy and any(strings):
+            fuzzy.add(key)
+        if message.fuzzy or not complete or not all(strings):
+            del catalog[message.id]  # gettext must not answer with an empty or doubtful string
+        else:
+            translated.add(key)
+    compiled = io.BytesIO()
+    write_mo(compiled, catalog)
+    compiled.seek(0)
+    return CatalogFile(
+        Translations(compiled, domain=DOMAIN), frozenset(translated), frozenset(fuzzy)
+    )
+
+
+@dataclass(frozen=True)
+class Language:
+    """A language's catalogs merged: the publisher's translations over the package's."""
+
+    lang: str
+    files: tuple[Path, ...]
+    """The catalog files that exist, built-in first."""
+    translations: NullTranslations
+    translated: frozenset[str]
+    fuzzy: frozenset[str]
+
+
+def language(config: Config, lang: str) -> Language:
+    """``lang``'s catalogs as they are on disk now (compiled again only after a change)."""
+    files = tuple(p for p in catalog_files(config, lang) if p.is_file())
+    return _merge(lang, tuple((p, _stamp(p)) for p in files))
+
+
+@lru_cache(maxsize=64)
+def _merge(lang: str, files: tuple[tuple[Path, tuple[int, int]], ...]) -> Language:
+    compiled = [_compile(path, stamp) for path, stamp in files]
+    translations: NullTranslations = NullTranslations()
+    if compiled:
+        # A fresh object for the merge: the compiled files stay as they were, for other merges.
+        translations = Translations(domain=DOMAIN)
+        translations._catalog = dict(compiled[0].translations._catalog)  # type: ignore[attr-defined]
+        translations.plural = compiled[0].translations.plural  # type: ignore[attr-defined]
+        for extra in compiled[1:]:
+            translations.merge(extra.translations)
+    translated = frozenset().union(*(c.translated for c in compiled))
+    fuzzy = frozenset().union(*(c.fuzzy for c in compiled)) - translated
+    return Language(lang, tuple(p for p, _ in files), translations, translated, fuzzy)
+
+
+def missing_messages(
+    config: Config, lang: str, part: str, roots: tuple[Path, ...] | None = None
+) -> list[Message]:
+    """The messages of ``part`` that ``lang``'s catalogs leave untranslated (none for English)."""
+    if lang == SOURCE_LANGUAGE:
+        return []
+    done = language(config, lang).translated
+    return [
+        m for m in template_messages(roots or template_roots(config), part) if m.key not in done
+    ]
+
+
+def interface_language(
+    config: Config, lang: str, part: str, roots: tuple[Path, ...] | None = None
+) -> str | None:
+    """The language ``part`` speaks to a reader of ``lang``: ``lang`` when its catalogs are
+    complete, else the fallback language (English where that is incomplete too); None when no
+    fallback is configured."""
+    if not missing_messages(config, lang, part, roots):
+        return lang
+    fallback = config.fallback_language
+    if fallback is None:
+        return None
+    return fallback if not missing_messages(config, fallback, part, roots) else SOURCE_LANGUAGE
+
+
+def web_language(config: Config, lang: str) -> str:
+    """The web never refuses a page: without a fallback language it speaks English."""
+    return interface_language(config, lang, "web") or SOURCE_LANGUAGE
+
+
+# -- reports for `check` and `locale` ------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Gap:
+    """What one language lacks in one part of the interface."""
+
+    lang: str
+    part: str
+    catalog: Path
+    """The file to translate in: the publisher's catalog, if it has one, else the built-in."""
+    exists: bool
+    total: int
+    missing: tuple[Message, ...]
+    fuzzy: frozenset[str]
+
+
+def gaps(config: Config) -> Iterator[Gap]:
+    """For each published language and part, what its catalogs leave untranslated."""
+    roots = template_roots(config)
+    for lang in config.site.languages:
+        if lang == SOURCE_LANGUAGE:
+            continue
+        found = language(config, lang)
+        builtin, own = catalog_files(config, lang)
+        catalog = own if own.is_file() or not builtin.is_file() else builtin
+        for part in PARTS:
+            missing = tuple(missing_messages(config, lang, part, roots))
+            total = len(template_messages(roots, part))
+            yield Gap(lang, part, catalog, bool(found.files), total, missing, found.fuzzy)
+
+
+def catalog_problems(config: Config) -> list[Diagnostic]:
+    """One diagnostic per published language and part its catalogs leave incomplete."""
+    problems = []
+    if config.email.english_fallback and config.site.fallback_language is None:
+        problems.append(
+            Diagnostic(
+                str(config.root / "config.toml"),
+                None,
+                Severity.WARNING,
+                'email.english_fallback is deprecated: write site.fallback_language = "en"',
+            )
+        )
+    fallback = config.fallback_language
+    for gap in gaps(config):
+        if not gap.missing:
+            continue
+        if gap.part == "mail":
+            severity = Severity.ERROR if fallback is None else Severity.WARNING
+            consequence = (
+                f"its digests are in {fallback} throughout"
+                if fallback
+                else "its digests are refused (site.fallback_language allows another language)"
+            )
+        else:
+            severity = Severity.WARNING
+            consequence = f"its pages are in {fallback or SOURCE_LANGUAGE} throughout"
+        fuzzy = sum(m.key in gap.fuzzy for m in gap.missing)
+        what = (
+            f"catalog for '{gap.lang}' is incomplete"
+            if gap.exists
+            else f"no catalog for '{gap.lang}' (syndicate locale init {gap.lang} writes one)"
+        )
+        problems.append(
+            Diagnostic(
+                str(gap.catalog),
+                None,
+                severity,
+                f"{what}: {len(gap.missing)} of {gap.total} {gap.part} messages untranslated"
+                + (f" ({fuzzy} fuzzy)" if fuzzy else "")
+                + f", first {gap.missing[0].key!r}; {consequence}",
+            )
+        )
+    return problems
+
+
+def template_catalog(config: Config, lang: str | None = None) -> Catalog:
+    """Every message of the templates (mail and web), untranslated, with the plural rule of
+    ``lang`` as Babel knows it: what ``pybabel extract`` would write, from the templates in use."""
+    locale = babel_locale(lang) if lang else None
+    catalog = Catalog(
+        locale=locale,
+        project="syndicate",
+        copyright_holder=config.site.author,
+        charset="utf-8",
+        fuzzy=False,
+    )
+    roots = template_roots(config)
+    for part in PARTS:
+        for message in template_messages(roots, part):
+            places = list(message.places)
+            if message.msgid in catalog:
+                catalog[message.msgid].locations.extend(places)
+                continue
+            catalog.add(
+                message.msgid,
+                ("",) * catalog.num_plurals if isinstance(message.msgid, tuple) else "",
+                locations=places,
+                auto_comments=message.comments,
+                flags=("python-format",) if "%(" in "".join(message.msgid) else (),
+            )
+    return catalog
+
+
+def write_catalog(catalog: Catalog, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".po.tmp")
+    with tmp.open("wb") as target:
+        write_po(target, catalog, width=100, sort_output=True)
+    tmp.replace(path)
