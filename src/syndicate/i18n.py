@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import date
 from functools import lru_cache
+from importlib.metadata import version
 from pathlib import Path
 
 from babel import Locale, UnknownLocaleError
@@ -37,7 +38,7 @@ from jinja2 import (
 )
 
 from .config import Config
-from .errors import RenderError
+from .errors import RenderError, SyndicateError
 from .model import Diagnostic, Severity
 
 SOURCE_LANGUAGE = "en"
@@ -384,7 +385,13 @@ def template_catalog(config: Config, lang: str | None = None) -> Catalog:
     locale = babel_locale(lang) if lang else None
     catalog = Catalog(
         locale=locale,
+        header_comment=(
+            f"# {locale.english_name if locale else 'The'} translations of {config.site.title}."
+            "\n# Register: name here the one form of address used throughout (tu or vous, du or"
+            " Sie, ...)."
+        ),
         project="syndicate",
+        version=version("syndicate"),
         copyright_holder=config.site.author,
         charset="utf-8",
         fuzzy=False,
@@ -412,3 +419,16 @@ def write_catalog(catalog: Catalog, path: Path) -> None:
     with tmp.open("wb") as target:
         write_po(target, catalog, width=100, sort_output=True)
     tmp.replace(path)
+
+
+def init_catalog(config: Config, lang: str) -> tuple[Path, Catalog]:
+    """Write ``lang``'s catalog into the publisher's folder, every message untranslated, with
+    the language's plural rule from CLDR. An existing file is never overwritten."""
+    path = catalog_files(config, lang)[1]
+    if path.exists():
+        raise SyndicateError(f"{path} exists already; translate the entries it lacks there")
+    if babel_locale(lang) is None:
+        raise SyndicateError(f"Babel knows no language {lang!r}: no plural rule to write")
+    catalog = template_catalog(config, lang)
+    write_catalog(catalog, path)
+    return path, catalog
