@@ -422,3 +422,14 @@ def test_locale_check_lists_untranslated_and_fuzzy_messages_by_file(tmp_path: Pa
     )
     assert not any("'Save'" in line for line in listed)
     assert lines[1].startswith("fr web: ")  # French is complete: nothing listed
+
+
+def test_check_names_the_line_of_a_broken_catalog(tmp_path: Path) -> None:
+    path = tmp_path / "config.toml"
+    path.write_text('[site]\nlanguages = ["en", "nl"]\n', "utf-8")
+    catalog = tmp_path / "locales" / "nl" / "LC_MESSAGES" / "messages.po"
+    catalog.parent.mkdir(parents=True)
+    catalog.write_text('msgid ""\nmsgstr ""\n\nmsgid "Save"\nOpslaan\n', "utf-8")
+    code, _, stderr = run("check", "--config", str(path), "--articles", str(ARTICLES))
+    assert code == 1
+    assert f"{catalog}:5: error: Unknown or misformatted keyword" in stderr

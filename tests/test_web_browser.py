@@ -76,12 +76,12 @@ def test_subscribe_confirm_and_unsubscribe_in_chromium(live, browser):
     page.check("input[name=audiences][value=cost]")
     page.check("input[name=audiences][value=architects]")
     page.get_by_role("button", name="Aanmelden").click()
-    expect(page.locator("h1")).to_have_text("Kijk in uw inbox")
+    expect(page.locator("h1")).to_have_text("Kijk in je inbox")
     reader = db.subscriber("lezer@example.org")
     assert (reader.status, reader.audiences) == ("pending", ("architects", "cost"))
 
     [mail] = inbox.messages
-    assert mail["Subject"] == "Bevestig uw aanmelding bij Syndicate"
+    assert mail["Subject"] == "Bevestig je aanmelding bij Syndicate"
     page.goto(inbox.link())
     page.screenshot(path=ARTIFACTS / "nl-confirm-375.png", full_page=True)
     page.get_by_role("button", name="Aanmelding bevestigen").click()
@@ -95,5 +95,5 @@ def test_subscribe_confirm_and_unsubscribe_in_chromium(live, browser):
     assert db.subscriber_by_id(reader.id).status == "active"
     page.screenshot(path=ARTIFACTS / "nl-unsubscribe-375.png", full_page=True)
     page.get_by_role("button", name="Afmelden").click()
-    expect(page.locator("h1")).to_have_text("U bent afgemeld")
+    expect(page.locator("h1")).to_have_text("Je bent afgemeld")
     assert db.subscriber_by_id(reader.id).status == "unsubscribed"

@@ -25,6 +25,14 @@ class RenderError(SyndicateError):
     """A template or MJML document could not be rendered; the message names template and line."""
 
 
+class CatalogError(RenderError):
+    """A gettext catalog (.po) cannot be read; names the file and, where known, the line."""
+
+    def __init__(self, file: str, line: int | None, problem: str) -> None:
+        self.file, self.line, self.problem = file, line, problem
+        super().__init__(f"{file}:{line}: {problem}" if line else f"{file}: {problem}")
+
+
 class DeliveryError(SyndicateError):
     """Mail could not be handed to the transport at all (not a per-recipient failure)."""
 

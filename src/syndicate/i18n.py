@@ -38,7 +38,7 @@ from jinja2 import (
 )
 
 from .config import Config
-from .errors import RenderError, SyndicateError
+from .errors import CatalogError, RenderError, SyndicateError
 from .model import Diagnostic, Severity
 
 SOURCE_LANGUAGE = "en"
@@ -212,10 +212,10 @@ def _compile(path: Path, stamp: tuple[int, int]) -> CatalogFile:
         with path.open("rb") as source:
             catalog = read_po(source, abort_invalid=True)
     except PoFileError as exc:
-        line = exc.lineno + 1  # Babel counts lines from 0
-        raise RenderError(f"{path}:{line}: {str(exc).removesuffix(f' on {exc.lineno}')}") from None
+        problem = str(exc).removesuffix(f" on {exc.lineno}")
+        raise CatalogError(str(path), exc.lineno + 1, problem) from None  # Babel counts from 0
     except (OSError, UnicodeDecodeError, ValueError) as exc:
-        raise RenderError(f"{path}: cannot read the catalog: {exc}") from None
+        raise CatalogError(str(path), None, f"cannot read the catalog: {exc}") from None
     translated, fuzzy = set(), set()
     for message in list(catalog):
         if not message.id:
@@ -319,11 +319,11 @@ class Gap:
     fuzzy: frozenset[str]
 
 
-def gaps(config: Config) -> Iterator[Gap]:
+def gaps(config: Config, skip: frozenset[str] = frozenset()) -> Iterator[Gap]:
     """For each published language and part, what its catalogs leave untranslated."""
     roots = template_roots(config)
     for lang in config.site.languages:
-        if lang == SOURCE_LANGUAGE:
+        if lang == SOURCE_LANGUAGE or lang in skip:
             continue
         found = language(config, lang)
         builtin, own = catalog_files(config, lang)
@@ -346,8 +346,15 @@ def catalog_problems(config: Config) -> list[Diagnostic]:
                 'email.english_fallback is deprecated: write site.fallback_language = "en"',
             )
         )
+    broken = set()
+    for lang in config.site.languages:
+        try:
+            language(config, lang)
+        except CatalogError as exc:
+            problems.append(Diagnostic(exc.file, exc.line, Severity.ERROR, exc.problem))
+            broken.add(lang)
     fallback = config.fallback_language
-    for gap in gaps(config):
+    for gap in gaps(config, frozenset(broken)):
         if not gap.missing:
             continue
         if gap.part == "mail":
