@@ -17,7 +17,7 @@ import io
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import date
-from functools import lru_cache
+from functools import cache, lru_cache
 from importlib.metadata import version
 from pathlib import Path
 
@@ -54,10 +54,11 @@ Msgid = str | tuple[str, str]
 """A message as the templates use it: a string, or (singular, plural)."""
 
 
+@cache
 def templates_dir() -> Path:
     """Installed wheels carry the templates inside the package; a checkout has them at its top."""
-    packaged = Path(__file__).with_name("templates")
-    return packaged if packaged.is_dir() else Path(__file__).resolve().parents[2] / "templates"
+    packaged = Path(__file__).resolve().with_name("templates")
+    return packaged if packaged.is_dir() else packaged.parents[2] / "templates"
 
 
 def locale_name(lang: str) -> str:
@@ -77,7 +78,7 @@ def babel_locale(lang: str) -> Locale | None:
 
 def template_roots(config: Config, templates: Path | None = None) -> tuple[Path, ...]:
     """The publisher's template folder (if any), then the built-in one (or ``templates``)."""
-    builtin = (templates or templates_dir()).resolve()
+    builtin = templates.resolve() if templates else templates_dir()
     if config.site.templates is None:
         return (builtin,)
     return (config.path(config.site.templates).resolve(), builtin)
@@ -124,15 +125,16 @@ class Message:
         return "{}:{}".format(*self.places[0])
 
 
-@lru_cache(maxsize=256)
-def _extract(path: Path, stamp: tuple[int, int]) -> tuple[tuple[int, Msgid, tuple[str, ...]], ...]:
-    found = []
-    for line, message, comments, _context in extract_from_file(
-        "jinja2", str(path), DEFAULT_KEYWORDS, ("Translators:",), _JINJA
-    ):
+def _extract(path: Path, name: str) -> Iterator[tuple[str, int, Msgid, tuple[str, ...]]]:
+    try:
+        found = list(
+            extract_from_file("jinja2", str(path), DEFAULT_KEYWORDS, ("Translators:",), _JINJA)
+        )
+    except Exception as exc:  # a template that does not parse cannot be measured
+        raise RenderError(f"{name}: {exc}") from None
+    for line, message, comments, _context in found:
         msgid = tuple(message[:2]) if isinstance(message, tuple) else message
-        found.append((line, msgid, tuple(comments)))
-    return tuple(found)  # type: ignore[arg-type]
+        yield name, line, msgid, tuple(comments)  # type: ignore[misc]
 
 
 def _stamp(path: Path) -> tuple[int, int]:
@@ -141,16 +143,21 @@ def _stamp(path: Path) -> tuple[int, int]:
 
 
 def template_messages(roots: tuple[Path, ...], part: str) -> tuple[Message, ...]:
-    """Every message the templates of ``part`` use, in a stable order, with where."""
+    """Every message the templates of ``part`` use, in a stable order, with where; read
+    again only when a template file is added, removed or changed."""
+    files = tuple((path, _stamp(path)) for path in template_files(roots, part).values())
+    return _messages(roots, files)
+
+
+@lru_cache(maxsize=64)
+def _messages(
+    roots: tuple[Path, ...], files: tuple[tuple[Path, tuple[int, int]], ...]
+) -> tuple[Message, ...]:
     places: dict[Msgid, list[tuple[str, int]]] = {}
     comments: dict[Msgid, tuple[str, ...]] = {}
-    for path in template_files(roots, part).values():
-        try:
-            found = _extract(path, _stamp(path))
-        except Exception as exc:  # a template that does not parse cannot be measured
-            raise RenderError(f"{shown(path, roots)}: {exc}") from None
-        for line, msgid, notes in found:
-            places.setdefault(msgid, []).append((shown(path, roots), line))
+    for path, _ in files:
+        for name, line, msgid, notes in _extract(path, shown(path, roots)):
+            places.setdefault(msgid, []).append((name, line))
             comments[msgid] = comments.get(msgid) or notes
     return tuple(Message(m, tuple(p), comments[m]) for m, p in places.items())
 
