@@ -1,7 +1,8 @@
 """Render stage: a Digest → subject, HTML and plain text, once per variant.
 
-Jinja2 renders the MJML and text templates (autoescape on for .mjml, StrictUndefined, gettext
-from Babel catalogs); mjml-python turns the MJML into HTML. Per-reader links are left as
+Jinja2 renders the MJML and text templates (the publisher's before the built-in ones, gettext
+from the catalogs, in the language ``i18n.interface_language`` picks); mjml-python turns the
+MJML into HTML. Per-reader links are left as
 placeholders that ``RenderedDigest.personalise`` fills in without rendering again.
 Reads templates and catalogs; writes nothing.
 """
