@@ -433,3 +433,23 @@ def test_check_names_the_line_of_a_broken_catalog(tmp_path: Path) -> None:
     code, _, stderr = run("check", "--config", str(path), "--articles", str(ARTICLES))
     assert code == 1
     assert f"{catalog}:5: error: Unknown or misformatted keyword" in stderr
+
+
+@pytest.mark.parametrize(
+    ("lang", "register", "other"),
+    [
+        ("nl", '"je"', r"\b(u|uw)\b"),
+        ("de", '"Sie"', r"\b(du|dich|dir|dein\w*|euch|euer)\b"),
+        ("fr", '"vous"', r"\b(tu|toi|ton|ta|tes)\b"),
+    ],
+)
+def test_each_catalog_keeps_the_one_register_its_header_names(
+    lang: str, register: str, other: str
+) -> None:
+    path = ROOT / "src" / "syndicate" / "locales" / lang / "LC_MESSAGES" / "messages.po"
+    with path.open("rb") as source:
+        catalog = read_po(source)
+    assert re.search(rf"^# Register: .*{register}", catalog.header_comment, re.M)
+    for message in catalog:
+        for text in message.string if isinstance(message.string, tuple) else [message.string]:
+            assert not re.search(other, text, re.I), f"{lang}: {text!r}"
