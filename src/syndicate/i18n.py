@@ -387,20 +387,20 @@ def catalog_problems(config: Config) -> list[Diagnostic]:
                 severity,
                 f"{what}: {len(gap.missing)} of {gap.total} {gap.part} messages untranslated"
                 + (f" ({fuzzy} fuzzy)" if fuzzy else "")
-                + f", first {gap.missing[0].key!r}; {consequence}",
+                + f", first {gap.missing[0].key!r} ({gap.missing[0].where}); {consequence}"
+                + "; syndicate locale check lists them",
             )
         )
     return problems
 
 
-def template_catalog(config: Config, lang: str | None = None) -> Catalog:
-    """Every message of the templates (mail and web), untranslated, with the plural rule of
-    ``lang`` as Babel knows it: what ``pybabel extract`` would write, from the templates in use."""
-    locale = babel_locale(lang) if lang else None
+def template_catalog(config: Config, locale: Locale) -> Catalog:
+    """Every message of the templates in use (mail and web), untranslated, with ``locale``'s
+    plural rule from CLDR: what ``pybabel extract`` and ``pybabel init`` would write."""
     catalog = Catalog(
         locale=locale,
         header_comment=(
-            f"# {locale.english_name if locale else 'The'} translations of {config.site.title}."
+            f"# {locale.english_name} translations of {config.site.title}."
             "\n# Register: name here the one form of address used throughout (tu or vous, du or"
             " Sie, ...)."
         ),
@@ -441,8 +441,9 @@ def init_catalog(config: Config, lang: str) -> tuple[Path, Catalog]:
     path = catalog_files(config, lang)[1]
     if path.exists():
         raise SyndicateError(f"{path} exists already; translate the entries it lacks there")
-    if babel_locale(lang) is None:
+    locale = babel_locale(lang)
+    if locale is None:
         raise SyndicateError(f"Babel knows no language {lang!r}: no plural rule to write")
-    catalog = template_catalog(config, lang)
+    catalog = template_catalog(config, locale)
     write_catalog(catalog, path)
     return path, catalog
