@@ -453,3 +453,13 @@ def test_each_catalog_keeps_the_one_register_its_header_names(
     for message in catalog:
         for text in message.string if isinstance(message.string, tuple) else [message.string]:
             assert not re.search(other, text, re.I), f"{lang}: {text!r}"
+
+
+def test_the_french_subject_keeps_its_no_break_space_before_the_colon(site) -> None:
+    config, articles = site
+    digest = select_digest(read_articles(articles, config.profiles), "fr", ["cost"])
+    rendered = render_digest(digest, config)
+    assert rendered.subject == (
+        "Points clés pour les équipes d'optimisation des coûts\u00a0: 1 nouvel article"
+    )
+    assert "Lire l'article complet\u00a0:" in rendered.text

@@ -19,7 +19,10 @@ from syndicate.errors import RenderError
 from syndicate.i18n import (
     PARTS,
     catalog_problems,
+    environment,
+    language,
     missing_messages,
+    one_line,
     template_messages,
     template_roots,
     templates_dir,
@@ -212,6 +215,22 @@ def test_revised_articles_are_marked(seeds: ArticleSet, config: Config) -> None:
     assert "herzien sinds de vorige editie" not in fresh.html + fresh.text
     assert "11 december 2025 &#183; <strong>herzien sinds de vorige editie</strong>" in revised.html
     assert "11 december 2025 (herzien sinds de vorige editie)" in revised.text
+
+
+@pytest.mark.parametrize(
+    ("lang", "intro"),
+    [
+        ("en", "1,500 new articles in this issue."),
+        ("de", "1.500 neue Artikel in dieser Ausgabe."),
+        ("fr", "1\u202f500 nouveaux articles dans ce numéro."),
+    ],
+)
+def test_counts_are_written_as_the_language_writes_numbers(
+    config: Config, lang: str, intro: str
+) -> None:
+    env = environment(template_roots(config), lang, language(config, lang).translations)
+    strings = env.get_template("email/strings.txt").make_module({"count": 1500, "since": None})
+    assert one_line(strings.intro()) == intro
 
 
 def test_since_is_shown_in_the_language(seeds: ArticleSet, config: Config) -> None:

@@ -13,7 +13,9 @@ An incomplete language is never shown half translated: its whole interface is in
 
 from __future__ import annotations
 
+import functools
 import io
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import date
@@ -27,6 +29,7 @@ from babel.messages.catalog import Catalog
 from babel.messages.extract import DEFAULT_KEYWORDS, extract_from_file
 from babel.messages.mofile import write_mo
 from babel.messages.pofile import PoFileError, read_po, write_po
+from babel.numbers import format_decimal
 from babel.support import NullTranslations, Translations
 from jinja2 import (
     BaseLoader,
@@ -163,8 +166,9 @@ def _messages(
 
 
 @lru_cache(maxsize=64)
-def environment(roots: tuple[Path, ...], translations: NullTranslations) -> Environment:
-    """One Environment per template folders and catalog: gettext is installed per environment.
+def environment(roots: tuple[Path, ...], lang: str, translations: NullTranslations) -> Environment:
+    """One Environment per template folders and interface language: gettext is installed per
+    environment, and so is ``number``, which writes a number as CLDR does in ``lang``.
     Autoescape for HTML and MJML, none for text; an undefined variable fails the render."""
     env = Environment(
         loader=template_loader(roots),
@@ -176,7 +180,25 @@ def environment(roots: tuple[Path, ...], translations: NullTranslations) -> Envi
         keep_trailing_newline=True,
     )
     env.install_gettext_translations(translations, newstyle=True)  # type: ignore[attr-defined]
+    env.filters["number"] = functools.partial(format_number, lang=lang)
     return env
+
+
+def format_number(value: float, lang: str) -> str:
+    """``1 234`` in French, ``1.234`` in German: digits grouped as CLDR writes them."""
+    try:
+        return format_decimal(value, locale=locale_name(lang))
+    except (UnknownLocaleError, ValueError):
+        return str(value)
+
+
+_LAYOUT = re.compile(r"[ \t\r\n]+")
+
+
+def one_line(text: object) -> str:
+    """A macro's output as one line: the template's line breaks and indents collapse, the
+    no-break spaces of the translation stay (French puts one before a colon)."""
+    return _LAYOUT.sub(" ", str(text)).strip(" ")
 
 
 def long_date(value: date, lang: str) -> str:

@@ -32,6 +32,7 @@ from .i18n import (
     locale_name,
     long_date,
     missing_messages,
+    one_line,
     shown,
     template_files,
     template_roots,
@@ -263,7 +264,7 @@ def render_digest(
             f"{catalog_files(config, digest.lang)[1]} (syndicate locale check lists them), "
             "or set site.fallback_language"
         )
-    env = environment(roots, language(config, ui_lang).translations)
+    env = environment(roots, ui_lang, language(config, ui_lang).translations)
     nonce = digest.content_hash[:16]
     context = digest_context(digest, config, ui_lang)
     context.update({name: f"@@{name}.{nonce}@@" for name in PLACEHOLDERS})
@@ -271,7 +272,7 @@ def render_digest(
     try:
         strings = env.get_template("email/strings.txt").make_module(context)
         for name in ("subject", "heading", "intro", "preheader", "why"):
-            context[name] = " ".join(str(getattr(strings, name)()).split())
+            context[name] = one_line(getattr(strings, name)())
         template = "email/digest.mjml"
         source = env.get_template(template).render(context)
         template = "email/digest.txt"

@@ -42,6 +42,7 @@ from .i18n import (
     interface_language,
     language,
     long_date,
+    one_line,
     template_roots,
     web_language,
 )
@@ -203,13 +204,13 @@ def confirmation_message(
     """The double opt-in mail, or (``known``) the note to an address that is already active,
     in the reader's language (its mail catalog complete), else the fallback language."""
     ui_lang = interface_language(config, lang, "mail") or SOURCE_LANGUAGE
-    env = environment(template_roots(config), language(config, ui_lang).translations)
+    env = environment(template_roots(config), ui_lang, language(config, ui_lang).translations)
     template = env.get_template("email/subscribed.txt" if known else "email/confirm.txt")
     values = {"site_title": config.site.title, "link": url, "days": CONFIRM_MAX_AGE.days}
     message = EmailMessage()
     message["From"] = config.email.sender
     message["To"] = to
-    message["Subject"] = " ".join(str(template.make_module(values).subject()).split())
+    message["Subject"] = one_line(template.make_module(values).subject())
     message["Date"] = format_datetime(now.astimezone(UTC))
     domain = parseaddr(config.email.sender)[1].rpartition("@")[2] or None
     message["Message-ID"] = make_msgid(domain=domain)
@@ -267,7 +268,7 @@ def create_app(
         root = request.scope.get("root_path", "")
         # The page's words in one language: its own, or wholly the fallback's (said in lang=).
         ui_lang = web_language(config, lang)
-        env = environment(template_roots(config), language(config, ui_lang).translations)
+        env = environment(template_roots(config), ui_lang, language(config, ui_lang).translations)
         text = env.get_template(f"web/{template}").render(
             site=config.site,
             lang=lang,
