@@ -649,3 +649,29 @@ def test_without_smtp_the_mail_lands_in_the_outbox_maildir(tmp_path):
     message_sender(config)(message)
     [stored] = list((tmp_path / "outbox" / "maildir" / "new").iterdir())
     assert b"Subject: hello" in stored.read_bytes()
+
+
+def test_the_publishers_templates_and_catalogs_change_a_running_site(
+    tmp_path, store, article_set, clock
+):
+    own = tmp_path / "layout" / "web"
+    own.mkdir(parents=True)
+    (own / "archive.html").write_text(
+        '{% extends "web/base.html" %}{% block main %}<h1>{{ _("Past issues") }}</h1>'
+        "<p>{{ issues|length }}</p>{% endblock %}"
+    )
+    data = {"site": {"base_url": "http://testserver", "templates": "layout"}}
+    config = parse_config(data, root=tmp_path, source="(test)", env={})
+    client = make_client(config, store, lambda message: None, article_set, clock)
+    page = html(client.get("/archive/de/"))
+    assert page.xpath("//main/h1/text()") == ["Frühere Ausgaben"]
+    assert page.xpath("//main/p/text()") == ["0"]  # the publisher's archive page
+    assert page.xpath("//footer//a[contains(@href, '/archive/')]/text()") == ["Frühere Ausgaben"]
+    po = tmp_path / "locales" / "de" / "LC_MESSAGES" / "messages.po"
+    po.parent.mkdir(parents=True)
+    po.write_text(
+        'msgid ""\nmsgstr ""\n"Language: de\\n"\n\nmsgid "Past issues"\nmsgstr "Archiv"\n'
+    )
+    page = html(client.get("/archive/de/"))  # the same app, no restart
+    assert page.xpath("//main/h1/text()") == ["Archiv"]
+    assert "Alle Artikel" in client.get("/de/").text  # every other sentence still built in
