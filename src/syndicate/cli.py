@@ -752,7 +752,7 @@ def locale() -> None:
 @click.argument("lang")
 def locale_init(config: Config, lang: str) -> None:
     """Write LANG's catalog into site.locales, ready to translate."""
-    from .i18n import LOCALES, catalog_files, init_catalog
+    from .i18n import catalog_files, init_catalog
 
     path, catalog = init_catalog(config, lang)
     count = sum(1 for message in catalog if message.id)
@@ -760,7 +760,8 @@ def locale_init(config: Config, lang: str) -> None:
     click.echo(f"{count} message(s) to translate; plural rule: {catalog.plural_forms}", err=True)
     if catalog_files(config, lang)[0].is_file():
         click.echo(
-            f"'{lang}' is built in ({LOCALES.name}/{lang}): fill in only the sentences to reword",
+            f"'{lang}' has a built-in catalog: fill in only the sentences to reword, "
+            "the others keep their built-in wording",
             err=True,
         )
 
