@@ -345,6 +345,19 @@ def test_unknown_pages_are_404(site, path):
     assert "text/html" in response.headers["content-type"]
 
 
+def test_pages_and_mails_carry_the_title_of_their_language(
+    tmp_path, store, smtp, article_set, clock
+):
+    data = {"site": {"title": "Gardening Weekly"}, "languages": {"de": {"title": "Gartenwoche"}}}
+    config = parse_config(data, root=tmp_path, source="(test)", env={})
+    inbox, port = smtp
+    client = make_client(config, store, smtp_mailer(port), article_set, clock)
+    assert html(client.get("/de/")).xpath("//header/a[@class='site']/text()") == ["Gartenwoche"]
+    assert html(client.get("/en/")).xpath("//title/text()")[0].endswith("· Gardening Weekly")
+    subscribe(client, "leser@example.org", lang="de")
+    assert inbox.messages[-1]["Subject"] == "Bestätigen Sie Ihr Abonnement bei Gartenwoche"
+
+
 def test_root_redirects_to_the_readers_language(site):
     client, *_ = site
     response = client.get("/", headers={"Accept-Language": "de-DE,de;q=0.9,en;q=0.5"})

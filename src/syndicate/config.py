@@ -92,10 +92,11 @@ class LanguageProfile(Section):
     """Per audience id, the labels that open its takeaways line."""
     audience_names: dict[str, str] = {}
     """Per audience id, the name digests use in headings."""
-    feed_title: str = ""
-    """Title of this language's feeds (the site title when empty)."""
-    feed_subtitle: str = ""
-    """Subtitle of this language's feeds."""
+    title: str = ""
+    """The site's title in this language (default: site.title): feeds and pages."""
+    description: str = ""
+    """The site's description in this language (default: site.description): the feeds'
+    subtitle."""
 
     @field_validator("date_line", "takeaways", "references")
     @classmethod
@@ -108,6 +109,9 @@ class LanguageProfile(Section):
 class Site(Section):
     title: str = "Syndicate"
     """Publisher name, used in feeds and emails."""
+    description: str | dict[LangCode, str] = ""
+    """What the site publishes, one sentence: the feeds' subtitle. One text for every
+    language, or a table of one per language code (default: the title)."""
     base_url: HttpUrl = "http://127.0.0.1:8080"
     """Public root URL; every link in feeds and emails is built from it."""
     article_url: str = "{base_url}/{lang}/{slug}/"
@@ -283,6 +287,12 @@ class Config(Section):
             raise ValueError(
                 f"site.languages names {missing} but no [languages.<code>] profile exists for it"
             )
+        if isinstance(self.site.description, dict):
+            unknown = sorted(set(self.site.description) - set(self.site.languages))
+            if unknown:
+                raise ValueError(
+                    f"site.description names {', '.join(unknown)}, not in site.languages"
+                )
         for job in self.schedule.digests:
             unknown = set(job.audiences) - set(self.audiences)
             if unknown:
@@ -316,6 +326,19 @@ class Config(Section):
             if rest and rest != ":memory:":
                 return prefix + str(self.path(Path(rest)))
         return url
+
+    def title(self, lang: str) -> str:
+        """The site's title in ``lang``: its language block's, else site.title."""
+        profile = self.languages.get(lang)
+        return (profile and profile.title) or self.site.title
+
+    def description(self, lang: str) -> str:
+        """The site's description in ``lang``: its language block's, else site.description
+        (the text, or its entry for ``lang``), else the title."""
+        profile = self.languages.get(lang)
+        site = self.site.description
+        shared = site if isinstance(site, str) else site.get(lang, "")
+        return (profile and profile.description) or shared or self.title(lang)
 
     def article_url(self, lang: str, slug: str) -> str:
         return self.site.article_url.format(base_url=self.site.base_url, lang=lang, slug=slug)

@@ -228,7 +228,7 @@ def digest_context(digest: Digest, config: Config, ui_lang: str) -> dict[str, ob
         for_audiences = ", ".join(labels)
     return {
         "lang": digest.lang,
-        "site_title": config.site.title,
+        "site_title": config.title(digest.lang),
         "site_url": config.site.base_url + "/",
         "language_name": profile.name,
         "every_audience": set(digest.audiences) >= set(config.audiences),

@@ -198,11 +198,18 @@ def watch_articles(folder: Path, config: Config) -> Callable[[], ArticleSet]:
 
 
 def confirmation_message(
-    config: Config, words: Mapping[str, str], to: str, url: str, *, known: bool, now: datetime
+    config: Config,
+    lang: str,
+    words: Mapping[str, str],
+    to: str,
+    url: str,
+    *,
+    known: bool,
+    now: datetime,
 ) -> EmailMessage:
     """The double opt-in mail, or (``known``) the note to an address that is already active."""
     kind = "mail_known" if known else "mail_confirm"
-    values = {"site": config.site.title, "link": url, "days": CONFIRM_MAX_AGE.days}
+    values = {"site": config.title(lang), "link": url, "days": CONFIRM_MAX_AGE.days}
     message = EmailMessage()
     message["From"] = config.email.sender
     message["To"] = to
@@ -280,6 +287,7 @@ def create_app(
         root = request.scope.get("root_path", "")
         text = env.get_template(template).render(
             site=config.site,
+            site_title=config.title(lang),
             lang=lang,
             t=words(lang),
             root=root,
@@ -454,7 +462,7 @@ def create_app(
             # Tell the owner, not the visitor: the page below is the same either way.
             url = reader_link(config, secret, PREFERENCES, known.id, issued=moment)
             message = confirmation_message(
-                config, words(known.lang), email, url, known=True, now=moment
+                config, known.lang, words(known.lang), email, url, known=True, now=moment
             )
         else:
             reader = store.add_subscriber(
@@ -467,7 +475,7 @@ def create_app(
             )
             log.info("reader %d pending confirmation", reader.id)
             url = reader_link(config, secret, CONFIRM, reader.id, issued=moment)
-            message = confirmation_message(config, t, email, url, known=False, now=moment)
+            message = confirmation_message(config, lang, t, email, url, known=False, now=moment)
         if not await send(message):
             return notice(request, lang, "send_failed", 503)
         return notice(request, lang, "check_inbox")
