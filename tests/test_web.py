@@ -22,6 +22,7 @@ from aiosmtpd.controller import Controller
 from starlette.testclient import TestClient
 
 from syndicate.config import Config, parse_config
+from syndicate.errors import ConfigError
 from syndicate.pipeline import build_feeds, message_sender
 from syndicate.reader import read_articles
 from syndicate.store import Store, open_store
@@ -152,9 +153,11 @@ def csrf(client: TestClient, path: str = "/nl/") -> str:
     return html(client.get(path)).xpath("//input[@name='csrf']/@value")[0]
 
 
-def subscribe(client: TestClient, email: str, lang: str = "nl", audiences=("cost",), **extra):
+def subscribe(
+    client: TestClient, email: str, lang: str = "nl", audiences=("cost",), headers=None, **extra
+):
     data = {"email": email, "lang": lang, "audiences": list(audiences), "csrf": csrf(client)}
-    return client.post("/subscribe", data={**data, **extra})
+    return client.post("/subscribe", data={**data, **extra}, headers=headers)
 
 
 # -- feeds ---------------------------------------------------------------------------------
@@ -271,7 +274,18 @@ def test_feeds_are_gzipped_when_asked(site):
 
 
 @pytest.mark.parametrize(
-    "path", ["/feeds/missing.xml", "/feeds/%2e%2e/state.db", "/feeds/.hidden", "/feeds/"]
+    "path",
+    [
+        "/feeds/missing.xml",
+        "/feeds/%2e%2e/state.db",
+        "/feeds/.hidden",
+        "/feeds/",
+        "/feeds/nl.atom.xml%00",
+        "/feeds/nl.atom.xml%00.txt",
+        "/feeds/%ED%A0%80.xml",  # a lone surrogate once decoded
+        "/archive/nl/%00/",
+        "/nl/%00/",
+    ],
 )
 def test_nothing_outside_the_feed_files_is_served(site, tmp_path, path):
     client, *_ = site
@@ -486,6 +500,69 @@ def test_subscribe_is_rate_limited_per_client(site, clock):
     assert subscribe(client, "later@example.org").status_code == 200
 
 
+def test_mails_to_one_address_are_limited_per_hour(tmp_path, store, smtp, article_set, clock):
+    config = web_config(tmp_path, mails_per_address_hour=2)
+    inbox, port = smtp
+    client = make_client(config, store, smtp_mailer(port), article_set, clock)
+    pages = [subscribe(client, "Victim@example.org") for _ in range(3)]
+    pages.append(subscribe(client, "victim@EXAMPLE.org"))  # the same mailbox
+    assert [p.status_code for p in pages] == [200] * 4
+    assert len({p.text for p in pages}) == 1  # the visitor cannot tell the difference
+    assert len(inbox.messages) == 2
+    assert subscribe(client, "other@example.org").status_code == 200
+    assert len(inbox.messages) == 3
+    clock.now += timedelta(minutes=61)
+    subscribe(client, "victim@example.org")
+    assert len(inbox.messages) == 4
+
+
+def test_x_forwarded_for_counts_only_from_a_trusted_proxy(
+    tmp_path, store, smtp, article_set, clock
+):
+    _, port = smtp
+
+    def client_from(address: str, **web: object) -> TestClient:
+        config = web_config(tmp_path, subscribe_per_minute=2, **web)
+        app = create_app(
+            config,
+            store=store,
+            mailer=smtp_mailer(port),
+            articles=lambda: article_set,
+            secret=SECRET,
+            now=clock,
+        )
+        return TestClient(app, client=(address, 40000), follow_redirects=False)
+
+    def statuses(client: TestClient, forwarded: list[str]) -> list[int]:
+        return [
+            subscribe(client, f"r{i}@example.org", headers={"X-Forwarded-For": value}).status_code
+            for i, value in enumerate(forwarded)
+        ]
+
+    # By default no one is trusted: a client naming a new address each time is still one client.
+    direct = client_from("203.0.113.9")
+    assert statuses(direct, ["198.51.100.1", "198.51.100.2", "198.51.100.3"]) == [200, 200, 429]
+    # Behind a trusted proxy, each client forwarded has its own bucket...
+    proxied = client_from("10.0.0.2", trusted_proxies=["10.0.0.0/8"])
+    assert statuses(proxied, ["198.51.100.1", "198.51.100.2", "198.51.100.1"]) == [200] * 3
+    assert statuses(proxied, ["198.51.100.1"]) == [429]
+    # ...and what a client puts in front of the proxy's own entry changes nothing.
+    spoofed = ["1.1.1.1, 198.51.100.7", "2.2.2.2, 198.51.100.7", "3.3.3.3, 198.51.100.7"]
+    assert statuses(proxied, spoofed) == [200, 200, 429]
+    # A proxy not on the list is a client like any other.
+    untrusted = client_from("192.0.2.1", trusted_proxies=["10.0.0.0/8"])
+    assert statuses(untrusted, ["198.51.100.20", "198.51.100.21", "198.51.100.22"]) == [
+        200,
+        200,
+        429,
+    ]
+
+
+def test_trusted_proxies_must_be_addresses(tmp_path):
+    with pytest.raises(ConfigError, match=r"web\.trusted_proxies: not an IP address"):
+        web_config(tmp_path, trusted_proxies=["proxy.example.org"])
+
+
 def test_a_mail_server_failure_is_a_polite_503(tmp_path, store, article_set, clock):
     config = web_config(tmp_path)
     client = make_client(config, store, smtp_mailer(free_port()), article_set, clock)
@@ -615,6 +692,26 @@ def test_archive_lists_and_serves_past_issues(site, tmp_path):
 
 
 # -- tokens --------------------------------------------------------------------------------
+
+
+def test_token_decoding_is_strict(clock):
+    token = make_token(SECRET, UNSUBSCRIBE, 42, issued=clock())
+    assert len(token) == 64
+    assert read_token(SECRET, UNSUBSCRIBE, token) == 42
+    for altered in (
+        token + "=",
+        token + "==",
+        token + "A",
+        token + "!",
+        token[:32] + "!" + token[32:],
+        token[:32] + "." + token[33:],
+        token[:-1],
+        token + "\n",
+        token.replace("-", "+").replace("_", "/"),
+        " " + token,
+    ):
+        if altered != token:
+            assert read_token(SECRET, UNSUBSCRIBE, altered) is None, altered
 
 
 def test_tokens_carry_id_purpose_and_age(clock):

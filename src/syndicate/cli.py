@@ -410,25 +410,48 @@ def print_feed_report(report: FeedReport, *, problems: bool = True) -> None:
 @articles_option
 @click.option("--host", default=None, help="Address to listen on (default: web.host).")
 @click.option("--port", type=int, default=None, help="Port to listen on (default: web.port).")
-def serve(config: Config, articles: Path | None, host: str | None, port: int | None) -> None:
+@click.option(
+    "--dev",
+    is_flag=True,
+    help="Link to this server: its address is the base URL of pages, mails and feeds "
+    "(built into a temporary folder).",
+)
+def serve(
+    config: Config, articles: Path | None, host: str | None, port: int | None, dev: bool
+) -> None:
     """Serve the feeds, article pages and readers' subscription links over HTTP."""
+    import tempfile
+
     import uvicorn
 
     from .store import open_store
     from .tokens import secret_key
-    from .web import create_app, watch_articles
+    from .web import base_url_elsewhere, create_app, listening_url, watch_articles
 
+    host = host or config.web.host
+    port = port or config.web.port
     folder = articles if articles is not None else config.path(config.site.articles)
-    app = create_app(
-        config,
-        store=open_store(config.database_url),
-        mailer=message_sender(config),
-        articles=watch_articles(folder, config),
-        secret=secret_key(config),
-        now=lambda: datetime.now(UTC),
-    )
-    # No access log: its lines would carry readers' tokens and addresses.
-    uvicorn.run(app, host=host or config.web.host, port=port or config.web.port, access_log=False)
+    with tempfile.TemporaryDirectory(prefix="syndicate-dev-") as scratch:
+        if dev:
+            # The feeds on disk link to site.base_url: the ones served here are built anew.
+            site = config.site.model_copy(update={"base_url": listening_url(host, port)})
+            feeds = config.feeds.model_copy(update={"out": Path(scratch)})
+            config = config.model_copy(update={"site": site, "feeds": feeds})
+            print_feed_report(build_feeds(config, folder, now=datetime.now(UTC)))
+            click.echo(f"serving {site.base_url}/ (base URL of every link)", err=True)
+        elif warning := base_url_elsewhere(config.site.base_url, host, port):
+            click.echo(f"syndicate: warning: {warning}", err=True)
+        app = create_app(
+            config,
+            store=open_store(config.database_url),
+            mailer=message_sender(config),
+            articles=watch_articles(folder, config),
+            secret=secret_key(config),
+            now=lambda: datetime.now(UTC),
+        )
+        # No access log: its lines would carry readers' tokens and addresses. No proxy headers
+        # here: the app trusts them from web.trusted_proxies only.
+        uvicorn.run(app, host=host, port=port, access_log=False, proxy_headers=False)
 
 
 # -- send ----------------------------------------------------------------------------------------

@@ -8,6 +8,7 @@ resolved against the config file's folder.
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import re
 import tomllib
@@ -261,10 +262,26 @@ class Web(Section):
     """Key that signs reader tokens; better given as SYNDICATE_SECRET_KEY."""
     subscribe_per_minute: int = Field(10, ge=1)
     """Subscribe requests per client address and minute."""
+    mails_per_address_hour: int = Field(3, ge=1)
+    """Mails /subscribe sends to one reader address per hour; past that the page is the same
+    and nothing is sent, so the form cannot flood someone's inbox."""
+    trusted_proxies: list[str] = []
+    """Addresses or networks (CIDR) of reverse proxies whose X-Forwarded-For names the client;
+    from anyone else the header is ignored, so a client cannot pick its own rate limit."""
     secret_key_file: Path = Path("state/secret_key")
     """Where a generated key is kept when no secret_key is given (created on first use)."""
     archive: Path = Path("archive")
     """Folder of past digest issues as web pages: <archive>/<lang>/<issue>.html."""
+
+    @field_validator("trusted_proxies")
+    @classmethod
+    def _networks(cls, value: list[str]) -> list[str]:
+        for entry in value:
+            try:
+                ipaddress.ip_network(entry, strict=False)
+            except ValueError:
+                raise ValueError(f"not an IP address or network: {entry!r}") from None
+        return value
 
 
 class Config(Section):

@@ -11,6 +11,7 @@ import gzip
 import hashlib
 import hmac
 import html
+import ipaddress
 import logging
 import mimetypes
 import re
@@ -24,6 +25,7 @@ from email.message import EmailMessage
 from email.utils import format_datetime, formatdate, make_msgid, parseaddr, parsedate_to_datetime
 from pathlib import Path, PurePosixPath
 from typing import Any
+from urllib.parse import urlsplit
 
 from babel.dates import format_date
 from email_validator import EmailNotValidError, validate_email
@@ -33,9 +35,11 @@ from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import FormData
 from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Route
+from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 
 from .config import Config
 from .feeds import article_html, feed_names, feed_url
@@ -111,7 +115,7 @@ class FeedFolder:
         path = self.folder.joinpath(*parts)
         try:
             info = path.stat()
-        except OSError:
+        except (OSError, ValueError):  # ValueError: a NUL or lone surrogate, no file's name
             return None
         if not path.is_file() or not path.resolve().is_relative_to(self.folder.resolve()):
             return None
@@ -156,14 +160,15 @@ def _not_modified(request: Request, etag: str, modified: datetime) -> bool:
 
 
 class RateLimit:
-    """At most ``limit`` hits per key in any 60-second window, kept in memory."""
+    """At most ``limit`` hits per key in any ``window``, kept in memory."""
 
-    def __init__(self, limit: int) -> None:
+    def __init__(self, limit: int, window: timedelta = timedelta(minutes=1)) -> None:
         self.limit = limit
+        self.window = window
         self._hits: dict[str, deque[datetime]] = defaultdict(deque)
 
     def allow(self, key: str, now: datetime) -> bool:
-        window = now - timedelta(minutes=1)
+        window = now - self.window
         if len(self._hits) > 10_000:  # forget idle clients so the table cannot grow unbounded
             for idle in [k for k, q in self._hits.items() if not q or q[-1] <= window]:
                 del self._hits[idle]
@@ -179,6 +184,39 @@ class RateLimit:
 def load_strings() -> dict[str, dict[str, str]]:
     """The web's words per language (templates/web/strings.toml)."""
     return tomllib.loads((templates_dir() / "web" / "strings.toml").read_text("utf-8"))
+
+
+def listening_url(host: str, port: int) -> str:
+    """The base URL of a server listening at ``host``:``port``, as a browser here reaches it."""
+    host = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}.get(host, host)
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
+def _loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def base_url_elsewhere(base_url: str, host: str, port: int) -> str | None:
+    """Why the links built from ``base_url`` would not reach a server at ``host``:``port``;
+    None when they do. A base URL naming another machine is taken for the public name of a
+    reverse proxy in front of this server, and is not second-guessed."""
+    parts = urlsplit(base_url)
+    named = parts.hostname or ""
+    wildcard = host in ("0.0.0.0", "::", "")
+    if not (_loopback(named) or named == host):
+        return None
+    reachable = named == host or wildcard or (_loopback(named) and _loopback(host))
+    if reachable and (parts.port or {"https": 443}.get(parts.scheme, 80)) == port:
+        return None
+    return (
+        f"site.base_url is {base_url} but this server listens on {listening_url(host, port)}: "
+        "links in pages, feeds and mails lead elsewhere (serve --dev links here)"
+    )
 
 
 def watch_articles(folder: Path, config: Config) -> Callable[[], ArticleSet]:
@@ -239,6 +277,7 @@ def create_app(
     feeds = FeedFolder(config.path(config.feeds.out))
     archive_root = config.path(config.web.archive)
     limiter = RateLimit(config.web.subscribe_per_minute)
+    mails_to = RateLimit(config.web.mails_per_address_hour, timedelta(hours=1))
     env = Environment(
         loader=FileSystemLoader(templates_dir() / "web"),
         autoescape=select_autoescape(["html"]),
@@ -457,6 +496,10 @@ def create_app(
             )
         if not audiences:
             return index_page(request, lang, 400, email=raw, error=t["no_audience"])
+        if not mails_to.allow(email.casefold(), moment):
+            # The page a sent mail gets: the visitor learns nothing about the address.
+            log.warning("subscribe mail limit reached for one address")
+            return notice(request, lang, "check_inbox")
         known = store.subscriber(email)
         if known is not None and known.status == "active":
             # Tell the owner, not the visitor: the page below is the same either way.
@@ -579,7 +622,14 @@ def create_app(
         Route("/{lang}/", index),
         Route("/{lang}/{slug}/", article),
     ]
-    return Starlette(routes=routes, exception_handlers={HTTPException: not_found})
+    # The client address (the subscribe limit's key) comes from X-Forwarded-For only when the
+    # connection comes from a trusted proxy; the header of anyone else is ignored.
+    proxies = [Middleware(ProxyHeadersMiddleware, trusted_hosts=config.web.trusted_proxies)]
+    return Starlette(
+        routes=routes,
+        middleware=proxies if config.web.trusted_proxies else [],
+        exception_handlers={HTTPException: not_found},
+    )
 
 
 def _html_title(path: Path) -> str:
