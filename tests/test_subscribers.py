@@ -10,6 +10,7 @@ from click.testing import CliRunner
 
 from syndicate.cli import main
 from syndicate.store import open_store
+from syndicate.subscribers import mask_email
 
 
 @pytest.fixture
@@ -130,3 +131,16 @@ def test_export_reads_back_with_import_and_remove_deletes(cli, tmp_path: Path) -
     assert [r["email"] for r in listed(cli)] == ["two@example.com"]
     back = cli("subscribers", "import", str(exported))
     assert back.exit_code == 0 and "1 added, 0 updated, 1 unchanged" in back.output
+
+
+@pytest.mark.parametrize(
+    ("address", "masked"),
+    [
+        ("reader@example.org", "r•••@example.org"),
+        ("a@example.org", "a•••@example.org"),
+        ('"odd@local"@example.org', '"•••@example.org'),
+        ("Jörg@bücher.example", "J•••@bücher.example"),
+    ],
+)
+def test_a_masked_address_keeps_its_first_letter_and_domain(address, masked):
+    assert mask_email(address) == masked

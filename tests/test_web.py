@@ -23,7 +23,7 @@ from starlette.testclient import TestClient
 
 from syndicate.config import Config, parse_config
 from syndicate.errors import ConfigError
-from syndicate.pipeline import build_feeds, message_sender
+from syndicate.pipeline import archive_name, build_feeds, message_sender
 from syndicate.reader import read_articles
 from syndicate.store import Store, open_store
 from syndicate.tokens import (
@@ -590,11 +590,13 @@ def test_unsubscribe_page_then_post(site, active, clock):
     assert html(page).get("lang") == "de"
     assert "Abbestellen" in page.text
     assert "reader@example.org" not in page.text
+    assert html(page).xpath("//main/p[1]/text()") == ["Für die Adresse r•••@example.org"]
     assert store.subscriber_by_id(active.id).status == "active"
     token = html(page).xpath("//form//input[@name='csrf']/@value")[0]
     done = client.post(url, data={"csrf": token})
     assert done.status_code == 200
     assert "Sie haben abbestellt" in done.text
+    assert "Für die Adresse r•••@example.org" in done.text
     assert store.subscriber_by_id(active.id).status == "unsubscribed"
 
 
@@ -618,7 +620,10 @@ def test_rfc8058_one_click_post_needs_no_cookie(site, active, clock):
 def test_preferences_change_language_and_audiences(site, active, clock):
     client, store, *_ = site
     url = f"/preferences/{make_token(SECRET, PREFERENCES, active.id, issued=clock())}"
-    page = html(client.get(url))
+    response = client.get(url)
+    assert "reader@example.org" not in response.text
+    page = html(response)
+    assert page.xpath("//main/p[1]/text()") == ["Für die Adresse r•••@example.org"]
     assert page.xpath("//option[@selected]/@value") == ["de"]
     assert page.xpath("//input[@name='audiences'][@checked]/@value") == ["cost"]
     token = page.xpath("//input[@name='csrf']/@value")[0]
@@ -679,16 +684,59 @@ def test_archive_lists_and_serves_past_issues(site, tmp_path):
     client, *_ = site
     folder = tmp_path / "archive" / "nl"
     folder.mkdir(parents=True)
-    (folder / "2025-12-08-weekly.html").write_text("<html><title>Week 50</title></html>")
     (folder / "2025-12-15-weekly.html").write_text("<html><title>Week 51 &amp; more</title></html>")
+    (folder / "2025-12-08-weekly.html").write_text("<html><title>Week 50</title></html>")
+    # Pages the store does not know are dated by their files.
+    os.utime(folder / "2025-12-15-weekly.html", (1_765_800_000, 1_765_800_000))
+    os.utime(folder / "2025-12-08-weekly.html", (1_765_200_000, 1_765_200_000))
     page = html(client.get("/archive/nl/"))
     assert page.xpath("//main//li/a/text()") == ["Week 51 & more", "Week 50"]
+    assert page.xpath("//main//li/time/@datetime") == ["2025-12-15", "2025-12-08"]
     assert page.xpath("//main//li/a/@href")[0] == "/archive/nl/2025-12-15-weekly/"
     issue = client.get("/archive/nl/2025-12-15-weekly/")
     assert issue.status_code == 200
     assert "Week 51" in issue.text
     assert client.get("/archive/nl/2025-01-01-none/").status_code == 404
     assert "Noch keine Ausgaben." in client.get("/archive/de/").text
+
+
+def test_archive_lists_issues_newest_first_with_their_dates(site, tmp_path, clock):
+    """Issue ids as text sort 6, 5, 4, 11, 10; the list goes by when each issue was made."""
+    client, store, *_ = site
+    folder = tmp_path / "archive" / "nl"
+    folder.mkdir(parents=True)
+    start = datetime(2025, 10, 6, 6, 30, tzinfo=UTC)
+    made = {}
+    for week in range(11):
+        issue = store.create_issue(
+            key="nl-cost",
+            lang="nl",
+            audiences=["cost"],
+            content_hash=f"{week:064d}",
+            subject=f"Week {week + 1}",
+            rendered="{}",
+            articles=[],
+            readers=[],
+            message_id=lambda issue_id, reader_id: f"<{issue_id}.{reader_id}@example.org>",
+            now=start + timedelta(weeks=week),
+        )
+        made[issue.id] = issue
+    for issue_id in (4, 5, 6, 10, 11):
+        page = folder / f"{archive_name(made[issue_id])}.html"
+        page.write_text(f"<html><title>{made[issue_id].subject}</title></html>")
+        os.utime(page, (1_700_000_000 + issue_id % 3, 1_700_000_000))  # copied: mtimes lost
+    response = client.get("/archive/nl/")
+    page = html(response)
+    assert page.xpath("//main//li/a/text()") == ["Week 11", "Week 10", "Week 6", "Week 5", "Week 4"]
+    assert page.xpath("//main//li/a/@href")[0] == f"/archive/nl/{archive_name(made[11])}/"
+    assert page.xpath("//main//li/time/@datetime") == [
+        "2025-12-15",
+        "2025-12-08",
+        "2025-11-10",
+        "2025-11-03",
+        "2025-10-27",
+    ]
+    assert page.xpath("//main//li/time/text()")[0] == "15 december 2025"
 
 
 # -- tokens --------------------------------------------------------------------------------

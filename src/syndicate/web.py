@@ -26,6 +26,7 @@ from email.utils import format_datetime, formatdate, make_msgid, parseaddr, pars
 from pathlib import Path, PurePosixPath
 from typing import Any
 from urllib.parse import urlsplit
+from zoneinfo import ZoneInfo
 
 from babel.dates import format_date
 from email_validator import EmailNotValidError, validate_email
@@ -47,6 +48,7 @@ from .model import ArticleSet
 from .reader import article_files, read_articles
 from .render import templates_dir
 from .store import Store, Subscriber
+from .subscribers import mask_email
 from .tokens import CONFIRM, PREFERENCES, UNSUBSCRIBE, read_token, reader_link
 
 log = logging.getLogger("syndicate.web")
@@ -276,6 +278,7 @@ def create_app(
     catalog = load_strings()
     feeds = FeedFolder(config.path(config.feeds.out))
     archive_root = config.path(config.web.archive)
+    zone = ZoneInfo(config.site.timezone)
     limiter = RateLimit(config.web.subscribe_per_minute)
     mails_to = RateLimit(config.web.mails_per_address_hour, timedelta(hours=1))
     env = Environment(
@@ -443,11 +446,24 @@ def create_app(
         )
 
     async def archive(request: Request) -> Response:
+        """The issues of a language, newest first: dated by the store, where each was made."""
         lang = language_of(request)
         folder = archive_root / lang
-        files = sorted(folder.glob("*.html"), reverse=True) if folder.is_dir() else []
-        issues = [(p.stem, _html_title(p)) for p in files if not p.name.startswith(".")]
-        return page(request, "archive.html", lang, issues=issues)
+        made = store.issue_times(lang)
+        found = []
+        for path in folder.glob("*.html") if folder.is_dir() else ():
+            if path.name.startswith("."):
+                continue
+            number = _ISSUE_NUMBER.match(path.stem)
+            issue_id = int(number[1]) if number else 0
+            # A page the store does not know (put there by hand) is dated by its file.
+            when = made.get(issue_id) or datetime.fromtimestamp(path.stat().st_mtime, UTC)
+            found.append((when, issue_id, path))
+        issues = [
+            (path.stem, _html_title(path), when.astimezone(zone).date())
+            for when, _, path in sorted(found, reverse=True)
+        ]
+        return page(request, "archive.html", lang, issues=issues, long_date=long_date)
 
     async def archive_issue(request: Request) -> Response:
         lang = language_of(request)
@@ -541,7 +557,14 @@ def create_app(
         lang = reader_lang(reader)
         if request.method == "GET":
             # A button, not an action on GET: mail scanners open links on their own.
-            return notice(request, lang, "confirm", token_page=True, button="confirm_button")
+            return notice(
+                request,
+                lang,
+                "confirm",
+                token_page=True,
+                button="confirm_button",
+                address=mask_email(reader.email),
+            )
         if not csrf_ok(request, await request.form()):
             return notice(request, lang, "form_expired", 400, token_page=True)
         if reader.status != "active":
@@ -555,9 +578,12 @@ def create_app(
         if reader is None:
             return invalid_link(request)
         lang = reader_lang(reader)
+        address = mask_email(reader.email)
         if request.method == "GET":
             button = "unsubscribe_button"
-            return notice(request, lang, "unsubscribe", token_page=True, button=button)
+            return notice(
+                request, lang, "unsubscribe", token_page=True, button=button, address=address
+            )
         form = await request.form()
         # RFC 8058: the mail client's one-click POST carries no cookie; the token is the proof.
         one_click = form.get("List-Unsubscribe") == "One-Click"
@@ -567,7 +593,9 @@ def create_app(
             store.set_status(reader.id, "unsubscribed", now())
             log.info("reader %d unsubscribed%s", reader.id, " (one-click)" if one_click else "")
         manage = reader_link(config, secret, PREFERENCES, reader.id, issued=now())
-        return notice(request, lang, "unsubscribed", token_page=True, manage=manage)
+        return notice(
+            request, lang, "unsubscribed", token_page=True, manage=manage, address=address
+        )
 
     async def preferences(request: Request) -> Response:
         reader = reader_of(request, PREFERENCES)
@@ -598,6 +626,7 @@ def create_app(
             lang,
             token_page=True,
             reader=reader,
+            address=mask_email(reader.email),
             saved=saved,
             audiences=audience_choices(lang),
             unsubscribe=reader_link(config, secret, UNSUBSCRIBE, reader.id, issued=now()),
@@ -630,6 +659,10 @@ def create_app(
         middleware=proxies if config.web.trusted_proxies else [],
         exception_handlers={HTTPException: not_found},
     )
+
+
+_ISSUE_NUMBER = re.compile(r"(\d+)-")
+"""The issue id that starts an archived page's name (``pipeline.archive_name``)."""
 
 
 def _html_title(path: Path) -> str:
