@@ -213,11 +213,25 @@ def run_scheduler(
 
 @main.command()
 @with_config
-def schedule(config: Config) -> None:
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
+def schedule(config: Config, as_json: bool) -> None:
     """List the scheduled jobs and their next run times in the site's time zone."""
     from .scheduler import Scheduler
 
     rows = Scheduler(config, default_jobs(config)).planned()
+    if as_json:
+        jobs = [
+            {
+                "job": row.id,
+                "trigger": row.trigger,
+                "next_run": row.next_run.isoformat() if row.next_run else None,
+                "note": row.note or None,
+            }
+            for row in rows
+        ]
+        document = {"timezone": config.site.timezone, "jobs": jobs}
+        click.echo(json.dumps(document, ensure_ascii=False, indent=2))
+        return
     width = max(len(row.id) for row in rows)
     click.echo(f"{'job':{width}}  {'next run (' + config.site.timezone + ')':28}  trigger")
     for row in rows:
