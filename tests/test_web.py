@@ -724,10 +724,21 @@ def test_archive_lists_issues_newest_first_with_their_dates(site, tmp_path, cloc
     for issue_id in (4, 5, 6, 10, 11):
         page = folder / f"{archive_name(made[issue_id])}.html"
         page.write_text(f"<html><title>{made[issue_id].subject}</title></html>")
-        os.utime(page, (1_700_000_000 + issue_id % 3, 1_700_000_000))  # copied: mtimes lost
+        os.utime(page, (1_800_000_000, 1_800_000_000 + issue_id % 3))  # copied: mtimes lost
+    # An id the store knows, with another key: not that issue, so dated by its file.
+    stray = folder / "2-nl-strategy.html"
+    stray.write_text("<html><title>Stray</title></html>")
+    os.utime(stray, (1_700_000_000, 1_700_000_000))
     response = client.get("/archive/nl/")
     page = html(response)
-    assert page.xpath("//main//li/a/text()") == ["Week 11", "Week 10", "Week 6", "Week 5", "Week 4"]
+    assert page.xpath("//main//li/a/text()") == [
+        "Week 11",
+        "Week 10",
+        "Week 6",
+        "Week 5",
+        "Week 4",
+        "Stray",
+    ]
     assert page.xpath("//main//li/a/@href")[0] == f"/archive/nl/{archive_name(made[11])}/"
     assert page.xpath("//main//li/time/@datetime") == [
         "2025-12-15",
@@ -735,6 +746,7 @@ def test_archive_lists_issues_newest_first_with_their_dates(site, tmp_path, cloc
         "2025-11-10",
         "2025-11-03",
         "2025-10-27",
+        "2023-11-14",
     ]
     assert page.xpath("//main//li/time/text()")[0] == "15 december 2025"
 

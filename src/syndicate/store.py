@@ -546,11 +546,13 @@ class Store:
             return None
         return self.issue(issue_id)
 
-    def issue_times(self, lang: str) -> dict[int, datetime]:
-        """When each issue of ``lang`` was made, by id: the dates the web archive shows."""
-        query = sa.select(issues.c.id, issues.c.created_at).where(issues.c.lang == lang)
+    def issue_times(self, lang: str) -> dict[tuple[int, str], datetime]:
+        """When each issue of ``lang`` was made, by (id, key): the dates the web archive shows."""
+        query = sa.select(issues.c.id, issues.c.key, issues.c.created_at).where(
+            issues.c.lang == lang
+        )
         with self.engine.connect() as db:
-            return {row.id: utc(row.created_at) for row in db.execute(query)}
+            return {(row.id, row.key): utc(row.created_at) for row in db.execute(query)}
 
     def issue(self, issue_id: int) -> Issue | None:
         with self.engine.connect() as db:

@@ -454,11 +454,11 @@ def create_app(
         for path in folder.glob("*.html") if folder.is_dir() else ():
             if path.name.startswith("."):
                 continue
-            number = _ISSUE_NUMBER.match(path.stem)
-            issue_id = int(number[1]) if number else 0
+            named = _ISSUE_NAME.fullmatch(path.stem)
+            issue = (int(named[1]), named[2]) if named else (0, path.stem)
             # A page the store does not know (put there by hand) is dated by its file.
-            when = made.get(issue_id) or datetime.fromtimestamp(path.stat().st_mtime, UTC)
-            found.append((when, issue_id, path))
+            when = made.get(issue) or datetime.fromtimestamp(path.stat().st_mtime, UTC)
+            found.append((when, issue, path))
         issues = [
             (path.stem, _html_title(path), when.astimezone(zone).date())
             for when, _, path in sorted(found, reverse=True)
@@ -661,8 +661,8 @@ def create_app(
     )
 
 
-_ISSUE_NUMBER = re.compile(r"(\d+)-")
-"""The issue id that starts an archived page's name (``pipeline.archive_name``)."""
+_ISSUE_NAME = re.compile(r"(\d+)-(.+)")
+"""An archived page's name: the issue's id and key (``pipeline.archive_name``)."""
 
 
 def _html_title(path: Path) -> str:
