@@ -109,7 +109,7 @@ class LanguageProfile(Section):
 
 class Site(Section):
     title: str = "Syndicate"
-    """Publisher name, used in feeds and emails."""
+    """Publisher name: the title of the feeds, pages and emails."""
     description: str | dict[LangCode, str] = ""
     """What the site publishes, one sentence: the feeds' subtitle. One text for every
     language, or a table of one per language code (default: the title)."""
