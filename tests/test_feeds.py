@@ -349,7 +349,7 @@ def test_feed_titles_and_subtitles_come_from_the_site(
 
 
 def test_a_description_for_an_unpublished_language_is_refused(tmp_path: Path) -> None:
-    with pytest.raises(SyndicateError, match=r"site\.description names fr"):
+    with pytest.raises(SyndicateError, match=r"site: description names fr, not one of site"):
         parse_config({"site": {"description": {"fr": "x"}}}, root=tmp_path, source="t", env={})
 
 

@@ -130,6 +130,17 @@ class Site(Section):
     articles: Path = Path("articles")
     """Folder of article files."""
 
+    @model_validator(mode="after")
+    def _described_languages(self) -> Site:
+        if isinstance(self.description, dict):
+            unknown = sorted(set(self.description) - set(self.languages))
+            if unknown:
+                raise ValueError(
+                    f"description names {', '.join(unknown)}, not one of site.languages "
+                    f"({', '.join(self.languages)})"
+                )
+        return self
+
     @field_validator("article_url")
     @classmethod
     def _template(cls, value: str) -> str:
@@ -304,12 +315,6 @@ class Config(Section):
             raise ValueError(
                 f"site.languages names {missing} but no [languages.<code>] profile exists for it"
             )
-        if isinstance(self.site.description, dict):
-            unknown = sorted(set(self.site.description) - set(self.site.languages))
-            if unknown:
-                raise ValueError(
-                    f"site.description names {', '.join(unknown)}, not in site.languages"
-                )
         for job in self.schedule.digests:
             unknown = set(job.audiences) - set(self.audiences)
             if unknown:
