@@ -14,7 +14,7 @@ import os
 import signal
 import sys
 from collections.abc import Callable, Iterator
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -268,13 +268,15 @@ def default_jobs(config: Config) -> Jobs:
             "uncertain": sent.uncertain,
             "skipped": sent.skipped,
             "deferred": sent.deferred,
+            "refused": len(sent.refused),
             "problems": len(sent.problems),
         }
         if not any(counts.values()):
             langs = ", ".join(job.languages) or "all languages"
             audiences = ", ".join(job.audiences) or "all audiences"
             return Report(counts, f"no new content for {langs} / {audiences}")
-        return Report(counts, complete=not (sent.failed or sent.uncertain or sent.deferred))
+        refused = "; ".join(f"{key}: {reason}" for key, _, reason in sent.refused)
+        return Report(counts, refused or None, complete=not sent.partial)
 
     return Jobs(build_feeds=rebuild_feeds, send_digest=send_digest)
 
@@ -332,7 +334,8 @@ def logging_to_stderr(json_lines: bool) -> Iterator[None]:
     "--since",
     type=click.DateTime(formats=["%Y-%m-%d"]),
     default=None,
-    help="Only articles updated on or after this date (YYYY-MM-DD).",
+    help="Articles updated on or after this date (YYYY-MM-DD) instead of what is new since "
+    "the group's last issue; still capped by email.max_articles.",
 )
 @click.option(
     "--out",
@@ -348,7 +351,10 @@ def digest(
     since: datetime | None,
     out: Path | None,
 ) -> None:
-    """Render one digest by hand: <lang>-<audiences>.html, .txt and .eml (to email.preview_to)."""
+    """Render one digest by hand: <lang>-<audiences>.html, .txt and .eml (to email.preview_to).
+
+    Without --since it holds what the group's next issue would: what is new since its last one.
+    """
     if lang not in config.site.languages:
         raise click.BadParameter(
             f"{lang!r} is not published (site.languages: {', '.join(config.site.languages)})",
@@ -363,10 +369,18 @@ def digest(
     found = load_articles(config, articles, bodies=False)  # a digest shows no body
     print_problems(found)
     out = out if out is not None else config.path(config.email.outbox) / "preview"
+    from .store import open_store
+
     day = since.date() if since else None
-    paths = write_digest(config, found, lang, audiences, out, now=datetime.now(UTC), since=day)
+    store = open_store(config.database_url)
+    try:
+        paths = write_digest(
+            config, found, lang, audiences, out, now=datetime.now(UTC), since=day, store=store
+        )
+    finally:
+        store.close()
     if not paths:
-        window = f" since {day.isoformat()}" if day else ""
+        window = f" since {day.isoformat()}" if day else " since its last issue (see --since)"
         click.echo(f"nothing new for {lang} / {'+'.join(audiences)}{window}: no digest written")
     for path in paths:
         click.echo(str(path))
@@ -454,9 +468,11 @@ def send_now(
     *,
     langs: tuple[str, ...] = (),
     audiences: tuple[str, ...] = (),
+    since: date | None = None,
     dry_run: bool = False,
 ) -> int:
-    """Issue and deliver the due digests with a progress bar and a summary; the exit status."""
+    """Issue and deliver the due digests with a progress bar and a summary; the exit status:
+    1 when the run was partial (a group refused, deliveries failed, uncertain or left)."""
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
@@ -474,6 +490,7 @@ def send_now(
                 store=store,
                 langs=langs or None,
                 audiences=audiences or None,
+                since=since,
                 dry_run=dry_run,
                 progress=_Bar(progress),
             )
@@ -484,19 +501,27 @@ def send_now(
     verb = "would issue" if dry_run else "issued"
     for key, readers in report.issues:
         click.echo(f"{verb} {key} to {readers} reader(s)", err=True)
+    refused = "would not issue" if dry_run else "not issued"
+    for key, readers, reason in report.refused:
+        click.echo(f"{refused} {key} to {readers} reader(s): {reason}", err=True)
     for email, reply in report.failures:
         click.echo(f"{email}: {reply}", err=True)
     if dry_run:
         click.echo(f"{report.pending} delivery(ies) pending; nothing sent (dry run)", err=True)
-        return 0
+        return 1 if report.refused else 0
     click.echo(
         f"sent {report.sent}, failed {report.failed}, uncertain {report.uncertain}, "
         f"skipped {report.skipped}, left for the next run {report.deferred}",
         err=True,
     )
+    if report.refused:
+        click.echo(
+            f"partial run: {len(report.refused)} group(s) not issued, every other one was",
+            err=True,
+        )
     if report.uncertain:
         click.echo("uncertain deliveries are never resent blindly: see `syndicate send --status`")
-    return 1 if report.failed or report.uncertain or report.deferred else 0
+    return 1 if report.partial else 0
 
 
 @main.command()
@@ -504,6 +529,13 @@ def send_now(
 @click.option("--lang", "langs", multiple=True, help="Only readers of this language (repeatable).")
 @click.option(
     "--audience", "audiences", multiple=True, help="Only readers of this audience (repeatable)."
+)
+@click.option(
+    "--since",
+    type=click.DateTime(formats=["%Y-%m-%d"]),
+    default=None,
+    help="Each group's digest holds what was updated on or after this date (YYYY-MM-DD) "
+    "instead of what is new since its last issue; still capped by email.max_articles.",
 )
 @click.option("--dry-run", is_flag=True, help="Show what would be issued; record and send nothing.")
 @click.option("--status", "show_status", is_flag=True, help="List issues and uncertain deliveries.")
@@ -518,6 +550,7 @@ def send(
     config: Config,
     langs: tuple[str, ...],
     audiences: tuple[str, ...],
+    since: datetime | None,
     dry_run: bool,
     show_status: bool,
     resend: tuple[int, ...],
@@ -527,7 +560,10 @@ def send(
 
     now = datetime.now(UTC)
     if not (show_status or resend):
-        sys.exit(send_now(config, now, langs=langs, audiences=audiences, dry_run=dry_run))
+        day = since.date() if since else None
+        sys.exit(
+            send_now(config, now, langs=langs, audiences=audiences, since=day, dry_run=dry_run)
+        )
     store = open_store(config.database_url)
     try:
         if resend:

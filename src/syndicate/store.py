@@ -487,6 +487,15 @@ class Store:
         with self.engine.connect() as db:
             return {(row.lang, row.slug): row.digest for row in db.execute(query)}
 
+    def last_issue(self, lang: str, audiences: Sequence[str]) -> datetime | None:
+        """When this variant was last issued; None if never."""
+        query = sa.select(sa.func.max(issues.c.created_at)).where(
+            issues.c.lang == lang, issues.c.audiences == _audiences(audiences)
+        )
+        with self.engine.connect() as db:
+            found = db.execute(query).scalar()
+        return utc(found) if found is not None else None
+
     def create_issue(
         self,
         *,
