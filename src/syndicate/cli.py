@@ -617,12 +617,24 @@ def subscribers() -> None:
     "--status", type=click.Choice(["active", "pending"]), default="active", show_default=True
 )
 @click.option("--source", default="cli", show_default=True, help="Where the consent came from.")
+@click.option(
+    "--resubscribe",
+    is_flag=True,
+    help="Re-activate a reader who unsubscribed or bounced (only with their new consent).",
+)
 def subscribers_add(
-    config: Config, email: str, lang: str, audiences: tuple[str, ...], status: str, source: str
+    config: Config,
+    email: str,
+    lang: str,
+    audiences: tuple[str, ...],
+    status: str,
+    source: str,
+    resubscribe: bool,
 ) -> None:
-    """Add a reader (or change the language and audiences of a known one)."""
+    """Add a reader (or change the language and audiences of a known one, in any letter case;
+    a reader who left keeps their status unless --resubscribe)."""
     from .store import open_store
-    from .subscribers import check_reader
+    from .subscribers import ReaderRow, check_reader
 
     try:
         address, lang, chosen = check_reader(
@@ -632,12 +644,20 @@ def subscribers_add(
         raise click.BadParameter(str(exc)) from None
     store = open_store(config.database_url)
     try:
-        reader = store.add_subscriber(
-            address, lang, chosen, status=status, consent_source=source, now=datetime.now(UTC)
+        store.import_subscribers(
+            [ReaderRow(address, lang, chosen, status=status, consent_source=source)],
+            status=status,
+            consent_source=source,
+            now=datetime.now(UTC),
+            resubscribe=resubscribe,
         )
+        reader = store.subscriber(address)
     finally:
         store.close()
+    assert reader is not None
     click.echo(f"{reader.email} ({reader.lang}: {', '.join(reader.audiences)}) {reader.status}")
+    if reader.status in ("unsubscribed", "bounced"):
+        click.echo(f"{reader.email} left ({reader.status}): --resubscribe to undo", err=True)
 
 
 @subscribers.command("import")
@@ -646,11 +666,26 @@ def subscribers_add(
 @click.option(
     "--status", type=click.Choice(["active", "pending"]), default="active", show_default=True
 )
-@click.option("--source", default=None, help="Where the consent came from (default: the file).")
-def subscribers_import(config: Config, file: Path, status: str, source: str | None) -> None:
+@click.option(
+    "--source",
+    default=None,
+    help="Where the consent came from, for rows without consent_source (default: the file).",
+)
+@click.option(
+    "--resubscribe",
+    is_flag=True,
+    help="Let the file re-activate readers who unsubscribed or bounced: only when they gave "
+    "their consent again; the file's consent then replaces the old.",
+)
+def subscribers_import(
+    config: Config, file: Path, status: str, source: str | None, resubscribe: bool
+) -> None:
     """Import readers from CSV (email,lang,audiences; audiences split by ';'): all or nothing.
 
-    Importing the same file again changes nothing; known addresses keep their status.
+    An export reads back as it was: status, consent_source, created, updated and bounces
+    columns are kept (--status and --source stand in for rows without them). Importing the
+    same file again changes nothing; a known address (in any letter case) keeps its consent
+    and never gets a less restrictive status, unless --resubscribe.
     """
     from .store import open_store
     from .subscribers import read_subscriber_csv
@@ -675,6 +710,7 @@ def subscribers_import(config: Config, file: Path, status: str, source: str | No
             status=status,
             consent_source=source or f"import:{file.name}",
             now=datetime.now(UTC),
+            resubscribe=resubscribe,
         )
     finally:
         store.close()
@@ -705,7 +741,8 @@ def subscribers_list(config: Config, as_json: bool, status: str | None) -> None:
 @with_config
 @click.argument("email")
 def subscribers_remove(config: Config, email: str) -> None:
-    """Delete a reader and their address (the delivery ledger keeps what was sent)."""
+    """Delete a reader and their address, in any letter case (the delivery ledger keeps what
+    was sent)."""
     from .store import open_store
     from .subscribers import normalise_email
 
@@ -718,22 +755,23 @@ def subscribers_remove(config: Config, email: str) -> None:
         removed = store.remove_subscriber(address)
     finally:
         store.close()
-    if not removed:
+    if removed is None:
         click.echo(f"{address}: no such reader", err=True)
         sys.exit(1)
-    click.echo(f"removed {address}")
+    click.echo(f"removed {removed.email}")
 
 
 @subscribers.command("export")
 @with_config
 @click.argument("file", type=click.Path(path_type=Path, dir_okay=False), default="-")
 def subscribers_export(config: Config, file: Path) -> None:
-    """Write every reader as CSV (to FILE, or stdout); `import` reads it back."""
+    """Write every reader as CSV (to FILE, or stdout); `import` reads it back as it was."""
     import csv
     import io
     import os
 
     from .store import open_store
+    from .subscribers import EXPORT_COLUMNS
 
     store = open_store(config.database_url)
     try:
@@ -742,18 +780,10 @@ def subscribers_export(config: Config, file: Path) -> None:
         store.close()
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(["email", "lang", "audiences", "status", "created", "consent_source"])
+    writer.writerow(EXPORT_COLUMNS)
     for s in found:
-        writer.writerow(
-            [
-                s["email"],
-                s["lang"],
-                ";".join(s["audiences"]),
-                s["status"],
-                s["created"],
-                s["source"],
-            ]
-        )
+        record = {**s, "audiences": ";".join(s["audiences"]), "consent_source": s["source"]}
+        writer.writerow([record[column] for column in EXPORT_COLUMNS])
     if str(file) == "-":
         click.echo(out.getvalue(), nl=False)
         return
@@ -770,6 +800,7 @@ def _subscriber_record(s: Any) -> dict[str, Any]:
         "audiences": list(s.audiences),
         "status": s.status,
         "created": s.created_at.isoformat(),
+        "updated": s.updated_at.isoformat() if s.updated_at else None,
         "source": s.consent_source,
         "bounces": s.bounces,
     }

@@ -51,6 +51,7 @@ from .reader import (
 from .render import RenderedDigest, render_digest
 from .signing import DkimSigner
 from .store import Claim, Issue, Store, Subscriber, open_store
+from .subscribers import ReaderRow
 from .tokens import PREFERENCES, UNSUBSCRIBE, link, reader_link, secret_key
 
 MANIFEST = ".manifest.json"
@@ -787,7 +788,7 @@ def add_sample_readers(config: Config, store: Store, now: datetime) -> int:
     if config.smtp.url or next(iter(store.subscribers()), None) is not None:
         return 0
     rows = [
-        (f"sample-{lang}-{'-'.join(chosen)}@example.com", lang, chosen)
+        ReaderRow(f"sample-{lang}-{'-'.join(chosen)}@example.com", lang, chosen)
         for lang in config.site.languages
         for chosen in SAMPLE_AUDIENCES
     ]
