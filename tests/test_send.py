@@ -16,8 +16,8 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
 from syndicate import pipeline
-from syndicate.cli import main
-from syndicate.config import load_config, parse_config
+from syndicate.cli import default_jobs, main
+from syndicate.config import DigestJob, load_config, parse_config
 from syndicate.deliver import SmtpMailer
 from syndicate.store import open_store
 from syndicate.tokens import UNSUBSCRIBE, read_token, secret_key
@@ -250,4 +250,45 @@ def test_a_group_that_cannot_be_rendered_never_stops_the_others(
     assert "partial run: 1 group(s) not issued" in run.stderr
     assert inbox.counts() == {"en@example.com": 1, "nl@example.com": 1}
     assert store.last_issue("fr", ["cost"]) is None
+    # A scheduled send says so too: its run is partial, and the log line names the group.
+    config = load_config(path)
+    report = default_jobs(config).send_digest(DigestJob(name="weekly"), NOW)
+    assert not report.complete and report.counts["refused"] == 1
+    assert report.reason.startswith("fr-cost: cannot render 'fr' digests")
+    assert inbox.counts() == {"en@example.com": 1, "nl@example.com": 1}
+    store.close()
+
+
+def test_the_digest_command_previews_the_next_issue_of_a_group(
+    tmp_path: Path, database_url: str, smtp_server
+) -> None:
+    inbox, port = smtp_server
+    archive = write_archive(tmp_path / "articles", 30, newest=date(2025, 12, 11))
+    path = write_config(tmp_path, database_url, port, archive)
+    store = open_store(database_url)
+    store.add_subscriber("a@example.com", "en", ["cost"], status="active", consent_source="t",
+                         now=NOW)  # fmt: skip
+    out = tmp_path / "preview"
+
+    def digest(*args: str):
+        return CliRunner().invoke(
+            main, ["digest", "--config", str(path), "--lang", "en", "--audience", "cost",
+                   "--out", str(out), *args],
+        )  # fmt: skip
+
+    first = digest()
+    assert first.exit_code == 0, first.output
+    preview = (out / "en-cost.txt").read_text("utf-8")
+    assert listed_pieces(preview) == list(range(10)) and "And 20 more articles:" in preview
+    config = load_config(path)
+    pipeline.send_digests(config, NOW, mailer=SmtpMailer.from_url(config.smtp.url), store=store)
+    assert bodies(inbox)["a@example.com"].split("\n-- \n")[0] == preview.split("\n-- \n")[0]
+    # Once it went out, nothing is new for that group; --since shows a window by hand.
+    (out / "en-cost.txt").unlink()
+    after = digest()
+    assert after.exit_code == 0 and "nothing new for en / cost since its last issue" in after.stdout
+    assert not (out / "en-cost.txt").exists()
+    by_hand = digest("--since", "2025-11-20")
+    assert by_hand.exit_code == 0
+    assert listed_pieces((out / "en-cost.txt").read_text("utf-8")) == list(range(10, 20))
     store.close()
