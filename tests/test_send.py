@@ -292,3 +292,26 @@ def test_the_digest_command_previews_the_next_issue_of_a_group(
     assert by_hand.exit_code == 0
     assert listed_pieces((out / "en-cost.txt").read_text("utf-8")) == list(range(10, 20))
     store.close()
+
+
+def test_a_window_over_the_size_limit_is_sent_never_refused(
+    tmp_path: Path, database_url: str, smtp_server
+) -> None:
+    inbox, port = smtp_server
+    archive = write_archive(tmp_path / "articles", 300, newest=date(2025, 12, 11))
+    path = write_config(tmp_path, database_url, port, archive, email=["max_articles = 1000"])
+    config = load_config(path)
+    store = open_store(database_url)
+    store.add_subscriber("all@example.com", "en", list(config.audiences), status="active",
+                         consent_source="t", now=NOW)  # fmt: skip
+    report = pipeline.send_digests(config, NOW, mailer=SmtpMailer.from_url(config.smtp.url),
+                                   store=store)  # fmt: skip
+    assert (report.sent, report.refused) == (1, [])
+    [message] = [message_from_bytes(data, policy=default) for _, data in inbox.received]
+    page = next(p for p in message.walk() if p.get_content_type() == "text/html").get_content()
+    assert len(page.encode()) < 102_000 - 10_000  # under Gmail's clipping, with a margin
+    listed = store.sent_articles("en", config.audiences)
+    assert 5 < len(listed) < 300  # the issue records what it listed, the newest
+    assert set(listed) == {("en", f"piece-{n}") for n in range(len(listed))}
+    assert f"And {300 - len(listed)} more articles" in page
+    store.close()
