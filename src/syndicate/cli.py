@@ -380,8 +380,8 @@ def digest(
     finally:
         store.close()
     if not paths:
-        window = f" since {day.isoformat()}" if day else " since its last issue (see --since)"
-        click.echo(f"nothing new for {lang} / {'+'.join(audiences)}{window}: no digest written")
+        window = f"since {day.isoformat()}" if day else "in its window (see --since)"
+        click.echo(f"nothing new for {lang} / {'+'.join(audiences)} {window}: no digest written")
     for path in paths:
         click.echo(str(path))
 
