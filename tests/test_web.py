@@ -489,6 +489,12 @@ def test_subscribing_a_known_address_reveals_nothing(site, clock):
     assert note["To"] == "known@example.org"
     assert note["Subject"] == "Ihr Abonnement bei Syndicate"
     assert "/preferences/" in inbox.link()
+    # In another letter case it is still the same reader: no second one, nothing changed.
+    again = subscribe(client, "KNOWN@Example.ORG")
+    assert (again.status_code, again.text) == (new.status_code, new.text)
+    assert [s.email for s in store.subscribers()] == ["known@example.org", "new@example.org"]
+    assert store.subscriber_by_id(active.id).status == "active"
+    assert inbox.messages[-1]["Subject"] == "Ihr Abonnement bei Syndicate"
 
 
 def test_subscribe_is_rate_limited_per_client(site, clock):

@@ -183,6 +183,12 @@ class Email(Section):
     """Folder of previews and of the local Maildir used when no SMTP server is configured."""
     english_fallback: bool = False
     """Render in English a language whose catalog is incomplete, instead of refusing."""
+    max_articles: int = Field(10, ge=1, le=1000)
+    """The most articles one digest lists, newest first; the rest of its window is one line
+    with a link to the language's index page (fewer, when the HTML would pass its limit)."""
+    first_window_days: int | None = Field(None, ge=1)
+    """A group's first digest covers the articles of these last days (default: however old;
+    max_articles still caps it). Later digests hold what is new since the group's last one."""
     list_id: str = "digest.example.com"
     """List-Id of the digests."""
     unsubscribe_mailto: str | None = None
