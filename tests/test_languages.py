@@ -115,6 +115,8 @@ def assert_no_english_left(lang: str, text: str, what: str) -> None:
         "Back to the articles",
         "Email address",
         "Updated ",
+        "more article",
+        "For the address",
     ]
     left = [phrase for phrase in english if phrase in text]
     assert not left, f"{what} in {lang} still says {left}"
@@ -239,6 +241,19 @@ def test_every_page_and_mail_speaks_the_readers_language(site, pages, lang: str)
             assert digest is not None
             rendered = render_digest(digest, config)
             assert_digest_reads_as(rendered, lang)
+    # A window longer than one email: the closing line counts the rest in the language too.
+    digest = select_digest(found, lang, list(config.audiences))
+    shortened = render_digest(replace(digest, more=14), config)
+    assert_digest_reads_as(shortened, lang)
+    assert f"{MORE[lang]}:\n{config.site.base_url}/{lang}/\n" in shortened.text
+
+
+MORE = {
+    "en": "And 14 more articles",
+    "nl": "En nog 14 artikelen",
+    "de": "Und 14 weitere Artikel",
+    "fr": "Et 14 autres articles",
+}
 
 
 def assert_digest_reads_as(rendered: RenderedDigest, lang: str) -> None:
