@@ -1,11 +1,14 @@
 """The command line: the only module that prints, picks exit codes and reads the real clock.
 
-Each command parses its options, calls one pipeline function and reports what it did.
+Each command parses its options, calls one pipeline function and reports what it did. Every
+error an operator can act on (a SyndicateError, an OSError, a lost state database) is one
+line and an exit status from ``errors.Exit``; the traceback only with ``--debug``.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import functools
 import gc
 import json
@@ -13,7 +16,8 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -21,40 +25,89 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from .config import Config, DigestJob, load_config
-from .errors import SyndicateError
+from .errors import Exit, SyndicateError, UsageError, describe
 from .model import ArticleSet, Severity
 from .pipeline import FeedReport, build_feeds, message_sender, write_digest, write_previews
 from .reader import read_articles
 from .render import catalog_problems
+from .store import database_errors
 
 if TYPE_CHECKING:
     from .scheduler import Jobs, Report, Scheduler
 
+log = logging.getLogger("syndicate")
 
-def _fail(exc: SyndicateError) -> None:
-    click.echo(f"syndicate: {exc}", err=True)
-    sys.exit(exc.exit_code)
+
+@dataclass
+class Options:
+    """What the options every command shares say; set before the command (``syndicate
+    --config x.toml build``) or after it (``syndicate build --config x.toml``)."""
+
+    config: Path | None = None
+    debug: bool = False
+    log_json: bool = False
+    """Errors, too, are written as JSON lines (``run --log-json``)."""
+
+
+def options() -> Options:
+    return click.get_current_context().ensure_object(Options)
+
+
+config_option = click.option(
+    "--config",
+    "config_path",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help="Config file (default: $SYNDICATE_CONFIG, else ./config.toml, else built-ins).",
+)
+debug_option = click.option(
+    "--debug", is_flag=True, help="Show tracebacks instead of one-line errors."
+)
+
+
+def report_error(message: str) -> None:
+    """One error line on stderr: ``syndicate: ...``, or a JSON object under ``--log-json``."""
+    if options().log_json:
+        record = logging.makeLogRecord(
+            {"name": "syndicate", "levelname": "ERROR", "levelno": logging.ERROR, "msg": message}
+        )
+        click.echo(JsonLines().format(record), err=True)
+    else:
+        click.echo(f"syndicate: {message}", err=True)
+
+
+@contextlib.contextmanager
+def operator_errors() -> Iterator[None]:
+    """Turn what an operator can act on into one line and its exit status: a SyndicateError
+    (its own status), an OSError (a full disk, a read-only folder: 1). With ``--debug``, or
+    for anything else, the traceback."""
+    try:
+        yield
+    except (SyndicateError, OSError) as exc:
+        if options().debug:
+            raise
+        if isinstance(exc, SyndicateError):
+            message, status = str(exc), exc.exit_code
+        else:
+            message, status = describe(exc, ""), Exit.FAILED
+        report_error(message)
+        sys.exit(status)
 
 
 def with_config(command: Callable[..., Any]) -> Callable[..., Any]:
     """Add ``--config`` (and ``--debug``) to a command and hand it a loaded Config."""
 
-    @click.option(
-        "--config",
-        "config_path",
-        type=click.Path(path_type=Path, dir_okay=False),
-        default=None,
-        help="Config file (default: $SYNDICATE_CONFIG, else ./config.toml, else built-ins).",
-    )
-    @click.option("--debug", is_flag=True, help="Show tracebacks instead of one-line errors.")
+    @config_option
+    @debug_option
     @functools.wraps(command)
     def wrapper(config_path: Path | None, debug: bool, **kwargs: Any) -> Any:
-        try:
-            return command(load_config(config_path), **kwargs)
-        except SyndicateError as exc:
-            if debug:
-                raise
-            _fail(exc)
+        shared = options()
+        shared.config = config_path if config_path is not None else shared.config
+        shared.debug = shared.debug or debug
+        with operator_errors():
+            config = load_config(shared.config)
+            with database_errors(config.database_url):
+                return command(config, **kwargs)
 
     return wrapper
 
@@ -67,10 +120,47 @@ articles_option = click.option(
 )
 
 
+def with_articles(config: Config, articles: Path | None) -> Config:
+    """The config with ``--articles`` in place of ``site.articles``, for pipeline functions
+    that read the configured folder."""
+    if articles is None:
+        return config
+    return config.model_copy(update={"site": config.site.model_copy(update={"articles": articles})})
+
+
+def article_folder(config: Config, articles: Path | None = None) -> Path:
+    """The article folder named on the command line, else the configured one; a folder that
+    does not exist is an error, not an empty set (that would publish nothing)."""
+    folder = articles if articles is not None else config.path(config.site.articles)
+    if not folder.is_dir():
+        raise UsageError(f"{folder}: article folder not found")
+    return folder
+
+
 def load_articles(config: Config, articles: Path | None, *, bodies: bool = True) -> ArticleSet:
     """Read the article set named on the command line, else the configured one."""
-    folder = articles if articles is not None else config.path(config.site.articles)
-    return read_articles(folder, config.profiles, bodies=bodies)
+    folder = article_folder(config, articles)
+    limit = config.site.max_article_bytes
+    return read_articles(folder, config.profiles, bodies=bodies, max_bytes=limit)
+
+
+def check_known(
+    config: Config, *, langs: Iterable[str] = (), audiences: Iterable[str] = ()
+) -> None:
+    """Refuse a language that is not published or an audience nobody defines, naming the
+    known ones (a typo would otherwise select nothing, and say nothing)."""
+    for lang in langs:
+        if lang not in config.site.languages:
+            raise click.BadParameter(
+                f"{lang!r} is not published (site.languages: {', '.join(config.site.languages)})",
+                param_hint="--lang",
+            )
+    for audience in audiences:
+        if audience not in config.audiences:
+            raise click.BadParameter(
+                f"unknown audience {audience!r} (known: {', '.join(config.audiences)})",
+                param_hint="--audience",
+            )
 
 
 def print_problems(articles: ArticleSet) -> None:
@@ -78,10 +168,23 @@ def print_problems(articles: ArticleSet) -> None:
         click.echo(str(problem), err=True)
 
 
-@click.group()
+def summary_line(found: ArticleSet) -> str:
+    """The article set in one line: "3 article(s) (de 1, en 1, nl 1), 0 error(s), 1 warning(s)"."""
+    languages = ", ".join(f"{lang} {len(found.in_language(lang))}" for lang in found.languages)
+    errors = sum(p.severity is Severity.ERROR for p in found.problems)
+    warnings = len(found.problems) - errors
+    counts = f" ({languages})" if languages else ""
+    return f"{len(found)} article(s){counts}, {errors} error(s), {warnings} warning(s)"
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="syndicate")
-def main() -> None:
+@config_option
+@debug_option
+@click.pass_context
+def main(ctx: click.Context, config_path: Path | None, debug: bool) -> None:
     """Multilingual Atom/RSS feeds and audience newsletters from plain-text articles."""
+    ctx.obj = Options(config_path, debug)
     # What the imports made lives as long as the process: the cycle collector need not walk
     # it again, and at exit, walking it cost a build of 30,000 files about 0.2 s.
     gc.freeze()
@@ -91,15 +194,19 @@ def main() -> None:
 @with_config
 @articles_option
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
-def check(config: Config, articles: Path | None, as_json: bool) -> None:
+@click.option("--summary", is_flag=True, help="One line of counts instead of the table.")
+def check(config: Config, articles: Path | None, as_json: bool, summary: bool) -> None:
     """Read the article set and report what was found and every problem."""
     found = load_articles(config, articles)
     found = ArticleSet(found.articles, found.problems + tuple(catalog_problems(config)))
     if as_json:
         click.echo(json.dumps(check_report(found), ensure_ascii=False, indent=2))
+    elif summary:
+        print_problems(found)
+        click.echo(summary_line(found))
     else:
         print_summary(found, config)
-    sys.exit(1 if found.has_errors else 0)
+    sys.exit(Exit.FAILED if found.has_errors else Exit.OK)
 
 
 def check_report(found: ArticleSet) -> dict[str, Any]:
@@ -151,37 +258,88 @@ def print_summary(found: ArticleSet, config: Config) -> None:
 @articles_option
 @click.option("--once", is_flag=True, help="Do what is due now and exit (for cron and timers).")
 @click.option("--standby", is_flag=True, help="Wait while another scheduler acts, then take over.")
-@click.option("--log-json", is_flag=True, help="Log one JSON object per line.")
+@click.option("--log-json", is_flag=True, help="Write every line as one JSON object, on stderr.")
 def run(config: Config, articles: Path | None, once: bool, standby: bool, log_json: bool) -> None:
     """The publishing job: rebuild feeds and send digests on the configured schedule."""
     from .scheduler import Scheduler
 
-    if articles is not None:
-        config = config.model_copy(
-            update={"site": config.site.model_copy(update={"articles": articles})}
+    options().log_json = log_json
+    config = with_articles(config, articles)
+    folder = config.path(config.site.articles)
+    if not _has_articles(folder):  # before the scheduler makes its state folder and database
+        where = "no article folder" if not folder.is_dir() else "no articles in"
+        raise UsageError(
+            f"{where} {folder}: nothing to publish (to start a site here: syndicate init)"
         )
-    scheduler = Scheduler(config, default_jobs(config))
+    jobs = default_jobs(config)
+    scheduler = Scheduler(config, jobs)
+    scheduler.debug = options().debug
     with logging_to_stderr(log_json):
         if not once:
             run_scheduler(scheduler, standby=standby)  # does not return: it exits the process
-        found = load_articles(config, articles)
-        print_summary(found, config)
-        now = datetime.now(UTC)
+        # The lock is taken before any of this; feeds, previews and sends are separate steps.
         previews = config.path(config.email.outbox) / "preview"
-        written = write_previews(config, found, previews, now=now)
-        click.echo(f"{len(written)} digest preview file(s) in {previews}", err=True)
-        demo = add_sample_readers_once(config, now)
-        ok = scheduler.run_once()  # the feed rebuild and the digests now due, under the lock
-        click.echo(f"feeds in {config.path(config.feeds.out)}", err=True)
-        if demo:  # a first run with no mail server: show the whole path now, not when due
-            ok = send_now(config, now) == 0 and ok
-    sys.exit(0 if ok else 1)
+        steps: dict[str, Callable[[datetime], Report | None]] = {
+            "previews": lambda now: preview_step(config, previews, now)
+        }
+        if not config.smtp.url:
+            steps["samples"] = lambda now: sample_step(config, jobs, now)
+        ok = scheduler.run_once(steps)
+        outcome = "ok" if ok else "partial"
+        failed = f"; failed: {', '.join(scheduler.failed)}" if scheduler.failed else ""
+        feeds_out = config.path(config.feeds.out)
+        log.info(
+            "run --once %s%s (feeds in %s, previews in %s)",
+            outcome,
+            failed,
+            feeds_out,
+            previews,
+            extra={
+                "fields": {
+                    "run": "once",
+                    "outcome": outcome,
+                    "failed": scheduler.failed,
+                    "feeds": str(feeds_out),
+                    "previews": str(previews),
+                }
+            },
+        )
+    sys.exit(Exit.OK if ok else Exit.FAILED)
 
 
-def add_sample_readers_once(config: Config, now: datetime) -> int:
-    """With no mail server and nobody subscribed, subscribe a few example.com readers, so the
-    whole path (issue, deliveries, Maildir) shows; returns how many were added."""
+def _has_articles(folder: Path) -> bool:
+    """Whether ``folder`` holds at least one visible file, found without walking it all."""
+    if not folder.is_dir():
+        return False
+    for path in folder.rglob("*"):
+        if path.is_file() and not any(p.startswith(".") for p in path.relative_to(folder).parts):
+            return True
+    return False
+
+
+def preview_step(config: Config, out: Path, now: datetime) -> Report:
+    """``run --once``'s previews: every variant into ``out``; one that cannot be rendered is
+    a warning naming it, and the others are still written."""
+    from .scheduler import Report
+
+    found = load_articles(config, None, bodies=False)  # a digest shows no body
+    written, failures = write_previews(config, found, out, now=now)
+    for variant, why in failures:
+        log.warning(
+            "preview %s not rendered: %s",
+            variant,
+            why,
+            extra={"fields": {"preview": variant, "outcome": "error", "reason": why}},
+        )
+    return Report({"files": len(written), "failed": len(failures)}, complete=not failures)
+
+
+def sample_step(config: Config, jobs: Jobs, now: datetime) -> Report | None:
+    """A first run with no mail server and nobody subscribed subscribes a few readers at
+    example.com and sends them the current digests at once, so the whole path (issue,
+    deliveries, Maildir) shows; no line at all on later runs."""
     from .pipeline import add_sample_readers
+    from .scheduler import Report
     from .store import open_store
 
     store = open_store(config.database_url)
@@ -189,9 +347,10 @@ def add_sample_readers_once(config: Config, now: datetime) -> int:
         added = add_sample_readers(config, store, now)
     finally:
         store.close()
-    if added:
-        click.echo(f"added {added} sample readers at example.com (no SMTP server set)", err=True)
-    return added
+    if not added:
+        return None
+    sent = jobs.send_digest(DigestJob(name="samples"), now)
+    return Report({"readers": added, **sent.counts}, sent.reason, sent.complete)
 
 
 def run_scheduler(
@@ -236,6 +395,10 @@ def default_jobs(config: Config) -> Jobs:
 
     def rebuild_feeds(now: datetime) -> Report:
         report = build_feeds(config, now=now)
+        for problem in report.problems if not report.skipped else ():
+            if problem.severity is Severity.ERROR:  # a file left out of the feeds
+                fields = {"file": problem.file, "line": problem.line, "message": problem.message}
+                log.warning("%s", problem, extra={"fields": {"problem": "article", **fields}})
         counts = {
             "entries": sum(report.entries.values()),
             "written": len(report.written),
@@ -349,17 +512,7 @@ def digest(
     out: Path | None,
 ) -> None:
     """Render one digest by hand: <lang>-<audiences>.html, .txt and .eml (to email.preview_to)."""
-    if lang not in config.site.languages:
-        raise click.BadParameter(
-            f"{lang!r} is not published (site.languages: {', '.join(config.site.languages)})",
-            param_hint="--lang",
-        )
-    for audience in audiences:
-        if audience not in config.audiences:
-            raise click.BadParameter(
-                f"unknown audience {audience!r} (known: {', '.join(config.audiences)})",
-                param_hint="--audience",
-            )
+    check_known(config, langs=[lang], audiences=audiences)
     found = load_articles(config, articles, bodies=False)  # a digest shows no body
     print_problems(found)
     out = out if out is not None else config.path(config.email.outbox) / "preview"
@@ -412,13 +565,11 @@ def print_feed_report(report: FeedReport, *, problems: bool = True) -> None:
 @click.option("--port", type=int, default=None, help="Port to listen on (default: web.port).")
 def serve(config: Config, articles: Path | None, host: str | None, port: int | None) -> None:
     """Serve the feeds, article pages and readers' subscription links over HTTP."""
-    import uvicorn
-
     from .store import open_store
     from .tokens import secret_key
     from .web import create_app, watch_articles
 
-    folder = articles if articles is not None else config.path(config.site.articles)
+    folder = article_folder(config, articles)
     app = create_app(
         config,
         store=open_store(config.database_url),
@@ -427,8 +578,29 @@ def serve(config: Config, articles: Path | None, host: str | None, port: int | N
         secret=secret_key(config),
         now=lambda: datetime.now(UTC),
     )
+    serve_app(app, host or config.web.host, port or config.web.port)
+
+
+def serve_app(app: Any, host: str, port: int) -> None:
+    """Listen on ``host``:``port`` and serve ``app`` until stopped; a port that is taken is
+    ResourceBusyError (exit 4), not the server's start-up failure."""
+    import socket
+
+    import uvicorn
+
+    from .errors import ResourceBusyError
+
+    try:
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        listener = socket.create_server((host, port), family=family)
+    except OSError as exc:
+        if exc.errno == errno.EADDRINUSE:
+            message = f"{host}:{port} is in use: another server listens there"
+            raise ResourceBusyError(message) from None
+        raise
     # No access log: its lines would carry readers' tokens and addresses.
-    uvicorn.run(app, host=host or config.web.host, port=port or config.web.port, access_log=False)
+    server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, access_log=False))
+    server.run(sockets=[listener])
 
 
 # -- send ----------------------------------------------------------------------------------------
@@ -501,6 +673,7 @@ def send_now(
 
 @main.command()
 @with_config
+@articles_option
 @click.option("--lang", "langs", multiple=True, help="Only readers of this language (repeatable).")
 @click.option(
     "--audience", "audiences", multiple=True, help="Only readers of this audience (repeatable)."
@@ -516,6 +689,7 @@ def send_now(
 )
 def send(
     config: Config,
+    articles: Path | None,
     langs: tuple[str, ...],
     audiences: tuple[str, ...],
     dry_run: bool,
@@ -524,6 +698,11 @@ def send(
 ) -> None:
     """Issue the digests with new content and deliver them: each reader gets each one once."""
     from .store import open_store
+
+    check_known(config, langs=langs, audiences=audiences)
+    if not (show_status or resend):
+        article_folder(config, articles)
+    config = with_articles(config, articles)
 
     now = datetime.now(UTC)
     if not (show_status or resend):

@@ -124,6 +124,8 @@ class Site(Section):
     """Languages read and published, in display order."""
     articles: Path = Path("articles")
     """Folder of article files."""
+    max_article_bytes: int = Field(2_000_000, ge=1)
+    """Size above which an article file is not read (a diagnostic names it)."""
 
     @field_validator("article_url")
     @classmethod
