@@ -889,10 +889,10 @@ def test_a_file_gone_or_turned_folder_by_the_time_it_is_read(
     Path(paths[1]).mkdir()  # a folder where a file was expected
     readings = {Path(p).name: r for p, r, _ in reader.read_index(paths, config.profiles, known={})}
     gone, folder_instead, kept = (readings[Path(p).name] for p in paths)
-    assert gone == (None, [reader.Diagnostic(paths[0], None, Severity.WARNING,
-                    "removed or renamed while the articles were read: left out")])  # fmt: skip
-    assert folder_instead == (None, [reader.Diagnostic(paths[1], None, Severity.ERROR,
-                              "a folder where an article file was expected: not read")])  # fmt: skip
+    message = "removed or renamed while the articles were read: left out"
+    assert gone == (None, [reader.Diagnostic(paths[0], None, Severity.WARNING, message)])
+    message = "a folder where an article file was expected: not read"
+    assert folder_instead == (None, [reader.Diagnostic(paths[1], None, Severity.ERROR, message)])
     assert kept[0] is not None and kept[1] == []
 
 

@@ -431,13 +431,18 @@ def default_jobs(config: Config) -> Jobs:
             "uncertain": sent.uncertain,
             "skipped": sent.skipped,
             "deferred": sent.deferred,
+            "unrendered": len(sent.unrendered),
             "problems": len(sent.problems),
         }
+        for variant, why in sent.unrendered:
+            fields = {"digest": variant, "outcome": "error", "reason": why}
+            log.warning("digest %s not rendered: %s", variant, why, extra={"fields": fields})
         if not any(counts.values()):
             langs = ", ".join(job.languages) or "all languages"
             audiences = ", ".join(job.audiences) or "all audiences"
             return Report(counts, f"no new content for {langs} / {audiences}")
-        return Report(counts, complete=not (sent.failed or sent.uncertain or sent.deferred))
+        incomplete = sent.failed or sent.uncertain or sent.deferred or sent.unrendered
+        return Report(counts, complete=not incomplete)
 
     return Jobs(build_feeds=rebuild_feeds, send_digest=send_digest)
 
@@ -658,6 +663,8 @@ def send_now(
         click.echo(f"{verb} {key} to {readers} reader(s)", err=True)
     for email, reply in report.failures:
         click.echo(f"{email}: {reply}", err=True)
+    for variant, why in report.unrendered:
+        click.echo(f"digest {variant} not rendered: {why}", err=True)
     if dry_run:
         click.echo(f"{report.pending} delivery(ies) pending; nothing sent (dry run)", err=True)
         return 0
@@ -668,7 +675,8 @@ def send_now(
     )
     if report.uncertain:
         click.echo("uncertain deliveries are never resent blindly: see `syndicate send --status`")
-    return 1 if report.failed or report.uncertain or report.deferred else 0
+    incomplete = report.failed or report.uncertain or report.deferred or report.unrendered
+    return Exit.FAILED if incomplete else Exit.OK
 
 
 @main.command()

@@ -555,6 +555,8 @@ class SendReport(DeliveryCounts):
     """Deliveries waiting (dry run only: nothing is sent)."""
     problems: tuple[Diagnostic, ...] = ()
     """Article files that could not be read (the others were still used)."""
+    unrendered: list[tuple[str, str]] = field(default_factory=list)
+    """(variant, why) of each digest that could not be rendered; the others were issued."""
 
 
 def open_mailer(config: Config) -> Mailer:
@@ -682,7 +684,12 @@ def send_digests(
     ``dry_run`` reports what would be issued and writes nothing.
     """
     # A digest shows titles, dates and takeaways: the summaries hold them.
-    articles = read_articles(config.path(config.site.articles), config.profiles, bodies=False)
+    articles = read_articles(
+        config.path(config.site.articles),
+        config.profiles,
+        bodies=False,
+        max_bytes=config.site.max_article_bytes,
+    )
     report = SendReport(problems=articles.problems)
     domain = _domain(config.email.sender)
     readers = variants(store.subscribers("active"), langs, audiences)
@@ -693,7 +700,11 @@ def send_digests(
         if dry_run:
             report.issues.append((digest.key, len(group)))
             continue
-        rendered = render_digest(digest, config)
+        try:
+            rendered = render_digest(digest, config)
+        except RenderError as exc:  # this variant waits for a fix; the others go out
+            report.unrendered.append((digest.key, str(exc)))
+            continue
         issue = store.create_issue(
             key=digest.key,
             lang=lang,

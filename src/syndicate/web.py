@@ -40,7 +40,7 @@ from starlette.routing import Route
 from .config import Config
 from .feeds import article_html, feed_names, feed_url
 from .model import ArticleSet
-from .reader import article_files, read_articles
+from .reader import read_articles, scan
 from .render import templates_dir
 from .store import Store, Subscriber
 from .tokens import CONFIRM, PREFERENCES, UNSUBSCRIBE, read_token, reader_link
@@ -186,12 +186,11 @@ def watch_articles(folder: Path, config: Config) -> Callable[[], ArticleSet]:
     seen: dict[str, Any] = {}
 
     def current() -> ArticleSet:
-        stamp = tuple(
-            (str(p), p.stat().st_mtime_ns, p.stat().st_size)
-            for p in (article_files(folder) if folder.is_dir() else [])
-        )
+        stamp = tuple(scan(folder).items()) if folder.is_dir() else ()
         if seen.get("stamp") != stamp:
-            seen["stamp"], seen["articles"] = stamp, read_articles(folder, config.profiles)
+            limit = config.site.max_article_bytes
+            found = read_articles(folder, config.profiles, max_bytes=limit)
+            seen["stamp"], seen["articles"] = stamp, found
         return seen["articles"]
 
     return current
