@@ -133,7 +133,7 @@ class Site(Section):
         unknown = set(re.findall(r"{(\w*)}", value)) - {"base_url", "lang", "slug"}
         if unknown:
             raise ValueError(
-                f"unknown placeholder(s) {sorted(unknown)} (known: base_url, lang, slug)"
+                f"unknown placeholder(s) {', '.join(sorted(unknown))} (known: base_url, lang, slug)"
             )
         return value
 
@@ -248,7 +248,9 @@ class Schedule(Section):
         names = [job.name for job in value]
         repeated = sorted({name for name in names if names.count(name) > 1})
         if repeated:
-            raise ValueError(f"job names must be unique (the job id); repeated: {repeated}")
+            raise ValueError(
+                f"job names must be unique (the job id); repeated: {', '.join(repeated)}"
+            )
         return value
 
 
@@ -283,13 +285,15 @@ class Config(Section):
         missing = [lang for lang in self.site.languages if lang not in self.languages]
         if missing:
             raise ValueError(
-                f"site.languages names {missing} but no [languages.<code>] profile exists for it"
+                f"site.languages names {', '.join(missing)} but no [languages.<code>] "
+                "profile exists for it"
             )
         for job in self.schedule.digests:
             unknown = set(job.audiences) - set(self.audiences)
             if unknown:
                 raise ValueError(
-                    f"schedule.digests {job.name!r}: unknown audience(s) {sorted(unknown)}"
+                    f"schedule.digests {job.name!r}: unknown audience(s) "
+                    f"{', '.join(sorted(unknown))} (known: {', '.join(self.audiences)})"
                 )
         return self
 

@@ -343,7 +343,7 @@ def _build_feeds(
                 staging.add(name, data)
     except OSError as exc:
         staging.discard()
-        raise OutputError(f"feeds unchanged: {describe(exc)}") from None
+        raise OutputError(f"feeds unchanged: {describe(exc)}") from exc
     except BaseException:
         staging.discard()
         raise
@@ -380,7 +380,7 @@ def _build_feeds(
         staging.discard()
         raise OutputError(
             f"feeds in {out} partly updated: {describe(exc)} (the next build writes them again)"
-        ) from None
+        ) from exc
     return FeedReport(
         out,
         entries,
