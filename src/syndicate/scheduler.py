@@ -36,7 +36,7 @@ from apscheduler.triggers.cron import CronTrigger
 from apscheduler.triggers.interval import IntervalTrigger
 
 from .config import Config, DigestJob
-from .errors import SchedulerBusyError, SyndicateError
+from .errors import SchedulerBusyError, SyndicateError, describe
 from .store import create_engine, database_errors, scheduler_lock
 
 log = logging.getLogger("syndicate.scheduler")
@@ -479,15 +479,16 @@ class Scheduler:
             self._report(spec.id, self.jobs.build_feeds)
 
     def _report(self, name: str, work: Step) -> None:
-        """Run ``work`` and log its one line; never raises. A SyndicateError is an
-        operator's message and needs no traceback (unless ``debug``); anything else gets one."""
+        """Run ``work`` and log its one line; never raises. A SyndicateError or an OSError is
+        for the operator and needs no traceback (unless ``debug``); anything else gets one."""
         now = self.clock()
         started = time.monotonic()
         failure: BaseException | None = None
         try:
             report = work(now)
-        except SyndicateError as exc:
-            outcome, report = "error", Report(reason=str(exc))
+        except (SyndicateError, OSError) as exc:  # a full disk, a lost database, ...
+            reason = describe(exc) if isinstance(exc, OSError) else str(exc)
+            outcome, report = "error", Report(reason=reason)
             failure = exc if self.debug else None
         except Exception as exc:
             outcome, report, failure = "error", Report(reason=f"{type(exc).__name__}: {exc}"), exc
