@@ -234,3 +234,24 @@ def test_a_lost_database_is_one_line_and_the_feeds_stay(
     assert result.exit_code == 1
     assert result.stderr.startswith("syndicate: state database postgresql+psycopg://postgres:***@")
     assert len(result.stderr.splitlines()) == 1
+
+
+def test_build_publishes_every_other_article_past_broken_links(
+    runner: CliRunner, articles_dir: Path, tmp_path: Path
+) -> None:
+    (articles_dir / "loop.txt").symlink_to(articles_dir / "loop.txt")
+    (articles_dir / "dangling.txt").symlink_to(articles_dir / "gone.txt")
+    out = tmp_path / "feeds"
+    result = invoke(runner, "build", "--articles", str(articles_dir), "--out", str(out))
+    assert result.exit_code == 1  # errors in the set: the files named below
+    assert result.stderr.splitlines() == [
+        f"{articles_dir / 'dangling.txt'}: error: symbolic link to "
+        f"{str(articles_dir / 'gone.txt')!r}, which does not exist: not read",
+        f"{articles_dir / 'loop.txt'}: error: symbolic link loop: not read",
+    ]
+    assert "(de: 1, en: 1, nl: 1)" in result.stdout
+    assert all((out / f"{lang}.atom.xml").is_file() for lang in ("en", "nl", "de"))
+    # a new broken link is news to the next build, which would otherwise skip as unchanged
+    (articles_dir / "also-gone.txt").symlink_to(articles_dir / "gone.txt")
+    again = invoke(runner, "build", "--articles", str(articles_dir), "--out", str(out))
+    assert "also-gone.txt" in again.stderr

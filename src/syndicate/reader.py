@@ -1032,6 +1032,7 @@ def scan(
     ``listed`` is called with each entry's path before it is looked at (for tests).
     """
     found: list[tuple[str, str, int, int]] = []
+    first_problem = len(problems) if problems is not None else 0
     inside = os.path.join(os.path.realpath(folder), "")
     # A loop, not a recursive closure: that would be a reference cycle holding every entry
     # until the next cycle collection.
@@ -1074,6 +1075,8 @@ def scan(
         except OSError as exc:
             _note(problems, directory, _unreadable(exc, "cannot list the folder"))
     found.sort()
+    if problems is not None:  # in a stable order too, not the folder's
+        problems[first_problem:] = sorted(problems[first_problem:], key=lambda p: p.file)
     return {path: (size, mtime) for _, path, size, mtime in found}
 
 
