@@ -28,7 +28,7 @@ from .config import Config, DigestJob, load_config
 from .errors import Exit, SyndicateError, UsageError, describe
 from .model import ArticleSet, Severity
 from .pipeline import FeedReport, build_feeds, message_sender, write_digest, write_previews
-from .reader import read_articles
+from .reader import read_articles, scan
 from .render import catalog_problems
 from .store import database_errors
 
@@ -177,7 +177,11 @@ def summary_line(found: ArticleSet) -> str:
     return f"{len(found)} article(s){counts}, {errors} error(s), {warnings} warning(s)"
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(
+    context_settings={"help_option_names": ["-h", "--help"]},
+    epilog="Exit status: 0 done, 1 failed or partly done, 2 bad command line or configuration, "
+    "3 another scheduler holds the lock, 4 a port or resource in use.",
+)
 @click.version_option(package_name="syndicate")
 @config_option
 @debug_option
@@ -266,7 +270,9 @@ def run(config: Config, articles: Path | None, once: bool, standby: bool, log_js
     options().log_json = log_json
     config = with_articles(config, articles)
     folder = config.path(config.site.articles)
-    if not _has_articles(folder):  # before the scheduler makes its state folder and database
+    # Before the scheduler makes its state folder and database: a folder that has nothing to
+    # publish is most likely not a site (yet).
+    if not (folder.is_dir() and scan(folder)):
         where = "no article folder" if not folder.is_dir() else "no articles in"
         raise UsageError(
             f"{where} {folder}: nothing to publish (to start a site here: syndicate init)"
@@ -305,16 +311,6 @@ def run(config: Config, articles: Path | None, once: bool, standby: bool, log_js
             },
         )
     sys.exit(Exit.OK if ok else Exit.FAILED)
-
-
-def _has_articles(folder: Path) -> bool:
-    """Whether ``folder`` holds at least one visible file, found without walking it all."""
-    if not folder.is_dir():
-        return False
-    for path in folder.rglob("*"):
-        if path.is_file() and not any(p.startswith(".") for p in path.relative_to(folder).parts):
-            return True
-    return False
 
 
 def preview_step(config: Config, out: Path, now: datetime) -> Report:
