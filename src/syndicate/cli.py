@@ -601,7 +601,12 @@ def serve_app(app: Any, host: str, port: int) -> None:
         raise
     # No access log: its lines would carry readers' tokens and addresses.
     server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, access_log=False))
+    shown = f"[{host}]" if ":" in host else host
+    # What uvicorn says when it binds the socket itself, and not when it is handed one:
+    logging.getLogger("uvicorn.error").info("Listening on http://%s:%d (Ctrl+C stops)", shown, port)
     server.run(sockets=[listener])
+    if not server.started:  # its log says why
+        raise SyndicateError(f"the web server on {host}:{port} did not start")
 
 
 # -- send ----------------------------------------------------------------------------------------
