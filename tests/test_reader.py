@@ -827,7 +827,7 @@ def seeded(folder: Path) -> Path:
     return folder
 
 
-def test_links_that_lead_nowhere_in_a_loop_or_outside_are_one_diagnostic_each(
+def test_links_that_lead_nowhere_in_a_loop_or_outside_and_pipes_are_one_diagnostic_each(
     config: Config, tmp_path: Path
 ) -> None:
     folder = seeded(tmp_path / "articles")
@@ -839,6 +839,7 @@ def test_links_that_lead_nowhere_in_a_loop_or_outside_are_one_diagnostic_each(
     (folder / "outside.txt").symlink_to(outside / SEEDS["en"].name)
     (folder / "outside-dir").symlink_to(outside, target_is_directory=True)
     (folder / "inside.txt").symlink_to(folder / SEEDS["de"].name)  # a second name: duplicate
+    os.mkfifo(folder / "pipe.txt")  # reading it would wait for a writer forever
     found = read_articles(folder, config.profiles)
     assert len(found) == 3
     problems = problems_of(found)
@@ -855,7 +856,11 @@ def test_links_that_lead_nowhere_in_a_loop_or_outside_are_one_diagnostic_each(
             f"symbolic link leads outside the article folder (to {target}): not followed",
         )
     assert "duplicate article" in problems["inside.txt"][1]
-    assert len(found.problems) == 7
+    assert problems["pipe.txt"] == (
+        Severity.WARNING,
+        "not a regular file (a pipe, socket or device): left out",
+    )
+    assert len(found.problems) == 8
 
 
 def test_a_file_removed_mid_scan_is_left_out_with_a_warning(config: Config, tmp_path: Path) -> None:

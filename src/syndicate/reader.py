@@ -1052,15 +1052,17 @@ def scan(
                             if target is None:
                                 continue
                             st = os.stat(target)
-                            if not stat.S_ISREG(st.st_mode):
+                            if stat.S_ISDIR(st.st_mode):
                                 continue  # links to folders are not followed
                         elif entry.is_dir(follow_symlinks=False):
                             folders.append((entry.path, f"{prefix}{entry.name}\0"))
                             continue
-                        elif entry.is_file(follow_symlinks=False):
-                            st = entry.stat(follow_symlinks=False)
                         else:
-                            continue  # a pipe, socket or device is no article
+                            st = entry.stat(follow_symlinks=False)
+                        if not stat.S_ISREG(st.st_mode):
+                            message = "not a regular file (a pipe, socket or device): left out"
+                            _note(problems, entry.path, (Severity.WARNING, message))
+                            continue
                     except OSError as exc:
                         _note(problems, entry.path, _unreadable(exc))
                         continue
