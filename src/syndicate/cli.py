@@ -461,7 +461,8 @@ class JsonLines(logging.Formatter):
 @contextlib.contextmanager
 def logging_to_stderr(json_lines: bool) -> Iterator[None]:
     """Log to stderr while the block runs: plain lines for people, ``--log-json`` for
-    machines. The previous logging setup comes back afterwards."""
+    machines; Python's warnings go the same way, so that every line is one record. The
+    previous logging setup comes back afterwards."""
     handler = logging.StreamHandler(sys.stderr)
     text = logging.Formatter("%(asctime)s %(levelname)s %(message)s")
     handler.setFormatter(JsonLines() if json_lines else text)
@@ -477,9 +478,11 @@ def logging_to_stderr(json_lines: bool) -> Iterator[None]:
     root.handlers[:] = [handler]
     for logger, level in loggers.items():
         logger.setLevel(level)
+    logging.captureWarnings(True)
     try:
         yield
     finally:
+        logging.captureWarnings(False)
         root.handlers[:] = saved_handlers
         for logger, level in saved_levels.items():
             logger.setLevel(level)
