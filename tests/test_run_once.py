@@ -158,3 +158,39 @@ def test_log_json_writes_errors_as_json_too(tmp_path: Path) -> None:
     assert result.returncode == 2 and result.stdout == ""
     [record] = [json.loads(line) for line in result.stderr.splitlines()]
     assert record["level"] == "error" and "syndicate init" in record["message"]
+
+
+FRENCH = """
+[site]
+languages = ["en", "nl", "de", "fr"]
+
+[languages.fr]
+name = "Français"
+date_line = ["Mis à jour le"]
+takeaways = ["Points clés"]
+references = ["Références"]
+audiences = { cost = ["Pour les équipes d'optimisation des coûts"] }
+"""
+
+
+def test_a_language_without_a_mail_catalog_still_gets_its_feeds(tmp_path: Path) -> None:
+    shutil.copytree(ARTICLES, tmp_path / "articles")
+    english = (ARTICLES / "003_f25c1f93821d1bd3.txt").read_text("utf-8")
+    french = (
+        english.replace("Updated December 11, 2025", "Mis à jour le 11 décembre 2025")
+        .replace("\nKey takeaways\n", "\nPoints clés\n")
+        .replace("For cost optimization teams:", "Pour les équipes d'optimisation des coûts:")
+        .replace("\nReferences\n", "\nRéférences\n")
+    )
+    (tmp_path / "articles" / "fr.txt").write_text(french, "utf-8")
+    (tmp_path / "config.toml").write_text(FRENCH, "utf-8")
+    result = run_once(tmp_path)
+    assert result.returncode == 1
+    assert b"<entry>" in (tmp_path / "feeds" / "fr.atom.xml").read_bytes()
+    lines = result.stderr.splitlines()
+    warned = [line for line in lines if " WARNING " in line]
+    assert any("WARNING preview fr-cost not rendered: cannot render 'fr'" in w for w in warned)
+    assert any("WARNING digest fr-cost+procurement not rendered: " in w for w in warned)
+    # every other language's sample reader got theirs
+    assert len(mailbox.Maildir(tmp_path / "outbox" / "maildir", create=False)) == 9
+    assert "run --once partial; failed: previews, samples (" in lines[-1]
