@@ -142,3 +142,16 @@ def test_parse_config_rejects_a_non_table_languages_value(tmp_path: Path) -> Non
     with pytest.raises(ConfigError) as caught:
         parse_config({"languages": 3}, root=tmp_path, source="x", env={})
     assert caught.value.problems == ["languages: must be a table of [languages.<code>] blocks"]
+
+
+def test_the_digest_window_keys_are_checked(tmp_path: Path) -> None:
+    path = write(tmp_path, "[email]\nmax_articles = 0\nfirst_window_days = -3\n")
+    assert problems_of(path) == [
+        "email.max_articles: Input should be greater than or equal to 1",
+        "email.first_window_days: Input should be greater than or equal to 1",
+    ]
+    good = write(tmp_path, "[email]\nmax_articles = 25\nfirst_window_days = 30\n", "ok.toml")
+    email = load_config(good, env={}).email
+    assert (email.max_articles, email.first_window_days) == (25, 30)
+    default = parse_config({}, root=tmp_path, source="(defaults)", env={}).email
+    assert (default.max_articles, default.first_window_days) == (10, None)

@@ -28,7 +28,7 @@ from syndicate.render import (
     template_messages,
     templates_dir,
 )
-from tests.conftest import ARTICLES
+from tests.conftest import ARTICLES, write_archive
 
 GOLDEN = Path(__file__).resolve().parent / "golden" / "email"
 SLUG = "amazon-trainium3-aws-nvidia-ai-chip-competition"
@@ -390,3 +390,49 @@ def test_mjml_error_names_template_and_line(
     digest = select_digest(seeds, "en", ["cost"])
     with pytest.raises(RenderError, match=rf"templates/email/digest\.mjml:{line}: MJML: "):
         render_digest(digest, config, templates=templates)
+
+
+# --- too much for one email ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("lang", "line", "one"),
+    [
+        ("en", "And {n} more articles", "And 1 more article"),
+        ("nl", "En nog {n} artikelen", "En nog 1 artikel"),
+        ("de", "Und {n} weitere Artikel", "Und 1 weiterer Artikel"),
+    ],
+)
+def test_a_window_too_large_for_one_email_lists_the_newest_that_fit(
+    tmp_path: Path, lang: str, line: str, one: str
+) -> None:
+    """A few hundred articles for every audience: far over the HTML limit when listed whole."""
+    config = parse_config({"email": {"max_articles": 1000}}, root=tmp_path, source="(t)", env={})
+    folder = write_archive(tmp_path / "archive", 300, newest=date(2025, 12, 11), langs=(lang,))
+    archive = read_articles(folder, config.profiles, bodies=False)
+    digest = select_digest(archive, lang, config.audiences, limit=1000)
+    assert len(digest.items) == 300
+    rendered = render_digest(digest, config)
+    page, text = rendered.personalise(**LINKS)
+    assert len(page.encode()) < HTML_LIMIT < 102_000  # Gmail clips at about 102 KB
+    assert 5 < rendered.listed < 300
+    shown = digest.shortened(rendered.listed)
+    assert rendered.content_hash == shown.content_hash
+    titles = [i.article.title for i in shown.items]
+    assert titles == [archive.get(lang, f"piece-{n}").title for n in range(len(titles))]
+    # Each listed article once, nothing of the others, then the line and link to the rest.
+    found = parse(page)
+    assert all(found.links.get(t) for t in titles)
+    assert f"(piece {rendered.listed})" not in page
+    more = line.format(n=300 - rendered.listed)
+    index = f"{config.site.base_url}/{lang}/"
+    assert found.links[f"{more} →"] == index
+    assert f"{more}:\n{index}\n" in text
+    # One article over the cap: the singular.
+    one_more = render_digest(replace(digest.shortened(3), more=1), config)
+    assert one_more.listed == 3 and f"{one}:\n{index}\n" in one_more.text
+
+
+def test_a_digest_that_fits_has_no_closing_line(seeds: ArticleSet, config: Config) -> None:
+    rendered = render(seeds, config, "en", "cost")
+    assert rendered.listed == 1 and "more article" not in rendered.text + rendered.html

@@ -53,7 +53,7 @@ def test_a_first_run_with_no_server_shows_the_whole_path_and_a_second_adds_nothi
 
 
 def dutch_articles(folder: Path, count: int) -> None:
-    """``count`` Dutch articles, enough of them to take each Dutch digest over its size limit."""
+    """``count`` Dutch articles: more than a digest lists (the rest is counted, never refused)."""
     seed = (ARTICLES / "000_155b2b46303fac14.txt").read_text("utf-8")
     slug = next(line for line in seed.splitlines() if "Primair" in line).rpartition(" ")[2]
     for number in range(count):
@@ -63,17 +63,20 @@ def dutch_articles(folder: Path, count: int) -> None:
 def test_a_failing_step_leaves_the_others_done_and_exits_1_naming_it(tmp_path: Path) -> None:
     shutil.copytree(ARTICLES, tmp_path / "articles")
     dutch_articles(tmp_path / "articles", 20)
+    # A Dutch digest of 21 new articles is capped, never refused for its size: what fails here
+    # is one preview that cannot be written (a folder where its file goes).
+    variant = "nl-architects+cost+ecosystem+procurement+strategy"
+    (tmp_path / "outbox" / "preview" / f"{variant}.html").mkdir(parents=True)
     result = run_once(tmp_path)
     assert result.returncode == 1, result.stderr
     lines = result.stderr.splitlines()
     # the feeds are built, every language's
     assert any("job=feeds outcome=ok" in line for line in lines), result.stderr
     assert (tmp_path / "feeds" / "nl.atom.xml").read_bytes().count(b"<entry>") == 21
-    # the Dutch preview with every audience is too long: a warning names it, and the other
-    # variants are still written
+    # the Dutch preview with every audience fails: a warning names it, and the other variants
+    # are still written
     [warned] = [line for line in lines if " WARNING " in line]
-    variant = "nl-architects+cost+ecosystem+procurement+strategy"
-    assert f"WARNING preview {variant} not rendered: " in warned and "over the 90 KB" in warned
+    assert f"WARNING preview {variant} not rendered: " in warned and "is a directory" in warned
     assert (tmp_path / "outbox" / "preview" / "nl-cost.eml").is_file()
     assert not (tmp_path / "outbox" / "preview" / f"{variant}.eml").exists()
     # the sample readers still get theirs
@@ -111,6 +114,13 @@ def test_a_folder_without_articles_is_one_line_with_the_hint_and_no_database(
     assert result.returncode == 2
     assert result.stderr.startswith(f"syndicate: no articles in {tmp_path / 'articles'}: ")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["articles"]
+    # init would refuse this folder (its articles/ is not empty): the hint does not name it
+    assert result.stderr.endswith(": nothing to publish (put article files in it)\n")
+    (tmp_path / "articles" / ".draft.txt").unlink()
+    (tmp_path / "config.toml").write_text("", "utf-8")
+    result = run_once(tmp_path)
+    assert result.returncode == 2 and "syndicate init" not in result.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["articles", "config.toml"]
 
 
 def test_without_log_json_a_short_summary_not_the_table(tmp_path: Path) -> None:

@@ -15,10 +15,11 @@ import json
 import logging
 import os
 import signal
+import socket
 import sys
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -30,6 +31,7 @@ from .model import ArticleSet, Severity
 from .pipeline import FeedReport, build_feeds, message_sender, write_digest, write_previews
 from .reader import read_articles, scan
 from .render import catalog_problems
+from .skeleton import in_the_way
 from .store import database_errors
 
 if TYPE_CHECKING:
@@ -274,9 +276,10 @@ def run(config: Config, articles: Path | None, once: bool, standby: bool, log_js
     # publish is most likely not a site (yet).
     if not (folder.is_dir() and scan(folder)):
         where = "no article folder" if not folder.is_dir() else "no articles in"
-        raise UsageError(
-            f"{where} {folder}: nothing to publish (to start a site here: syndicate init)"
-        )
+        # The hint names init only where init would start a site (it never changes one).
+        init = "to start a site here: syndicate init"
+        hint = "put article files in it" if in_the_way(Path(".")) else init
+        raise UsageError(f"{where} {folder}: nothing to publish ({hint})")
     jobs = default_jobs(config)
     scheduler = Scheduler(config, jobs)
     scheduler.debug = options().debug
@@ -368,11 +371,25 @@ def run_scheduler(
 
 @main.command()
 @with_config
-def schedule(config: Config) -> None:
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
+def schedule(config: Config, as_json: bool) -> None:
     """List the scheduled jobs and their next run times in the site's time zone."""
     from .scheduler import Scheduler
 
     rows = Scheduler(config, default_jobs(config)).planned()
+    if as_json:
+        jobs = [
+            {
+                "job": row.id,
+                "trigger": row.trigger,
+                "next_run": row.next_run.isoformat() if row.next_run else None,
+                "note": row.note or None,
+            }
+            for row in rows
+        ]
+        document = {"timezone": config.site.timezone, "jobs": jobs}
+        click.echo(json.dumps(document, ensure_ascii=False, indent=2))
+        return
     width = max(len(row.id) for row in rows)
     click.echo(f"{'job':{width}}  {'next run (' + config.site.timezone + ')':28}  trigger")
     for row in rows:
@@ -427,18 +444,18 @@ def default_jobs(config: Config) -> Jobs:
             "uncertain": sent.uncertain,
             "skipped": sent.skipped,
             "deferred": sent.deferred,
-            "unrendered": len(sent.unrendered),
+            "refused": len(sent.refused),
             "problems": len(sent.problems),
         }
-        for variant, why in sent.unrendered:
+        for variant, _, why in sent.refused:
             fields = {"digest": variant, "outcome": "error", "reason": why}
             log.warning("digest %s not rendered: %s", variant, why, extra={"fields": fields})
         if not any(counts.values()):
             langs = ", ".join(job.languages) or "all languages"
             audiences = ", ".join(job.audiences) or "all audiences"
             return Report(counts, f"no new content for {langs} / {audiences}")
-        incomplete = sent.failed or sent.uncertain or sent.deferred or sent.unrendered
-        return Report(counts, complete=not incomplete)
+        refused = "; ".join(f"{key}: {reason}" for key, _, reason in sent.refused)
+        return Report(counts, refused or None, complete=not sent.partial)
 
     return Jobs(build_feeds=rebuild_feeds, send_digest=send_digest)
 
@@ -499,7 +516,8 @@ def logging_to_stderr(json_lines: bool) -> Iterator[None]:
     "--since",
     type=click.DateTime(formats=["%Y-%m-%d"]),
     default=None,
-    help="Only articles updated on or after this date (YYYY-MM-DD).",
+    help="Articles updated on or after this date (YYYY-MM-DD) instead of what is new since "
+    "the group's last issue; still capped by email.max_articles.",
 )
 @click.option(
     "--out",
@@ -515,16 +533,27 @@ def digest(
     since: datetime | None,
     out: Path | None,
 ) -> None:
-    """Render one digest by hand: <lang>-<audiences>.html, .txt and .eml (to email.preview_to)."""
+    """Render one digest by hand: <lang>-<audiences>.html, .txt and .eml (to email.preview_to).
+
+    Without --since it holds what the group's next issue would: what is new since its last one.
+    """
     check_known(config, langs=[lang], audiences=audiences)
     found = load_articles(config, articles, bodies=False)  # a digest shows no body
     print_problems(found)
     out = out if out is not None else config.path(config.email.outbox) / "preview"
+    from .store import open_store
+
     day = since.date() if since else None
-    paths = write_digest(config, found, lang, audiences, out, now=datetime.now(UTC), since=day)
+    store = open_store(config.database_url)
+    try:
+        paths = write_digest(
+            config, found, lang, audiences, out, now=datetime.now(UTC), since=day, store=store
+        )
+    finally:
+        store.close()
     if not paths:
-        window = f" since {day.isoformat()}" if day else ""
-        click.echo(f"nothing new for {lang} / {'+'.join(audiences)}{window}: no digest written")
+        window = f"since {day.isoformat()}" if day else "in its window (see --since)"
+        click.echo(f"nothing new for {lang} / {'+'.join(audiences)} {window}: no digest written")
     for path in paths:
         click.echo(str(path))
 
@@ -567,49 +596,98 @@ def print_feed_report(report: FeedReport, *, problems: bool = True) -> None:
 @articles_option
 @click.option("--host", default=None, help="Address to listen on (default: web.host).")
 @click.option("--port", type=int, default=None, help="Port to listen on (default: web.port).")
-def serve(config: Config, articles: Path | None, host: str | None, port: int | None) -> None:
+@click.option(
+    "--dev",
+    is_flag=True,
+    help="Link to this server: its address is the base URL of pages, mails and feeds "
+    "(built into a temporary folder).",
+)
+def serve(
+    config: Config, articles: Path | None, host: str | None, port: int | None, dev: bool
+) -> None:
     """Serve the feeds, article pages and readers' subscription links over HTTP."""
+    import tempfile
+
     from .store import open_store
     from .tokens import secret_key
-    from .web import create_app, watch_articles
+    from .web import base_url_elsewhere, create_app, listening_url, watch_articles
 
+    host = host or config.web.host
+    port = port or config.web.port
     folder = article_folder(config, articles)
-    app = create_app(
-        config,
-        store=open_store(config.database_url),
-        mailer=message_sender(config),
-        articles=watch_articles(folder, config),
-        secret=secret_key(config),
-        now=lambda: datetime.now(UTC),
-    )
-    serve_app(app, host or config.web.host, port or config.web.port)
+    listener = bind(host, port)  # a port in use says so, and only that, before any work
+    with tempfile.TemporaryDirectory(prefix="syndicate-dev-") as scratch:
+        if dev:
+            # The feeds on disk link to site.base_url: the ones served here are built anew.
+            site = config.site.model_copy(update={"base_url": listening_url(host, port)})
+            feeds = config.feeds.model_copy(update={"out": Path(scratch)})
+            config = config.model_copy(update={"site": site, "feeds": feeds})
+            print_feed_report(build_feeds(config, folder, now=datetime.now(UTC)))
+            click.echo(f"serving {site.base_url}/ (base URL of every link)", err=True)
+        elif warning := base_url_elsewhere(config.site.base_url, host, port):
+            click.echo(f"syndicate: warning: {warning}", err=True)
+        app = create_app(
+            config,
+            store=open_store(config.database_url),
+            mailer=message_sender(config),
+            articles=watch_articles(folder, config),
+            secret=secret_key(config),
+            now=lambda: datetime.now(UTC),
+        )
+        serve_app(app, host, port, listener=listener)
 
 
-def serve_app(app: Any, host: str, port: int) -> None:
-    """Listen on ``host``:``port`` and serve ``app`` until stopped; a port that is taken is
-    ResourceBusyError (exit 4), not the server's start-up failure."""
-    import socket
-
-    import uvicorn
-
+def bind(host: str, port: int) -> socket.socket:
+    """The listening socket on ``host``:``port``; a port that is taken is ResourceBusyError
+    (exit 4), not the server's start-up failure."""
     from .errors import ResourceBusyError
 
     try:
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
-        listener = socket.create_server((host, port), family=family)
+        return socket.create_server((host, port), family=family)
     except OSError as exc:
         if exc.errno == errno.EADDRINUSE:
             message = f"{host}:{port} is in use: another server listens there"
             raise ResourceBusyError(message) from None
         raise
-    # No access log: its lines would carry readers' tokens and addresses.
-    server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, access_log=False))
+
+
+def serve_app(app: Any, host: str, port: int, *, listener: socket.socket | None = None) -> None:
+    """Listen on ``host``:``port`` (or on ``listener``, bound there already) and serve ``app``
+    until stopped; a port that is taken is ResourceBusyError (exit 4)."""
+    import uvicorn
+
+    listener = listener if listener is not None else bind(host, port)
+    # No access log: its lines would carry readers' tokens and addresses. No proxy headers
+    # here: the app trusts them from web.trusted_proxies only (uvicorn would trust loopback).
+    settings = uvicorn.Config(app, host=host, port=port, access_log=False, proxy_headers=False)
+    server = uvicorn.Server(settings)
     shown = f"[{host}]" if ":" in host else host
     # What uvicorn says when it binds the socket itself, and not when it is handed one:
     logging.getLogger("uvicorn.error").info("Listening on http://%s:%d (Ctrl+C stops)", shown, port)
     server.run(sockets=[listener])
     if not server.started:  # its log says why
         raise SyndicateError(f"the web server on {host}:{port} did not start")
+
+
+@main.command()
+@click.argument("folder", type=click.Path(path_type=Path, file_okay=False), default=".")
+def init(folder: Path) -> None:
+    """Start a site in FOLDER (default: here): a commented config.toml and an example article."""
+    from .skeleton import create_site
+
+    with operator_errors():
+        written = create_site(folder)
+    for path in written:
+        click.echo(f"wrote {path}")
+    enter = f"  cd {folder}\n" if folder != Path(".") else ""
+    click.echo(
+        f"\nNext:\n{enter}"
+        "  edit config.toml: site.title, site.description, site.base_url, site.languages\n"
+        "  put your articles in articles/ (example.txt shows the format); syndicate check\n"
+        "  syndicate run --once     build the feeds and render the digests once\n"
+        "  syndicate serve --dev    see the site and its feeds in a browser"
+    )
 
 
 # -- send ----------------------------------------------------------------------------------------
@@ -635,9 +713,11 @@ def send_now(
     *,
     langs: tuple[str, ...] = (),
     audiences: tuple[str, ...] = (),
+    since: date | None = None,
     dry_run: bool = False,
 ) -> int:
-    """Issue and deliver the due digests with a progress bar and a summary; the exit status."""
+    """Issue and deliver the due digests with a progress bar and a summary; the exit status:
+    1 when the run was partial (a group refused, deliveries failed, uncertain or left)."""
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
@@ -655,6 +735,7 @@ def send_now(
                 store=store,
                 langs=langs or None,
                 audiences=audiences or None,
+                since=since,
                 dry_run=dry_run,
                 progress=_Bar(progress),
             )
@@ -665,22 +746,27 @@ def send_now(
     verb = "would issue" if dry_run else "issued"
     for key, readers in report.issues:
         click.echo(f"{verb} {key} to {readers} reader(s)", err=True)
+    refused = "would not issue" if dry_run else "not issued"
+    for key, readers, reason in report.refused:
+        click.echo(f"{refused} {key} to {readers} reader(s): {reason}", err=True)
     for email, reply in report.failures:
         click.echo(f"{email}: {reply}", err=True)
-    for variant, why in report.unrendered:
-        click.echo(f"digest {variant} not rendered: {why}", err=True)
     if dry_run:
         click.echo(f"{report.pending} delivery(ies) pending; nothing sent (dry run)", err=True)
-        return 0
+        return Exit.FAILED if report.refused else Exit.OK
     click.echo(
         f"sent {report.sent}, failed {report.failed}, uncertain {report.uncertain}, "
         f"skipped {report.skipped}, left for the next run {report.deferred}",
         err=True,
     )
+    if report.refused:
+        click.echo(
+            f"partial run: {len(report.refused)} group(s) not issued, every other one was",
+            err=True,
+        )
     if report.uncertain:
         click.echo("uncertain deliveries are never resent blindly: see `syndicate send --status`")
-    incomplete = report.failed or report.uncertain or report.deferred or report.unrendered
-    return Exit.FAILED if incomplete else Exit.OK
+    return Exit.FAILED if report.partial else Exit.OK
 
 
 @main.command()
@@ -689,6 +775,13 @@ def send_now(
 @click.option("--lang", "langs", multiple=True, help="Only readers of this language (repeatable).")
 @click.option(
     "--audience", "audiences", multiple=True, help="Only readers of this audience (repeatable)."
+)
+@click.option(
+    "--since",
+    type=click.DateTime(formats=["%Y-%m-%d"]),
+    default=None,
+    help="Each group's digest holds what was updated on or after this date (YYYY-MM-DD) "
+    "instead of what is new since its last issue; still capped by email.max_articles.",
 )
 @click.option("--dry-run", is_flag=True, help="Show what would be issued; record and send nothing.")
 @click.option("--status", "show_status", is_flag=True, help="List issues and uncertain deliveries.")
@@ -704,6 +797,7 @@ def send(
     articles: Path | None,
     langs: tuple[str, ...],
     audiences: tuple[str, ...],
+    since: datetime | None,
     dry_run: bool,
     show_status: bool,
     resend: tuple[int, ...],
@@ -718,7 +812,10 @@ def send(
 
     now = datetime.now(UTC)
     if not (show_status or resend):
-        sys.exit(send_now(config, now, langs=langs, audiences=audiences, dry_run=dry_run))
+        day = since.date() if since else None
+        sys.exit(
+            send_now(config, now, langs=langs, audiences=audiences, since=day, dry_run=dry_run)
+        )
     store = open_store(config.database_url)
     try:
         if resend:
@@ -772,12 +869,24 @@ def subscribers() -> None:
     "--status", type=click.Choice(["active", "pending"]), default="active", show_default=True
 )
 @click.option("--source", default="cli", show_default=True, help="Where the consent came from.")
+@click.option(
+    "--resubscribe",
+    is_flag=True,
+    help="Re-activate a reader who unsubscribed or bounced (only with their new consent).",
+)
 def subscribers_add(
-    config: Config, email: str, lang: str, audiences: tuple[str, ...], status: str, source: str
+    config: Config,
+    email: str,
+    lang: str,
+    audiences: tuple[str, ...],
+    status: str,
+    source: str,
+    resubscribe: bool,
 ) -> None:
-    """Add a reader (or change the language and audiences of a known one)."""
+    """Add a reader (or change the language and audiences of a known one, in any letter case;
+    a reader who left keeps their status unless --resubscribe)."""
     from .store import open_store
-    from .subscribers import check_reader
+    from .subscribers import ReaderRow, check_reader
 
     try:
         address, lang, chosen = check_reader(
@@ -787,12 +896,20 @@ def subscribers_add(
         raise click.BadParameter(str(exc)) from None
     store = open_store(config.database_url)
     try:
-        reader = store.add_subscriber(
-            address, lang, chosen, status=status, consent_source=source, now=datetime.now(UTC)
+        store.import_subscribers(
+            [ReaderRow(address, lang, chosen, status=status, consent_source=source)],
+            status=status,
+            consent_source=source,
+            now=datetime.now(UTC),
+            resubscribe=resubscribe,
         )
+        reader = store.subscriber(address)
     finally:
         store.close()
+    assert reader is not None
     click.echo(f"{reader.email} ({reader.lang}: {', '.join(reader.audiences)}) {reader.status}")
+    if reader.status in ("unsubscribed", "bounced"):
+        click.echo(f"{reader.email} left ({reader.status}): --resubscribe to undo", err=True)
 
 
 @subscribers.command("import")
@@ -801,11 +918,26 @@ def subscribers_add(
 @click.option(
     "--status", type=click.Choice(["active", "pending"]), default="active", show_default=True
 )
-@click.option("--source", default=None, help="Where the consent came from (default: the file).")
-def subscribers_import(config: Config, file: Path, status: str, source: str | None) -> None:
+@click.option(
+    "--source",
+    default=None,
+    help="Where the consent came from, for rows without consent_source (default: the file).",
+)
+@click.option(
+    "--resubscribe",
+    is_flag=True,
+    help="Let the file re-activate readers who unsubscribed or bounced: only when they gave "
+    "their consent again; the file's consent then replaces the old.",
+)
+def subscribers_import(
+    config: Config, file: Path, status: str, source: str | None, resubscribe: bool
+) -> None:
     """Import readers from CSV (email,lang,audiences; audiences split by ';'): all or nothing.
 
-    Importing the same file again changes nothing; known addresses keep their status.
+    An export reads back as it was: status, consent_source, created, updated and bounces
+    columns are kept (--status and --source stand in for rows without them). Importing the
+    same file again changes nothing; a known address (in any letter case) keeps its consent
+    and never gets a less restrictive status, unless --resubscribe.
     """
     from .store import open_store
     from .subscribers import read_subscriber_csv
@@ -830,6 +962,7 @@ def subscribers_import(config: Config, file: Path, status: str, source: str | No
             status=status,
             consent_source=source or f"import:{file.name}",
             now=datetime.now(UTC),
+            resubscribe=resubscribe,
         )
     finally:
         store.close()
@@ -860,7 +993,8 @@ def subscribers_list(config: Config, as_json: bool, status: str | None) -> None:
 @with_config
 @click.argument("email")
 def subscribers_remove(config: Config, email: str) -> None:
-    """Delete a reader and their address (the delivery ledger keeps what was sent)."""
+    """Delete a reader and their address, in any letter case (the delivery ledger keeps what
+    was sent)."""
     from .store import open_store
     from .subscribers import normalise_email
 
@@ -873,22 +1007,23 @@ def subscribers_remove(config: Config, email: str) -> None:
         removed = store.remove_subscriber(address)
     finally:
         store.close()
-    if not removed:
+    if removed is None:
         click.echo(f"{address}: no such reader", err=True)
         sys.exit(1)
-    click.echo(f"removed {address}")
+    click.echo(f"removed {removed.email}")
 
 
 @subscribers.command("export")
 @with_config
 @click.argument("file", type=click.Path(path_type=Path, dir_okay=False), default="-")
 def subscribers_export(config: Config, file: Path) -> None:
-    """Write every reader as CSV (to FILE, or stdout); `import` reads it back."""
+    """Write every reader as CSV (to FILE, or stdout); `import` reads it back as it was."""
     import csv
     import io
     import os
 
     from .store import open_store
+    from .subscribers import EXPORT_COLUMNS
 
     store = open_store(config.database_url)
     try:
@@ -897,18 +1032,10 @@ def subscribers_export(config: Config, file: Path) -> None:
         store.close()
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(["email", "lang", "audiences", "status", "created", "consent_source"])
+    writer.writerow(EXPORT_COLUMNS)
     for s in found:
-        writer.writerow(
-            [
-                s["email"],
-                s["lang"],
-                ";".join(s["audiences"]),
-                s["status"],
-                s["created"],
-                s["source"],
-            ]
-        )
+        record = {**s, "audiences": ";".join(s["audiences"]), "consent_source": s["source"]}
+        writer.writerow([record[column] for column in EXPORT_COLUMNS])
     if str(file) == "-":
         click.echo(out.getvalue(), nl=False)
         return
@@ -925,6 +1052,7 @@ def _subscriber_record(s: Any) -> dict[str, Any]:
         "audiences": list(s.audiences),
         "status": s.status,
         "created": s.created_at.isoformat(),
+        "updated": s.updated_at.isoformat() if s.updated_at else None,
         "source": s.consent_source,
         "bounces": s.bounces,
     }

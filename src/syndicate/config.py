@@ -8,6 +8,7 @@ resolved against the config file's folder.
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import re
 import tomllib
@@ -92,10 +93,11 @@ class LanguageProfile(Section):
     """Per audience id, the labels that open its takeaways line."""
     audience_names: dict[str, str] = {}
     """Per audience id, the name digests use in headings."""
-    feed_title: str = ""
-    """Title of this language's feeds (the site title when empty)."""
-    feed_subtitle: str = ""
-    """Subtitle of this language's feeds."""
+    title: str = ""
+    """The site's title in this language (default: site.title): feeds and pages."""
+    description: str = ""
+    """The site's description in this language (default: site.description): the feeds'
+    subtitle."""
 
     @field_validator("date_line", "takeaways", "references")
     @classmethod
@@ -107,7 +109,10 @@ class LanguageProfile(Section):
 
 class Site(Section):
     title: str = "Syndicate"
-    """Publisher name, used in feeds and emails."""
+    """Publisher name: the title of the feeds, pages and emails."""
+    description: str | dict[LangCode, str] = ""
+    """What the site publishes, one sentence: the feeds' subtitle. One text for every
+    language, or a table of one per language code (default: the title)."""
     base_url: HttpUrl = "http://127.0.0.1:8080"
     """Public root URL; every link in feeds and emails is built from it."""
     article_url: str = "{base_url}/{lang}/{slug}/"
@@ -126,6 +131,17 @@ class Site(Section):
     """Folder of article files."""
     max_article_bytes: int = Field(2_000_000, ge=1)
     """Size above which an article file is not read (a diagnostic names it)."""
+
+    @model_validator(mode="after")
+    def _described_languages(self) -> Site:
+        if isinstance(self.description, dict):
+            unknown = sorted(set(self.description) - set(self.languages))
+            if unknown:
+                raise ValueError(
+                    f"description names {', '.join(unknown)}, not one of site.languages "
+                    f"({', '.join(self.languages)})"
+                )
+        return self
 
     @field_validator("article_url")
     @classmethod
@@ -169,6 +185,12 @@ class Email(Section):
     """Folder of previews and of the local Maildir used when no SMTP server is configured."""
     english_fallback: bool = False
     """Render in English a language whose catalog is incomplete, instead of refusing."""
+    max_articles: int = Field(10, ge=1, le=1000)
+    """The most articles one digest lists, newest first; the rest of its window is one line
+    with a link to the language's index page (fewer, when the HTML would pass its limit)."""
+    first_window_days: int | None = Field(None, ge=1)
+    """A group's first digest covers the articles of these last days (default: however old;
+    max_articles still caps it). Later digests hold what is new since the group's last one."""
     list_id: str = "digest.example.com"
     """List-Id of the digests."""
     unsubscribe_mailto: str | None = None
@@ -261,10 +283,26 @@ class Web(Section):
     """Key that signs reader tokens; better given as SYNDICATE_SECRET_KEY."""
     subscribe_per_minute: int = Field(10, ge=1)
     """Subscribe requests per client address and minute."""
+    mails_per_address_hour: int = Field(3, ge=1)
+    """Mails /subscribe sends to one reader address per hour; past that the page is the same
+    and nothing is sent, so the form cannot flood someone's inbox."""
+    trusted_proxies: list[str] = []
+    """Addresses or networks (CIDR) of reverse proxies whose X-Forwarded-For names the client;
+    from anyone else the header is ignored, so a client cannot pick its own rate limit."""
     secret_key_file: Path = Path("state/secret_key")
     """Where a generated key is kept when no secret_key is given (created on first use)."""
     archive: Path = Path("archive")
     """Folder of past digest issues as web pages: <archive>/<lang>/<issue>.html."""
+
+    @field_validator("trusted_proxies")
+    @classmethod
+    def _networks(cls, value: list[str]) -> list[str]:
+        for entry in value:
+            try:
+                ipaddress.ip_network(entry, strict=False)
+            except ValueError:
+                raise ValueError(f"not an IP address or network: {entry!r}") from None
+        return value
 
 
 class Config(Section):
@@ -322,6 +360,19 @@ class Config(Section):
             if rest and rest != ":memory:":
                 return prefix + str(self.path(Path(rest)))
         return url
+
+    def title(self, lang: str) -> str:
+        """The site's title in ``lang``: its language block's, else site.title."""
+        profile = self.languages.get(lang)
+        return (profile and profile.title) or self.site.title
+
+    def description(self, lang: str) -> str:
+        """The site's description in ``lang``: its language block's, else site.description
+        (the text, or its entry for ``lang``), else the title."""
+        profile = self.languages.get(lang)
+        site = self.site.description
+        shared = site if isinstance(site, str) else site.get(lang, "")
+        return (profile and profile.description) or shared or self.title(lang)
 
     def article_url(self, lang: str, slug: str) -> str:
         return self.site.article_url.format(base_url=self.site.base_url, lang=lang, slug=slug)

@@ -21,6 +21,7 @@ from email.policy import SMTP
 from email.utils import parseaddr
 from pathlib import Path
 from typing import BinaryIO
+from zoneinfo import ZoneInfo
 
 from . import __version__, feeds
 from .compose import compose_message
@@ -35,9 +36,9 @@ from .deliver import (
     deliver,
     envelope_sender,
 )
-from .digest import audience_order, select_digest
+from .digest import audience_order, select_digest, window_start
 from .errors import ConfigError, OutputError, RenderError, UsageError, describe
-from .model import Article, ArticleSet, Diagnostic, Severity
+from .model import Article, ArticleSet, Diagnostic, Digest, Severity
 from .reader import (
     Reading,
     article_set,
@@ -50,6 +51,7 @@ from .reader import (
 from .render import RenderedDigest, render_digest
 from .signing import DkimSigner
 from .store import Claim, Issue, Store, Subscriber, database_errors, open_store
+from .subscribers import ReaderRow
 from .tokens import PREFERENCES, UNSUBSCRIBE, link, reader_link, secret_key
 
 MANIFEST = ".manifest.json"
@@ -508,12 +510,42 @@ def write_digest(
     *,
     now: datetime,
     since: date | None = None,
+    store: Store | None = None,
 ) -> list[Path]:
-    """One digest by hand; no files (an empty list) when nothing in the window is new."""
-    digest = select_digest(articles, lang, audiences, since=since)
+    """One digest by hand: what the group's next issue would hold (its window, from ``store``),
+    or from ``since`` on; no files (an empty list) when nothing in the window is new."""
+    digest = next_digest(config, articles, lang, audiences, now=now, since=since, store=store)
     if digest is None:
         return []
     return write_preview(render_digest(digest, config), config, out_dir, now=now)
+
+
+def next_digest(
+    config: Config,
+    articles: ArticleSet,
+    lang: str,
+    audiences: Sequence[str],
+    *,
+    now: datetime,
+    since: date | None = None,
+    store: Store | None = None,
+) -> Digest | None:
+    """The next digest of one group (language and audience set): from ``since`` when given,
+    else what is new since the group's last issue, else its first window; never what it
+    already had, and at most ``email.max_articles`` listed (the rest counted)."""
+    chosen = audience_order(audiences)
+    sent = store.sent_articles(lang, chosen) if store is not None else {}
+    if since is None:
+        zone = ZoneInfo(config.site.timezone)
+        last = store.last_issue(lang, chosen) if store is not None else None
+        since = window_start(
+            last.astimezone(zone).date() if last is not None else None,
+            now.astimezone(zone).date(),
+            config.email.first_window_days,
+        )
+    return select_digest(
+        articles, lang, chosen, since=since, sent=sent, limit=config.email.max_articles
+    )
 
 
 def digest_variants(config: Config) -> list[tuple[str, tuple[str, ...]]]:
@@ -526,18 +558,20 @@ def write_previews(
     config: Config, articles: ArticleSet, out_dir: Path, *, now: datetime
 ) -> tuple[list[Path], list[tuple[str, str]]]:
     """Render every variant that has content into ``out_dir``: the files written, and the
-    (variant, why) of each variant that could not be rendered. One that fails does not stop
-    the others."""
+    (variant, why) of each variant that could not be rendered or written. One that fails does
+    not stop the others."""
     paths: list[Path] = []
     failures: list[tuple[str, str]] = []
     for lang, audiences in digest_variants(config):
-        digest = select_digest(articles, lang, audiences)
+        digest = next_digest(config, articles, lang, audiences, now=now)
         if digest is None:
             continue
         try:
             paths += write_preview(render_digest(digest, config), config, out_dir, now=now)
         except RenderError as exc:
             failures.append((digest.key, str(exc)))
+        except OSError as exc:  # a file in the way, a full disk: this variant's preview only
+            failures.append((digest.key, describe(exc)))
     return paths, failures
 
 
@@ -555,8 +589,15 @@ class SendReport(DeliveryCounts):
     """Deliveries waiting (dry run only: nothing is sent)."""
     problems: tuple[Diagnostic, ...] = ()
     """Article files that could not be read (the others were still used)."""
-    unrendered: list[tuple[str, str]] = field(default_factory=list)
-    """(variant, why) of each digest that could not be rendered; the others were issued."""
+    refused: list[tuple[str, int, str]] = field(default_factory=list)
+    """(variant key, readers, reason) per group whose digest could not be rendered; every
+    other group was still issued (in a dry run: would fail)."""
+
+    @property
+    def partial(self) -> bool:
+        """Some reader did not get what was due: a group refused, or deliveries that failed,
+        are uncertain or wait for the next run."""
+        return bool(self.refused or self.failed or self.uncertain or self.deferred)
 
 
 def open_mailer(config: Config) -> Mailer:
@@ -673,10 +714,16 @@ def send_digests(
     store: Store,
     langs: Iterable[str] | None = None,
     audiences: Iterable[str] | None = None,
+    since: date | None = None,
     dry_run: bool = False,
     progress: Progress | None = None,
 ) -> SendReport:
     """Issue every digest variant with new content and deliver what is pending.
+
+    Each group's window is what is new since its last issue (its first: the newest
+    ``email.max_articles``, within ``email.first_window_days`` when set); ``since`` sets the
+    first day of every window instead. A group whose digest cannot be rendered is reported in
+    ``SendReport.refused`` and the others go ahead.
 
     An issue and its delivery rows are committed together before any message leaves; a rerun
     after a crash sends what is still pending, from the stored issue, and never re-issues the
@@ -694,17 +741,20 @@ def send_digests(
     domain = _domain(config.email.sender)
     readers = variants(store.subscribers("active"), langs, audiences)
     for (lang, chosen), group in readers.items():
-        digest = select_digest(articles, lang, chosen, sent=store.sent_articles(lang, chosen))
+        digest = next_digest(config, articles, lang, chosen, now=now, since=since, store=store)
         if digest is None:
+            continue
+        # One group's digest failing to render (no catalog for its language, a template
+        # error) is that group's: it is reported, and every other group is still issued.
+        try:
+            rendered = render_digest(digest, config)
+        except Exception as exc:  # whatever it is, it is this variant's alone
+            report.refused.append((digest.key, len(group), str(exc) or type(exc).__name__))
             continue
         if dry_run:
             report.issues.append((digest.key, len(group)))
             continue
-        try:
-            rendered = render_digest(digest, config)
-        except RenderError as exc:  # this variant waits for a fix; the others go out
-            report.unrendered.append((digest.key, str(exc)))
-            continue
+        digest = digest.shortened(rendered.listed)
         issue = store.create_issue(
             key=digest.key,
             lang=lang,
@@ -772,7 +822,7 @@ def add_sample_readers(config: Config, store: Store, now: datetime) -> int:
     if config.smtp.url or next(iter(store.subscribers()), None) is not None:
         return 0
     rows = [
-        (f"sample-{lang}-{'-'.join(chosen)}@example.com", lang, chosen)
+        ReaderRow(f"sample-{lang}-{'-'.join(chosen)}@example.com", lang, chosen)
         for lang in config.site.languages
         for chosen in SAMPLE_AUDIENCES
     ]

@@ -34,6 +34,7 @@ from mjml import mjml2html
 
 from .config import Config
 from .errors import RenderError
+from .feeds import home_url
 from .model import Diagnostic, Digest, Severity
 
 SOURCE_LANGUAGE = "en"
@@ -184,6 +185,9 @@ class RenderedDigest:
     """The language of the interface strings: ``lang``, or English as the allowed fallback."""
     marker: str = field(repr=False)
     """The placeholder pattern (unique per content, so article text cannot forge one)."""
+    listed: int = 0
+    """How many of the digest's items it lists: fewer than the digest's when the HTML would
+    have passed ``HTML_LIMIT`` (``Digest.shortened(listed)`` is the digest it shows)."""
     html_parts: tuple[str, ...] = field(init=False, repr=False, compare=False)
     text_parts: tuple[str, ...] = field(init=False, repr=False, compare=False)
 
@@ -228,13 +232,15 @@ def digest_context(digest: Digest, config: Config, ui_lang: str) -> dict[str, ob
         for_audiences = ", ".join(labels)
     return {
         "lang": digest.lang,
-        "site_title": config.site.title,
+        "site_title": config.title(digest.lang),
         "site_url": config.site.base_url + "/",
         "language_name": profile.name,
         "every_audience": set(digest.audiences) >= set(config.audiences),
         "for_audiences": for_audiences,
         "count": len(digest.items),
         "since": _format_date(digest.since, digest.lang) if digest.since else None,
+        "more": digest.more,
+        "more_url": home_url(config, digest.lang),
         "items": [
             {
                 "title": item.article.title,
@@ -345,6 +351,8 @@ def render_digest(
     """Render one variant. Raises RenderError naming template and line, or when the
     language's catalog is incomplete and English is not allowed instead.
 
+    A digest whose HTML would pass ``HTML_LIMIT`` lists its newest items that fit and counts
+    the others in its closing line ("and 14 more articles"): it is never refused for its size.
     ``articles`` is accepted for callers that pass the whole set; the digest holds what it needs.
     """
     templates = (templates or templates_dir()).resolve()
@@ -359,6 +367,33 @@ def render_digest(
                 "email.english_fallback = true to use English"
             )
         ui_lang = SOURCE_LANGUAGE
+    rendered = _render(digest, config, templates, ui_lang)
+    if _fits(rendered):
+        return rendered
+    # The largest number of items that fits, by bisection: the size grows with each item.
+    fits, over = 0, len(digest.items)
+    while over - fits > 1:
+        middle = (fits + over) // 2
+        attempt = _render(digest.shortened(middle), config, templates, ui_lang)
+        if _fits(attempt):
+            fits, rendered = middle, attempt
+        else:
+            over = middle
+    if fits == 0:
+        rendered = _render(digest.shortened(0), config, templates, ui_lang)
+        if not _fits(rendered):
+            raise RenderError(
+                f"digest {digest.key}: HTML is {len(rendered.html.encode()) // 1024} KB with no "
+                f"article in it, over the {HTML_LIMIT // 1024} KB limit; shorten the templates"
+            )
+    return rendered
+
+
+def _fits(rendered: RenderedDigest) -> bool:
+    return len(rendered.html.encode()) <= HTML_LIMIT
+
+
+def _render(digest: Digest, config: Config, templates: Path, ui_lang: str) -> RenderedDigest:
     env = environment(templates, ui_lang)
     nonce = digest.content_hash[:16]
     context = digest_context(digest, config, ui_lang)
@@ -366,7 +401,7 @@ def render_digest(
     template = "email/digest.mjml"
     try:
         strings = env.get_template("email/strings.txt").make_module(context)
-        for name in ("subject", "heading", "intro", "preheader", "why"):
+        for name in ("subject", "heading", "intro", "preheader", "why", "more_line"):
             context[name] = " ".join(str(getattr(strings, name)()).split())
         template = "email/digest.mjml"
         source = env.get_template(template).render(context)
@@ -378,11 +413,6 @@ def render_digest(
         page = render_mjml(source)
     except ValueError as exc:
         raise _mjml_error(exc, source, "email/digest.mjml", templates) from None
-    if len(page.encode()) > HTML_LIMIT:
-        raise RenderError(
-            f"digest {digest.key}: HTML is {len(page.encode()) // 1024} KB, over the "
-            f"{HTML_LIMIT // 1024} KB limit (mail clients clip it); send a shorter window"
-        )
     return RenderedDigest(
         key=digest.key,
         lang=digest.lang,
@@ -393,4 +423,5 @@ def render_digest(
         content_hash=digest.content_hash,
         ui_lang=ui_lang,
         marker=rf"@@({'|'.join(PLACEHOLDERS)})\.{nonce}@@",
+        listed=len(digest.items),
     )

@@ -131,6 +131,46 @@ def job_specs(config: Config) -> list[JobSpec]:
     return specs
 
 
+_WEEKDAYS = {
+    "mon": "Monday",
+    "tue": "Tuesday",
+    "wed": "Wednesday",
+    "thu": "Thursday",
+    "fri": "Friday",
+    "sat": "Saturday",
+    "sun": "Sunday",
+}
+
+
+def describe_trigger(trigger: BaseTrigger) -> str:
+    """A trigger as a person says it: "Mondays 07:30 Europe/Amsterdam", "every 30 minutes"."""
+    if isinstance(trigger, IntervalTrigger):
+        minutes = int(trigger.interval.total_seconds() // 60)
+        if minutes % 60 == 0:
+            return "every hour" if minutes == 60 else f"every {minutes // 60} hours"
+        return "every minute" if minutes == 1 else f"every {minutes} minutes"
+    if isinstance(trigger, CronTrigger):
+        fields = {field.name: str(field) for field in trigger.fields}
+        hour, minute = fields["hour"], fields["minute"]
+        if hour.isdigit() and minute.isdigit():
+            days = _describe_days(fields["day_of_week"])
+            return f"{days} {int(hour):02d}:{int(minute):02d} {trigger.timezone}"
+    return str(trigger)
+
+
+def _describe_days(expression: str) -> str:
+    """``mon`` → Mondays, ``mon-fri`` → Monday to Friday, ``*`` → every day."""
+    if expression == "*":
+        return "every day"
+    parts = []
+    for part in expression.split(","):
+        first, _, last = part.partition("-")
+        if first not in _WEEKDAYS or (last and last not in _WEEKDAYS):
+            return f"days {expression}"
+        parts.append(f"{_WEEKDAYS[first]} to {_WEEKDAYS[last]}" if last else f"{_WEEKDAYS[first]}s")
+    return parts[0] if len(parts) == 1 else f"{', '.join(parts[:-1])} and {parts[-1]}"
+
+
 def _trigger_key(trigger: BaseTrigger) -> tuple[str, str, str]:
     """What makes two triggers equal: class, fields and zone (``str`` alone omits the zone)."""
     return (type(trigger).__name__, str(trigger), str(getattr(trigger, "timezone", "")))
@@ -158,6 +198,7 @@ class Planned:
 
     id: str
     trigger: str
+    """When it runs, as a person reads it (``describe_trigger``)."""
     next_run: datetime | None
     note: str = ""
 
@@ -435,12 +476,17 @@ class Scheduler:
                 note = note or "due: runs at next start"
             rows.append(
                 Planned(
-                    spec.id, str(spec.trigger), next_run and next_run.astimezone(self.zone), note
+                    spec.id,
+                    describe_trigger(spec.trigger),
+                    next_run and next_run.astimezone(self.zone),
+                    note,
                 )
             )
         for job_id, job in stored.items():
             if job_id not in self.specs and not job_id.startswith(INTERRUPTED_PREFIX):
-                rows.append(Planned(job_id, str(job.trigger), None, "removed at next start"))
+                rows.append(
+                    Planned(job_id, describe_trigger(job.trigger), None, "removed at next start")
+                )
         return rows
 
     # -- one run -----------------------------------------------------------------------

@@ -24,6 +24,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from .errors import DatabaseError, SyndicateError
+from .subscribers import STATUSES, ReaderRow, address_key
 
 metadata = sa.MetaData()
 
@@ -47,6 +48,11 @@ subscribers = sa.Table(
     sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
     sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
     sa.Column("bounces", sa.Integer, nullable=False, server_default="0"),
+    # The address as the reader gave it is ``email``; ``email_key`` (``address_key``) is what
+    # makes two spellings one reader, unique on both databases alike (SQLite's lower() and
+    # case-insensitive collations stop at ASCII).
+    sa.Column("email_key", sa.String(320), nullable=False),
+    sa.Index("ix_subscribers_email_key", "email_key", unique=True),
 )
 
 issues = sa.Table(
@@ -99,12 +105,15 @@ deliveries = sa.Table(
     sa.Index("ix_deliveries_status", "status", "id"),
 )
 
-SUBSCRIBER_STATUSES = ("pending", "active", "unsubscribed", "bounced")
+SUBSCRIBER_STATUSES = STATUSES
 DELIVERY_STATUSES = ("pending", "sending", "sent", "failed", "uncertain", "skipped")
 """A delivery is ``pending`` until a run claims it; ``sending`` while one message is in flight;
 then ``sent`` (the server said 250), ``failed`` (5xx), ``skipped`` (the reader left first) or
 ``uncertain`` (its run died mid-message: it may or may not have arrived, so it is never resent
 without a person deciding)."""
+
+_LEFT = ("unsubscribed", "bounced")
+"""Statuses of a reader who left (or whose mailbox did): only ``--resubscribe`` undoes them."""
 
 _RUN_LOCK = 0x53594E44
 """First key of the PostgreSQL advisory locks that mark a send run as alive."""
@@ -124,7 +133,9 @@ class Subscriber:
     status: str
     consent_source: str
     created_at: datetime
+    """When the reader gave their consent (``consent_source`` says where)."""
     bounces: int = 0
+    updated_at: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -234,6 +245,7 @@ def _subscriber(row: sa.Row) -> Subscriber:
         consent_source=row.consent_source,
         created_at=utc(row.created_at),
         bounces=row.bounces,
+        updated_at=utc(row.updated_at),
     )
 
 
@@ -263,7 +275,7 @@ def create_engine(url: str) -> Engine:
 _MIGRATING = threading.Lock()
 
 
-HEAD_REVISION = "0002"
+HEAD_REVISION = "0003"
 """The newest migration's revision; a test holds it to what Alembic finds."""
 
 
@@ -368,30 +380,38 @@ class Store:
         consent_source: str,
         now: datetime,
     ) -> Subscriber:
-        """Insert a reader, or update language/audiences/status of an existing address."""
+        """Insert a reader, or update language/audiences/status of an existing address (in
+        whatever letter case it was first given: that spelling is kept)."""
         values = {
             "lang": lang,
             "audiences": _audiences(audiences),
             "status": status,
             "updated_at": now,
         }
+        key = address_key(email)
         with self.engine.begin() as db:
-            row = db.execute(sa.select(subscribers).where(subscribers.c.email == email)).first()
+            row = db.execute(sa.select(subscribers).where(subscribers.c.email_key == key)).first()
             if row is None:
                 db.execute(
                     sa.insert(subscribers).values(
-                        email=email, consent_source=consent_source, created_at=now, **values
+                        email=email,
+                        email_key=key,
+                        consent_source=consent_source,
+                        created_at=now,
+                        **values,
                     )
                 )
             else:
                 db.execute(sa.update(subscribers).where(subscribers.c.id == row.id).values(values))
-        found = self.subscriber(email)
+        found = self.subscriber(key)
         assert found is not None
         return found
 
     def subscriber(self, email: str) -> Subscriber | None:
+        """The reader of this address, in any letter case."""
+        query = sa.select(subscribers).where(subscribers.c.email_key == address_key(email))
         with self.engine.connect() as db:
-            row = db.execute(sa.select(subscribers).where(subscribers.c.email == email)).first()
+            row = db.execute(query).first()
         return _subscriber(row) if row else None
 
     def subscriber_by_id(self, subscriber_id: int) -> Subscriber | None:
@@ -409,10 +429,14 @@ class Store:
                 .values(status=status, updated_at=now)
             )
 
-    def remove_subscriber(self, email: str) -> bool:
+    def remove_subscriber(self, email: str) -> Subscriber | None:
+        """Delete the reader of this address (in any letter case); the one removed, if any."""
+        found = self.subscriber(email)
+        if found is None:
+            return None
         with self.engine.begin() as db:
-            result = db.execute(sa.delete(subscribers).where(subscribers.c.email == email))
-        return result.rowcount > 0
+            db.execute(sa.delete(subscribers).where(subscribers.c.id == found.id))
+        return found
 
     def subscribers(self, status: str | None = None) -> Iterator[Subscriber]:
         query = sa.select(subscribers).order_by(subscribers.c.id)
@@ -424,52 +448,64 @@ class Store:
 
     def import_subscribers(
         self,
-        rows: Sequence[tuple[str, str, Sequence[str]]],
+        rows: Sequence[ReaderRow],
         *,
         status: str,
         consent_source: str,
         now: datetime,
+        resubscribe: bool = False,
     ) -> tuple[int, int]:
-        """Add or update (email, lang, audiences) rows in one transaction: all or nothing.
+        """Add or update readers in one transaction: all or nothing. Returns (added, updated);
+        rows that change nothing count as neither.
 
-        An address already known keeps its status and consent source (an import never
-        re-subscribes someone who left); only language and audiences follow the file.
-        Returns (added, updated); rows that change nothing count as neither.
+        A new address gets what its row says (status, consent source and date, bounces), else
+        ``status``, ``consent_source`` and ``now``. A known address (in any letter case) takes
+        the row's language, audiences and status (when it has one), and keeps its consent;
+        but a reader who left (unsubscribed, bounced) stays so: an import never re-subscribes
+        anyone. With ``resubscribe`` it does: the row's status (else ``status``) holds, and a
+        reader who comes back gets the row's consent in place of the old one.
         """
         added = updated = 0
         with self.engine.begin() as db:
-            known = {
-                row.email: row
-                for row in db.execute(
-                    sa.select(
-                        subscribers.c.id,
-                        subscribers.c.email,
-                        subscribers.c.lang,
-                        subscribers.c.audiences,
-                    )
-                )
-            }
-            for email, lang, audiences in rows:
-                joined = _audiences(audiences)
-                row = known.get(email)
-                if row is None:
+            known = {row.email_key: row for row in db.execute(sa.select(subscribers))}
+            for row in rows:
+                key = address_key(row.email)
+                joined = _audiences(row.audiences)
+                source = row.consent_source or consent_source
+                found = known.get(key)
+                if found is None:
                     db.execute(
                         sa.insert(subscribers).values(
-                            email=email,
-                            lang=lang,
+                            email=row.email,
+                            email_key=key,
+                            lang=row.lang,
                             audiences=joined,
-                            status=status,
-                            consent_source=consent_source,
-                            created_at=now,
-                            updated_at=now,
+                            status=row.status or status,
+                            consent_source=source,
+                            created_at=row.created or now,
+                            updated_at=row.updated or now,
+                            bounces=row.bounces or 0,
                         )
                     )
                     added += 1
-                elif (row.lang, row.audiences) != (lang, joined):
+                    continue
+                values: dict[str, Any] = {"lang": row.lang, "audiences": joined}
+                wanted = row.status or (status if resubscribe else None)
+                if wanted and (found.status not in _LEFT or resubscribe):
+                    values["status"] = wanted
+                    if found.status in _LEFT and wanted not in _LEFT:
+                        # They come back: this import holds their consent now.
+                        values.update(
+                            consent_source=source,
+                            created_at=row.created or now,
+                            bounces=row.bounces or 0,
+                        )
+                changed = {k: v for k, v in values.items() if getattr(found, k) != v}
+                if changed:
                     db.execute(
                         sa.update(subscribers)
-                        .where(subscribers.c.id == row.id)
-                        .values(lang=lang, audiences=joined, updated_at=now)
+                        .where(subscribers.c.id == found.id)
+                        .values(updated_at=now, **changed)
                     )
                     updated += 1
         return added, updated
@@ -486,6 +522,15 @@ class Store:
         )
         with self.engine.connect() as db:
             return {(row.lang, row.slug): row.digest for row in db.execute(query)}
+
+    def last_issue(self, lang: str, audiences: Sequence[str]) -> datetime | None:
+        """When this variant was last issued; None if never."""
+        query = sa.select(sa.func.max(issues.c.created_at)).where(
+            issues.c.lang == lang, issues.c.audiences == _audiences(audiences)
+        )
+        with self.engine.connect() as db:
+            found = db.execute(query).scalar()
+        return utc(found) if found is not None else None
 
     def create_issue(
         self,
@@ -545,6 +590,14 @@ class Store:
         except sa.exc.IntegrityError:
             return None
         return self.issue(issue_id)
+
+    def issue_times(self, lang: str) -> dict[tuple[int, str], datetime]:
+        """When each issue of ``lang`` was made, by (id, key): the dates the web archive shows."""
+        query = sa.select(issues.c.id, issues.c.key, issues.c.created_at).where(
+            issues.c.lang == lang
+        )
+        with self.engine.connect() as db:
+            return {(row.id, row.key): utc(row.created_at) for row in db.execute(query)}
 
     def issue(self, issue_id: int) -> Issue | None:
         with self.engine.connect() as db:
