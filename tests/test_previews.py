@@ -15,7 +15,6 @@ from click.testing import CliRunner
 
 from syndicate.cli import main
 from syndicate.config import Config, load_config
-from syndicate.errors import RenderError
 from syndicate.model import ArticleSet
 from syndicate.pipeline import digest_variants, write_previews
 from syndicate.reader import read_articles
@@ -132,7 +131,8 @@ def test_default_output_is_the_preview_folder_of_the_outbox(config_file: Path) -
 def test_every_variant_is_previewed(config: Config, tmp_path: Path, now: datetime) -> None:
     found = read_articles(ARTICLES, config.profiles)
     out = tmp_path / "preview"
-    paths = write_previews(config, found, out, now=now)
+    paths, failures = write_previews(config, found, out, now=now)
+    assert failures == []
     variants = digest_variants(config)
     assert len(variants) == 3 * 6
     assert len(paths) == 3 * len(variants) == len(set(paths))
@@ -148,7 +148,9 @@ def test_run_once_writes_the_previews(config_file: Path) -> None:
     )
     preview = config_file.parent / "outbox" / "preview"
     assert code == 0
-    assert f"54 digest preview file(s) in {preview}" in stderr
+    [line] = [line for line in stderr.splitlines() if "job=previews" in line]
+    assert "outcome=ok" in line and "files=54 failed=0" in line
+    assert f"previews in {preview}" in stderr
     assert len(list(preview.glob("*.eml"))) == 18
 
 
@@ -182,6 +184,10 @@ def test_a_failing_variant_does_not_stop_the_others(tmp_path: Path, now: datetim
     assert not seeds.problems
     italian = (replace(a, lang="it") for a in seeds if a.lang == "en")
     both = ArticleSet((*seeds.articles, *italian))
-    with pytest.raises(RenderError, match=r"6 digest variant\(s\) not rendered \(54 file"):
-        write_previews(config, both, tmp_path / "preview", now=now)
+    paths, failures = write_previews(config, both, tmp_path / "preview", now=now)
+    assert len(paths) == 54
+    assert [key for key, _ in failures] == [
+        f"it-{key}" for key in ("architects", "cost", "procurement", "strategy", "ecosystem")
+    ] + ["it-architects+cost+ecosystem+procurement+strategy"]
+    assert all("cannot render 'it' digests: its catalog lacks" in why for _, why in failures)
     assert len(list((tmp_path / "preview").glob("*.eml"))) == 18

@@ -134,7 +134,7 @@ def test_weekday_numbers_are_refused(tmp_path: Path) -> None:
 
 
 def test_digest_job_names_are_unique(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match="repeated: \\['weekly'\\]"):
+    with pytest.raises(ConfigError, match=r"repeated: weekly$"):
         make_config(tmp_path, "sqlite://", [MONDAY, {**MONDAY, "hour": 9}])
 
 

@@ -1,19 +1,24 @@
 """The command line: the only module that prints, picks exit codes and reads the real clock.
 
-Each command parses its options, calls one pipeline function and reports what it did.
+Each command parses its options, calls one pipeline function and reports what it did. Every
+error an operator can act on (a SyndicateError, an OSError, a lost state database) is one
+line and an exit status from ``errors.Exit``; the traceback only with ``--debug``.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import functools
 import gc
 import json
 import logging
 import os
 import signal
+import socket
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -21,40 +26,90 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from .config import Config, DigestJob, load_config
-from .errors import SyndicateError
+from .errors import Exit, SyndicateError, UsageError, describe
 from .i18n import catalog_problems
 from .model import ArticleSet, Severity
 from .pipeline import FeedReport, build_feeds, message_sender, write_digest, write_previews
-from .reader import read_articles
+from .reader import read_articles, scan
+from .skeleton import in_the_way
+from .store import database_errors
 
 if TYPE_CHECKING:
     from .scheduler import Jobs, Report, Scheduler
 
+log = logging.getLogger("syndicate")
 
-def _fail(exc: SyndicateError) -> None:
-    click.echo(f"syndicate: {exc}", err=True)
-    sys.exit(exc.exit_code)
+
+@dataclass
+class Options:
+    """What the options every command shares say; set before the command (``syndicate
+    --config x.toml build``) or after it (``syndicate build --config x.toml``)."""
+
+    config: Path | None = None
+    debug: bool = False
+    log_json: bool = False
+    """Errors, too, are written as JSON lines (``run --log-json``)."""
+
+
+def options() -> Options:
+    return click.get_current_context().ensure_object(Options)
+
+
+config_option = click.option(
+    "--config",
+    "config_path",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help="Config file (default: $SYNDICATE_CONFIG, else ./config.toml, else built-ins).",
+)
+debug_option = click.option(
+    "--debug", is_flag=True, help="Show tracebacks instead of one-line errors."
+)
+
+
+def report_error(message: str) -> None:
+    """One error line on stderr: ``syndicate: ...``, or a JSON object under ``--log-json``."""
+    if options().log_json:
+        record = logging.makeLogRecord(
+            {"name": "syndicate", "levelname": "ERROR", "levelno": logging.ERROR, "msg": message}
+        )
+        click.echo(JsonLines().format(record), err=True)
+    else:
+        click.echo(f"syndicate: {message}", err=True)
+
+
+@contextlib.contextmanager
+def operator_errors() -> Iterator[None]:
+    """Turn what an operator can act on into one line and its exit status: a SyndicateError
+    (its own status), an OSError (a full disk, a read-only folder: 1). With ``--debug``, or
+    for anything else, the traceback."""
+    try:
+        yield
+    except (SyndicateError, OSError) as exc:
+        if options().debug:
+            raise
+        if isinstance(exc, SyndicateError):
+            message, status = str(exc), exc.exit_code
+        else:
+            message, status = describe(exc, ""), Exit.FAILED
+        report_error(message)
+        sys.exit(status)
 
 
 def with_config(command: Callable[..., Any]) -> Callable[..., Any]:
     """Add ``--config`` (and ``--debug``) to a command and hand it a loaded Config."""
 
-    @click.option(
-        "--config",
-        "config_path",
-        type=click.Path(path_type=Path, dir_okay=False),
-        default=None,
-        help="Config file (default: $SYNDICATE_CONFIG, else ./config.toml, else built-ins).",
-    )
-    @click.option("--debug", is_flag=True, help="Show tracebacks instead of one-line errors.")
+    @config_option
+    @debug_option
     @functools.wraps(command)
     def wrapper(config_path: Path | None, debug: bool, **kwargs: Any) -> Any:
-        try:
-            return command(load_config(config_path), **kwargs)
-        except SyndicateError as exc:
-            if debug:
-                raise
-            _fail(exc)
+        shared = options()
+        shared.config = config_path if config_path is not None else shared.config
+        shared.debug = shared.debug or debug
+        with operator_errors():
+            config = load_config(shared.config)
+            with database_errors(config.database_url):
+                return command(config, **kwargs)
 
     return wrapper
 
@@ -67,10 +122,47 @@ articles_option = click.option(
 )
 
 
+def with_articles(config: Config, articles: Path | None) -> Config:
+    """The config with ``--articles`` in place of ``site.articles``, for pipeline functions
+    that read the configured folder."""
+    if articles is None:
+        return config
+    return config.model_copy(update={"site": config.site.model_copy(update={"articles": articles})})
+
+
+def article_folder(config: Config, articles: Path | None = None) -> Path:
+    """The article folder named on the command line, else the configured one; a folder that
+    does not exist is an error, not an empty set (that would publish nothing)."""
+    folder = articles if articles is not None else config.path(config.site.articles)
+    if not folder.is_dir():
+        raise UsageError(f"{folder}: article folder not found")
+    return folder
+
+
 def load_articles(config: Config, articles: Path | None, *, bodies: bool = True) -> ArticleSet:
     """Read the article set named on the command line, else the configured one."""
-    folder = articles if articles is not None else config.path(config.site.articles)
-    return read_articles(folder, config.profiles, bodies=bodies)
+    folder = article_folder(config, articles)
+    limit = config.site.max_article_bytes
+    return read_articles(folder, config.profiles, bodies=bodies, max_bytes=limit)
+
+
+def check_known(
+    config: Config, *, langs: Iterable[str] = (), audiences: Iterable[str] = ()
+) -> None:
+    """Refuse a language that is not published or an audience nobody defines, naming the
+    known ones (a typo would otherwise select nothing, and say nothing)."""
+    for lang in langs:
+        if lang not in config.site.languages:
+            raise click.BadParameter(
+                f"{lang!r} is not published (site.languages: {', '.join(config.site.languages)})",
+                param_hint="--lang",
+            )
+    for audience in audiences:
+        if audience not in config.audiences:
+            raise click.BadParameter(
+                f"unknown audience {audience!r} (known: {', '.join(config.audiences)})",
+                param_hint="--audience",
+            )
 
 
 def print_problems(articles: ArticleSet) -> None:
@@ -78,10 +170,27 @@ def print_problems(articles: ArticleSet) -> None:
         click.echo(str(problem), err=True)
 
 
-@click.group()
+def summary_line(found: ArticleSet) -> str:
+    """The article set in one line: "3 article(s) (de 1, en 1, nl 1), 0 error(s), 1 warning(s)"."""
+    languages = ", ".join(f"{lang} {len(found.in_language(lang))}" for lang in found.languages)
+    errors = sum(p.severity is Severity.ERROR for p in found.problems)
+    warnings = len(found.problems) - errors
+    counts = f" ({languages})" if languages else ""
+    return f"{len(found)} article(s){counts}, {errors} error(s), {warnings} warning(s)"
+
+
+@click.group(
+    context_settings={"help_option_names": ["-h", "--help"]},
+    epilog="Exit status: 0 done, 1 failed or partly done, 2 bad command line or configuration, "
+    "3 another scheduler holds the lock, 4 a port or resource in use.",
+)
 @click.version_option(package_name="syndicate")
-def main() -> None:
+@config_option
+@debug_option
+@click.pass_context
+def main(ctx: click.Context, config_path: Path | None, debug: bool) -> None:
     """Multilingual Atom/RSS feeds and audience newsletters from plain-text articles."""
+    ctx.obj = Options(config_path, debug)
     # What the imports made lives as long as the process: the cycle collector need not walk
     # it again, and at exit, walking it cost a build of 30,000 files about 0.2 s.
     gc.freeze()
@@ -91,15 +200,19 @@ def main() -> None:
 @with_config
 @articles_option
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
-def check(config: Config, articles: Path | None, as_json: bool) -> None:
+@click.option("--summary", is_flag=True, help="One line of counts instead of the table.")
+def check(config: Config, articles: Path | None, as_json: bool, summary: bool) -> None:
     """Read the article set and report what was found and every problem."""
     found = load_articles(config, articles)
     found = ArticleSet(found.articles, found.problems + tuple(catalog_problems(config)))
     if as_json:
         click.echo(json.dumps(check_report(found), ensure_ascii=False, indent=2))
+    elif summary:
+        print_problems(found)
+        click.echo(summary_line(found))
     else:
         print_summary(found, config)
-    sys.exit(1 if found.has_errors else 0)
+    sys.exit(Exit.FAILED if found.has_errors else Exit.OK)
 
 
 def check_report(found: ArticleSet) -> dict[str, Any]:
@@ -151,37 +264,81 @@ def print_summary(found: ArticleSet, config: Config) -> None:
 @articles_option
 @click.option("--once", is_flag=True, help="Do what is due now and exit (for cron and timers).")
 @click.option("--standby", is_flag=True, help="Wait while another scheduler acts, then take over.")
-@click.option("--log-json", is_flag=True, help="Log one JSON object per line.")
+@click.option("--log-json", is_flag=True, help="Write every line as one JSON object, on stderr.")
 def run(config: Config, articles: Path | None, once: bool, standby: bool, log_json: bool) -> None:
     """The publishing job: rebuild feeds and send digests on the configured schedule."""
     from .scheduler import Scheduler
 
-    if articles is not None:
-        config = config.model_copy(
-            update={"site": config.site.model_copy(update={"articles": articles})}
-        )
-    scheduler = Scheduler(config, default_jobs(config))
+    options().log_json = log_json
+    config = with_articles(config, articles)
+    folder = config.path(config.site.articles)
+    # Before the scheduler makes its state folder and database: a folder that has nothing to
+    # publish is most likely not a site (yet).
+    if not (folder.is_dir() and scan(folder)):
+        where = "no article folder" if not folder.is_dir() else "no articles in"
+        # The hint names init only where init would start a site (it never changes one).
+        init = "to start a site here: syndicate init"
+        hint = "put article files in it" if in_the_way(Path(".")) else init
+        raise UsageError(f"{where} {folder}: nothing to publish ({hint})")
+    jobs = default_jobs(config)
+    scheduler = Scheduler(config, jobs)
+    scheduler.debug = options().debug
     with logging_to_stderr(log_json):
         if not once:
             run_scheduler(scheduler, standby=standby)  # does not return: it exits the process
-        found = load_articles(config, articles)
-        print_summary(found, config)
-        now = datetime.now(UTC)
+        # The lock is taken before any of this; feeds, previews and sends are separate steps.
         previews = config.path(config.email.outbox) / "preview"
-        written = write_previews(config, found, previews, now=now)
-        click.echo(f"{len(written)} digest preview file(s) in {previews}", err=True)
-        demo = add_sample_readers_once(config, now)
-        ok = scheduler.run_once()  # the feed rebuild and the digests now due, under the lock
-        click.echo(f"feeds in {config.path(config.feeds.out)}", err=True)
-        if demo:  # a first run with no mail server: show the whole path now, not when due
-            ok = send_now(config, now) == 0 and ok
-    sys.exit(0 if ok else 1)
+        steps: dict[str, Callable[[datetime], Report | None]] = {
+            "previews": lambda now: preview_step(config, previews, now)
+        }
+        if not config.smtp.url:
+            steps["samples"] = lambda now: sample_step(config, jobs, now)
+        ok = scheduler.run_once(steps)
+        outcome = "ok" if ok else "partial"
+        failed = f"; failed: {', '.join(scheduler.failed)}" if scheduler.failed else ""
+        feeds_out = config.path(config.feeds.out)
+        log.info(
+            "run --once %s%s (feeds in %s, previews in %s)",
+            outcome,
+            failed,
+            feeds_out,
+            previews,
+            extra={
+                "fields": {
+                    "run": "once",
+                    "outcome": outcome,
+                    "failed": scheduler.failed,
+                    "feeds": str(feeds_out),
+                    "previews": str(previews),
+                }
+            },
+        )
+    sys.exit(Exit.OK if ok else Exit.FAILED)
 
 
-def add_sample_readers_once(config: Config, now: datetime) -> int:
-    """With no mail server and nobody subscribed, subscribe a few example.com readers, so the
-    whole path (issue, deliveries, Maildir) shows; returns how many were added."""
+def preview_step(config: Config, out: Path, now: datetime) -> Report:
+    """``run --once``'s previews: every variant into ``out``; one that cannot be rendered is
+    a warning naming it, and the others are still written."""
+    from .scheduler import Report
+
+    found = load_articles(config, None, bodies=False)  # a digest shows no body
+    written, failures = write_previews(config, found, out, now=now)
+    for variant, why in failures:
+        log.warning(
+            "preview %s not rendered: %s",
+            variant,
+            why,
+            extra={"fields": {"preview": variant, "outcome": "error", "reason": why}},
+        )
+    return Report({"files": len(written), "failed": len(failures)}, complete=not failures)
+
+
+def sample_step(config: Config, jobs: Jobs, now: datetime) -> Report | None:
+    """A first run with no mail server and nobody subscribed subscribes a few readers at
+    example.com and sends them the current digests at once, so the whole path (issue,
+    deliveries, Maildir) shows; no line at all on later runs."""
     from .pipeline import add_sample_readers
+    from .scheduler import Report
     from .store import open_store
 
     store = open_store(config.database_url)
@@ -189,9 +346,10 @@ def add_sample_readers_once(config: Config, now: datetime) -> int:
         added = add_sample_readers(config, store, now)
     finally:
         store.close()
-    if added:
-        click.echo(f"added {added} sample readers at example.com (no SMTP server set)", err=True)
-    return added
+    if not added:
+        return None
+    sent = jobs.send_digest(DigestJob(name="samples"), now)
+    return Report({"readers": added, **sent.counts}, sent.reason, sent.complete)
 
 
 def run_scheduler(
@@ -250,6 +408,10 @@ def default_jobs(config: Config) -> Jobs:
 
     def rebuild_feeds(now: datetime) -> Report:
         report = build_feeds(config, now=now)
+        for problem in report.problems if not report.skipped else ():
+            if problem.severity is Severity.ERROR:  # a file left out of the feeds
+                fields = {"file": problem.file, "line": problem.line, "message": problem.message}
+                log.warning("%s", problem, extra={"fields": {"problem": "article", **fields}})
         counts = {
             "entries": sum(report.entries.values()),
             "written": len(report.written),
@@ -285,6 +447,9 @@ def default_jobs(config: Config) -> Jobs:
             "refused": len(sent.refused),
             "problems": len(sent.problems),
         }
+        for variant, _, why in sent.refused:
+            fields = {"digest": variant, "outcome": "error", "reason": why}
+            log.warning("digest %s not rendered: %s", variant, why, extra={"fields": fields})
         if not any(counts.values()):
             langs = ", ".join(job.languages) or "all languages"
             audiences = ", ".join(job.audiences) or "all audiences"
@@ -313,7 +478,8 @@ class JsonLines(logging.Formatter):
 @contextlib.contextmanager
 def logging_to_stderr(json_lines: bool) -> Iterator[None]:
     """Log to stderr while the block runs: plain lines for people, ``--log-json`` for
-    machines. The previous logging setup comes back afterwards."""
+    machines; Python's warnings go the same way, so that every line is one record. The
+    previous logging setup comes back afterwards."""
     handler = logging.StreamHandler(sys.stderr)
     text = logging.Formatter("%(asctime)s %(levelname)s %(message)s")
     handler.setFormatter(JsonLines() if json_lines else text)
@@ -329,9 +495,11 @@ def logging_to_stderr(json_lines: bool) -> Iterator[None]:
     root.handlers[:] = [handler]
     for logger, level in loggers.items():
         logger.setLevel(level)
+    logging.captureWarnings(True)
     try:
         yield
     finally:
+        logging.captureWarnings(False)
         root.handlers[:] = saved_handlers
         for logger, level in saved_levels.items():
             logger.setLevel(level)
@@ -369,17 +537,7 @@ def digest(
 
     Without --since it holds what the group's next issue would: what is new since its last one.
     """
-    if lang not in config.site.languages:
-        raise click.BadParameter(
-            f"{lang!r} is not published (site.languages: {', '.join(config.site.languages)})",
-            param_hint="--lang",
-        )
-    for audience in audiences:
-        if audience not in config.audiences:
-            raise click.BadParameter(
-                f"unknown audience {audience!r} (known: {', '.join(config.audiences)})",
-                param_hint="--audience",
-            )
+    check_known(config, langs=[lang], audiences=audiences)
     found = load_articles(config, articles, bodies=False)  # a digest shows no body
     print_problems(found)
     out = out if out is not None else config.path(config.email.outbox) / "preview"
@@ -450,15 +608,14 @@ def serve(
     """Serve the feeds, article pages and readers' subscription links over HTTP."""
     import tempfile
 
-    import uvicorn
-
     from .store import open_store
     from .tokens import secret_key
     from .web import base_url_elsewhere, create_app, listening_url, watch_articles
 
     host = host or config.web.host
     port = port or config.web.port
-    folder = articles if articles is not None else config.path(config.site.articles)
+    folder = article_folder(config, articles)
+    listener = bind(host, port)  # a port in use says so, and only that, before any work
     with tempfile.TemporaryDirectory(prefix="syndicate-dev-") as scratch:
         if dev:
             # The feeds on disk link to site.base_url: the ones served here are built anew.
@@ -477,9 +634,40 @@ def serve(
             secret=secret_key(config),
             now=lambda: datetime.now(UTC),
         )
-        # No access log: its lines would carry readers' tokens and addresses. No proxy headers
-        # here: the app trusts them from web.trusted_proxies only.
-        uvicorn.run(app, host=host, port=port, access_log=False, proxy_headers=False)
+        serve_app(app, host, port, listener=listener)
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """The listening socket on ``host``:``port``; a port that is taken is ResourceBusyError
+    (exit 4), not the server's start-up failure."""
+    from .errors import ResourceBusyError
+
+    try:
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        return socket.create_server((host, port), family=family)
+    except OSError as exc:
+        if exc.errno == errno.EADDRINUSE:
+            message = f"{host}:{port} is in use: another server listens there"
+            raise ResourceBusyError(message) from None
+        raise
+
+
+def serve_app(app: Any, host: str, port: int, *, listener: socket.socket | None = None) -> None:
+    """Listen on ``host``:``port`` (or on ``listener``, bound there already) and serve ``app``
+    until stopped; a port that is taken is ResourceBusyError (exit 4)."""
+    import uvicorn
+
+    listener = listener if listener is not None else bind(host, port)
+    # No access log: its lines would carry readers' tokens and addresses. No proxy headers
+    # here: the app trusts them from web.trusted_proxies only (uvicorn would trust loopback).
+    settings = uvicorn.Config(app, host=host, port=port, access_log=False, proxy_headers=False)
+    server = uvicorn.Server(settings)
+    shown = f"[{host}]" if ":" in host else host
+    # What uvicorn says when it binds the socket itself, and not when it is handed one:
+    logging.getLogger("uvicorn.error").info("Listening on http://%s:%d (Ctrl+C stops)", shown, port)
+    server.run(sockets=[listener])
+    if not server.started:  # its log says why
+        raise SyndicateError(f"the web server on {host}:{port} did not start")
 
 
 @main.command()
@@ -488,10 +676,8 @@ def init(folder: Path) -> None:
     """Start a site in FOLDER (default: here): a commented config.toml and an example article."""
     from .skeleton import create_site
 
-    try:
+    with operator_errors():
         written = create_site(folder)
-    except SyndicateError as exc:
-        _fail(exc)
     for path in written:
         click.echo(f"wrote {path}")
     enter = f"  cd {folder}\n" if folder != Path(".") else ""
@@ -567,7 +753,7 @@ def send_now(
         click.echo(f"{email}: {reply}", err=True)
     if dry_run:
         click.echo(f"{report.pending} delivery(ies) pending; nothing sent (dry run)", err=True)
-        return 1 if report.refused else 0
+        return Exit.FAILED if report.refused else Exit.OK
     click.echo(
         f"sent {report.sent}, failed {report.failed}, uncertain {report.uncertain}, "
         f"skipped {report.skipped}, left for the next run {report.deferred}",
@@ -580,11 +766,12 @@ def send_now(
         )
     if report.uncertain:
         click.echo("uncertain deliveries are never resent blindly: see `syndicate send --status`")
-    return 1 if report.partial else 0
+    return Exit.FAILED if report.partial else Exit.OK
 
 
 @main.command()
 @with_config
+@articles_option
 @click.option("--lang", "langs", multiple=True, help="Only readers of this language (repeatable).")
 @click.option(
     "--audience", "audiences", multiple=True, help="Only readers of this audience (repeatable)."
@@ -607,6 +794,7 @@ def send_now(
 )
 def send(
     config: Config,
+    articles: Path | None,
     langs: tuple[str, ...],
     audiences: tuple[str, ...],
     since: datetime | None,
@@ -616,6 +804,11 @@ def send(
 ) -> None:
     """Issue the digests with new content and deliver them: each reader gets each one once."""
     from .store import open_store
+
+    check_known(config, langs=langs, audiences=audiences)
+    if not (show_status or resend):
+        article_folder(config, articles)
+    config = with_articles(config, articles)
 
     now = datetime.now(UTC)
     if not (show_status or resend):

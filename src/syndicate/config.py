@@ -138,6 +138,10 @@ class Site(Section):
     """Language of the whole interface (mail and web) for a language whose catalog is
     incomplete; without one, its digests are refused and its pages are in English."""
 
+
+    max_article_bytes: int = Field(2_000_000, ge=1)
+    """Size above which an article file is not read (a diagnostic names it)."""
+
     @model_validator(mode="after")
     def _described_languages(self) -> Site:
         if isinstance(self.description, dict):
@@ -155,7 +159,7 @@ class Site(Section):
         unknown = set(re.findall(r"{(\w*)}", value)) - {"base_url", "lang", "slug"}
         if unknown:
             raise ValueError(
-                f"unknown placeholder(s) {sorted(unknown)} (known: base_url, lang, slug)"
+                f"unknown placeholder(s) {', '.join(sorted(unknown))} (known: base_url, lang, slug)"
             )
         return value
 
@@ -276,7 +280,9 @@ class Schedule(Section):
         names = [job.name for job in value]
         repeated = sorted({name for name in names if names.count(name) > 1})
         if repeated:
-            raise ValueError(f"job names must be unique (the job id); repeated: {repeated}")
+            raise ValueError(
+                f"job names must be unique (the job id); repeated: {', '.join(repeated)}"
+            )
         return value
 
 
@@ -327,7 +333,8 @@ class Config(Section):
         missing = [lang for lang in self.site.languages if lang not in self.languages]
         if missing:
             raise ValueError(
-                f"site.languages names {missing} but no [languages.<code>] profile exists for it"
+                f"site.languages names {', '.join(missing)} but no [languages.<code>] "
+                "profile exists for it"
             )
         fallback = self.site.fallback_language
         if fallback is not None and fallback not in self.languages:
@@ -336,7 +343,8 @@ class Config(Section):
             unknown = set(job.audiences) - set(self.audiences)
             if unknown:
                 raise ValueError(
-                    f"schedule.digests {job.name!r}: unknown audience(s) {sorted(unknown)}"
+                    f"schedule.digests {job.name!r}: unknown audience(s) "
+                    f"{', '.join(sorted(unknown))} (known: {', '.join(self.audiences)})"
                 )
         return self
 

@@ -12,7 +12,7 @@ import json
 import os
 import tempfile
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import date, datetime
@@ -37,7 +37,7 @@ from .deliver import (
     envelope_sender,
 )
 from .digest import audience_order, select_digest, window_start
-from .errors import ConfigError, RenderError, SyndicateError
+from .errors import ConfigError, OutputError, RenderError, UsageError, describe
 from .model import Article, ArticleSet, Diagnostic, Digest, Severity
 from .reader import (
     Reading,
@@ -50,7 +50,7 @@ from .reader import (
 )
 from .render import RenderedDigest, render_digest
 from .signing import DkimSigner
-from .store import Claim, Issue, Store, Subscriber, open_store
+from .store import Claim, Issue, Store, Subscriber, database_errors, open_store
 from .subscribers import ReaderRow
 from .tokens import PREFERENCES, UNSUBSCRIBE, link, reader_link, secret_key
 
@@ -77,20 +77,36 @@ def atomic_file(path: Path) -> Iterator[BinaryIO]:
     without an error, and is removed when it does not."""
     fd, tmp = _temporary_beside(path)
     try:
-        with os.fdopen(fd, "wb") as handle:
+        with _writing(path), os.fdopen(fd, "wb") as handle:
             yield handle
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
+            handle.close()
+            os.chmod(tmp, 0o644)
+            os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+@contextmanager
+def _writing(path: Path) -> Iterator[None]:
+    """An OSError while ``path`` is written names ``path``, not its temporary file (nor
+    nothing, as a failed write does)."""
+    try:
+        yield
+    except OSError as exc:
+        temporary = os.path.join(path.parent, f".{path.name}.")
+        if exc.filename is None or os.fspath(exc.filename).startswith(temporary):
+            exc.filename, exc.filename2 = str(path), None
         raise
 
 
 def _temporary_beside(path: Path) -> tuple[int, str]:
     """A new hidden file in ``path``'s folder, named after ``path`` and this process, whose
     id tells ``sweep_leftovers`` whether the file's writer is still at work."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    return tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp", dir=path.parent)
+    with _writing(path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        prefix = f".{path.name}.{os.getpid()}."
+        return tempfile.mkstemp(prefix=prefix, suffix=".tmp", dir=path.parent)
 
 
 def sweep_leftovers(folder: Path) -> None:
@@ -134,9 +150,10 @@ class Staging:
             pass
         fd, tmp = _temporary_beside(path)
         try:
-            with os.fdopen(fd, "wb") as handle:
+            with _writing(path), os.fdopen(fd, "wb") as handle:
                 handle.write(data)
-            os.chmod(tmp, 0o644)
+                handle.close()
+                os.chmod(tmp, 0o644)
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
             raise
@@ -146,7 +163,8 @@ class Staging:
         """Put every new document in place; the names written and those left unchanged."""
         for name, tmp in self.files.items():
             if tmp is not None:
-                os.replace(tmp, self.folder / name)
+                with _writing(self.folder / name):
+                    os.replace(tmp, self.folder / name)
         written = [name for name, tmp in self.files.items() if tmp is not None]
         return written, [name for name, tmp in self.files.items() if tmp is None]
 
@@ -195,7 +213,7 @@ def _fingerprint(config: Config, folder: Path, *, gated: bool) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def _digest(inputs: dict[str, list[int]]) -> str:
+def _digest(inputs: Mapping[str, list]) -> str:
     """The article files' paths, sizes and mtimes in one hash: a large set's manifest would
     otherwise take longer to load than the files take to stat."""
     return hashlib.sha256(json.dumps(inputs, separators=(",", ":")).encode()).hexdigest()
@@ -268,12 +286,14 @@ def _build_feeds(
     out = out if out is not None else config.path(config.feeds.out)
     if not folder.is_dir():
         # Not an empty article set: publishing nothing would empty every feed.
-        raise SyndicateError(f"{folder}: article folder not found")
+        raise UsageError(f"{folder}: article folder not found")
     manifest_path = out / MANIFEST
-    files = scan(folder)
+    scanned: list[Diagnostic] = []
+    files = scan(folder, scanned, max_bytes=config.site.max_article_bytes)
     prefix = len(os.path.join(str(folder), ""))
     inputs = {path[prefix:].replace(os.sep, "/"): list(stat) for path, stat in files.items()}
-    inputs_digest = _digest(inputs)
+    # What the walk left out counts as input too: a new dangling link is news.
+    inputs_digest = _digest({**inputs, "": [[p.file, p.message] for p in scanned]})
     fingerprint = _fingerprint(config, folder, gated=now is not None)
     try:
         previous = json.loads(manifest_path.read_text("utf-8"))
@@ -294,35 +314,43 @@ def _build_feeds(
             next_due=_when(previous.get("next_due")),
         )
 
-    if out.is_dir():
-        sweep_leftovers(out)
-    # The index file is written as the files are read, and takes the old one's place only when
-    # the whole build went through.
-    with atomic_file(out / INDEX) as index_file:
-        # The feeds show the newest articles whole and the rest by summary: read the summaries
-        # (no body, no bullets), then the newest again, in full. A file the last build read and
-        # that has not changed since is not read again.
-        readings = _read_and_index(config, folder, out / INDEX, index_file, files, inputs)
-        index = article_set(readings)
-        due, next_due = _due(config, index, now)
-        found = _with_bodies(config, due)
-        store = open_store(config.database_url)
-        try:
-            published = store.first_published(feeds.publication_candidates(found, config))
-        finally:
-            store.close()
-        # Each document is staged as it comes. In this process only: forked renderers were
-        # measured at 30,000 articles, and each copies much of the set's memory (it touches
-        # every article's reference count): with one, rendering took 0.41-0.44 s instead of
-        # 0.57-0.60, and the build's processes 230 MiB together instead of 177.
-        staging = Staging(out)
-        try:
+    staging = Staging(out)
+    try:
+        if out.is_dir():
+            sweep_leftovers(out)
+        # The index file is written as the files are read, and takes the old one's place
+        # only when every document is staged.
+        with atomic_file(out / INDEX) as index_file:
+            # The feeds show the newest articles whole and the rest by summary: read the
+            # summaries (no body, no bullets), then the newest again, in full. A file the last
+            # build read and that has not changed since is not read again.
+            readings = _read_and_index(config, folder, out / INDEX, index_file, files, inputs)
+            index = article_set(readings)
+            if scanned:
+                index = ArticleSet(index.articles, (*scanned, *index.problems))
+            due, next_due = _due(config, index, now)
+            found = _with_bodies(config, due)
+            kept = "feeds unchanged: "
+            with database_errors(config.database_url, kept):
+                store = open_store(config.database_url)
+                try:
+                    published = store.first_published(feeds.publication_candidates(found, config))
+                finally:
+                    store.close()
+            # Each document is staged as it comes. In this process only: forked renderers
+            # were measured at 30,000 articles, and each copies much of the set's memory (it
+            # touches every article's reference count): with one, rendering took 0.41-0.44 s
+            # instead of 0.57-0.60, and the build's processes 230 MiB together instead of 177.
             for name, data in feeds.render_feeds(config, found, published):
                 staging.add(name, data)
-            written, unchanged = staging.commit()
-        except BaseException:
-            staging.discard()
-            raise
+    except OSError as exc:
+        staging.discard()
+        raise OutputError(f"feeds unchanged: {describe(exc)}") from exc
+    except BaseException:
+        staging.discard()
+        raise
+    try:
+        written, unchanged = staging.commit()
         docs = staging.files
         removed = sorted(set(previous.get("outputs", {})) - set(docs))
         for name in removed:
@@ -350,15 +378,20 @@ def _build_feeds(
                 separators=(",", ":"),  # indenting would take the pure-Python encoder
             ).encode(),
         )
-        return FeedReport(
-            out,
-            entries,
-            tuple(written),
-            tuple(unchanged),
-            tuple(removed),
-            found.problems,
-            next_due=next_due,
-        )
+    except OSError as exc:
+        staging.discard()
+        raise OutputError(
+            f"feeds in {out} partly updated: {describe(exc)} (the next build writes them again)"
+        ) from exc
+    return FeedReport(
+        out,
+        entries,
+        tuple(written),
+        tuple(unchanged),
+        tuple(removed),
+        found.problems,
+        next_due=next_due,
+    )
 
 
 def _when(value: str | None) -> datetime | None:
@@ -523,13 +556,12 @@ def digest_variants(config: Config) -> list[tuple[str, tuple[str, ...]]]:
 
 def write_previews(
     config: Config, articles: ArticleSet, out_dir: Path, *, now: datetime
-) -> list[Path]:
-    """Render every variant that has content into ``out_dir``.
-
-    A variant that fails does not stop the others; the failures are raised together at the end.
-    """
+) -> tuple[list[Path], list[tuple[str, str]]]:
+    """Render every variant that has content into ``out_dir``: the files written, and the
+    (variant, why) of each variant that could not be rendered or written. One that fails does
+    not stop the others."""
     paths: list[Path] = []
-    failures: list[str] = []
+    failures: list[tuple[str, str]] = []
     for lang, audiences in digest_variants(config):
         digest = next_digest(config, articles, lang, audiences, now=now)
         if digest is None:
@@ -537,13 +569,10 @@ def write_previews(
         try:
             paths += write_preview(render_digest(digest, config), config, out_dir, now=now)
         except RenderError as exc:
-            failures.append(f"{digest.key}: {exc}")
-    if failures:
-        raise RenderError(
-            f"{len(failures)} digest variant(s) not rendered ({len(paths)} file(s) written "
-            f"to {out_dir}):\n" + "\n".join(f"  {f}" for f in failures)
-        )
-    return paths
+            failures.append((digest.key, str(exc)))
+        except OSError as exc:  # a file in the way, a full disk: this variant's preview only
+            failures.append((digest.key, describe(exc)))
+    return paths, failures
 
 
 # ---------------------------------------------------------------------------------------------
@@ -702,7 +731,12 @@ def send_digests(
     ``dry_run`` reports what would be issued and writes nothing.
     """
     # A digest shows titles, dates and takeaways: the summaries hold them.
-    articles = read_articles(config.path(config.site.articles), config.profiles, bodies=False)
+    articles = read_articles(
+        config.path(config.site.articles),
+        config.profiles,
+        bodies=False,
+        max_bytes=config.site.max_article_bytes,
+    )
     report = SendReport(problems=articles.problems)
     domain = _domain(config.email.sender)
     readers = variants(store.subscribers("active"), langs, audiences)

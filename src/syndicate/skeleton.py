@@ -23,6 +23,16 @@ def _shipped() -> Path:
     return packaged if packaged.is_dir() else Path(__file__).resolve().parents[2]
 
 
+def in_the_way(folder: Path) -> list[str]:
+    """What keeps ``create_site`` from starting a site in ``folder`` (nothing: it can)."""
+    articles = folder / "articles"
+    paths = [folder / target for target in FILES.values()]
+    taken = [str(path) for path in paths if path.exists() and path.parent != articles]
+    if articles.is_dir() and any(articles.iterdir()):
+        taken.append(f"{articles}/ (not empty)")
+    return taken
+
+
 def create_site(folder: Path) -> list[Path]:
     """Write a new site's files into ``folder`` (created if need be); the paths written.
 
@@ -31,11 +41,7 @@ def create_site(folder: Path) -> list[Path]:
     """
     shipped = _shipped()
     files = {folder / target: (shipped / source).read_bytes() for source, target in FILES.items()}
-    articles = folder / "articles"
-    taken = [str(path) for path in files if path.exists() and path.parent != articles]
-    if articles.is_dir() and any(articles.iterdir()):
-        taken.append(f"{articles}/ (not empty)")
-    if taken:
+    if taken := in_the_way(folder):
         raise SyndicateError(
             f"{', '.join(taken)}: already there; init only starts a new site (nothing written)"
         )

@@ -23,7 +23,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
-from .errors import SyndicateError
+from .errors import DatabaseError, SyndicateError
 from .subscribers import STATUSES, ReaderRow, address_key
 
 metadata = sa.MetaData()
@@ -987,6 +987,18 @@ def scheduler_lock(url: str, engine: sa.Engine) -> SchedulerLock:
     raise SyndicateError(
         f"state.database: the scheduler needs SQLite or PostgreSQL, not {parsed.drivername}"
     )
+
+
+@contextmanager
+def database_errors(url: str, kept: str = "") -> Iterator[None]:
+    """A state database that cannot be reached, or whose connection is lost, as one line
+    naming it (without its password), after ``kept``: what the failure left as it was."""
+    try:
+        yield
+    except (sa.exc.OperationalError, sa.exc.InterfaceError) as exc:
+        shown = sa.engine.make_url(url).render_as_string(hide_password=True)
+        reason = str(exc.orig).strip().splitlines()[0] if str(exc.orig).strip() else "lost"
+        raise DatabaseError(f"{kept}state database {shown}: {reason}") from None
 
 
 def open_store(url: str) -> Store:

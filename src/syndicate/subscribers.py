@@ -102,7 +102,8 @@ def read_subscriber_csv(
     header = [h.strip().lower() for h in reader.fieldnames or []]
     missing = [c for c in CSV_COLUMNS if c not in header]
     if missing:
-        problem(1, f"header must name the columns {','.join(CSV_COLUMNS)} (missing: {missing})")
+        columns, absent = ", ".join(CSV_COLUMNS), ", ".join(missing)
+        problem(1, f"header must name the columns {columns} (missing: {absent})")
         return [], problems
     reader.fieldnames = header
     rows: list[ReaderRow] = []

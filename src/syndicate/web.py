@@ -52,7 +52,7 @@ from .i18n import (
     web_language,
 )
 from .model import ArticleSet
-from .reader import article_files, read_articles
+from .reader import read_articles, scan
 from .store import Store, Subscriber
 from .subscribers import mask_email
 from .tokens import CONFIRM, PREFERENCES, UNSUBSCRIBE, read_token, reader_link
@@ -227,12 +227,11 @@ def watch_articles(folder: Path, config: Config) -> Callable[[], ArticleSet]:
     seen: dict[str, Any] = {}
 
     def current() -> ArticleSet:
-        stamp = tuple(
-            (str(p), p.stat().st_mtime_ns, p.stat().st_size)
-            for p in (article_files(folder) if folder.is_dir() else [])
-        )
+        stamp = tuple(scan(folder).items()) if folder.is_dir() else ()
         if seen.get("stamp") != stamp:
-            seen["stamp"], seen["articles"] = stamp, read_articles(folder, config.profiles)
+            limit = config.site.max_article_bytes
+            found = read_articles(folder, config.profiles, max_bytes=limit)
+            seen["stamp"], seen["articles"] = stamp, found
         return seen["articles"]
 
     return current
