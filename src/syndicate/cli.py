@@ -249,13 +249,16 @@ def default_jobs(config: Config) -> Jobs:
     from .scheduler import Jobs, Report
 
     def rebuild_feeds(now: datetime) -> Report:
-        report = build_feeds(config, now=now)
+        from .websub import HubNotifier
+
+        report = build_feeds(config, now=now, notify=HubNotifier())
         counts = {
             "entries": sum(report.entries.values()),
             "written": len(report.written),
             "unchanged": len(report.unchanged),
             "removed": len(report.removed),
             "problems": len(report.problems),
+            "unannounced": sum(map(len, report.unannounced.values())),
         }
         return Report(counts, "no input changed since the last build" if report.skipped else None)
 
@@ -398,7 +401,9 @@ def digest(
 def build(config: Config, articles: Path | None, out: Path | None) -> None:
     """Build the Atom, RSS and JSON feeds of every language (files that would not change are
     left alone)."""
-    report = build_feeds(config, articles, out, now=datetime.now(UTC))
+    from .websub import HubNotifier
+
+    report = build_feeds(config, articles, out, now=datetime.now(UTC), notify=HubNotifier())
     print_feed_report(report)
     sys.exit(1 if report.has_errors else 0)
 
@@ -417,6 +422,11 @@ def print_feed_report(report: FeedReport, *, problems: bool = True) -> None:
         )
     if report.next_due:
         click.echo(f"articles dated later are held back; the next is due {report.next_due}")
+    for hub, told in report.announced.items():
+        if told:
+            click.echo(f"WebSub hub {hub} told of {told} changed feed(s)")
+    for hub, topics in report.unannounced.items():
+        click.echo(f"WebSub hub {hub}: {len(topics)} feed(s) not announced, tried again next build")
 
 
 @main.command()

@@ -160,11 +160,18 @@ class Feeds(Section):
     archive_entries: int = Field(500, ge=1, le=100_000)
     """Entries per archive document. A reader fetches an archive once, to catch up, where it
     polls the feed: larger pages mean fewer documents to fetch, write and check."""
-    hub: HttpUrl | None = None
-    """WebSub hub announced in every feed (optional)."""
+    hub: list[HttpUrl] = []
+    """WebSub hubs announced in every feed and told after each build that changed a feed: one
+    URL, or a list of them (optional)."""
     tag: str | None = Field(None, pattern=r"^[A-Za-z0-9.@-]+,\d{4}(-\d{2}(-\d{2})?)?$")
     """Tag-URI authority and date of every feed and entry id ("example.org,2025-01-01"); default:
     the host of site.base_url with 2025-01-01. Keep it when the site moves, so ids never change."""
+
+
+    @field_validator("hub", mode="before")
+    @classmethod
+    def _one_or_more_hubs(cls, value: Any) -> Any:
+        return [value] if isinstance(value, str) else value
 
 
 class State(Section):

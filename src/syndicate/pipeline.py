@@ -51,6 +51,7 @@ from .render import RenderedDigest, render_digest
 from .signing import DkimSigner
 from .store import Claim, Issue, Store, Subscriber, open_store
 from .tokens import PREFERENCES, UNSUBSCRIBE, link, reader_link, secret_key
+from .websub import Notify
 
 MANIFEST = ".manifest.json"
 INDEX = ".index.json"  # the last build's reading of each article file, for the next build
@@ -181,6 +182,10 @@ class FeedReport:
     problems: tuple[Diagnostic, ...] = ()
     skipped: bool = False  # nothing changed since the last build: nothing was read or written
     next_due: datetime | None = None  # when the next held-back article falls due
+    announced: dict[str, int] = field(default_factory=dict)
+    """WebSub hub → how many changed feeds it was told of in this build."""
+    unannounced: dict[str, list[str]] = field(default_factory=dict)
+    """WebSub hub → the feeds it could not be told of yet (the next build tries again)."""
 
     @property
     def has_errors(self) -> bool:
@@ -242,6 +247,7 @@ def build_feeds(
     out: Path | None = None,
     *,
     now: datetime | None = None,
+    notify: Notify | None = None,
 ) -> FeedReport:
     """Read the article set and write every feed document into ``out`` (default: feeds.out).
 
@@ -252,11 +258,43 @@ def build_feeds(
     article fell due, nothing is read or written. An index beside it keeps each file's summary
     reading, so a build reads only the files that changed since the last one. Publication
     times are recorded in the state database the first time an article is built.
+
+    ``notify`` tells each ``feeds.hub`` which subscription feeds changed, after they are in
+    place; what a hub could not be told is kept in the manifest and told at the next build,
+    whether or not that one changes anything. A hub never fails the build.
     """
     # A large set makes many objects, none of them in cycles. Collection resumes only once the
     # build's objects are gone: objects made meanwhile would all be walked at the next one.
     with no_cycle_collection():
-        return _build_feeds(config, articles_dir, out, now)
+        report = _build_feeds(config, articles_dir, out, now)
+    if notify is None or not report.unannounced:
+        return report
+    left = {
+        hub: remaining
+        for hub, topics in report.unannounced.items()
+        if (remaining := notify(hub, topics))
+    }
+    told = {hub: len(topics) - len(left.get(hub, ())) for hub, topics in report.unannounced.items()}
+    if left != report.unannounced:
+        manifest_path = report.out / MANIFEST
+        manifest = json.loads(manifest_path.read_text("utf-8"))
+        manifest["unannounced"] = left
+        write_atomic(manifest_path, json.dumps(manifest, separators=(",", ":")).encode())
+    return dataclasses.replace(report, announced=told, unannounced=left)
+
+
+def _waiting(config: Config, previous: dict, topics: Sequence[str] = ()) -> dict[str, list[str]]:
+    """Per configured hub, the feeds it is still to be told of: what the last build could
+    not announce (its manifest's ``unannounced``) and ``topics``, each once."""
+    kept = previous.get("unannounced")
+    kept = kept if isinstance(kept, dict) else {}
+    waiting = {}
+    for hub in config.feeds.hub:
+        old = kept.get(hub)
+        both = [*(old if isinstance(old, list) else []), *topics]
+        if both:
+            waiting[hub] = list(dict.fromkeys(map(str, both)))
+    return waiting
 
 
 def _build_feeds(
@@ -290,6 +328,7 @@ def _build_feeds(
             problems=_problems(previous.get("problems", [])),
             skipped=True,
             next_due=_when(previous.get("next_due")),
+            unannounced=_waiting(config, previous),
         )
 
     if out.is_dir():
@@ -326,6 +365,8 @@ def _build_feeds(
         for name in removed:
             (out / name).unlink(missing_ok=True)
         entries = {lang: len(found.in_language(lang)) for lang in found.languages}
+        # Recorded before any hub is told: a build killed meanwhile leaves them to the next.
+        unannounced = _waiting(config, previous, feeds.hub_topics(config, written))
         write_atomic(
             manifest_path,
             json.dumps(
@@ -335,6 +376,7 @@ def _build_feeds(
                     "outputs": _stats(out, [out / n for n in docs]),
                     "entries": entries,
                     "next_due": next_due.isoformat() if next_due else None,
+                    "unannounced": unannounced,
                     "problems": [
                         {
                             "file": p.file,
@@ -356,6 +398,7 @@ def _build_feeds(
             tuple(removed),
             found.problems,
             next_due=next_due,
+            unannounced=unannounced,
         )
 
 
