@@ -200,6 +200,18 @@ class Email(Section):
     """DKIM signing domain (default: the sender's domain)."""
     dkim_key_file: Path | None = None
     """PEM private key for DKIM."""
+    return_path: str | None = None
+    """Envelope sender of the digests, which bounces go back to: each delivery gets its own,
+    <local>+<delivery id>.<mac>@<domain> (default: bounces@ the sender's domain)."""
+
+    @field_validator("return_path")
+    @classmethod
+    def _bare_address(cls, value: str | None) -> str | None:
+        if value is not None:
+            local, at, domain = value.rpartition("@")
+            if not (at and local and domain) or "+" in local or re.search(r"[\s<>]", value):
+                raise ValueError(f"not a bare address without '+' (bounces@example.org): {value!r}")
+        return value
 
 
 class Smtp(Section):
