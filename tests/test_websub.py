@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import socket
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -173,3 +175,43 @@ def test_the_build_command_reports_each_hub(tmp_path: Path, hubs: Callable[[], H
     assert result.exit_code == 0, result.output
     assert f"WebSub hub {hub.url} told of 9 changed feed(s)" in result.output
     assert len(hub.requests) == 1
+
+
+class NoBroker:
+    """Celery's task decorator without a broker: a task runs when it is queued."""
+
+    def task(self, **_options: Any) -> Callable[[Callable[..., Any]], Any]:
+        def register(function: Callable[..., Any]) -> Any:
+            function.delay = function  # type: ignore[attr-defined]
+            return function
+
+        return register
+
+
+def test_a_websub_hub_from_pypi_accepts_the_pings(tmp_path: Path) -> None:
+    """Flask-WebSub's hub (its own endpoint, over real HTTP) takes one feed per request, as
+    ``hub.topic``: it refuses the batch, and the notifier then tells it of each feed."""
+    from flask import Flask
+    from flask_websub.hub import Hub as WebSubHub
+    from flask_websub.hub import SQLite3HubStorage
+    from werkzeug.serving import make_server
+
+    app = Flask("hub")
+    app.config["PUBLISH_SUPPORTED"] = True
+    hub = WebSubHub(SQLite3HubStorage(str(tmp_path / "hub.db")), NoBroker())
+    topics: list[str] = []
+    # Its task would fetch each topic and push it to the subscribers: record the topics instead.
+    hub.send_change = SimpleNamespace(delay=topics.append)
+    app.register_blueprint(hub.build_blueprint(url_prefix="/hub"))
+    server = make_server("127.0.0.1", 0, app)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        url = f"http://127.0.0.1:{server.server_port}/hub"
+        assert FAST(url, feeds_of("en")[:1]) == []
+        assert topics == feeds_of("en")[:1]
+        assert FAST(url, feeds_of("nl", "de")) == []
+        assert topics == feeds_of("en")[:1] + feeds_of("nl", "de")
+    finally:
+        server.shutdown()
+        thread.join()
