@@ -320,3 +320,38 @@ def test_a_folder_that_is_no_mailbox_is_named(tmp_path: Path) -> None:
     )
     assert result.exit_code != 0
     assert f"{tmp_path / 'empty'}: not a Maildir" in result.output
+
+
+def test_without_verp_one_return_path_serves_and_the_message_id_matches(
+    tmp_path: Path, database_url: str, smtp_server
+) -> None:
+    """For a relay that sends as one address only: that address, and the fallbacks."""
+    inbox, port = smtp_server
+    site(tmp_path, database_url, port)
+    path = tmp_path / "config.toml"
+    path.write_text(
+        path.read_text("utf-8").replace(
+            "[email]\n", '[email]\nverp = false\nreturn_path = "bounces@news.example.org"\n'
+        ),
+        "utf-8",
+    )
+    config = load_config(path, env={})
+    store = open_store(config.database_url)
+    store.add_subscriber(
+        "gone@example.com", "en", ["cost"], status="active", consent_source="t", now=NOW
+    )
+    pipeline.send_digests(config, NOW, mailer=SmtpMailer.from_url(config.smtp.url), store=store)
+    assert inbox.mail_from == {"gone@example.com": "bounces@news.example.org"}
+    [delivery] = store.deliveries()
+    box = mailbox.Maildir(tmp_path / "bounces", create=True)
+    box.add(
+        fill(
+            "postfix-failed.eml",
+            return_path="bounces@news.example.org",
+            reader="gone@example.com",
+            message_id=delivery.message_id,
+        )
+    )
+    out = invoke(tmp_path, "bounces", "process", str(tmp_path / "bounces"))
+    assert "gone@example.com (by message-id): counted" in out
+    store.close()

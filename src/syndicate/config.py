@@ -203,6 +203,9 @@ class Email(Section):
     return_path: str | None = None
     """Envelope sender of the digests, which bounces go back to: each delivery gets its own,
     <local>+<delivery id>.<mac>@<domain> (default: bounces@ the sender's domain)."""
+    verp: bool = True
+    """Give each delivery its own envelope sender; off for a relay that sends as one address
+    only (then return_path, else the sender's address, and bounces match by fallbacks)."""
 
     @field_validator("return_path")
     @classmethod

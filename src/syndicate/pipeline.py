@@ -287,9 +287,13 @@ def build_feeds(
     told = {hub: len(topics) - len(left.get(hub, ())) for hub, topics in report.unannounced.items()}
     if left != report.unannounced:
         manifest_path = report.out / MANIFEST
-        manifest = json.loads(manifest_path.read_text("utf-8"))
-        manifest["unannounced"] = left
-        write_atomic(manifest_path, json.dumps(manifest, separators=(",", ":")).encode())
+        try:
+            manifest = json.loads(manifest_path.read_text("utf-8"))
+        except (OSError, ValueError):  # gone meanwhile: the next build rebuilds and tells again
+            manifest = None
+        if isinstance(manifest, dict):
+            manifest["unannounced"] = left
+            write_atomic(manifest_path, json.dumps(manifest, separators=(",", ":")).encode())
     return dataclasses.replace(report, announced=told, unannounced=left)
 
 
@@ -770,15 +774,20 @@ def send_digests(
         )
         return signer.sign(message, now=now) if signer else message
 
+    bounce_to = return_path(config)
+
+    def verp(claim: Claim) -> str:
+        return verp_address(secret, bounce_to, claim.id)
+
     smtp = config.smtp
     options = SendOptions(
-        sender=envelope_sender(config.email.sender),
+        sender=config.email.return_path or envelope_sender(config.email.sender),
         workers=smtp.pool_size,
         rate=smtp.rate,
         retries=smtp.retries,
         backoff=smtp.retry_backoff,
         max_bounces=smtp.max_bounces,
-        return_path=lambda claim: verp_address(secret, return_path(config), claim.id),
+        return_path=verp if config.email.verp else None,
     )
     deliver(store, mailer, compose, options, now, progress=progress, counts=report)
     return report
