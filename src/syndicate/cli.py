@@ -459,7 +459,8 @@ def serve(
         if dev:
             # The feeds on disk link to site.base_url: the ones served here are built anew.
             site = config.site.model_copy(update={"base_url": listening_url(host, port)})
-            feeds = config.feeds.model_copy(update={"out": Path(scratch)})
+            # No hub either: none could fetch feeds at this address, nor is any told of them.
+            feeds = config.feeds.model_copy(update={"out": Path(scratch), "hub": []})
             config = config.model_copy(update={"site": site, "feeds": feeds})
             print_feed_report(build_feeds(config, folder, now=datetime.now(UTC)))
             click.echo(f"serving {site.base_url}/ (base URL of every link)", err=True)
