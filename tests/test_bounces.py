@@ -55,7 +55,8 @@ def fill(name: str, *, return_path: str, reader: str, message_id: str) -> bytes:
     [
         ("postfix-failed.eml", PERMANENT, "5.1.1", "User unknown in virtual mailbox table"),
         ("postfix-delayed.eml", TEMPORARY, "4.4.1", "Connection timed out"),
-        ("exim-failed.eml", PERMANENT, "5.1.1", "550 5.1.1"),
+        ("exim-failed.eml", PERMANENT, "5.0.0", "Mailbox disabled for this recipient"),
+        ("exim-plain-failed.eml", PERMANENT, "5.1.1", "550 5.1.1"),
         ("gmail-failed.eml", PERMANENT, "5.1.1", "tried to reach does not exist"),
         ("arf-abuse.eml", COMPLAINT, "abuse", "feedback report"),
         ("out-of-office.eml", NOT_A_BOUNCE, "", ""),
@@ -135,7 +136,8 @@ def test_a_permanent_bounce_counts_once_per_delivery(database_url: str) -> None:
 READERS = {
     "postfix-failed.eml": "gone@example.com",
     "postfix-delayed.eml": "slow@example.net",
-    "exim-failed.eml": "left@example.org",
+    "exim-failed.eml": "disabled@example.org",
+    "exim-plain-failed.eml": "left@example.org",
     "gmail-failed.eml": "nosuchuser@example.net",
     "arf-abuse.eml": "complains@example.com",
     "out-of-office.eml": "away@example.com",
@@ -180,12 +182,13 @@ def test_bounce_mail_is_matched_to_its_delivery_and_acted_on_once(
     inbox, port = smtp_server
     config = site(tmp_path, database_url, port)
     store = open_store(config.database_url)
-    for email in [*READERS.values(), "forged@example.com", "fallback@example.com"]:
+    others = ["forged@example.com", "fallback@example.com", "byaddress@example.com"]
+    for email in [*READERS.values(), *others]:
         store.add_subscriber(email, "en", ["cost"], status="active", consent_source="t", now=NOW)
     report = pipeline.send_digests(
         config, NOW, mailer=SmtpMailer.from_url(config.smtp.url), store=store
     )
-    assert report.sent == 8
+    assert report.sent == 10
 
     # Each delivery left with its own envelope sender, naming it under the site's key.
     deliveries = {d.email: d for d in store.deliveries()}
@@ -225,27 +228,39 @@ def test_bounce_mail_is_matched_to_its_delivery_and_acted_on_once(
             message_id=deliveries["fallback@example.com"].message_id,
         )
     )
+    # Neither a return address nor a Message-ID it knows: the reported recipient decides.
+    box.add(
+        fill(
+            "postfix-failed.eml",
+            return_path="digest@news.example.org",
+            reader="byaddress@example.com",
+            message_id="<rewritten.by.a.relay@example.net>",
+        )
+    )
     before = state(store)
 
     dry = invoke(tmp_path, "bounces", "process", str(bounces), "--dry-run")
     assert "gone@example.com (by verp): would count" in dry
     assert "complains@example.com (by verp): would unsubscribe" in dry
-    assert state(store) == before and len(box) == 8  # nothing recorded, nothing moved
+    assert state(store) == before and len(box) == 10  # nothing recorded, nothing moved
 
     out = invoke(tmp_path, "bounces", "process", str(bounces))
     assert "ignored: forged" in out and "fallback@example.com (by message-id): counted" in out
+    assert "byaddress@example.com (by recipient): counted" in out
     after = state(store)
     assert after["gone@example.com"] == ("active", 1)  # counts towards max_bounces = 2
     assert after["nosuchuser@example.net"] == ("active", 1)
     assert after["left@example.org"] == ("active", 1)
+    assert after["disabled@example.org"] == ("active", 1)
     assert after["fallback@example.com"] == ("active", 1)
+    assert after["byaddress@example.com"] == ("active", 1)
     assert after["slow@example.net"] == ("active", 0)  # a delay is only recorded
     assert after["complains@example.com"] == ("unsubscribed", 0)  # at once
     assert after["forged@example.com"] == ("active", 0)
     assert after["away@example.com"] == ("active", 0)
     assert len(mailbox.Maildir(bounces, create=False)) == 0
     processed = mailbox.Maildir(bounces / "processed", create=False)
-    assert len(processed) == 8
+    assert len(processed) == 10
 
     # A rerun finds nothing; the same messages put back change nothing either.
     assert "0 message(s) read" in invoke(tmp_path, "bounces", "process", str(bounces))
@@ -261,7 +276,9 @@ def test_bounce_mail_is_matched_to_its_delivery_and_acted_on_once(
         "gone@example.com",
         "nosuchuser@example.net",
         "left@example.org",
+        "disabled@example.org",
         "fallback@example.com",
+        "byaddress@example.com",
         "slow@example.net",
         "complains@example.com",
     }
@@ -274,7 +291,7 @@ def test_bounce_mail_is_matched_to_its_delivery_and_acted_on_once(
     assert "gone@example.com\tactive\tbounces 1/2" in text
 
     status = invoke(tmp_path, "send", "--status")
-    assert "bounce mail: 4 permanent, 1 temporary, 1 complaint(s)" in status
+    assert "bounce mail: 6 permanent, 1 temporary, 1 complaint(s)" in status
     store.close()
 
 
