@@ -20,8 +20,9 @@ ARTICLES = ROOT / "articles"
 DATA = Path(__file__).resolve().parent / "data"
 SCHEMAS = Path(__file__).resolve().parent / "schemas"
 
-# Real parts as fixtures: `smtp_server` (aiosmtpd), `database_url` (SQLite file | PostgreSQL).
-pytest_plugins = ["tests.mailserver", "tests.databases"]
+# Real parts as fixtures: `smtp_server` (aiosmtpd), `database_url` (SQLite file | PostgreSQL),
+# `hubs` (WebSub hub endpoints, Starlette under uvicorn).
+pytest_plugins = ["tests.mailserver", "tests.databases", "tests.hubserver"]
 
 
 ARTIFACTS = Path(__file__).resolve().parent / "artifacts"

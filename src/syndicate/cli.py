@@ -407,7 +407,9 @@ def default_jobs(config: Config) -> Jobs:
     from .scheduler import Jobs, Report
 
     def rebuild_feeds(now: datetime) -> Report:
-        report = build_feeds(config, now=now)
+        from .websub import HubNotifier
+
+        report = build_feeds(config, now=now, notify=HubNotifier())
         for problem in report.problems if not report.skipped else ():
             if problem.severity is Severity.ERROR:  # a file left out of the feeds
                 fields = {"file": problem.file, "line": problem.line, "message": problem.message}
@@ -418,6 +420,7 @@ def default_jobs(config: Config) -> Jobs:
             "unchanged": len(report.unchanged),
             "removed": len(report.removed),
             "problems": len(report.problems),
+            "unannounced": sum(map(len, report.unannounced.values())),
         }
         return Report(counts, "no input changed since the last build" if report.skipped else None)
 
@@ -570,7 +573,9 @@ def digest(
 def build(config: Config, articles: Path | None, out: Path | None) -> None:
     """Build the Atom, RSS and JSON feeds of every language (files that would not change are
     left alone)."""
-    report = build_feeds(config, articles, out, now=datetime.now(UTC))
+    from .websub import HubNotifier
+
+    report = build_feeds(config, articles, out, now=datetime.now(UTC), notify=HubNotifier())
     print_feed_report(report)
     sys.exit(1 if report.has_errors else 0)
 
@@ -589,6 +594,11 @@ def print_feed_report(report: FeedReport, *, problems: bool = True) -> None:
         )
     if report.next_due:
         click.echo(f"articles dated later are held back; the next is due {report.next_due}")
+    for hub, told in report.announced.items():
+        if told:
+            click.echo(f"WebSub hub {hub} told of {told} changed feed(s)")
+    for hub, topics in report.unannounced.items():
+        click.echo(f"WebSub hub {hub}: {len(topics)} feed(s) not announced, tried again next build")
 
 
 @main.command()
@@ -620,7 +630,8 @@ def serve(
         if dev:
             # The feeds on disk link to site.base_url: the ones served here are built anew.
             site = config.site.model_copy(update={"base_url": listening_url(host, port)})
-            feeds = config.feeds.model_copy(update={"out": Path(scratch)})
+            # No hub either: none could fetch feeds at this address, nor is any told of them.
+            feeds = config.feeds.model_copy(update={"out": Path(scratch), "hub": []})
             config = config.model_copy(update={"site": site, "feeds": feeds})
             print_feed_report(build_feeds(config, folder, now=datetime.now(UTC)))
             click.echo(f"serving {site.base_url}/ (base URL of every link)", err=True)
@@ -850,6 +861,97 @@ def print_send_status(store: Any) -> None:
                 str(d.id), d.issue_key, d.email, d.message_id, d.updated_at.isoformat(), d.reply
             )
         console.print(table, markup=False)
+    reports = store.bounce_counts()
+    if reports:
+        click.echo(
+            f"bounce mail: {reports.get('permanent', 0)} permanent, "
+            f"{reports.get('temporary', 0)} temporary, {reports.get('complaint', 0)} "
+            "complaint(s) (syndicate bounces list)"
+        )
+
+
+# -- bounces -------------------------------------------------------------------------------------
+
+
+@main.group()
+def bounces() -> None:
+    """Read bounce and complaint mail, and list the readers at risk."""
+
+
+@bounces.command("process")
+@with_config
+@click.argument("path", type=click.Path(path_type=Path, exists=True))
+@click.option("--dry-run", is_flag=True, help="Show what would be done; record and move nothing.")
+def bounces_process(config: Config, path: Path, dry_run: bool) -> None:
+    """Act on the bounces and complaints in a Maildir or mbox at PATH, then move each message
+    to a processed/ subfolder (a rerun changes nothing)."""
+    from .pipeline import BounceBox, process_bounces
+    from .store import open_store
+
+    box = BounceBox(path)
+    store = open_store(config.database_url)
+    try:
+        outcomes = process_bounces(config, store, box, datetime.now(UTC), dry_run=dry_run)
+    finally:
+        store.close()
+    for o in outcomes:
+        who = f" {o.email} (by {o.matched_by})" if o.email else ""
+        what = " ".join(part for part in (o.kind, o.status) if part)
+        reason = f": {o.reason}" if o.reason else ""
+        click.echo(f"{o.key}: {what}{who}: {o.action}{reason}")
+    moved = "" if dry_run else f"; moved to {_processed(path)}"
+    click.echo(f"{len(outcomes)} message(s) read{moved}", err=True)
+
+
+def _processed(path: Path) -> Path:
+    return path / "processed" if path.is_dir() else path.parent / "processed" / path.name
+
+
+@bounces.command("list")
+@with_config
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
+def bounces_list(config: Config, as_json: bool) -> None:
+    """Readers with bounces or complaints on record, and the latest reason."""
+    from .store import open_store
+
+    store = open_store(config.database_url)
+    try:
+        found = store.readers_at_risk()
+    finally:
+        store.close()
+    limit = config.smtp.max_bounces
+    records = [
+        {
+            "email": r.email,
+            "status": r.status,
+            "bounces": r.bounces,
+            "max_bounces": limit,
+            "temporary": r.temporary,
+            "complaints": r.complaints,
+            "last": None
+            if r.last_kind is None
+            else {
+                "kind": r.last_kind,
+                "status": r.last_status,
+                "reason": r.last_reason,
+                "at": r.last_at.isoformat() if r.last_at else None,
+            },
+        }
+        for r in found
+    ]
+    if as_json:
+        click.echo(json.dumps(records, ensure_ascii=False, indent=2))
+        return
+    if not records:
+        click.echo("no reader has bounces or complaints on record")
+    for r in found:
+        why = f"{r.last_kind} {r.last_status or ''}".strip() if r.last_kind else "5xx at send"
+        if r.last_reason:
+            why += f": {r.last_reason}"
+        click.echo(
+            f"{r.email}\t{r.status}\tbounces {r.bounces}/{limit}\ttemporary {r.temporary}"
+            f"\tcomplaints {r.complaints}\t{why}"
+        )
 
 
 # -- subscribers ---------------------------------------------------------------------------------

@@ -172,11 +172,18 @@ class Feeds(Section):
     archive_entries: int = Field(500, ge=1, le=100_000)
     """Entries per archive document. A reader fetches an archive once, to catch up, where it
     polls the feed: larger pages mean fewer documents to fetch, write and check."""
-    hub: HttpUrl | None = None
-    """WebSub hub announced in every feed (optional)."""
+    hub: list[HttpUrl] = []
+    """WebSub hubs announced in every feed and told after each build that changed a feed: one
+    URL, or a list of them (optional)."""
     tag: str | None = Field(None, pattern=r"^[A-Za-z0-9.@-]+,\d{4}(-\d{2}(-\d{2})?)?$")
     """Tag-URI authority and date of every feed and entry id ("example.org,2025-01-01"); default:
     the host of site.base_url with 2025-01-01. Keep it when the site moves, so ids never change."""
+
+
+    @field_validator("hub", mode="before")
+    @classmethod
+    def _one_or_more_hubs(cls, value: Any) -> Any:
+        return [value] if isinstance(value, str) else value
 
 
 class State(Section):
@@ -211,6 +218,21 @@ class Email(Section):
     """DKIM signing domain (default: the sender's domain)."""
     dkim_key_file: Path | None = None
     """PEM private key for DKIM."""
+    return_path: str | None = None
+    """Envelope sender of the digests, which bounces go back to: each delivery gets its own,
+    <local>+<delivery id>.<mac>@<domain> (default: bounces@ the sender's domain)."""
+    verp: bool = True
+    """Give each delivery its own envelope sender; off for a relay that sends as one address
+    only (then return_path, else the sender's address, and bounces match by fallbacks)."""
+
+    @field_validator("return_path")
+    @classmethod
+    def _bare_address(cls, value: str | None) -> str | None:
+        if value is not None:
+            local, at, domain = value.rpartition("@")
+            if not (at and local and domain) or "+" in local or re.search(r"[\s<>]", value):
+                raise ValueError(f"not a bare address without '+' (bounces@example.org): {value!r}")
+        return value
 
 
 class Smtp(Section):

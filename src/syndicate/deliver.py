@@ -260,6 +260,8 @@ class SendOptions:
     backoff: float = 1.0
     """Seconds before the first retry of a temporary failure; doubles each time."""
     max_bounces: int = 3
+    return_path: Callable[[Claim], str] | None = None
+    """The envelope sender of each delivery (VERP, for bounces); ``sender`` when None."""
 
 
 class Pacer:
@@ -406,6 +408,7 @@ def _send_one(
         store.finish(claim.id, "failed", reply, now)
         outcome("failed", claim.email, reply)
         return transport, None
+    sender = options.return_path(claim) if options.return_path else options.sender
     last = ""
     for attempt in range(options.retries + 1):
         if attempt:
@@ -414,7 +417,7 @@ def _send_one(
             if transport is None:
                 transport = mailer.open()
             pacer.wait()
-            reply = transport.send(options.sender, claim.email, message)
+            reply = transport.send(sender, claim.email, message)
         except TemporaryFailure as exc:
             last = exc.reply
             if exc.reconnect and transport is not None:

@@ -303,8 +303,8 @@ def _author(config: Config) -> dict[str, str]:
 def _feed_links(fg: FeedGenerator, config: Config, page: Page, mime: str) -> None:
     """Feed links in a deliberate order: the last one becomes the RSS channel <link>."""
     fg.link(href=page.self_url, rel="self", type=mime, replace=True)
-    if config.feeds.hub:
-        fg.link(href=config.feeds.hub, rel="hub")
+    for hub in config.feeds.hub:
+        fg.link(href=hub, rel="hub")
     for rel, href in (
         ("current", page.current),
         ("prev-archive", page.prev_archive),
@@ -428,7 +428,7 @@ _PARSER = etree.XMLParser(remove_blank_text=True)
 
 def rss_document(config: Config, lang: str, entries: Sequence[Entry]) -> bytes:
     fg = _generator(config, lang, entries)
-    fg.syndicate_rss.hub = config.feeds.hub
+    fg.syndicate_rss.hubs = config.feeds.hub
     _feed_links(fg, config, Page(feed_url(config, feed_names(lang)["rss"])), RSS_MIME)
     with _RSS_LOCK:
         return fg.rss_str(pretty=True)
@@ -447,7 +447,7 @@ def json_document(config: Config, lang: str, entries: Sequence[Entry]) -> bytes:
         "authors": [author],
     }
     if config.feeds.hub:
-        feed["hubs"] = [{"type": "WebSub", "url": config.feeds.hub}]
+        feed["hubs"] = [{"type": "WebSub", "url": hub} for hub in config.feeds.hub]
     feed["items"] = [
         {
             "id": e.id,
@@ -493,6 +493,17 @@ def feed_languages(config: Config, articles: ArticleSet) -> list[str]:
     """The configured languages that have articles, in the configured order."""
     present = {a.lang for a in articles}
     return [lang for lang in config.site.languages if lang in present]
+
+
+def hub_topics(config: Config, names: Iterable[str]) -> list[str]:
+    """The self URLs of the subscription documents among the file ``names`` (archives and the
+    OPML list aside): what a WebSub hub is told changed."""
+    subscribed = {"atom.xml", "rss.xml", "json"}
+    return [
+        feed_url(config, name)
+        for name in names
+        if "/" not in name and name.partition(".")[2] in subscribed
+    ]
 
 
 def render_feeds(

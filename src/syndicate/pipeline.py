@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import mailbox
 import os
 import tempfile
 from collections import defaultdict
@@ -24,6 +25,15 @@ from typing import BinaryIO
 from zoneinfo import ZoneInfo
 
 from . import __version__, feeds
+from .bounces import (
+    COMPLAINT,
+    NOT_A_BOUNCE,
+    PERMANENT,
+    Finding,
+    classify,
+    verp_address,
+    verp_deliveries,
+)
 from .compose import compose_message
 from .config import Config
 from .deliver import (
@@ -50,9 +60,10 @@ from .reader import (
 )
 from .render import RenderedDigest, render_digest
 from .signing import DkimSigner
-from .store import Claim, Issue, Store, Subscriber, database_errors, open_store
+from .store import Bounced, Claim, Issue, Store, Subscriber, database_errors, open_store
 from .subscribers import ReaderRow
 from .tokens import PREFERENCES, UNSUBSCRIBE, link, reader_link, secret_key
+from .websub import Notify
 
 MANIFEST = ".manifest.json"
 INDEX = ".index.json"  # the last build's reading of each article file, for the next build
@@ -201,6 +212,10 @@ class FeedReport:
     problems: tuple[Diagnostic, ...] = ()
     skipped: bool = False  # nothing changed since the last build: nothing was read or written
     next_due: datetime | None = None  # when the next held-back article falls due
+    announced: dict[str, int] = field(default_factory=dict)
+    """WebSub hub → how many changed feeds it was told of in this build."""
+    unannounced: dict[str, list[str]] = field(default_factory=dict)
+    """WebSub hub → the feeds it could not be told of yet (the next build tries again)."""
 
     @property
     def has_errors(self) -> bool:
@@ -262,6 +277,7 @@ def build_feeds(
     out: Path | None = None,
     *,
     now: datetime | None = None,
+    notify: Notify | None = None,
 ) -> FeedReport:
     """Read the article set and write every feed document into ``out`` (default: feeds.out).
 
@@ -272,11 +288,47 @@ def build_feeds(
     article fell due, nothing is read or written. An index beside it keeps each file's summary
     reading, so a build reads only the files that changed since the last one. Publication
     times are recorded in the state database the first time an article is built.
+
+    ``notify`` tells each ``feeds.hub`` which subscription feeds changed, after they are in
+    place; what a hub could not be told is kept in the manifest and told at the next build,
+    whether or not that one changes anything. A hub never fails the build.
     """
     # A large set makes many objects, none of them in cycles. Collection resumes only once the
     # build's objects are gone: objects made meanwhile would all be walked at the next one.
     with no_cycle_collection():
-        return _build_feeds(config, articles_dir, out, now)
+        report = _build_feeds(config, articles_dir, out, now)
+    if notify is None or not report.unannounced:
+        return report
+    left = {
+        hub: remaining
+        for hub, topics in report.unannounced.items()
+        if (remaining := notify(hub, topics))
+    }
+    told = {hub: len(topics) - len(left.get(hub, ())) for hub, topics in report.unannounced.items()}
+    if left != report.unannounced:
+        manifest_path = report.out / MANIFEST
+        try:
+            manifest = json.loads(manifest_path.read_text("utf-8"))
+        except (OSError, ValueError):  # gone meanwhile: the next build rebuilds and tells again
+            manifest = None
+        if isinstance(manifest, dict):
+            manifest["unannounced"] = left
+            write_atomic(manifest_path, json.dumps(manifest, separators=(",", ":")).encode())
+    return dataclasses.replace(report, announced=told, unannounced=left)
+
+
+def _waiting(config: Config, previous: dict, topics: Sequence[str] = ()) -> dict[str, list[str]]:
+    """Per configured hub, the feeds it is still to be told of: what the last build could
+    not announce (its manifest's ``unannounced``) and ``topics``, each once."""
+    kept = previous.get("unannounced")
+    kept = kept if isinstance(kept, dict) else {}
+    waiting = {}
+    for hub in config.feeds.hub:
+        old = kept.get(hub)
+        both = [*(old if isinstance(old, list) else []), *topics]
+        if both:
+            waiting[hub] = list(dict.fromkeys(map(str, both)))
+    return waiting
 
 
 def _build_feeds(
@@ -312,6 +364,7 @@ def _build_feeds(
             problems=_problems(previous.get("problems", [])),
             skipped=True,
             next_due=_when(previous.get("next_due")),
+            unannounced=_waiting(config, previous),
         )
 
     staging = Staging(out)
@@ -356,6 +409,8 @@ def _build_feeds(
         for name in removed:
             (out / name).unlink(missing_ok=True)
         entries = {lang: len(found.in_language(lang)) for lang in found.languages}
+        # Recorded before any hub is told: a build killed meanwhile leaves them to the next.
+        unannounced = _waiting(config, previous, feeds.hub_topics(config, written))
         write_atomic(
             manifest_path,
             json.dumps(
@@ -365,6 +420,7 @@ def _build_feeds(
                     "outputs": _stats(out, [out / n for n in docs]),
                     "entries": entries,
                     "next_due": next_due.isoformat() if next_due else None,
+                    "unannounced": unannounced,
                     "problems": [
                         {
                             "file": p.file,
@@ -391,6 +447,7 @@ def _build_feeds(
         tuple(removed),
         found.problems,
         next_due=next_due,
+        unannounced=unannounced,
     )
 
 
@@ -648,6 +705,11 @@ def _domain(sender: str) -> str:
     return parseaddr(sender)[1].rpartition("@")[2] or "localhost"
 
 
+def return_path(config: Config) -> str:
+    """The address bounces go back to, before each delivery's own part is added."""
+    return config.email.return_path or f"bounces@{_domain(config.email.sender)}"
+
+
 def message_id(domain: str, issue_id: int, subscriber_id: int) -> str:
     """Stable per (issue, reader): a resent or retried message keeps its Message-ID."""
     return f"<digest.{issue_id}.{subscriber_id}@{domain}>"
@@ -800,14 +862,20 @@ def send_digests(
         )
         return signer.sign(message, now=now) if signer else message
 
+    bounce_to = return_path(config)
+
+    def verp(claim: Claim) -> str:
+        return verp_address(secret, bounce_to, claim.id)
+
     smtp = config.smtp
     options = SendOptions(
-        sender=envelope_sender(config.email.sender),
+        sender=config.email.return_path or envelope_sender(config.email.sender),
         workers=smtp.pool_size,
         rate=smtp.rate,
         retries=smtp.retries,
         backoff=smtp.retry_backoff,
         max_bounces=smtp.max_bounces,
+        return_path=verp if config.email.verp else None,
     )
     deliver(store, mailer, compose, options, now, progress=progress, counts=report)
     return report
@@ -828,3 +896,148 @@ def add_sample_readers(config: Config, store: Store, now: datetime) -> int:
     ]
     added, _ = store.import_subscribers(rows, status="active", consent_source="sample", now=now)
     return added
+
+
+# ---------------------------------------------------------------------------------------------
+# Bounces.
+
+
+@dataclass(frozen=True, slots=True)
+class BounceOutcome:
+    """What became of one message of a bounce mailbox."""
+
+    key: str
+    """The message's name in its mailbox."""
+    kind: str
+    """permanent, temporary, complaint or none (see ``bounces.classify``)."""
+    action: str
+    """What was (in a dry run: would be) done: the store's answer, or why nothing was."""
+    email: str = ""
+    status: str = ""
+    reason: str = ""
+    matched_by: str = ""
+
+
+class BounceBox:
+    """A Maildir (a folder with cur/ and new/) or an mbox file of bounce mail; a message
+    dealt with moves to ``processed/`` beside it (a Maildir inside the folder; for an mbox,
+    an mbox of the same name in a processed/ folder next to it)."""
+
+    def __init__(self, path: Path) -> None:
+        self.box: mailbox.Mailbox
+        if path.is_dir():
+            if not ((path / "cur").is_dir() or (path / "new").is_dir()):
+                raise UsageError(f"{path}: not a Maildir (no cur/ or new/ in it)")
+            self.box = mailbox.Maildir(path, factory=None, create=False)
+        elif path.is_file():
+            self.box = mailbox.mbox(path, factory=None, create=False)
+        else:
+            raise UsageError(f"{path}: no such Maildir or mbox")
+        self.path = path
+
+    def messages(self) -> Iterator[tuple[str, bytes]]:
+        for key in sorted(self.box.iterkeys(), key=str):
+            yield str(key), self.box.get_bytes(key)
+
+    def move(self, names: Sequence[str]) -> None:
+        """Move messages into processed/: each is copied there first, then removed here (a
+        message found in both after a crash is recognised by its digest)."""
+        if not names:
+            return
+        done: mailbox.Mailbox
+        if isinstance(self.box, mailbox.Maildir):
+            done = mailbox.Maildir(self.path / "processed", factory=None)
+        else:
+            (self.path.parent / "processed").mkdir(exist_ok=True)
+            done = mailbox.mbox(self.path.parent / "processed" / self.path.name, factory=None)
+        self.box.lock()
+        try:
+            keys = {str(key): key for key in self.box.iterkeys()}
+            for name in names:
+                done.add(self.box.get_bytes(keys[name]))  # byte for byte: its digest stays
+                done.flush()
+                self.box.remove(keys[name])
+            self.box.flush()
+        finally:
+            self.box.unlock()
+
+
+def process_bounces(
+    config: Config, store: Store, box: BounceBox, now: datetime, *, dry_run: bool = False
+) -> list[BounceOutcome]:
+    """Classify every message of ``box``, match it to a delivery and act on it; then move it
+    to processed/, so that a second run finds nothing (a message put back is recognised by
+    its digest and changes nothing either). ``dry_run`` writes and moves nothing.
+
+    The delivery comes from a genuine VERP address in the message; a message with VERP
+    addresses none of which is genuine is forged and ignored. Without one, the original's
+    Message-ID and then the reported recipient are the fallbacks.
+    """
+    secret = secret_key(config)
+    outcomes, done = [], []
+    for key, data in box.messages():
+        try:
+            finding = classify(data)
+        except Exception as exc:  # a message no detector can read stays for a person to see
+            outcomes.append(BounceOutcome(key, NOT_A_BOUNCE, f"left in place: unreadable ({exc})"))
+            continue
+        outcome = BounceOutcome(key, finding.kind, "not a bounce", status=finding.status)
+        if finding.kind != NOT_A_BOUNCE:
+            outcome = _act(config, store, secret, key, data, finding, now, dry_run=dry_run)
+        outcomes.append(outcome)
+        done.append(key)
+    if not dry_run:
+        box.move(done)
+    return outcomes
+
+
+def _act(
+    config: Config,
+    store: Store,
+    secret: bytes,
+    key: str,
+    data: bytes,
+    finding: Finding,
+    now: datetime,
+    *,
+    dry_run: bool,
+) -> BounceOutcome:
+    """Match one classified bounce to its delivery and record it (unless ``dry_run``)."""
+    ids, shaped = verp_deliveries(secret, return_path(config), finding.text)
+    base = {"key": key, "kind": finding.kind, "status": finding.status, "reason": finding.reason}
+    if ids:
+        targets, by = store.bounced_deliveries(ids=sorted(ids)), "verp"
+    elif shaped:
+        return BounceOutcome(**base, action="ignored: forged (no genuine return address)")
+    else:
+        targets, by = store.bounced_deliveries(message_ids=finding.message_ids), "message-id"
+        if finding.recipients:  # the report's recipient must be the delivery's
+            targets = [t for t in targets if t.email.lower() in finding.recipients]
+        if not targets:
+            targets, by = store.bounced_deliveries(emails=finding.recipients), "recipient"
+    if not targets:
+        return BounceOutcome(**base, action="ignored: no delivery or reader matches")
+    target: Bounced = targets[0]
+    digest = hashlib.sha256(data).hexdigest()
+    if dry_run:
+        action = _would(finding.kind, store.bounce_known(digest))
+    else:
+        action = store.record_bounce(
+            digest=digest,
+            target=target,
+            kind=finding.kind,
+            status=finding.status,
+            reason=finding.reason,
+            matched_by=by,
+            max_bounces=config.smtp.max_bounces,
+            now=now,
+        )
+    return BounceOutcome(**base, action=action, email=target.email, matched_by=by)
+
+
+def _would(kind: str, known: bool) -> str:
+    if known:
+        return "would skip: recorded already"
+    if kind == COMPLAINT:
+        return "would unsubscribe"
+    return "would count" if kind == PERMANENT else "would record"

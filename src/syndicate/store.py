@@ -105,6 +105,24 @@ deliveries = sa.Table(
     sa.Index("ix_deliveries_status", "status", "id"),
 )
 
+bounce_reports = sa.Table(
+    "bounce_reports",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True),
+    sa.Column("digest", sa.String(64), nullable=False, unique=True),
+    sa.Column("subscriber_id", sa.Integer, nullable=False),
+    sa.Column("delivery_id", sa.Integer, nullable=True),
+    sa.Column("kind", sa.String(20), nullable=False),
+    sa.Column("status", sa.String(40), nullable=False),
+    sa.Column("reason", sa.Text, nullable=False),
+    sa.Column("matched_by", sa.String(20), nullable=False),
+    sa.Column("counted", sa.Boolean, nullable=False),
+    sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+    sa.Index("ix_bounce_reports_subscriber", "subscriber_id", "id"),
+)
+"""Every bounce, delay or complaint that arrived as mail and was matched to a reader, once
+(``digest``: the SHA-256 of the message); ``counted`` when it added to the reader's bounces."""
+
 SUBSCRIBER_STATUSES = STATUSES
 DELIVERY_STATUSES = ("pending", "sending", "sent", "failed", "uncertain", "skipped")
 """A delivery is ``pending`` until a run claims it; ``sending`` while one message is in flight;
@@ -175,6 +193,31 @@ class Delivery:
     attempts: int
     reply: str | None
     updated_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class Bounced:
+    """The delivery a bounce report is about (None when only the reader is known)."""
+
+    delivery_id: int | None
+    subscriber_id: int
+    email: str
+
+
+@dataclass(frozen=True, slots=True)
+class AtRisk:
+    """A reader with bounces or complaints on record, and the latest of them."""
+
+    email: str
+    status: str
+    bounces: int
+    """Permanent failures counted (at the send and from bounce mail)."""
+    temporary: int
+    complaints: int
+    last_kind: str | None
+    last_status: str | None
+    last_reason: str | None
+    last_at: datetime | None
 
 
 # The two statements of every delivery, built once (SQLAlchemy then reuses their compiled form).
@@ -275,7 +318,7 @@ def create_engine(url: str) -> Engine:
 _MIGRATING = threading.Lock()
 
 
-HEAD_REVISION = "0003"
+HEAD_REVISION = "0004"
 """The newest migration's revision; a test holds it to what Alembic finds."""
 
 
@@ -748,6 +791,158 @@ class Store:
             )
         return result.rowcount
 
+    # -- bounces ---------------------------------------------------------------------------
+
+    def bounced_deliveries(
+        self,
+        *,
+        ids: Sequence[int] = (),
+        message_ids: Sequence[str] = (),
+        emails: Sequence[str] = (),
+    ) -> list[Bounced]:
+        """The deliveries a bounce names: by delivery id, by Message-ID, or (``emails``) each
+        address's latest delivery, else its reader alone."""
+        query = sa.select(deliveries.c.id, deliveries.c.subscriber_id, deliveries.c.email)
+        with self.engine.connect() as db:
+            if ids:
+                rows = db.execute(query.where(deliveries.c.id.in_(ids)).order_by(deliveries.c.id))
+                return [Bounced(*row) for row in rows]
+            if message_ids:
+                rows = db.execute(query.where(deliveries.c.message_id.in_(message_ids)))
+                return [Bounced(*row) for row in rows]
+            found = []
+            for email in emails:
+                row = db.execute(
+                    query.where(sa.func.lower(deliveries.c.email) == email.lower())
+                    .order_by(deliveries.c.id.desc())
+                    .limit(1)
+                ).first()
+                if row is None:
+                    row = db.execute(
+                        sa.select(sa.null(), subscribers.c.id, subscribers.c.email).where(
+                            sa.func.lower(subscribers.c.email) == email.lower()
+                        )
+                    ).first()
+                if row is not None:
+                    found.append(Bounced(*row))
+            return found
+
+    def bounce_known(self, digest: str) -> bool:
+        """Whether the bounce message with this SHA-256 was recorded already."""
+        with self.engine.connect() as db:
+            query = sa.select(bounce_reports.c.id).where(bounce_reports.c.digest == digest)
+            return db.execute(query).first() is not None
+
+    def record_bounce(
+        self,
+        *,
+        digest: str,
+        target: Bounced,
+        kind: str,
+        status: str,
+        reason: str,
+        matched_by: str,
+        max_bounces: int,
+        now: datetime,
+    ) -> str:
+        """Record one bounce report, once (by ``digest``), and act on it in one transaction.
+
+        A permanent failure counts towards ``max_bounces`` once per delivery; a temporary one
+        is only recorded; a complaint unsubscribes the reader at once. Returns what was done:
+        ``duplicate``, ``counted``, ``bounced`` (counted, and the reader reached the limit),
+        ``already counted``, ``recorded`` or ``unsubscribed``.
+        """
+        with self._writing() as db:
+            if db.execute(
+                sa.select(bounce_reports.c.id).where(bounce_reports.c.digest == digest)
+            ).first():
+                return "duplicate"
+            counted = kind == "permanent" and not (
+                target.delivery_id is not None
+                and db.execute(
+                    sa.select(bounce_reports.c.id).where(
+                        bounce_reports.c.delivery_id == target.delivery_id,
+                        bounce_reports.c.counted,
+                    )
+                ).first()
+            )
+            db.execute(
+                sa.insert(bounce_reports).values(
+                    digest=digest,
+                    subscriber_id=target.subscriber_id,
+                    delivery_id=target.delivery_id,
+                    kind=kind,
+                    status=status[:40],
+                    reason=reason[:2000],
+                    matched_by=matched_by,
+                    counted=counted,
+                    created_at=now,
+                )
+            )
+            if kind == "complaint":
+                db.execute(
+                    sa.update(subscribers)
+                    .where(subscribers.c.id == target.subscriber_id)
+                    .values(status="unsubscribed", updated_at=now)
+                )
+                return "unsubscribed"
+            if kind != "permanent":
+                return "recorded"
+            if not counted:
+                return "already counted"
+            _count_bounce(db, target.subscriber_id, max_bounces, now)
+            status_now = db.execute(
+                sa.select(subscribers.c.status).where(subscribers.c.id == target.subscriber_id)
+            ).scalar()
+            return "bounced" if status_now == "bounced" else "counted"
+
+    def readers_at_risk(self) -> list[AtRisk]:
+        """Readers with counted bounces, or any bounce or complaint on record, worst first."""
+        kinds = (
+            sa.select(
+                bounce_reports.c.subscriber_id,
+                sa.func.sum(sa.case((bounce_reports.c.kind == "temporary", 1), else_=0)).label(
+                    "temporary"
+                ),
+                sa.func.sum(sa.case((bounce_reports.c.kind == "complaint", 1), else_=0)).label(
+                    "complaints"
+                ),
+                sa.func.max(bounce_reports.c.id).label("last_id"),
+            )
+            .group_by(bounce_reports.c.subscriber_id)
+            .subquery()
+        )
+        last = bounce_reports.alias("latest")
+        query = (
+            sa.select(
+                subscribers.c.email,
+                subscribers.c.status,
+                subscribers.c.bounces,
+                sa.func.coalesce(kinds.c.temporary, 0),
+                sa.func.coalesce(kinds.c.complaints, 0),
+                last.c.kind,
+                last.c.status,
+                last.c.reason,
+                last.c.created_at,
+            )
+            .select_from(subscribers)
+            .outerjoin(kinds, kinds.c.subscriber_id == subscribers.c.id)
+            .outerjoin(last, last.c.id == kinds.c.last_id)
+            .where(sa.or_(subscribers.c.bounces > 0, kinds.c.subscriber_id.is_not(None)))
+            .order_by(subscribers.c.bounces.desc(), subscribers.c.email)
+        )
+        with self.engine.connect() as db:
+            rows = db.execute(query).all()
+        return [
+            AtRisk(*row[:-1], last_at=utc(row[-1]) if row[-1] is not None else None) for row in rows
+        ]
+
+    def bounce_counts(self) -> dict[str, int]:
+        """Bounce reports on record by kind (permanent, temporary, complaint)."""
+        query = sa.select(bounce_reports.c.kind, sa.func.count()).group_by(bounce_reports.c.kind)
+        with self.engine.connect() as db:
+            return {kind: n for kind, n in db.execute(query)}
+
 
 class _Compiled:
     """A statement compiled once for one dialect and run straight on the DBAPI cursor.
@@ -835,16 +1030,22 @@ class Ledger:
                 .where(deliveries.c.id == delivery_id)
                 .values(status="failed", reply=reply[:2000], updated_at=now)
             )
-            self.db.execute(
-                sa.update(subscribers)
-                .where(subscribers.c.id == subscriber_id)
-                .values(bounces=subscribers.c.bounces + 1, updated_at=now)
-            )
-            self.db.execute(
-                sa.update(subscribers)
-                .where(subscribers.c.id == subscriber_id, subscribers.c.bounces >= max_bounces)
-                .values(status="bounced")
-            )
+            _count_bounce(self.db, subscriber_id, max_bounces, now)
+
+
+def _count_bounce(db: sa.Connection, subscriber_id: int, max_bounces: int, now: datetime) -> None:
+    """One more permanent failure for a reader, who is marked bounced at ``max_bounces``: a
+    5xx during the send and a bounce that arrives later by mail count alike."""
+    db.execute(
+        sa.update(subscribers)
+        .where(subscribers.c.id == subscriber_id)
+        .values(bounces=subscribers.c.bounces + 1, updated_at=now)
+    )
+    db.execute(
+        sa.update(subscribers)
+        .where(subscribers.c.id == subscriber_id, subscribers.c.bounces >= max_bounces)
+        .values(status="bounced")
+    )
 
 
 # -- one scheduler at a time ---------------------------------------------------------------
