@@ -1,11 +1,10 @@
 """Build hook, for wheels and editable installs alike.
 
-- Compiles the committed gettext catalogs (.po) into the .mo files the package loads, so
-  every install renders translated emails.
-- Compiles the reader's hot modules with mypyc into C extensions beside their sources, where
-  both a wheel and an editable install import them: the reader runs about twice as fast. Where
-  mypyc or a C compiler is missing, or with SYNDICATE_PURE_PYTHON=1, they stay pure Python:
-  slower, same results.
+Compiles the reader's hot modules with mypyc into C extensions beside their sources, where
+both a wheel and an editable install import them: the reader runs about twice as fast. Where
+mypyc or a C compiler is missing, or with SYNDICATE_PURE_PYTHON=1, they stay pure Python:
+slower, same results. (The gettext catalogs need no build step: they are compiled from their
+.po files when they are loaded.)
 """
 
 from __future__ import annotations
@@ -20,8 +19,6 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from babel.messages.mofile import write_mo
-from babel.messages.pofile import read_po
 from hatchling.builders.hooks.plugin.interface import BuildHookInterface
 
 COMPILED = ("reader", "language", "feeds")
@@ -33,22 +30,11 @@ class BuildHook(BuildHookInterface):
 
     def initialize(self, version: str, build_data: dict[str, Any]) -> None:
         package = Path(self.root, "src/syndicate")
-        self._catalogs(package)
         built = self._compile(package)
         if built:
             build_data["pure_python"] = False
             build_data["infer_tag"] = True
             build_data["artifacts"].extend(f"src/syndicate/{name}" for name in built)
-
-    def _catalogs(self, package: Path) -> None:
-        for po in sorted(package.glob("locales/*/LC_MESSAGES/*.po")):
-            with po.open("rb") as source:
-                catalog = read_po(source, locale=po.parent.parent.name)
-            mo = po.with_suffix(".mo")
-            tmp = mo.with_suffix(".mo.tmp")
-            with tmp.open("wb") as target:
-                write_mo(target, catalog)
-            tmp.replace(mo)
 
     def _compile(self, package: Path) -> list[str]:
         """The extension files built into ``package``; none when the modules stay Python."""

@@ -86,7 +86,16 @@ def serve(kind: str, port: int, root: Path) -> None:
             secret=b"bench",
             now=lambda: datetime.now(UTC),
         )
-    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
+    # As `syndicate serve` runs it: no access log, no proxy headers (the app reads them itself
+    # from web.trusted_proxies only).
+    uvicorn.run(
+        app,
+        host="127.0.0.1",
+        port=port,
+        log_level="warning",
+        access_log=False,
+        proxy_headers=False,
+    )
 
 
 async def load(port: int, headers: dict[str, str]) -> tuple[float, dict[int, int]]:

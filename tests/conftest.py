@@ -7,7 +7,7 @@ import json
 import os
 import shutil
 from collections.abc import Iterator
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -20,8 +20,9 @@ ARTICLES = ROOT / "articles"
 DATA = Path(__file__).resolve().parent / "data"
 SCHEMAS = Path(__file__).resolve().parent / "schemas"
 
-# Real parts as fixtures: `smtp_server` (aiosmtpd), `database_url` (SQLite file | PostgreSQL).
-pytest_plugins = ["tests.mailserver", "tests.databases"]
+# Real parts as fixtures: `smtp_server` (aiosmtpd), `database_url` (SQLite file | PostgreSQL),
+# `hubs` (WebSub hub endpoints, Starlette under uvicorn).
+pytest_plugins = ["tests.mailserver", "tests.databases", "tests.hubserver"]
 
 
 ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
@@ -95,3 +96,43 @@ def articles_dir(tmp_path: Path) -> Path:
 def config(tmp_path: Path) -> Config:
     """Built-in defaults rooted in a temporary folder, so state and output stay there."""
     return parse_config({}, root=tmp_path, source="(test)", env={})
+
+
+DATE_LINES = {
+    "en": ("Updated", "MMMM d, y"),
+    "nl": ("Bijgewerkt op", "d MMMM y"),
+    "de": ("Aktualisiert am", "d. MMMM y"),
+}
+SEED_SLUG = "amazon-trainium3-aws-nvidia-ai-chip-competition"
+
+
+def write_archive(
+    folder: Path,
+    count: int,
+    *,
+    newest: date,
+    langs: tuple[str, ...] = ("en",),
+    slug: str = "piece",
+) -> Path:
+    """``count`` articles per language made from the bundled seeds, one a day back from
+    ``newest``: the n-th (0 = newest) has its own title, date line and slug ``<slug>-<n>``,
+    so the language versions of one piece share a slug. Returns the folder."""
+    from babel.dates import format_date
+
+    from syndicate.config import parse_config
+    from syndicate.reader import read_articles
+
+    seeds = read_articles(ARTICLES, parse_config({}, root=ROOT, source="(test)", env={}).profiles)
+    folder.mkdir(parents=True, exist_ok=True)
+    for article in seeds:
+        if article.lang not in langs:
+            continue
+        lines = Path(article.source).read_text("utf-8").split("\n")
+        words, pattern = DATE_LINES[article.lang]
+        for n in range(count):
+            day = newest - timedelta(days=n)
+            lines[0] = f"{article.title} ({slug} {n})"
+            lines[2] = f"{words} {format_date(day, pattern, locale=article.lang)}"
+            text = "\n".join(lines).replace(SEED_SLUG, f"{slug}-{n}")
+            (folder / f"{article.lang}-{slug}-{n:04}.txt").write_text(text, "utf-8")
+    return folder

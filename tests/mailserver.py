@@ -36,6 +36,8 @@ class Inbox:
     """What the server received, and the faults it still has to play."""
 
     received: list[tuple[str, bytes]] = field(default_factory=list)
+    mail_from: dict[str, str] = field(default_factory=dict)
+    """The envelope sender (MAIL FROM) of the last message each recipient got."""
     script: dict[tuple[str, str], list[str]] = field(default_factory=dict)
     holding: threading.Event = field(default_factory=threading.Event)
     release: threading.Event = field(default_factory=threading.Event)
@@ -82,6 +84,7 @@ class Inbox:
             return action
         with self.lock:
             self.received.append((rcpt, envelope.original_content))
+            self.mail_from[rcpt] = envelope.mail_from
         if action == "HOLD":  # queued, but the sender hears nothing yet
             self.holding.set()
             await _wait(self.release)

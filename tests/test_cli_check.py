@@ -145,7 +145,17 @@ def test_bad_config_exits_2_with_one_line_per_key(runner: CliRunner, tmp_path: P
     ]
 
 
-def test_missing_articles_folder_is_an_error(runner: CliRunner, tmp_path: Path) -> None:
+def test_missing_articles_folder_is_a_usage_error(runner: CliRunner, tmp_path: Path) -> None:
     result = runner.invoke(main, ["check", "--json", "--articles", str(tmp_path / "none")])
-    assert result.exit_code == 1
-    assert json.loads(result.stdout)["problems"][0]["message"] == "article folder not found"
+    assert result.exit_code == 2
+    assert result.stdout == ""
+    assert result.stderr == f"syndicate: {tmp_path / 'none'}: article folder not found\n"
+
+
+def test_summary_is_one_line_of_counts(runner: CliRunner, articles_dir: Path) -> None:
+    path = articles_dir / "003_f25c1f93821d1bd3.txt"
+    path.write_text(path.read_text("utf-8").replace("For procurement teams", "For buyers"))
+    result = runner.invoke(main, ["check", "--summary", "--articles", str(articles_dir)])
+    assert result.exit_code == 0
+    assert result.stdout == "3 article(s) (de 1, en 1, nl 1), 0 error(s), 1 warning(s)\n"
+    assert f"{path}:63: warning: unknown audience label 'For buyers'" in result.stderr

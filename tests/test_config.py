@@ -65,13 +65,28 @@ def test_error_message_names_the_file(tmp_path: Path) -> None:
 def test_a_language_block_is_validated_like_the_rest(tmp_path: Path) -> None:
     path = write(
         tmp_path,
-        '[site]\nlanguages = ["en", "fr"]\n[languages.fr]\nname = "Français"\n'
-        'date_line = []\ntakeaways = ["Points clés"]\n',
+        '[site]\nlanguages = ["en", "it"]\n[languages.it]\nname = "Italiano"\n'
+        'date_line = []\ntakeaways = ["Punti chiave"]\n',
     )
     assert problems_of(path) == [
-        "languages.fr.date_line: needs at least one non-empty phrase",
-        "languages.fr.references: Field required",
-        "languages.fr.audiences: Field required",
+        "languages.it.date_line: needs at least one non-empty phrase",
+        "languages.it.references: Field required",
+        "languages.it.audiences: Field required",
+    ]
+
+
+def test_the_interface_folders_and_the_fallback_language(tmp_path: Path) -> None:
+    path = write(tmp_path, '[site]\nfallback_language = "de"\ntemplates = "layout"\n')
+    config = load_config(path, env={})
+    assert config.fallback_language == "de"
+    assert config.path(config.site.locales) == tmp_path / "locales"
+    assert config.path(config.site.templates) == tmp_path / "layout"
+    assert load_config(write(tmp_path, "[site]\n"), env={}).fallback_language is None
+    # The older key says the same as fallback_language = "en".
+    old = load_config(write(tmp_path, "[email]\nenglish_fallback = true\n"), env={})
+    assert old.fallback_language == "en"
+    assert problems_of(write(tmp_path, '[site]\nfallback_language = "xx"\n')) == [
+        "(top level): site.fallback_language 'xx' has no language profile"
     ]
 
 
@@ -142,3 +157,16 @@ def test_parse_config_rejects_a_non_table_languages_value(tmp_path: Path) -> Non
     with pytest.raises(ConfigError) as caught:
         parse_config({"languages": 3}, root=tmp_path, source="x", env={})
     assert caught.value.problems == ["languages: must be a table of [languages.<code>] blocks"]
+
+
+def test_the_digest_window_keys_are_checked(tmp_path: Path) -> None:
+    path = write(tmp_path, "[email]\nmax_articles = 0\nfirst_window_days = -3\n")
+    assert problems_of(path) == [
+        "email.max_articles: Input should be greater than or equal to 1",
+        "email.first_window_days: Input should be greater than or equal to 1",
+    ]
+    good = write(tmp_path, "[email]\nmax_articles = 25\nfirst_window_days = 30\n", "ok.toml")
+    email = load_config(good, env={}).email
+    assert (email.max_articles, email.first_window_days) == (25, 30)
+    default = parse_config({}, root=tmp_path, source="(defaults)", env={}).email
+    assert (default.max_articles, default.first_window_days) == (10, None)

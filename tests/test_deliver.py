@@ -15,7 +15,7 @@ import pytest
 import sqlalchemy as sa
 
 from syndicate.deliver import MaildirMailer, SendOptions, SmtpMailer, deliver
-from syndicate.errors import DeliveryError, StoreError
+from syndicate.errors import DatabaseError, DeliveryError
 from syndicate.store import _run_lock, deliveries, open_store
 from tests.conftest import ROOT
 from tests.sending import NOW, SENDER, add_readers, compose, mailer, make_issue, options
@@ -441,7 +441,7 @@ def test_a_run_that_lost_its_sessions_stops_and_is_never_taken_for_dead_while_al
         inbox.release.set()
         thread.join(60)
         [error] = failure
-        assert isinstance(error, StoreError)
+        assert isinstance(error, DatabaseError)
         assert str(error).startswith("database connection lost (")
         assert str(error).endswith("; 3 sent, 3 left for the next run")
         # the run noticed and claimed nothing more; now it is gone, its last row is settled

@@ -8,10 +8,10 @@ from datetime import date
 import pytest
 
 from syndicate.config import Config
-from syndicate.digest import audience_order, select_digest
+from syndicate.digest import audience_order, select_digest, window_start
 from syndicate.model import ArticleSet
 from syndicate.reader import read_articles
-from tests.conftest import ARTICLES
+from tests.conftest import ARTICLES, write_archive
 
 SLUG = "amazon-trainium3-aws-nvidia-ai-chip-competition"
 UPDATED = date(2025, 12, 11)
@@ -125,3 +125,33 @@ def test_audience_order_puts_configured_extras_last() -> None:
         "alpha",
         "zeta",
     )
+
+
+@pytest.mark.parametrize(
+    ("last_issue", "days", "start"),
+    [
+        (date(2025, 12, 8), None, date(2025, 12, 8)),  # what came on or after the last issue
+        (date(2025, 12, 8), 30, date(2025, 12, 8)),  # the first window's limit is for the first
+        (None, None, None),  # a new group: however old (the cap keeps the newest)
+        (None, 7, date(2025, 12, 8)),
+    ],
+)
+def test_window_start(last_issue: date | None, days: int | None, start: date | None) -> None:
+    assert window_start(last_issue, date(2025, 12, 15), days) == start
+
+
+def test_the_cap_lists_the_newest_and_counts_the_rest(tmp_path, config: Config) -> None:
+    archive = read_articles(
+        write_archive(tmp_path / "a", 300, newest=UPDATED), config.profiles, bodies=False
+    )
+    digest = select_digest(archive, "en", ["cost"], limit=10)
+    assert [i.article.slug for i in digest.items] == [f"piece-{n}" for n in range(10)]
+    assert digest.more == 290
+    assert select_digest(archive, "en", ["cost"]).more == 0
+    # Within a window, and without what the group already had (nor its revision mark).
+    sent = {("en", "piece-0"): archive.get("en", "piece-0").digest}
+    windowed = select_digest(archive, "en", ["cost"], since=date(2025, 12, 1), sent=sent, limit=4)
+    assert [i.article.slug for i in windowed.items] == ["piece-1", "piece-2", "piece-3", "piece-4"]
+    assert windowed.more == 6  # December 1 to 10: ten articles, four listed
+    assert windowed.content_hash != windowed.shortened(3).content_hash
+    assert windowed.shortened(3).more == 7 and windowed.shortened(99) is windowed

@@ -3,6 +3,7 @@ widths, light and dark mode. Screenshots go to tests/artifacts/email/ for review
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +63,9 @@ def pages() -> dict[str, str]:
     for lang, audiences in VARIANTS:
         rendered = render_digest(select_digest(found, lang, audiences), config)
         out[rendered.key] = rendered.personalise(**LINKS).html
+    # A digest that lists fewer articles than its window holds ends with a line to the rest.
+    capped = replace(select_digest(found, "nl", ("cost",)), more=14)
+    out["nl-cost-more"] = render_digest(capped, config).personalise(**LINKS).html
     return out
 
 
@@ -79,7 +83,10 @@ def shoot(page: Any, name: str) -> None:
     page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
 
 
-@pytest.mark.parametrize("key", ["en-cost", "de-architects+cost+ecosystem+procurement+strategy"])
+KEYS = ["en-cost", "de-architects+cost+ecosystem+procurement+strategy", "nl-cost-more"]
+
+
+@pytest.mark.parametrize("key", KEYS)
 def test_no_horizontal_overflow_on_a_phone(browser: Any, pages: dict[str, str], key: str) -> None:
     page = open_page(browser, pages[key], 375)
     try:
@@ -94,7 +101,7 @@ def test_no_horizontal_overflow_on_a_phone(browser: Any, pages: dict[str, str], 
         page.close()
 
 
-@pytest.mark.parametrize("key", ["en-cost", "de-architects+cost+ecosystem+procurement+strategy"])
+@pytest.mark.parametrize("key", KEYS)
 def test_desktop_layout_is_one_centred_column(
     browser: Any, pages: dict[str, str], key: str
 ) -> None:
@@ -110,6 +117,11 @@ def test_desktop_layout_is_one_centred_column(
         assert all(card == [100, 600] for card in cards), cards
         headings = page.evaluate("[...document.querySelectorAll('h2, h3')].length")
         assert headings >= 2
+        if key.endswith("-more"):  # the line to the rest: a visible link, in the last card
+            link = page.get_by_role("link", name="En nog 14 artikelen →")
+            assert link.is_visible() and link.get_attribute("href") == "http://127.0.0.1:8080/nl/"
+            box = link.bounding_box()
+            assert box is not None and 100 < box["x"] < 700
     finally:
         page.close()
 

@@ -131,7 +131,7 @@ def test_rss_has_the_required_structure(archived: tuple[Config, Path]) -> None:
     config, out = archived
     for lang in config.site.languages:
         channel = etree.parse(str(out / f"{lang}.rss.xml")).getroot().find("channel")
-        assert channel.findtext("title") == config.languages[lang].feed_title
+        assert channel.findtext("title") == config.title(lang)
         assert channel.findtext("link") == f"{config.site.base_url}/{lang}/"
         assert channel.findtext("description")
         assert channel.findtext("language") == lang
@@ -157,8 +157,8 @@ def test_feedparser_sees_every_field(archived: tuple[Config, Path]) -> None:
             parsed = feedparser.parse((out / name).read_bytes())
             assert not parsed.bozo, (name, parsed.get("bozo_exception"))
             feed = parsed.feed
-            assert feed.title == config.languages[lang].feed_title
-            assert feed.subtitle == config.languages[lang].feed_subtitle
+            assert feed.title == config.title(lang)
+            assert feed.subtitle == config.description(lang)
             assert feed.language == lang
             assert feed.updated_parsed is not None
             assert feed.link == f"{config.site.base_url}/{lang}/"
@@ -314,6 +314,63 @@ def test_opml_lists_every_feed(archived: tuple[Config, Path]) -> None:
         for lang in config.site.languages
         for kind in ("atom.xml", "rss.xml", "json")
     }
+
+
+def test_feed_titles_and_subtitles_come_from_the_site(
+    tmp_path: Path, articles_dir: Path
+) -> None:
+    data = {
+        "site": {
+            "title": "Gardening Weekly",
+            "description": {"en": "Soil, seeds and sheds", "nl": "Aarde, zaden en schuren"},
+        },
+        "languages": {"de": {"title": "Gartenwoche", "description": "Erde, Saat und Schuppen"}},
+    }
+    config = parse_config(data, root=tmp_path, source="(test)", env={})
+    build_feeds(config, articles_dir)
+    out = tmp_path / "feeds"
+    expected = {
+        "en": ("Gardening Weekly", "Soil, seeds and sheds"),
+        "nl": ("Gardening Weekly", "Aarde, zaden en schuren"),
+        "de": ("Gartenwoche", "Erde, Saat und Schuppen"),
+    }
+    for lang, (title, subtitle) in expected.items():
+        for name in (f"{lang}.atom.xml", f"{lang}.rss.xml"):
+            feed = feedparser.parse((out / name).read_bytes()).feed
+            assert (feed.title, feed.subtitle) == (title, subtitle), name
+        doc = json.loads((out / f"{lang}.json").read_text("utf-8"))
+        assert (doc["title"], doc["description"]) == (title, subtitle)
+    outlines = etree.parse(str(out / "index.opml")).getroot().iter("outline")
+    assert {o.get("text").split(" (")[0] for o in outlines} == {"Gardening Weekly", "Gartenwoche"}
+    # One description for every language; without any, the title stands in.
+    shared = parse_config({"site": {"description": "One"}}, root=tmp_path, source="(t)", env={})
+    assert [shared.description(lang) for lang in ("en", "de")] == ["One", "One"]
+    assert make_config(tmp_path).description("nl") == "Syndicate"
+
+
+def test_a_description_for_an_unpublished_language_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(SyndicateError, match=r"site: description names fr, not one of site"):
+        parse_config({"site": {"description": {"fr": "x"}}}, root=tmp_path, source="t", env={})
+
+
+def test_footnote_links_in_feeds_are_absolute(tmp_path: Path, articles_dir: Path) -> None:
+    """RSS has no xml:base, and an Atom or JSON entry has none either: a fragment alone would
+    be read against the feed's own URL."""
+    config = make_config(tmp_path)
+    build_feeds(config, articles_dir)
+    url = config.article_url("en", SEED_SLUG)
+    rss = etree.parse(str(tmp_path / "feeds" / "en.rss.xml")).getroot()
+    content = rss.findtext("channel/item/{http://purl.org/rss/1.0/modules/content/}encoded")
+    atom = feedparser.parse((tmp_path / "feeds" / "en.atom.xml").read_bytes())
+    item = json.loads((tmp_path / "feeds" / "en.json").read_text("utf-8"))["items"][0]
+    for text in (content, atom.entries[0].content[0].value, item["content_html"]):
+        hrefs = lxml_hrefs(text)
+        assert f"{url}#en-{SEED_SLUG}-ref-1" in hrefs
+        assert all(href.startswith(("http://", "https://")) for href in hrefs), hrefs
+
+
+def lxml_hrefs(text: str) -> list[str]:
+    return etree.fromstring(f"<div>{text}</div>", etree.HTMLParser()).xpath("//a/@href")
 
 
 def test_hostile_text_is_escaped_never_interpreted(tmp_path: Path) -> None:

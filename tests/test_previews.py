@@ -5,6 +5,7 @@ from __future__ import annotations
 import email
 import email.policy
 import json
+import re
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
@@ -14,7 +15,6 @@ from click.testing import CliRunner
 
 from syndicate.cli import main
 from syndicate.config import Config, load_config
-from syndicate.errors import RenderError
 from syndicate.model import ArticleSet
 from syndicate.pipeline import digest_variants, write_previews
 from syndicate.reader import read_articles
@@ -31,19 +31,17 @@ list_id = "digest.news.example.org"
 unsubscribe_mailto = "unsubscribe@news.example.org"
 """
 
-FRENCH = """
+ITALIAN = """
 [site]
-languages = ["en", "nl", "de", "fr"]
+languages = ["en", "nl", "de", "it"]
+{fallback}
 
-[email]
-english_fallback = {fallback}
-
-[languages.fr]
-name = "Français"
-date_line = ["Mis à jour le"]
-takeaways = ["Points clés"]
-references = ["Références"]
-audiences = {{ cost = ["Pour les équipes d'optimisation des coûts"] }}
+[languages.it]
+name = "Italiano"
+date_line = ["Aggiornato il"]
+takeaways = ["Punti chiave"]
+references = ["Riferimenti"]
+audiences = {{ cost = ["Per i team di ottimizzazione dei costi"] }}
 """
 
 
@@ -107,7 +105,7 @@ def test_nothing_new_writes_nothing_and_says_so(config_file: Path, tmp_path: Pat
 @pytest.mark.parametrize(
     ("option", "value", "message"),
     [
-        ("--lang", "fr", "'fr' is not published"),
+        ("--lang", "it", "'it' is not published"),
         ("--audience", "marketing", "unknown audience 'marketing'"),
         ("--since", "12/01/2025", "does not match the format"),
     ],
@@ -133,7 +131,8 @@ def test_default_output_is_the_preview_folder_of_the_outbox(config_file: Path) -
 def test_every_variant_is_previewed(config: Config, tmp_path: Path, now: datetime) -> None:
     found = read_articles(ARTICLES, config.profiles)
     out = tmp_path / "preview"
-    paths = write_previews(config, found, out, now=now)
+    paths, failures = write_previews(config, found, out, now=now)
+    assert failures == []
     variants = digest_variants(config)
     assert len(variants) == 3 * 6
     assert len(paths) == 3 * len(variants) == len(set(paths))
@@ -149,32 +148,46 @@ def test_run_once_writes_the_previews(config_file: Path) -> None:
     )
     preview = config_file.parent / "outbox" / "preview"
     assert code == 0
-    assert f"54 digest preview file(s) in {preview}" in stderr
+    [line] = [line for line in stderr.splitlines() if "job=previews" in line]
+    assert "outcome=ok" in line and "files=54 failed=0" in line
+    assert f"previews in {preview}" in stderr
     assert len(list(preview.glob("*.eml"))) == 18
 
 
-def test_check_reports_an_incomplete_catalog(tmp_path: Path) -> None:
+def test_check_names_a_missing_catalog_for_mail_and_web(tmp_path: Path) -> None:
     path = tmp_path / "config.toml"
-    path.write_text(FRENCH.format(fallback="false"), "utf-8")
+    path.write_text(ITALIAN.format(fallback=""), "utf-8")
     code, _, stderr = run("check", "--config", str(path), "--articles", str(ARTICLES))
     assert code == 1
-    assert "fr/LC_MESSAGES/messages.po: error: catalog for 'fr' is incomplete" in stderr
+    catalog = tmp_path / "locales" / "it" / "LC_MESSAGES" / "messages.po"
+    [mail] = [line for line in stderr.splitlines() if " mail messages " in line]
+    [web] = [line for line in stderr.splitlines() if " web messages " in line]
+    assert mail.startswith(f"{catalog}: error: no catalog for 'it' (syndicate locale init it")
+    assert web.startswith(f"{catalog}: warning: no catalog for 'it'")
+    assert re.search(r": (\d+) of \1 mail messages untranslated", mail)
+    assert re.search(r": (\d+) of \1 web messages untranslated", web)
+    assert "digests are refused" in mail and "pages are in en throughout" in web
 
-    path.write_text(FRENCH.format(fallback="true"), "utf-8")
+    path.write_text(ITALIAN.format(fallback='fallback_language = "en"'), "utf-8")
     code, stdout, _ = run("check", "--json", "--config", str(path), "--articles", str(ARTICLES))
-    [problem] = [p for p in json.loads(stdout)["problems"] if "catalog" in p["message"]]
-    assert problem["severity"] == "warning" and "use English" in problem["message"]
+    problems = [p for p in json.loads(stdout)["problems"] if "catalog" in p["message"]]
+    assert [p["severity"] for p in problems] == ["warning", "warning"]
+    assert "digests are in en throughout" in problems[0]["message"]
     assert code == 0
 
 
 def test_a_failing_variant_does_not_stop_the_others(tmp_path: Path, now: datetime) -> None:
     path = tmp_path / "config.toml"
-    path.write_text(FRENCH.format(fallback="false"), "utf-8")
+    path.write_text(ITALIAN.format(fallback=""), "utf-8")
     config = load_config(path, env={})
     seeds = read_articles(ARTICLES, config.profiles)
     assert not seeds.problems
-    french = (replace(a, lang="fr") for a in seeds if a.lang == "en")
-    both = ArticleSet((*seeds.articles, *french))
-    with pytest.raises(RenderError, match=r"6 digest variant\(s\) not rendered \(54 file"):
-        write_previews(config, both, tmp_path / "preview", now=now)
+    italian = (replace(a, lang="it") for a in seeds if a.lang == "en")
+    both = ArticleSet((*seeds.articles, *italian))
+    paths, failures = write_previews(config, both, tmp_path / "preview", now=now)
+    assert len(paths) == 54
+    assert [key for key, _ in failures] == [
+        f"it-{key}" for key in ("architects", "cost", "procurement", "strategy", "ecosystem")
+    ] + ["it-architects+cost+ecosystem+procurement+strategy"]
+    assert all("cannot render 'it' digests: its catalog lacks" in why for _, why in failures)
     assert len(list((tmp_path / "preview").glob("*.eml"))) == 18

@@ -16,19 +16,22 @@ import pytest
 from syndicate.config import Config, parse_config
 from syndicate.digest import select_digest
 from syndicate.errors import RenderError
+from syndicate.i18n import (
+    PARTS,
+    catalog_problems,
+    environment,
+    language,
+    missing_messages,
+    one_line,
+    template_messages,
+    template_roots,
+    templates_dir,
+)
 from syndicate.model import ArticleSet, Takeaways
 from syndicate.pipeline import preview_files, preview_links
 from syndicate.reader import read_articles
-from syndicate.render import (
-    HTML_LIMIT,
-    RenderedDigest,
-    catalog_problems,
-    missing_messages,
-    render_digest,
-    template_messages,
-    templates_dir,
-)
-from tests.conftest import ARTICLES
+from syndicate.render import HTML_LIMIT, RenderedDigest, render_digest
+from tests.conftest import ARTICLES, write_archive
 
 GOLDEN = Path(__file__).resolve().parent / "golden" / "email"
 SLUG = "amazon-trainium3-aws-nvidia-ai-chip-competition"
@@ -214,6 +217,22 @@ def test_revised_articles_are_marked(seeds: ArticleSet, config: Config) -> None:
     assert "11 december 2025 (herzien sinds de vorige editie)" in revised.text
 
 
+@pytest.mark.parametrize(
+    ("lang", "intro"),
+    [
+        ("en", "1,500 new articles in this issue."),
+        ("de", "1.500 neue Artikel in dieser Ausgabe."),
+        ("fr", "1\u202f500 nouveaux articles dans ce numéro."),
+    ],
+)
+def test_counts_are_written_as_the_language_writes_numbers(
+    config: Config, lang: str, intro: str
+) -> None:
+    env = environment(template_roots(config), lang, language(config, lang).translations)
+    strings = env.get_template("email/strings.txt").make_module({"count": 1500, "since": None})
+    assert one_line(strings.intro()) == intro
+
+
 def test_since_is_shown_in_the_language(seeds: ArticleSet, config: Config) -> None:
     rendered = render(seeds, config, "de", "cost", since=date(2025, 12, 1))
     assert "1 neuer Artikel seit dem 1. Dezember 2025." in rendered.text
@@ -281,56 +300,158 @@ def test_preview_links_use_the_real_routes_with_a_token_no_reader_has(config: Co
 
 # --- catalogs --------------------------------------------------------------------------------
 
-FRENCH = {
-    "site": {"languages": ["en", "nl", "de", "fr"]},
+ITALIAN = {
+    "site": {"languages": ["en", "nl", "de", "it"]},
     "languages": {
-        "fr": {
-            "name": "Français",
-            "date_line": ["Mis à jour le"],
-            "takeaways": ["Points clés"],
-            "references": ["Références"],
-            "audiences": {"cost": ["Pour les équipes d'optimisation des coûts"]},
-            "audience_names": {"cost": "Équipes d'optimisation des coûts"},
+        "it": {
+            "name": "Italiano",
+            "date_line": ["Aggiornato il"],
+            "takeaways": ["Punti chiave"],
+            "references": ["Riferimenti"],
+            "audiences": {"cost": ["Per i team di ottimizzazione dei costi"]},
+            "audience_names": {"cost": "Team di ottimizzazione dei costi"},
         }
     },
 }
 
 
-def french(tmp_path: Path, fallback: bool) -> Config:
-    data = {**FRENCH, "email": {"english_fallback": fallback}}
+def italian(tmp_path: Path, **site: object) -> Config:
+    """A fifth language with a profile and no catalog of its own."""
+    data = {**ITALIAN, "site": {**ITALIAN["site"], **site}}
     return parse_config(data, root=tmp_path, source="(test)", env={})
 
 
-def test_shipped_catalogs_are_complete(config: Config) -> None:
-    assert len(template_messages(templates_dir())) >= 10
-    for lang in ("en", "nl", "de"):
-        assert missing_messages(lang) == []
+def as_italian(seeds: ArticleSet) -> ArticleSet:
+    return ArticleSet(tuple(replace(a, lang="it") for a in seeds.articles if a.lang == "en"))
+
+
+def write_po(folder: Path, lang: str, entries: dict[str, str]) -> Path:
+    """A publisher's catalog in site.locales, as `syndicate locale init` lays it out."""
+    path = folder / lang / "LC_MESSAGES" / "messages.po"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    head = [
+        'msgid ""',
+        'msgstr ""',
+        f'"Language: {lang}\\n"',
+        '"Content-Type: text/plain; charset=utf-8\\n"',
+    ]
+    body = [f'msgid "{k}"\nmsgstr "{v}"' for k, v in entries.items()]
+    path.write_text("\n".join(head) + "\n\n" + "\n\n".join(body) + "\n", "utf-8")
+    return path
+
+
+def test_shipped_catalogs_are_complete(tmp_path: Path) -> None:
+    config = parse_config(
+        {"site": {"languages": ["en", "nl", "de", "fr"]}}, root=tmp_path, source="(t)", env={}
+    )
+    roots = template_roots(config)
+    assert len(template_messages(roots, "mail")) >= 20
+    assert len(template_messages(roots, "web")) >= 40
+    for lang in ("en", "nl", "de", "fr"):
+        for part in PARTS:
+            assert missing_messages(config, lang, part) == [], (lang, part)
     assert catalog_problems(config) == []
 
 
-def test_incomplete_catalog_is_reported_and_refused(seeds: ArticleSet, tmp_path: Path) -> None:
-    config = french(tmp_path, fallback=False)
-    [problem] = catalog_problems(config)
-    assert problem.severity == "error" and problem.file.endswith("fr/LC_MESSAGES/messages.po")
-    assert "catalog for 'fr' is incomplete" in problem.message
-    fr = ArticleSet(tuple(replace(a, lang="fr") for a in seeds.articles if a.lang == "en"))
-    with pytest.raises(RenderError, match=r"cannot render 'fr' digests.*english_fallback"):
-        render(fr, config, "fr", "cost")
-
-
-def test_english_fallback_renders_the_interface_in_english(
+def test_a_language_without_catalog_is_reported_and_its_digests_refused(
     seeds: ArticleSet, tmp_path: Path
 ) -> None:
-    config = french(tmp_path, fallback=True)
-    [problem] = catalog_problems(config)
-    assert problem.severity == "warning"
-    fr = ArticleSet(tuple(replace(a, lang="fr") for a in seeds.articles if a.lang == "en"))
-    rendered = render(fr, config, "fr", "cost")
-    assert rendered.ui_lang == "en" and '<html lang="fr"' in rendered.html
-    assert rendered.subject == (
-        "Key takeaways pour les équipes d'optimisation des coûts: 1 new article"
+    config = italian(tmp_path)
+    mail, web = catalog_problems(config)
+    roots = template_roots(config)
+    assert mail.severity == "error" and web.severity == "warning"
+    assert mail.file == web.file == str(tmp_path / "locales/it/LC_MESSAGES/messages.po")
+    total = len(template_messages(roots, "mail"))
+    assert "no catalog for 'it'" in mail.message
+    assert f"{total} of {total} mail messages untranslated" in mail.message
+    total = len(template_messages(roots, "web"))
+    assert f"{total} of {total} web messages untranslated" in web.message
+    with pytest.raises(RenderError, match=r"cannot render 'it' digests.*site\.fallback_language"):
+        render(as_italian(seeds), config, "it", "cost")
+
+
+def assert_whole_english(rendered: RenderedDigest) -> None:
+    """The interface entirely in English, the article's own words in Italian's place."""
+    assert rendered.ui_lang == "en"
+    assert rendered.subject == "Key takeaways for cost optimization teams: 1 new article"
+    assert '<html lang="en"' in rendered.html
+    assert re.search(r'<h2 [^>]*lang="it"', rendered.html)
+    assert "December 11, 2025" in rendered.text  # the date is interface too
+    assert "Cost optimization teams" in rendered.text
+    assert "from Syndicate, in Italian." in " ".join(rendered.text.split())
+
+
+def test_the_fallback_language_renders_the_whole_interface(
+    seeds: ArticleSet, tmp_path: Path
+) -> None:
+    config = italian(tmp_path, fallback_language="en")
+    assert {p.severity for p in catalog_problems(config)} == {"warning"}
+    assert_whole_english(render(as_italian(seeds), config, "it", "cost"))
+
+
+def test_english_fallback_still_works_with_a_deprecation_note(
+    seeds: ArticleSet, tmp_path: Path
+) -> None:
+    data = {**ITALIAN, "email": {"english_fallback": True}}
+    config = parse_config(data, root=tmp_path, source="(test)", env={})
+    note, *_ = catalog_problems(config)
+    assert note.severity == "warning" and "email.english_fallback is deprecated" in note.message
+    assert 'site.fallback_language = "en"' in note.message
+    assert_whole_english(render(as_italian(seeds), config, "it", "cost"))
+
+
+def test_a_partial_catalog_is_never_mixed_with_the_fallback(
+    seeds: ArticleSet, tmp_path: Path
+) -> None:
+    config = italian(tmp_path, fallback_language="en")
+    write_po(tmp_path / "locales", "it", {"Read the full article": "Leggi l'articolo completo"})
+    [mail, web] = [p for p in catalog_problems(config) if "catalog for 'it'" in p.message]
+    assert "is incomplete" in mail.message and "is incomplete" in web.message
+    rendered = render(as_italian(seeds), config, "it", "cost")
+    assert_whole_english(rendered)
+    assert "Leggi" not in rendered.html + rendered.text
+
+
+def test_the_publishers_catalog_rewords_a_sentence_without_reinstalling(
+    seeds: ArticleSet, config: Config, tmp_path: Path
+) -> None:
+    assert "Lees het volledige artikel" in render(seeds, config, "nl", "cost").text
+    po = write_po(tmp_path / "locales", "nl", {"Read the full article:": "Verder lezen:"})
+    assert "Verder lezen:" in render(seeds, config, "nl", "cost").text
+    po.write_text(po.read_text("utf-8").replace("Verder lezen:", "Lees alles:"), "utf-8")
+    os.utime(po, ns=(po.stat().st_mtime_ns + 10**9,) * 2)
+    rendered = render(seeds, config, "nl", "cost")
+    assert "Lees alles:" in rendered.text and "Verder lezen" not in rendered.text
+    assert "Lees het volledige artikel" in rendered.html  # the rest is still the built-in one
+
+
+def test_a_broken_catalog_names_its_file_and_line(
+    seeds: ArticleSet, config: Config, tmp_path: Path
+) -> None:
+    po = tmp_path / "locales" / "nl" / "LC_MESSAGES" / "messages.po"
+    po.parent.mkdir(parents=True)
+    po.write_text('msgid ""\nmsgstr ""\n\nmsgid "Save"\nOpslaan\n', "utf-8")
+    with pytest.raises(RenderError, match=rf"{re.escape(str(po))}:5: Unknown or misformatted"):
+        render(seeds, config, "nl", "cost")
+
+
+def test_site_templates_override_the_built_in_ones_file_by_file(
+    seeds: ArticleSet, tmp_path: Path
+) -> None:
+    own = tmp_path / "layout" / "email"
+    own.mkdir(parents=True)
+    (own / "digest.txt").write_text(
+        "{{ heading }}\n{{ _('Unsubscribe:') }} {{ unsubscribe_url }}\n"
     )
-    assert "11 décembre 2025" in rendered.text  # dates stay in the digest's language
+    config = parse_config({"site": {"templates": "layout"}}, root=tmp_path, source="(t)", env={})
+    rendered = render(seeds, config, "de", "cost")
+    page, text = rendered.personalise(**LINKS)
+    heading = "Wichtige Erkenntnisse für Kostenoptimierungsteams"
+    assert text == f"{heading}\nAbbestellen: {LINKS['unsubscribe_url']}\n"
+    assert "Den vollständigen Artikel lesen" in page  # digest.mjml is still the built-in one
+    (own / "digest.txt").write_text("{{ no_such_value }}\n")
+    with pytest.raises(RenderError, match=rf"{re.escape(str(own / 'digest.txt'))}:1: "):
+        render(seeds, config, "de", "cost")
 
 
 # --- errors name the template and line -------------------------------------------------------
@@ -390,3 +511,49 @@ def test_mjml_error_names_template_and_line(
     digest = select_digest(seeds, "en", ["cost"])
     with pytest.raises(RenderError, match=rf"templates/email/digest\.mjml:{line}: MJML: "):
         render_digest(digest, config, templates=templates)
+
+
+# --- too much for one email ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("lang", "line", "one"),
+    [
+        ("en", "And {n} more articles", "And 1 more article"),
+        ("nl", "En nog {n} artikelen", "En nog 1 artikel"),
+        ("de", "Und {n} weitere Artikel", "Und 1 weiterer Artikel"),
+    ],
+)
+def test_a_window_too_large_for_one_email_lists_the_newest_that_fit(
+    tmp_path: Path, lang: str, line: str, one: str
+) -> None:
+    """A few hundred articles for every audience: far over the HTML limit when listed whole."""
+    config = parse_config({"email": {"max_articles": 1000}}, root=tmp_path, source="(t)", env={})
+    folder = write_archive(tmp_path / "archive", 300, newest=date(2025, 12, 11), langs=(lang,))
+    archive = read_articles(folder, config.profiles, bodies=False)
+    digest = select_digest(archive, lang, config.audiences, limit=1000)
+    assert len(digest.items) == 300
+    rendered = render_digest(digest, config)
+    page, text = rendered.personalise(**LINKS)
+    assert len(page.encode()) < HTML_LIMIT < 102_000  # Gmail clips at about 102 KB
+    assert 5 < rendered.listed < 300
+    shown = digest.shortened(rendered.listed)
+    assert rendered.content_hash == shown.content_hash
+    titles = [i.article.title for i in shown.items]
+    assert titles == [archive.get(lang, f"piece-{n}").title for n in range(len(titles))]
+    # Each listed article once, nothing of the others, then the line and link to the rest.
+    found = parse(page)
+    assert all(found.links.get(t) for t in titles)
+    assert f"(piece {rendered.listed})" not in page
+    more = line.format(n=300 - rendered.listed)
+    index = f"{config.site.base_url}/{lang}/"
+    assert found.links[f"{more} →"] == index
+    assert f"{more}:\n{index}\n" in text
+    # One article over the cap: the singular.
+    one_more = render_digest(replace(digest.shortened(3), more=1), config)
+    assert one_more.listed == 3 and f"{one}:\n{index}\n" in one_more.text
+
+
+def test_a_digest_that_fits_has_no_closing_line(seeds: ArticleSet, config: Config) -> None:
+    rendered = render(seeds, config, "en", "cost")
+    assert rendered.listed == 1 and "more article" not in rendered.text + rendered.html

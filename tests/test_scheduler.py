@@ -26,7 +26,7 @@ from click.testing import CliRunner
 from syndicate.cli import JsonLines, main
 from syndicate.config import Config, DigestJob, load_config, parse_config
 from syndicate.errors import ConfigError, SchedulerBusyError
-from syndicate.scheduler import Jobs, Report, Scheduler, job_specs
+from syndicate.scheduler import Jobs, Report, Scheduler, describe_trigger, job_specs
 from syndicate.store import create_engine, open_store, scheduler_lock
 from tests.conftest import ARTICLES, ROOT
 
@@ -134,7 +134,7 @@ def test_weekday_numbers_are_refused(tmp_path: Path) -> None:
 
 
 def test_digest_job_names_are_unique(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match="repeated: \\['weekly'\\]"):
+    with pytest.raises(ConfigError, match=r"repeated: weekly$"):
         make_config(tmp_path, "sqlite://", [MONDAY, {**MONDAY, "hour": 9}])
 
 
@@ -320,6 +320,60 @@ def test_schedule_command_lists_next_runs_in_the_site_zone(tmp_path: Path) -> No
     assert "digest:weekly" in result.output and "feeds" in result.output
     assert "Mon " in result.output and "07:30 E" in result.output  # EST or EDT
     assert "added at next start" in result.output
+    assert "Mondays 07:30 America/New_York" in result.output
+    assert "every 30 minutes" in result.output
+
+
+def test_schedule_json_is_one_document(tmp_path: Path) -> None:
+    (tmp_path / "config.toml").write_text(
+        '[state]\ndatabase = "sqlite:///state.db"\n[schedule]\nfeeds_every_minutes = 120\n'
+        '[[schedule.digests]]\nname = "workdays"\nday_of_week = "mon-fri"\nhour = 6\n'
+        "minute = 5\n",
+        encoding="utf-8",
+    )
+    result = CliRunner().invoke(
+        main, ["schedule", "--json", "--config", str(tmp_path / "config.toml")]
+    )
+    assert result.exit_code == 0, result.output
+    document = json.loads(result.output)
+    assert document["timezone"] == "Europe/Amsterdam"
+    jobs = {job["job"]: job for job in document["jobs"]}
+    assert jobs["feeds"]["trigger"] == "every 2 hours"
+    workdays = jobs["digest:workdays"]
+    assert workdays["trigger"] == "Monday to Friday 06:05 Europe/Amsterdam"
+    assert workdays["note"] == "added at next start"
+    next_run = datetime.fromisoformat(workdays["next_run"])
+    assert next_run.weekday() < 5 and (next_run.hour, next_run.minute) == (6, 5)
+    assert next_run.utcoffset() is not None
+
+
+@pytest.mark.parametrize(
+    ("day_of_week", "hour", "minute", "said"),
+    [
+        ("mon", 7, 30, "Mondays 07:30 Europe/Amsterdam"),
+        ("mon-fri", 6, 0, "Monday to Friday 06:00 Europe/Amsterdam"),
+        ("mon,wed,fri", 9, 5, "Mondays, Wednesdays and Fridays 09:05 Europe/Amsterdam"),
+        ("sat-sun,wed", 23, 59, "Saturday to Sunday and Wednesdays 23:59 Europe/Amsterdam"),
+        ("*", 2, 30, "every day 02:30 Europe/Amsterdam"),
+    ],
+)
+def test_a_trigger_reads_as_a_person_says_it(tmp_path, day_of_week, hour, minute, said) -> None:
+    trigger = digest_trigger(tmp_path, day_of_week=day_of_week, hour=hour, minute=minute)
+    assert describe_trigger(trigger) == said
+
+
+def test_an_interval_reads_in_minutes_or_hours(tmp_path: Path) -> None:
+    def every(minutes: int) -> str:
+        config = make_config(tmp_path, "sqlite://", [], feeds_every_minutes=minutes)
+        return describe_trigger(job_specs(config)[0].trigger)
+
+    assert [every(n) for n in (1, 30, 60, 90, 180)] == [
+        "every minute",
+        "every 30 minutes",
+        "every hour",
+        "every 90 minutes",
+        "every 3 hours",
+    ]
 
 
 def test_an_unreachable_database_is_one_line(tmp_path: Path) -> None:

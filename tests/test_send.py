@@ -6,10 +6,14 @@ import base64
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
 import threading
+from datetime import date, timedelta
+from email import message_from_bytes
+from email.policy import default
 from pathlib import Path
 
 import dkim
@@ -20,14 +24,14 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
 from syndicate import pipeline
-from syndicate.cli import main
-from syndicate.config import Config, parse_config
+from syndicate.cli import default_jobs, main
+from syndicate.config import Config, DigestJob, load_config, parse_config
 from syndicate.deliver import SmtpMailer, deliver
 from syndicate.errors import DeliveryError
 from syndicate.store import _run_lock, open_store
 from syndicate.subscribers import read_subscriber_csv
 from syndicate.tokens import UNSUBSCRIBE, read_token, secret_key
-from tests.conftest import ARTICLES
+from tests.conftest import ARTICLES, write_archive
 from tests.databases import POSTGRES_URL
 from tests.sending import NOW, add_readers, compose, mailer, make_issue, options
 
@@ -161,7 +165,7 @@ def test_an_import_warns_about_addresses_that_need_smtputf8(
 ) -> None:
     text = "email,lang,audiences\njosé@bücher.example,en,cost\nidn@bücher.example,en,cost\n"
     rows, problems = read_subscriber_csv(text, "readers.csv", langs=["en"], known=["cost"])
-    assert [r[0] for r in rows] == ["josé@bücher.example", "idn@bücher.example"]
+    assert [r.email for r in rows] == ["josé@bücher.example", "idn@bücher.example"]
     warning = (
         "warning: josé@bücher.example: the part before @ is not ASCII: only mail servers that "
         "offer SMTPUTF8 can deliver to it"
@@ -188,7 +192,10 @@ def test_sample_readers_are_never_sent_through_a_real_server(
     added = pipeline.add_sample_readers(first, store, NOW)
     samples = list(store.subscribers())
     make_issue(store, samples[:2], content="left pending by an earlier run")
-    _subscribe(store, "real@example.org")
+    # a group with no issue yet (en-cost had one just now: its window is empty)
+    store.add_subscriber(
+        "real@example.org", "en", ["strategy"], status="active", consent_source="t", now=NOW
+    )
 
     config = _config(tmp_path, database_url, port)
     report = pipeline.send_digests(config, NOW, mailer=pipeline.open_mailer(config), store=store)
@@ -425,3 +432,237 @@ def test_an_unreachable_server_ends_send_with_one_line(tmp_path: Path, database_
     )
     result = CliRunner().invoke(main, ["send", "--config", str(path), "--debug"])
     assert isinstance(result.exception, DeliveryError)  # --debug: the traceback, not one line
+
+
+# --- windows, the cap, and one group failing -------------------------------------------------
+
+
+def write_config(tmp_path: Path, database_url: str, port: int, articles: Path, **extra) -> Path:
+    lines = [
+        "[site]",
+        f'articles = "{articles}"',
+        'base_url = "https://news.example.org"',
+        *extra.pop("site", []),
+        "[state]",
+        f'database = "{database_url}"',
+        "[email]",
+        'sender = "News <digest@news.example.org>"',
+        *extra.pop("email", []),
+        "[smtp]",
+        f'url = "smtp://127.0.0.1:{port}"',
+        "retry_backoff = 0",
+        *extra.pop("rest", []),
+    ]
+    path = tmp_path / "config.toml"
+    path.write_text("\n".join(lines) + "\n", "utf-8")
+    return path
+
+
+def bodies(inbox) -> dict[str, str]:
+    """Each recipient's plain-text part (the last message each got)."""
+    return {
+        m["To"]: next(p for p in m.walk() if p.get_content_type() == "text/plain")
+        .get_content()
+        .replace("\r\n", "\n")
+        for m in (message_from_bytes(data, policy=default) for _, data in inbox.received)
+    }
+
+
+def listed_pieces(text: str, slug: str = "piece") -> list[int]:
+    return [int(n) for n in re.findall(rf"\({slug}\s+(\d+)\)", text)]
+
+
+def test_each_group_gets_what_is_new_since_its_last_issue(
+    tmp_path: Path, database_url: str, smtp_server
+) -> None:
+    inbox, port = smtp_server
+    archive = write_archive(tmp_path / "articles", 300, newest=date(2025, 12, 11))
+    config = load_config(write_config(tmp_path, database_url, port, archive))
+    store = open_store(config.database_url)
+    for email in ("a@example.com", "b@example.com"):
+        store.add_subscriber(email, "en", ["cost"], status="active", consent_source="t", now=NOW)
+    mailer = SmtpMailer.from_url(config.smtp.url)
+
+    # A new group's first issue: the newest ten of three hundred, however old, and the rest.
+    first = pipeline.send_digests(config, NOW, mailer=mailer, store=store)
+    assert first.issues == [("en-cost", 2)] and first.sent == 2 and not first.partial
+    text = bodies(inbox)["a@example.com"]
+    assert listed_pieces(text) == list(range(10))
+    assert "10 new articles in this issue." in text
+    assert "And 290 more articles:\nhttps://news.example.org/en/\n" in text
+    assert len(store.sent_articles("en", ["cost"])) == 10  # what it listed, nothing else
+
+    # A week later: only what is dated on or after that issue's day and was not in it.
+    write_archive(archive, 2, newest=date(2025, 12, 16), slug="fresh")
+    later = NOW + timedelta(days=7)
+    second = pipeline.send_digests(config, later, mailer=mailer, store=store)
+    assert second.issues == [("en-cost", 2)] and len(inbox.received) == 4
+    text = bodies(inbox)["b@example.com"]
+    assert listed_pieces(text, "fresh") == [0, 1] and listed_pieces(text) == []
+    assert "2 new articles since December 15, 2025." in text and "more article" not in text
+    assert pipeline.send_digests(config, later, mailer=mailer, store=store).issues == []
+
+    # --since reaches back, still capped, and never repeats what the group had.
+    result = CliRunner().invoke(
+        main, ["send", "--config", str(tmp_path / "config.toml"), "--since", "2025-11-01"]
+    )
+    assert result.exit_code == 0, result.output
+    text = bodies(inbox)["a@example.com"]
+    assert listed_pieces(text) == list(range(10, 20))
+    assert "10 new articles since November 1, 2025." in text
+    assert "And 21 more articles:" in text  # November 1 to December 1: 31 days, 10 listed
+    assert inbox.counts() == {"a@example.com": 3, "b@example.com": 3}
+    store.close()
+
+
+def test_a_first_window_can_be_limited_to_recent_days(
+    tmp_path: Path, database_url: str, smtp_server
+) -> None:
+    inbox, port = smtp_server
+    archive = write_archive(tmp_path / "articles", 300, newest=date(2025, 12, 11), langs=("nl",))
+    path = write_config(tmp_path, database_url, port, archive, email=["first_window_days = 7"])
+    store = open_store(database_url)
+    store.add_subscriber(
+        "a@example.com", "nl", ["cost"], status="active", consent_source="t", now=NOW
+    )
+    config = load_config(path)
+    report = pipeline.send_digests(
+        config, NOW, mailer=SmtpMailer.from_url(config.smtp.url), store=store
+    )
+    assert report.sent == 1
+    text = bodies(inbox)["a@example.com"]
+    assert listed_pieces(text) == [0, 1, 2, 3]  # December 8 to 11
+    assert "4 nieuwe artikelen sinds 8 december 2025." in text and "En nog" not in text
+    store.close()
+
+
+ITALIAN = [
+    "[languages.it]",
+    'name = "Italiano"',
+    'date_line = ["Aggiornato il"]',
+    'takeaways = ["Punti chiave"]',
+    'references = ["Riferimenti"]',
+    'audiences = { cost = ["Per i team di ottimizzazione dei costi"] }',
+]
+
+
+def italian_article(folder: Path) -> None:
+    """The English seed with Italian headings, date line and cost label (and no other
+    audience): read as Italian, a language with no mail catalog."""
+    text = (ARTICLES / "003_f25c1f93821d1bd3.txt").read_text("utf-8").split("\nSEO Elements")[0]
+    lines = [
+        line
+        for line in text.split("\n")
+        if not (line.startswith("For ") and ": - " in line)
+        or line.startswith("For cost optimization teams:")
+    ]
+    text = "\n".join(lines)
+    for english, italian in [
+        ("Updated December 11, 2025", "Aggiornato il 11 dicembre 2025"),
+        ("\nKey takeaways\n", "\nPunti chiave\n"),
+        ("\nReferences\n", "\nRiferimenti\n"),
+        ("For cost optimization teams:", "Per i team di ottimizzazione dei costi:"),
+    ]:
+        text = text.replace(english, italian)
+    (folder / "it.txt").write_text(text, "utf-8")
+
+
+def test_a_group_that_cannot_be_rendered_never_stops_the_others(
+    tmp_path: Path, database_url: str, smtp_server
+) -> None:
+    inbox, port = smtp_server
+    folder = tmp_path / "articles"
+    shutil.copytree(ARTICLES, folder)
+    italian_article(folder)
+    path = write_config(
+        tmp_path, database_url, port, folder,
+        site=['languages = ["en", "nl", "it"]'], rest=ITALIAN,
+    )  # fmt: skip
+    store = open_store(database_url)
+    for email, lang, audiences in [
+        ("en@example.com", "en", ["cost"]),
+        ("it@example.com", "it", ["cost"]),
+        ("nl@example.com", "nl", ["cost", "strategy"]),
+    ]:
+        store.add_subscriber(email, lang, audiences, status="active", consent_source="t", now=NOW)
+
+    dry = CliRunner().invoke(main, ["send", "--config", str(path), "--dry-run"])
+    assert dry.exit_code == 1
+    assert "would issue en-cost to 1 reader(s)" in dry.stderr
+    assert "would issue nl-cost+strategy to 1 reader(s)" in dry.stderr
+    assert "would not issue it-cost to 1 reader(s): cannot render 'it' digests" in dry.stderr
+    assert inbox.received == [] and store.last_issue("en", ["cost"]) is None
+
+    run = CliRunner().invoke(main, ["send", "--config", str(path)])
+    assert run.exit_code == 1  # partial
+    assert "not issued it-cost to 1 reader(s): cannot render 'it' digests" in run.stderr
+    assert "it/LC_MESSAGES/messages.po" in run.stderr
+    assert "partial run: 1 group(s) not issued" in run.stderr
+    assert inbox.counts() == {"en@example.com": 1, "nl@example.com": 1}
+    assert store.last_issue("it", ["cost"]) is None
+    # A scheduled send says so too: its run is partial, and the log line names the group.
+    config = load_config(path)
+    report = default_jobs(config).send_digest(DigestJob(name="weekly"), NOW)
+    assert not report.complete and report.counts["refused"] == 1
+    assert report.reason.startswith("it-cost: cannot render 'it' digests")
+    assert inbox.counts() == {"en@example.com": 1, "nl@example.com": 1}
+    store.close()
+
+
+def test_the_digest_command_previews_the_next_issue_of_a_group(
+    tmp_path: Path, database_url: str, smtp_server
+) -> None:
+    inbox, port = smtp_server
+    archive = write_archive(tmp_path / "articles", 30, newest=date(2025, 12, 11))
+    path = write_config(tmp_path, database_url, port, archive)
+    store = open_store(database_url)
+    store.add_subscriber("a@example.com", "en", ["cost"], status="active", consent_source="t",
+                         now=NOW)  # fmt: skip
+    out = tmp_path / "preview"
+
+    def digest(*args: str):
+        return CliRunner().invoke(
+            main, ["digest", "--config", str(path), "--lang", "en", "--audience", "cost",
+                   "--out", str(out), *args],
+        )  # fmt: skip
+
+    first = digest()
+    assert first.exit_code == 0, first.output
+    preview = (out / "en-cost.txt").read_text("utf-8")
+    assert listed_pieces(preview) == list(range(10)) and "And 20 more articles:" in preview
+    config = load_config(path)
+    pipeline.send_digests(config, NOW, mailer=SmtpMailer.from_url(config.smtp.url), store=store)
+    assert bodies(inbox)["a@example.com"].split("\n-- \n")[0] == preview.split("\n-- \n")[0]
+    # Once it went out, nothing is new for that group; --since shows a window by hand.
+    (out / "en-cost.txt").unlink()
+    after = digest()
+    assert after.exit_code == 0
+    assert "nothing new for en / cost in its window (see --since)" in after.stdout
+    assert not (out / "en-cost.txt").exists()
+    by_hand = digest("--since", "2025-11-20")
+    assert by_hand.exit_code == 0
+    assert listed_pieces((out / "en-cost.txt").read_text("utf-8")) == list(range(10, 20))
+    store.close()
+
+
+def test_a_window_over_the_size_limit_is_sent_never_refused(
+    tmp_path: Path, database_url: str, smtp_server
+) -> None:
+    inbox, port = smtp_server
+    archive = write_archive(tmp_path / "articles", 300, newest=date(2025, 12, 11))
+    path = write_config(tmp_path, database_url, port, archive, email=["max_articles = 1000"])
+    config = load_config(path)
+    store = open_store(database_url)
+    store.add_subscriber("all@example.com", "en", list(config.audiences), status="active",
+                         consent_source="t", now=NOW)  # fmt: skip
+    report = pipeline.send_digests(config, NOW, mailer=SmtpMailer.from_url(config.smtp.url),
+                                   store=store)  # fmt: skip
+    assert (report.sent, report.refused) == (1, [])
+    [message] = [message_from_bytes(data, policy=default) for _, data in inbox.received]
+    page = next(p for p in message.walk() if p.get_content_type() == "text/html").get_content()
+    assert len(page.encode()) < 102_000 - 10_000  # under Gmail's clipping, with a margin
+    listed = store.sent_articles("en", config.audiences)
+    assert 5 < len(listed) < 300  # the issue records what it listed, the newest
+    assert set(listed) == {("en", f"piece-{n}") for n in range(len(listed))}
+    assert f"And {300 - len(listed)} more articles" in page
+    store.close()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import threading
+import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from importlib import resources
@@ -12,6 +13,7 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
+from alembic import command
 from alembic.config import Config as AlembicConfig
 from alembic.script import ScriptDirectory
 
@@ -24,22 +26,33 @@ POSTGRES_URL = os.environ.get(
 )
 
 
-def _fresh_postgres() -> str:
+def _fresh_postgres(request: pytest.FixtureRequest) -> str:
+    """An empty schema of its own (dropped after the test): other test runs on the same
+    server never see it."""
+    schema = f"t_{uuid.uuid4().hex[:12]}"
     engine = sa.create_engine(POSTGRES_URL)
     try:
         with engine.begin() as db:
-            db.execute(sa.text("DROP SCHEMA IF EXISTS public CASCADE"))
-            db.execute(sa.text("CREATE SCHEMA public"))
+            db.execute(sa.text(f"CREATE SCHEMA {schema}"))
     except sa.exc.OperationalError as exc:
-        missing_real_part(f"PostgreSQL not reachable at {POSTGRES_URL}: {exc.orig}")
-    finally:
         engine.dispose()
-    return POSTGRES_URL
+        missing_real_part(f"PostgreSQL not reachable at {POSTGRES_URL}: {exc.orig}")
+
+    def drop() -> None:
+        with engine.begin() as db:
+            db.execute(sa.text(f"DROP SCHEMA {schema} CASCADE"))
+        engine.dispose()
+
+    request.addfinalizer(drop)
+    sep = "&" if "?" in POSTGRES_URL else "?"
+    return f"{POSTGRES_URL}{sep}options=-csearch_path%3D{schema}"
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
-    url = f"sqlite:///{tmp_path}/state.db" if request.param == "sqlite" else _fresh_postgres()
+    url = (
+        f"sqlite:///{tmp_path}/state.db" if request.param == "sqlite" else _fresh_postgres(request)
+    )
     opened = open_store(url)
     yield opened
     opened.close()
@@ -101,13 +114,17 @@ def _schema(engine: sa.Engine) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("kind", ["sqlite", "postgresql"])
-def test_a_new_database_gets_the_schema_the_migrations_make(kind: str, tmp_path: Path) -> None:
+def test_a_new_database_gets_the_schema_the_migrations_make(
+    kind: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
     """A new database is made from the tables in store.py without loading Alembic: it must
     be the database the migrations make, or the next migration would meet another schema."""
     schemas = []
     for made_by in (state.upgrade, state.migrate):
         url = (
-            f"sqlite:///{tmp_path}/{made_by.__name__}.db" if kind == "sqlite" else _fresh_postgres()
+            f"sqlite:///{tmp_path}/{made_by.__name__}.db"
+            if kind == "sqlite"
+            else _fresh_postgres(request)
         )
         engine = state.create_engine(url)
         made_by(engine)
@@ -152,3 +169,82 @@ def test_subscriber_round_trip(store: Store, now: datetime) -> None:
     assert [s.email for s in store.subscribers("active")] == ["reader@example.com"]
     assert store.remove_subscriber("reader@example.com")
     assert store.subscriber("reader@example.com") is None
+
+
+def _upgrade_to(url: str, target: str) -> sa.Engine:
+    engine = state.create_engine(url)
+    config = AlembicConfig()
+    config.set_main_option("script_location", str(resources.files("syndicate") / "migrations"))
+    with engine.begin() as connection:
+        config.attributes["connection"] = connection
+        command.upgrade(config, target)
+    return engine
+
+
+def test_the_migration_merges_readers_who_differ_in_letter_case_only(
+    database_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Rows from before addresses were matched without regard to case: one reader each."""
+    engine = _upgrade_to(database_url, "0002")
+    day = datetime(2025, 1, 1, tzinfo=UTC)
+    rows = [  # (email, lang, audiences, status, source, created, updated)
+        ("Reader@Example.org", "de", "cost", "active", "web form (de)", day, day),
+        ("reader@example.org", "nl", "cost;strategy", "unsubscribed", "cli", day + timedelta(1),
+         day + timedelta(3)),
+        ("READER@example.org", "en", "cost", "active", "import:a.csv", day + timedelta(2),
+         day + timedelta(2)),
+        ("other@example.org", "en", "cost", "active", "cli", day, day),
+    ]  # fmt: skip
+    with engine.begin() as db:
+        for email, lang, audiences, status, source, created, updated in rows:
+            db.execute(
+                state.subscribers.insert().values(
+                    email=email, lang=lang, audiences=audiences, status=status,
+                    consent_source=source, created_at=created, updated_at=updated,
+                )
+            )  # fmt: skip
+        ids = dict(db.execute(sa.select(state.subscribers.c.email, state.subscribers.c.id)).all())
+        issue = db.execute(
+            state.issues.insert().values(
+                key="en-cost", lang="en", audiences="cost", content_hash="h", subject="s",
+                rendered="{}", created_at=day,
+            )
+        ).inserted_primary_key[0]  # fmt: skip
+        for email in ("Reader@Example.org", "READER@example.org", "other@example.org"):
+            db.execute(
+                state.deliveries.insert().values(
+                    issue_id=issue, subscriber_id=ids[email], email=email, status="pending",
+                    message_id=f"<{ids[email]}@x>", updated_at=day,
+                )
+            )  # fmt: skip
+    engine.dispose()
+
+    with caplog.at_level("WARNING", logger="syndicate.migrations"):
+        store = open_store(database_url)
+    [merged] = [r.getMessage() for r in caplog.records if r.name == "syndicate.migrations"]
+    assert merged.startswith("merged 3 subscriber rows into Reader@Example.org")
+    assert "reader@example.org" in merged and "READER@example.org" in merged
+    found = list(store.subscribers())
+    assert [s.email for s in found] == ["Reader@Example.org", "other@example.org"]
+    reader = found[0]
+    # The earliest consent, the most restrictive status, the latest choice of language.
+    assert (reader.id, reader.consent_source, reader.created_at) == (
+        ids["Reader@Example.org"], "web form (de)", day
+    )  # fmt: skip
+    assert reader.status == "unsubscribed"
+    assert (reader.lang, reader.audiences) == ("nl", ("cost", "strategy"))
+    # Any spelling finds the one reader, and a new spelling cannot make a second one.
+    assert store.subscriber("READER@EXAMPLE.ORG").id == reader.id
+    with pytest.raises(sa.exc.IntegrityError), store.engine.begin() as db:
+        db.execute(
+            state.subscribers.insert().values(
+                email="rEader@example.org", email_key="reader@example.org", lang="en",
+                audiences="cost", status="active", consent_source="x", created_at=day,
+                updated_at=day,
+            )
+        )  # fmt: skip
+    # The ledger keeps one delivery per issue for the reader, nothing is lost.
+    assert sorted(d.email for d in store.deliveries()) == [
+        "READER@example.org", "Reader@Example.org", "other@example.org"
+    ]  # fmt: skip
+    store.close()

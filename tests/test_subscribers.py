@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+import sqlalchemy as sa
 from click.testing import CliRunner
 
 from syndicate.cli import main
-from syndicate.store import open_store
+from syndicate.store import open_store, subscribers
+from syndicate.subscribers import mask_email
+from tests.conftest import ARTICLES
 
 
 @pytest.fixture
@@ -123,10 +127,140 @@ def test_export_reads_back_with_import_and_remove_deletes(cli, tmp_path: Path) -
     exported = tmp_path / "export.csv"
     assert cli("subscribers", "export", str(exported)).exit_code == 0
     assert exported.read_text("utf-8").splitlines()[0] == (
-        "email,lang,audiences,status,created,consent_source"
+        "email,lang,audiences,status,consent_source,created,updated,bounces"
     )
-    assert cli("subscribers", "remove", "ONE@example.com").exit_code == 1  # local part kept
-    assert cli("subscribers", "remove", "one@example.com").exit_code == 0
+    assert cli("subscribers", "remove", "nobody@example.com").exit_code == 1
+    removed = cli("subscribers", "remove", "ONE@Example.com")  # any letter case
+    assert removed.exit_code == 0 and removed.stdout == "removed one@example.com\n"
     assert [r["email"] for r in listed(cli)] == ["two@example.com"]
     back = cli("subscribers", "import", str(exported))
     assert back.exit_code == 0 and "1 added, 0 updated, 1 unchanged" in back.output
+
+
+@pytest.mark.parametrize(
+    ("address", "masked"),
+    [
+        ("reader@example.org", "r•••@example.org"),
+        ("a@example.org", "a•••@example.org"),
+        ('"odd@local"@example.org', '"•••@example.org'),
+        ("Jörg@bücher.example", "J•••@bücher.example"),
+    ],
+)
+def test_a_masked_address_keeps_its_first_letter_and_domain(address, masked):
+    assert mask_email(address) == masked
+
+
+def test_letter_case_never_makes_a_second_reader(cli, tmp_path: Path, smtp_server) -> None:
+    inbox, port = smtp_server
+    config = tmp_path / "config.toml"
+    config.write_text(
+        config.read_text("utf-8")
+        + f'[site]\narticles = "{ARTICLES}"\n[smtp]\nurl = "smtp://127.0.0.1:{port}"\n',
+        "utf-8",
+    )
+    assert cli("subscribers", "add", "Reader@Example.ORG", "--lang", "en",
+               "--audience", "cost").exit_code == 0  # fmt: skip
+    again = cli("subscribers", "add", "reader@example.org", "--lang", "en", "--audience", "cost",
+                "--audience", "strategy")  # fmt: skip
+    assert again.stdout == "Reader@example.org (en: cost, strategy) active\n"
+    file = tmp_path / "readers.csv"
+    file.write_text("email,lang,audiences\nREADER@EXAMPLE.ORG,en,cost\n", "utf-8")
+    assert "0 added, 1 updated, 0 unchanged" in cli("subscribers", "import", str(file)).output
+    [reader] = listed(cli)
+    assert (reader["email"], reader["audiences"]) == ("Reader@example.org", ["cost"])
+    # One reader, one message.
+    sent = cli("send")
+    assert sent.exit_code == 0, sent.output
+    assert inbox.counts() == {"Reader@example.org": 1}
+    # In one file, two spellings are one address listed twice.
+    file.write_text("email,lang,audiences\na@example.org,en,cost\nA@example.org,nl,cost\n")
+    result = cli("subscribers", "import", str(file))
+    assert result.exit_code == 1 and f"{file}:3: error: A@example.org is already on line 2" in (
+        result.output
+    )
+
+
+def test_export_then_import_is_a_faithful_round_trip(cli, tmp_path: Path, database_url) -> None:
+    store = open_store(database_url)
+    day = datetime(2025, 3, 4, 5, 6, 7, tzinfo=UTC)
+    for n, (email, lang, audiences, status, source) in enumerate([
+        ("Ada@example.org", "de", ["cost", "procurement"], "active", "web form (de)"),
+        ("ben@example.org", "nl", ["strategy"], "pending", "web form (nl)"),
+        ("cy@example.org", "en", ["cost"], "unsubscribed", "import:old.csv"),
+        ("dee@example.org", "en", ["architects"], "bounced", "cli"),
+    ]):  # fmt: skip
+        reader = store.add_subscriber(
+            email, lang, audiences, status="active", consent_source=source,
+            now=day + timedelta(days=n),
+        )  # fmt: skip
+        store.set_status(reader.id, status, day + timedelta(days=10 + n))
+    with store.engine.begin() as db:
+        db.execute(sa.update(subscribers).where(subscribers.c.email == "dee@example.org")
+                   .values(bounces=3))  # fmt: skip
+    store.close()
+    before = listed(cli)
+    exported = tmp_path / "export.csv"
+    assert cli("subscribers", "export", str(exported)).exit_code == 0
+
+    # The same file into the same list changes nothing.
+    same = cli("subscribers", "import", str(exported))
+    assert same.exit_code == 0 and "0 added, 0 updated, 4 unchanged" in same.output
+    # Into an empty list: everyone as they were, status, consent and dates included.
+    for reader in before:
+        assert cli("subscribers", "remove", reader["email"]).exit_code == 0
+    back = cli("subscribers", "import", str(exported))
+    assert back.exit_code == 0 and "4 added, 0 updated, 0 unchanged" in back.output
+    assert listed(cli) == before
+    assert [(r["status"], r["source"], r["bounces"]) for r in before] == [
+        ("active", "web form (de)", 0),
+        ("pending", "web form (nl)", 0),
+        ("unsubscribed", "import:old.csv", 0),
+        ("bounced", "cli", 3),
+    ]
+    assert before[0]["created"] == day.isoformat()
+
+
+def test_a_reader_who_left_stays_so_whatever_the_file_says_unless_resubscribe(
+    cli, tmp_path: Path
+) -> None:
+    assert cli("subscribers", "add", "cy@example.org", "--lang", "en",
+               "--audience", "cost").exit_code == 0  # fmt: skip
+    file = tmp_path / "left.csv"
+    file.write_text("email,lang,audiences,status\ncy@example.org,en,cost,unsubscribed\n")
+    assert "0 added, 1 updated" in cli("subscribers", "import", str(file)).output
+    file.write_text(
+        "email,lang,audiences,status,consent_source,created\n"
+        "CY@example.org,nl,cost,active,newsletter signup 2026-02,2026-02-01T10:00:00+00:00\n"
+    )
+    kept = cli("subscribers", "import", str(file))
+    assert kept.exit_code == 0 and "0 added, 1 updated" in kept.output  # the language only
+    [reader] = listed(cli)
+    assert (reader["status"], reader["lang"], reader["source"]) == ("unsubscribed", "nl", "cli")
+    added = cli("subscribers", "add", "cy@example.org", "--lang", "en", "--audience", "cost")
+    assert "unsubscribed" in added.stdout and "--resubscribe" in added.stderr
+    assert listed(cli)[0]["status"] == "unsubscribed"
+
+    back = cli("subscribers", "import", str(file), "--resubscribe")
+    assert back.exit_code == 0 and "0 added, 1 updated" in back.output
+    [reader] = listed(cli)
+    assert (reader["status"], reader["source"], reader["created"]) == (
+        "active", "newsletter signup 2026-02", "2026-02-01T10:00:00+00:00"
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("row", "message"),
+    [
+        ("a@example.org,en,cost,gone,,,,", "unknown status 'gone'"),
+        ("a@example.org,en,cost,active,,yesterday,,", "created: not an ISO 8601 date"),
+        ("a@example.org,en,cost,active,,,,-1", "bounces: not a whole number"),
+    ],
+)
+def test_an_exported_column_that_is_wrong_names_its_line(cli, tmp_path, row, message) -> None:
+    file = tmp_path / "readers.csv"
+    file.write_text(
+        "email,lang,audiences,status,consent_source,created,updated,bounces\n" + row + "\n"
+    )
+    result = cli("subscribers", "import", str(file))
+    assert result.exit_code == 1 and f"{file}:2: error: {message}" in result.output
+    assert listed(cli) == []

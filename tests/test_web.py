@@ -22,7 +22,8 @@ from aiosmtpd.controller import Controller
 from starlette.testclient import TestClient
 
 from syndicate.config import Config, parse_config
-from syndicate.pipeline import build_feeds, message_sender
+from syndicate.errors import ConfigError
+from syndicate.pipeline import archive_name, build_feeds, message_sender
 from syndicate.reader import read_articles
 from syndicate.store import Store, open_store
 from syndicate.tokens import (
@@ -152,9 +153,11 @@ def csrf(client: TestClient, path: str = "/nl/") -> str:
     return html(client.get(path)).xpath("//input[@name='csrf']/@value")[0]
 
 
-def subscribe(client: TestClient, email: str, lang: str = "nl", audiences=("cost",), **extra):
+def subscribe(
+    client: TestClient, email: str, lang: str = "nl", audiences=("cost",), headers=None, **extra
+):
     data = {"email": email, "lang": lang, "audiences": list(audiences), "csrf": csrf(client)}
-    return client.post("/subscribe", data={**data, **extra})
+    return client.post("/subscribe", data={**data, **extra}, headers=headers)
 
 
 # -- feeds ---------------------------------------------------------------------------------
@@ -271,7 +274,18 @@ def test_feeds_are_gzipped_when_asked(site):
 
 
 @pytest.mark.parametrize(
-    "path", ["/feeds/missing.xml", "/feeds/%2e%2e/state.db", "/feeds/.hidden", "/feeds/"]
+    "path",
+    [
+        "/feeds/missing.xml",
+        "/feeds/%2e%2e/state.db",
+        "/feeds/.hidden",
+        "/feeds/",
+        "/feeds/nl.atom.xml%00",
+        "/feeds/nl.atom.xml%00.txt",
+        "/feeds/%ED%A0%80.xml",  # a lone surrogate once decoded
+        "/archive/nl/%00/",
+        "/nl/%00/",
+    ],
 )
 def test_nothing_outside_the_feed_files_is_served(site, tmp_path, path):
     client, *_ = site
@@ -345,6 +359,19 @@ def test_unknown_pages_are_404(site, path):
     assert "text/html" in response.headers["content-type"]
 
 
+def test_pages_and_mails_carry_the_title_of_their_language(
+    tmp_path, store, smtp, article_set, clock
+):
+    data = {"site": {"title": "Gardening Weekly"}, "languages": {"de": {"title": "Gartenwoche"}}}
+    config = parse_config(data, root=tmp_path, source="(test)", env={})
+    inbox, port = smtp
+    client = make_client(config, store, smtp_mailer(port), article_set, clock)
+    assert html(client.get("/de/")).xpath("//header/a[@class='site']/text()") == ["Gartenwoche"]
+    assert html(client.get("/en/")).xpath("//title/text()")[0].endswith("· Gardening Weekly")
+    subscribe(client, "leser@example.org", lang="de")
+    assert inbox.messages[-1]["Subject"] == "Bestätigen Sie Ihr Abonnement bei Gartenwoche"
+
+
 def test_root_redirects_to_the_readers_language(site):
     client, *_ = site
     response = client.get("/", headers={"Accept-Language": "de-DE,de;q=0.9,en;q=0.5"})
@@ -373,7 +400,7 @@ def test_double_opt_in(site, caplog):
     caplog.set_level(logging.INFO, logger="syndicate")
     response = subscribe(client, "Lezer@Example.org", audiences=("cost", "architects"))
     assert response.status_code == 200
-    assert "Kijk in uw inbox" in response.text
+    assert "Kijk in je inbox" in response.text
     reader = store.subscriber("Lezer@example.org")
     assert (reader.status, reader.lang, reader.audiences) == (
         "pending",
@@ -382,7 +409,7 @@ def test_double_opt_in(site, caplog):
     )
     [mail] = inbox.messages
     assert mail["To"] == "Lezer@example.org"
-    assert mail["Subject"] == "Bevestig uw aanmelding bij Syndicate"
+    assert mail["Subject"] == "Bevestig je aanmelding bij Syndicate"
     link = inbox.link()
     assert link.startswith("http://testserver/confirm/")
 
@@ -462,6 +489,12 @@ def test_subscribing_a_known_address_reveals_nothing(site, clock):
     assert note["To"] == "known@example.org"
     assert note["Subject"] == "Ihr Abonnement bei Syndicate"
     assert "/preferences/" in inbox.link()
+    # In another letter case it is still the same reader: no second one, nothing changed.
+    again = subscribe(client, "KNOWN@Example.ORG")
+    assert (again.status_code, again.text) == (new.status_code, new.text)
+    assert [s.email for s in store.subscribers()] == ["known@example.org", "new@example.org"]
+    assert store.subscriber_by_id(active.id).status == "active"
+    assert inbox.messages[-1]["Subject"] == "Ihr Abonnement bei Syndicate"
 
 
 def test_subscribe_is_rate_limited_per_client(site, clock):
@@ -471,6 +504,69 @@ def test_subscribe_is_rate_limited_per_client(site, clock):
     assert len(inbox.messages) == 3
     clock.now += timedelta(seconds=61)
     assert subscribe(client, "later@example.org").status_code == 200
+
+
+def test_mails_to_one_address_are_limited_per_hour(tmp_path, store, smtp, article_set, clock):
+    config = web_config(tmp_path, mails_per_address_hour=2)
+    inbox, port = smtp
+    client = make_client(config, store, smtp_mailer(port), article_set, clock)
+    pages = [subscribe(client, "Victim@example.org") for _ in range(3)]
+    pages.append(subscribe(client, "victim@EXAMPLE.org"))  # the same mailbox
+    assert [p.status_code for p in pages] == [200] * 4
+    assert len({p.text for p in pages}) == 1  # the visitor cannot tell the difference
+    assert len(inbox.messages) == 2
+    assert subscribe(client, "other@example.org").status_code == 200
+    assert len(inbox.messages) == 3
+    clock.now += timedelta(minutes=61)
+    subscribe(client, "victim@example.org")
+    assert len(inbox.messages) == 4
+
+
+def test_x_forwarded_for_counts_only_from_a_trusted_proxy(
+    tmp_path, store, smtp, article_set, clock
+):
+    _, port = smtp
+
+    def client_from(address: str, **web: object) -> TestClient:
+        config = web_config(tmp_path, subscribe_per_minute=2, **web)
+        app = create_app(
+            config,
+            store=store,
+            mailer=smtp_mailer(port),
+            articles=lambda: article_set,
+            secret=SECRET,
+            now=clock,
+        )
+        return TestClient(app, client=(address, 40000), follow_redirects=False)
+
+    def statuses(client: TestClient, forwarded: list[str]) -> list[int]:
+        return [
+            subscribe(client, f"r{i}@example.org", headers={"X-Forwarded-For": value}).status_code
+            for i, value in enumerate(forwarded)
+        ]
+
+    # By default no one is trusted: a client naming a new address each time is still one client.
+    direct = client_from("203.0.113.9")
+    assert statuses(direct, ["198.51.100.1", "198.51.100.2", "198.51.100.3"]) == [200, 200, 429]
+    # Behind a trusted proxy, each client forwarded has its own bucket...
+    proxied = client_from("10.0.0.2", trusted_proxies=["10.0.0.0/8"])
+    assert statuses(proxied, ["198.51.100.1", "198.51.100.2", "198.51.100.1"]) == [200] * 3
+    assert statuses(proxied, ["198.51.100.1"]) == [429]
+    # ...and what a client puts in front of the proxy's own entry changes nothing.
+    spoofed = ["1.1.1.1, 198.51.100.7", "2.2.2.2, 198.51.100.7", "3.3.3.3, 198.51.100.7"]
+    assert statuses(proxied, spoofed) == [200, 200, 429]
+    # A proxy not on the list is a client like any other.
+    untrusted = client_from("192.0.2.1", trusted_proxies=["10.0.0.0/8"])
+    assert statuses(untrusted, ["198.51.100.20", "198.51.100.21", "198.51.100.22"]) == [
+        200,
+        200,
+        429,
+    ]
+
+
+def test_trusted_proxies_must_be_addresses(tmp_path):
+    with pytest.raises(ConfigError, match=r"web\.trusted_proxies: not an IP address"):
+        web_config(tmp_path, trusted_proxies=["proxy.example.org"])
 
 
 def test_a_mail_server_failure_is_a_polite_503(tmp_path, store, article_set, clock):
@@ -500,11 +596,13 @@ def test_unsubscribe_page_then_post(site, active, clock):
     assert html(page).get("lang") == "de"
     assert "Abbestellen" in page.text
     assert "reader@example.org" not in page.text
+    assert html(page).xpath("//main/p[1]/text()") == ["Für die Adresse r•••@example.org"]
     assert store.subscriber_by_id(active.id).status == "active"
     token = html(page).xpath("//form//input[@name='csrf']/@value")[0]
     done = client.post(url, data={"csrf": token})
     assert done.status_code == 200
     assert "Sie haben abbestellt" in done.text
+    assert "Für die Adresse r•••@example.org" in done.text
     assert store.subscriber_by_id(active.id).status == "unsubscribed"
 
 
@@ -528,13 +626,16 @@ def test_rfc8058_one_click_post_needs_no_cookie(site, active, clock):
 def test_preferences_change_language_and_audiences(site, active, clock):
     client, store, *_ = site
     url = f"/preferences/{make_token(SECRET, PREFERENCES, active.id, issued=clock())}"
-    page = html(client.get(url))
+    response = client.get(url)
+    assert "reader@example.org" not in response.text
+    page = html(response)
+    assert page.xpath("//main/p[1]/text()") == ["Für die Adresse r•••@example.org"]
     assert page.xpath("//option[@selected]/@value") == ["de"]
     assert page.xpath("//input[@name='audiences'][@checked]/@value") == ["cost"]
     token = page.xpath("//input[@name='csrf']/@value")[0]
     saved = client.post(url, data={"csrf": token, "lang": "nl", "audiences": ["strategy", "cost"]})
     assert saved.status_code == 200
-    assert "Uw voorkeuren zijn opgeslagen." in saved.text  # now shown in the new language
+    assert "Je voorkeuren zijn opgeslagen." in saved.text  # now shown in the new language
     after = store.subscriber_by_id(active.id)
     assert (after.lang, after.audiences, after.status) == ("nl", ("cost", "strategy"), "active")
     unsubscribe = html(saved).xpath("//a[contains(@href, '/u/')]/@href")[0]
@@ -589,10 +690,14 @@ def test_archive_lists_and_serves_past_issues(site, tmp_path):
     client, *_ = site
     folder = tmp_path / "archive" / "nl"
     folder.mkdir(parents=True)
-    (folder / "2025-12-08-weekly.html").write_text("<html><title>Week 50</title></html>")
     (folder / "2025-12-15-weekly.html").write_text("<html><title>Week 51 &amp; more</title></html>")
+    (folder / "2025-12-08-weekly.html").write_text("<html><title>Week 50</title></html>")
+    # Pages the store does not know are dated by their files.
+    os.utime(folder / "2025-12-15-weekly.html", (1_765_800_000, 1_765_800_000))
+    os.utime(folder / "2025-12-08-weekly.html", (1_765_200_000, 1_765_200_000))
     page = html(client.get("/archive/nl/"))
     assert page.xpath("//main//li/a/text()") == ["Week 51 & more", "Week 50"]
+    assert page.xpath("//main//li/time/@datetime") == ["2025-12-15", "2025-12-08"]
     assert page.xpath("//main//li/a/@href")[0] == "/archive/nl/2025-12-15-weekly/"
     issue = client.get("/archive/nl/2025-12-15-weekly/")
     assert issue.status_code == 200
@@ -601,7 +706,78 @@ def test_archive_lists_and_serves_past_issues(site, tmp_path):
     assert "Noch keine Ausgaben." in client.get("/archive/de/").text
 
 
+def test_archive_lists_issues_newest_first_with_their_dates(site, tmp_path, clock):
+    """Issue ids as text sort 6, 5, 4, 11, 10; the list goes by when each issue was made."""
+    client, store, *_ = site
+    folder = tmp_path / "archive" / "nl"
+    folder.mkdir(parents=True)
+    start = datetime(2025, 10, 6, 6, 30, tzinfo=UTC)
+    made = {}
+    for week in range(11):
+        issue = store.create_issue(
+            key="nl-cost",
+            lang="nl",
+            audiences=["cost"],
+            content_hash=f"{week:064d}",
+            subject=f"Week {week + 1}",
+            rendered="{}",
+            articles=[],
+            readers=[],
+            message_id=lambda issue_id, reader_id: f"<{issue_id}.{reader_id}@example.org>",
+            now=start + timedelta(weeks=week),
+        )
+        made[issue.id] = issue
+    for issue_id in (4, 5, 6, 10, 11):
+        page = folder / f"{archive_name(made[issue_id])}.html"
+        page.write_text(f"<html><title>{made[issue_id].subject}</title></html>")
+        os.utime(page, (1_800_000_000, 1_800_000_000 + issue_id % 3))  # copied: mtimes lost
+    # An id the store knows, with another key: not that issue, so dated by its file.
+    stray = folder / "2-nl-strategy.html"
+    stray.write_text("<html><title>Stray</title></html>")
+    os.utime(stray, (1_700_000_000, 1_700_000_000))
+    response = client.get("/archive/nl/")
+    page = html(response)
+    assert page.xpath("//main//li/a/text()") == [
+        "Week 11",
+        "Week 10",
+        "Week 6",
+        "Week 5",
+        "Week 4",
+        "Stray",
+    ]
+    assert page.xpath("//main//li/a/@href")[0] == f"/archive/nl/{archive_name(made[11])}/"
+    assert page.xpath("//main//li/time/@datetime") == [
+        "2025-12-15",
+        "2025-12-08",
+        "2025-11-10",
+        "2025-11-03",
+        "2025-10-27",
+        "2023-11-14",
+    ]
+    assert page.xpath("//main//li/time/text()")[0] == "15 december 2025"
+
+
 # -- tokens --------------------------------------------------------------------------------
+
+
+def test_token_decoding_is_strict(clock):
+    token = make_token(SECRET, UNSUBSCRIBE, 42, issued=clock())
+    assert len(token) == 64
+    assert read_token(SECRET, UNSUBSCRIBE, token) == 42
+    for altered in (
+        token + "=",
+        token + "==",
+        token + "A",
+        token + "!",
+        token[:32] + "!" + token[32:],
+        token[:32] + "." + token[33:],
+        token[:-1],
+        token + "\n",
+        token.replace("-", "+").replace("_", "/"),
+        " " + token,
+    ):
+        if altered != token:
+            assert read_token(SECRET, UNSUBSCRIBE, altered) is None, altered
 
 
 def test_tokens_carry_id_purpose_and_age(clock):
@@ -649,3 +825,29 @@ def test_without_smtp_the_mail_lands_in_the_outbox_maildir(tmp_path):
     message_sender(config)(message)
     [stored] = list((tmp_path / "outbox" / "maildir" / "new").iterdir())
     assert b"Subject: hello" in stored.read_bytes()
+
+
+def test_the_publishers_templates_and_catalogs_change_a_running_site(
+    tmp_path, store, article_set, clock
+):
+    own = tmp_path / "layout" / "web"
+    own.mkdir(parents=True)
+    (own / "archive.html").write_text(
+        '{% extends "web/base.html" %}{% block main %}<h1>{{ _("Past issues") }}</h1>'
+        "<p>{{ issues|length }}</p>{% endblock %}"
+    )
+    data = {"site": {"base_url": "http://testserver", "templates": "layout"}}
+    config = parse_config(data, root=tmp_path, source="(test)", env={})
+    client = make_client(config, store, lambda message: None, article_set, clock)
+    page = html(client.get("/archive/de/"))
+    assert page.xpath("//main/h1/text()") == ["Frühere Ausgaben"]
+    assert page.xpath("//main/p/text()") == ["0"]  # the publisher's archive page
+    assert page.xpath("//footer//a[contains(@href, '/archive/')]/text()") == ["Frühere Ausgaben"]
+    po = tmp_path / "locales" / "de" / "LC_MESSAGES" / "messages.po"
+    po.parent.mkdir(parents=True)
+    po.write_text(
+        'msgid ""\nmsgstr ""\n"Language: de\\n"\n\nmsgid "Past issues"\nmsgstr "Archiv"\n'
+    )
+    page = html(client.get("/archive/de/"))  # the same app, no restart
+    assert page.xpath("//main/h1/text()") == ["Archiv"]
+    assert "Alle Artikel" in client.get("/de/").text  # every other sentence still built in

@@ -76,12 +76,12 @@ def test_subscribe_confirm_and_unsubscribe_in_chromium(live, browser):
     page.check("input[name=audiences][value=cost]")
     page.check("input[name=audiences][value=architects]")
     page.get_by_role("button", name="Aanmelden").click()
-    expect(page.locator("h1")).to_have_text("Kijk in uw inbox")
+    expect(page.locator("h1")).to_have_text("Kijk in je inbox")
     reader = db.subscriber("lezer@example.org")
     assert (reader.status, reader.audiences) == ("pending", ("architects", "cost"))
 
     [mail] = inbox.messages
-    assert mail["Subject"] == "Bevestig uw aanmelding bij Syndicate"
+    assert mail["Subject"] == "Bevestig je aanmelding bij Syndicate"
     page.goto(inbox.link())
     page.screenshot(path=ARTIFACTS / "nl-confirm-375.png", full_page=True)
     page.get_by_role("button", name="Aanmelding bevestigen").click()
@@ -92,8 +92,17 @@ def test_subscribe_confirm_and_unsubscribe_in_chromium(live, browser):
     token = make_token(SECRET, UNSUBSCRIBE, reader.id, issued=now())
     page.goto(link(config, UNSUBSCRIBE, token))
     expect(page.locator("h1")).to_have_text("Afmelden")
+    masked = page.get_by_text("Voor het adres l•••@example.org")
+    expect(masked).to_be_visible()
     assert db.subscriber_by_id(reader.id).status == "active"
     page.screenshot(path=ARTIFACTS / "nl-unsubscribe-375.png", full_page=True)
     page.get_by_role("button", name="Afmelden").click()
-    expect(page.locator("h1")).to_have_text("U bent afgemeld")
+    expect(page.locator("h1")).to_have_text("Je bent afgemeld")
     assert db.subscriber_by_id(reader.id).status == "unsubscribed"
+    expect(masked).to_be_visible()
+    # Its preferences page, from the link the page offers, says whose they are too.
+    page.get_by_role("link", name="Voorkeuren wijzigen").click()
+    expect(page.locator("h1")).to_have_text("Je voorkeuren")  # the Dutch catalog says "je"
+    expect(page.get_by_text("Voor het adres l•••@example.org")).to_be_visible()
+    assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+    assert "lezer@example.org" not in page.content()

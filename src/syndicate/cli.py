@@ -1,61 +1,116 @@
 """The command line: the only module that prints, picks exit codes and reads the real clock.
 
-Each command parses its options, calls one pipeline function and reports what it did.
+Each command parses its options, calls one pipeline function and reports what it did. Every
+error an operator can act on (a SyndicateError, an OSError, a lost state database) is one
+line and an exit status from ``errors.Exit``; the traceback only with ``--debug``.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import functools
 import gc
 import json
 import logging
 import os
 import signal
+import socket
 import sys
 import threading
-from collections.abc import Callable, Iterator
-from datetime import UTC, datetime
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
 
 from .config import Config, DigestJob, load_config
-from .errors import SyndicateError
+from .errors import Exit, SyndicateError, UsageError, describe
+from .i18n import catalog_problems
 from .model import ArticleSet, Severity
 from .pipeline import FeedReport, build_feeds, message_sender, write_digest, write_previews
-from .reader import read_articles
-from .render import catalog_problems
+from .reader import read_articles, scan
+from .skeleton import in_the_way
+from .store import database_errors
 
 if TYPE_CHECKING:
     from .scheduler import Jobs, Report, Scheduler
 
+log = logging.getLogger("syndicate")
 
-def _fail(exc: SyndicateError) -> None:
-    click.echo(f"syndicate: {exc}", err=True)
-    sys.exit(exc.exit_code)
+
+@dataclass
+class Options:
+    """What the options every command shares say; set before the command (``syndicate
+    --config x.toml build``) or after it (``syndicate build --config x.toml``)."""
+
+    config: Path | None = None
+    debug: bool = False
+    log_json: bool = False
+    """Errors, too, are written as JSON lines (``run --log-json``)."""
+
+
+def options() -> Options:
+    return click.get_current_context().ensure_object(Options)
+
+
+config_option = click.option(
+    "--config",
+    "config_path",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help="Config file (default: $SYNDICATE_CONFIG, else ./config.toml, else built-ins).",
+)
+debug_option = click.option(
+    "--debug", is_flag=True, help="Show tracebacks instead of one-line errors."
+)
+
+
+def report_error(message: str) -> None:
+    """One error line on stderr: ``syndicate: ...``, or a JSON object under ``--log-json``."""
+    if options().log_json:
+        record = logging.makeLogRecord(
+            {"name": "syndicate", "levelname": "ERROR", "levelno": logging.ERROR, "msg": message}
+        )
+        click.echo(JsonLines().format(record), err=True)
+    else:
+        click.echo(f"syndicate: {message}", err=True)
+
+
+@contextlib.contextmanager
+def operator_errors() -> Iterator[None]:
+    """Turn what an operator can act on into one line and its exit status: a SyndicateError
+    (its own status), an OSError (a full disk, a read-only folder: 1). With ``--debug``, or
+    for anything else, the traceback."""
+    try:
+        yield
+    except (SyndicateError, OSError) as exc:
+        if options().debug:
+            raise
+        if isinstance(exc, SyndicateError):
+            message, status = str(exc), exc.exit_code
+        else:
+            message, status = describe(exc, ""), Exit.FAILED
+        report_error(message)
+        sys.exit(status)
 
 
 def with_config(command: Callable[..., Any]) -> Callable[..., Any]:
     """Add ``--config`` (and ``--debug``) to a command and hand it a loaded Config."""
 
-    @click.option(
-        "--config",
-        "config_path",
-        type=click.Path(path_type=Path, dir_okay=False),
-        default=None,
-        help="Config file (default: $SYNDICATE_CONFIG, else ./config.toml, else built-ins).",
-    )
-    @click.option("--debug", is_flag=True, help="Show tracebacks instead of one-line errors.")
+    @config_option
+    @debug_option
     @functools.wraps(command)
     def wrapper(config_path: Path | None, debug: bool, **kwargs: Any) -> Any:
-        try:
-            return command(load_config(config_path), **kwargs)
-        except SyndicateError as exc:
-            if debug:
-                raise
-            _fail(exc)
+        shared = options()
+        shared.config = config_path if config_path is not None else shared.config
+        shared.debug = shared.debug or debug
+        with operator_errors():
+            config = load_config(shared.config)
+            with database_errors(config.database_url):
+                return command(config, **kwargs)
 
     return wrapper
 
@@ -68,10 +123,47 @@ articles_option = click.option(
 )
 
 
+def with_articles(config: Config, articles: Path | None) -> Config:
+    """The config with ``--articles`` in place of ``site.articles``, for pipeline functions
+    that read the configured folder."""
+    if articles is None:
+        return config
+    return config.model_copy(update={"site": config.site.model_copy(update={"articles": articles})})
+
+
+def article_folder(config: Config, articles: Path | None = None) -> Path:
+    """The article folder named on the command line, else the configured one; a folder that
+    does not exist is an error, not an empty set (that would publish nothing)."""
+    folder = articles if articles is not None else config.path(config.site.articles)
+    if not folder.is_dir():
+        raise UsageError(f"{folder}: article folder not found")
+    return folder
+
+
 def load_articles(config: Config, articles: Path | None, *, bodies: bool = True) -> ArticleSet:
     """Read the article set named on the command line, else the configured one."""
-    folder = articles if articles is not None else config.path(config.site.articles)
-    return read_articles(folder, config.profiles, bodies=bodies)
+    folder = article_folder(config, articles)
+    limit = config.site.max_article_bytes
+    return read_articles(folder, config.profiles, bodies=bodies, max_bytes=limit)
+
+
+def check_known(
+    config: Config, *, langs: Iterable[str] = (), audiences: Iterable[str] = ()
+) -> None:
+    """Refuse a language that is not published or an audience nobody defines, naming the
+    known ones (a typo would otherwise select nothing, and say nothing)."""
+    for lang in langs:
+        if lang not in config.site.languages:
+            raise click.BadParameter(
+                f"{lang!r} is not published (site.languages: {', '.join(config.site.languages)})",
+                param_hint="--lang",
+            )
+    for audience in audiences:
+        if audience not in config.audiences:
+            raise click.BadParameter(
+                f"unknown audience {audience!r} (known: {', '.join(config.audiences)})",
+                param_hint="--audience",
+            )
 
 
 def print_problems(articles: ArticleSet) -> None:
@@ -79,10 +171,27 @@ def print_problems(articles: ArticleSet) -> None:
         click.echo(str(problem), err=True)
 
 
-@click.group()
+def summary_line(found: ArticleSet) -> str:
+    """The article set in one line: "3 article(s) (de 1, en 1, nl 1), 0 error(s), 1 warning(s)"."""
+    languages = ", ".join(f"{lang} {len(found.in_language(lang))}" for lang in found.languages)
+    errors = sum(p.severity is Severity.ERROR for p in found.problems)
+    warnings = len(found.problems) - errors
+    counts = f" ({languages})" if languages else ""
+    return f"{len(found)} article(s){counts}, {errors} error(s), {warnings} warning(s)"
+
+
+@click.group(
+    context_settings={"help_option_names": ["-h", "--help"]},
+    epilog="Exit status: 0 done, 1 failed or partly done, 2 bad command line or configuration, "
+    "3 another scheduler holds the lock, 4 a port or resource in use.",
+)
 @click.version_option(package_name="syndicate")
-def main() -> None:
+@config_option
+@debug_option
+@click.pass_context
+def main(ctx: click.Context, config_path: Path | None, debug: bool) -> None:
     """Multilingual Atom/RSS feeds and audience newsletters from plain-text articles."""
+    ctx.obj = Options(config_path, debug)
     # What the imports made lives as long as the process: the cycle collector need not walk
     # it again, and at exit, walking it cost a build of 30,000 files about 0.2 s.
     gc.freeze()
@@ -92,15 +201,19 @@ def main() -> None:
 @with_config
 @articles_option
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
-def check(config: Config, articles: Path | None, as_json: bool) -> None:
+@click.option("--summary", is_flag=True, help="One line of counts instead of the table.")
+def check(config: Config, articles: Path | None, as_json: bool, summary: bool) -> None:
     """Read the article set and report what was found and every problem."""
     found = load_articles(config, articles)
     found = ArticleSet(found.articles, found.problems + tuple(catalog_problems(config)))
     if as_json:
         click.echo(json.dumps(check_report(found), ensure_ascii=False, indent=2))
+    elif summary:
+        print_problems(found)
+        click.echo(summary_line(found))
     else:
         print_summary(found, config)
-    sys.exit(1 if found.has_errors else 0)
+    sys.exit(Exit.FAILED if found.has_errors else Exit.OK)
 
 
 def check_report(found: ArticleSet) -> dict[str, Any]:
@@ -152,49 +265,85 @@ def print_summary(found: ArticleSet, config: Config) -> None:
 @articles_option
 @click.option("--once", is_flag=True, help="Do what is due now and exit (for cron and timers).")
 @click.option("--standby", is_flag=True, help="Wait while another scheduler acts, then take over.")
-@click.option("--log-json", is_flag=True, help="Log one JSON object per line.")
+@click.option("--log-json", is_flag=True, help="Write every line as one JSON object, on stderr.")
 def run(config: Config, articles: Path | None, once: bool, standby: bool, log_json: bool) -> None:
     """The publishing job: rebuild feeds and send digests on the configured schedule."""
     from .scheduler import Scheduler
 
-    if articles is not None:
-        config = config.model_copy(
-            update={"site": config.site.model_copy(update={"articles": articles})}
-        )
+    options().log_json = log_json
+    config = with_articles(config, articles)
+    folder = config.path(config.site.articles)
+    # Before the scheduler makes its state folder and database: a folder that has nothing to
+    # publish is most likely not a site (yet).
+    if not (folder.is_dir() and scan(folder)):
+        where = "no article folder" if not folder.is_dir() else "no articles in"
+        # The hint names init only where init would start a site (it never changes one).
+        init = "to start a site here: syndicate init"
+        hint = "put article files in it" if in_the_way(Path(".")) else init
+        raise UsageError(f"{where} {folder}: nothing to publish ({hint})")
     stop = threading.Event()  # set by SIGTERM/SIGINT: a send in progress drains
-    scheduler = Scheduler(config, default_jobs(config, stop))
+    jobs = default_jobs(config, stop)
+    scheduler = Scheduler(config, jobs)
+    scheduler.debug = options().debug
     with logging_to_stderr(log_json):
         if not once:
             # does not return: it exits the process
             run_scheduler(scheduler, standby=standby, stop=stop)
+        # The lock is taken before any of this; feeds, previews and sends are separate steps.
+        previews = config.path(config.email.outbox) / "preview"
+        steps: dict[str, Callable[[datetime], Report | None]] = {
+            "previews": lambda now: preview_step(config, previews, now)
+        }
+        if not config.smtp.url:
+            steps["samples"] = lambda now: sample_step(config, jobs, now)
         # a send cut short by the stop resumes at the next start, as under `run`
         with stopping_on_signals(stop, config.smtp.timeout, also=scheduler.request_stop):
-            ok = run_once(config, scheduler, articles, stop)
-    sys.exit(0 if ok else 1)
+            ok = scheduler.run_once(steps)
+        outcome = "ok" if ok else "partial"
+        failed = f"; failed: {', '.join(scheduler.failed)}" if scheduler.failed else ""
+        feeds_out = config.path(config.feeds.out)
+        log.info(
+            "run --once %s%s (feeds in %s, previews in %s)",
+            outcome,
+            failed,
+            feeds_out,
+            previews,
+            extra={
+                "fields": {
+                    "run": "once",
+                    "outcome": outcome,
+                    "failed": scheduler.failed,
+                    "feeds": str(feeds_out),
+                    "previews": str(previews),
+                }
+            },
+        )
+    sys.exit(Exit.OK if ok else Exit.FAILED)
 
 
-def run_once(
-    config: Config, scheduler: Scheduler, articles: Path | None, stop: threading.Event
-) -> bool:
-    """``run --once``: previews, the sample readers of a first run, what is due now."""
-    found = load_articles(config, articles)
-    print_summary(found, config)
-    now = datetime.now(UTC)
-    previews = config.path(config.email.outbox) / "preview"
-    written = write_previews(config, found, previews, now=now)
-    click.echo(f"{len(written)} digest preview file(s) in {previews}", err=True)
-    demo = add_sample_readers_once(config, now)
-    ok = scheduler.run_once()  # the feed rebuild and the digests now due, under the lock
-    click.echo(f"feeds in {config.path(config.feeds.out)}", err=True)
-    if demo:  # a first run with no mail server: show the whole path now, not when due
-        ok = send_now(config, now, stop=stop) == 0 and ok
-    return ok
+def preview_step(config: Config, out: Path, now: datetime) -> Report:
+    """``run --once``'s previews: every variant into ``out``; one that cannot be rendered is
+    a warning naming it, and the others are still written."""
+    from .scheduler import Report
+
+    found = load_articles(config, None, bodies=False)  # a digest shows no body
+    written, failures = write_previews(config, found, out, now=now)
+    for variant, why in failures:
+        log.warning(
+            "preview %s not rendered: %s",
+            variant,
+            why,
+            extra={"fields": {"preview": variant, "outcome": "error", "reason": why}},
+        )
+    return Report({"files": len(written), "failed": len(failures)}, complete=not failures)
 
 
-def add_sample_readers_once(config: Config, now: datetime) -> int:
-    """With no mail server and nobody subscribed, subscribe a few example.com readers, so the
-    whole path (issue, deliveries, Maildir) shows; returns how many were added."""
+def sample_step(config: Config, jobs: Jobs, now: datetime) -> Report | None:
+    """A first run with no mail server and nobody subscribed subscribes a few readers at
+    example.com and sends them the current digests at once, so the whole path (issue,
+    deliveries, Maildir) shows; no line at all on later runs."""
     from .pipeline import add_sample_readers
+    from .scheduler import Report
     from .store import open_store
 
     store = open_store(config.database_url)
@@ -202,9 +351,10 @@ def add_sample_readers_once(config: Config, now: datetime) -> int:
         added = add_sample_readers(config, store, now)
     finally:
         store.close()
-    if added:
-        click.echo(f"added {added} sample readers at example.com (no SMTP server set)", err=True)
-    return added
+    if not added:
+        return None
+    sent = jobs.send_digest(DigestJob(name="samples"), now)
+    return Report({"readers": added, **sent.counts}, sent.reason, sent.complete)
 
 
 def run_scheduler(
@@ -239,11 +389,25 @@ def run_scheduler(
 
 @main.command()
 @with_config
-def schedule(config: Config) -> None:
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
+def schedule(config: Config, as_json: bool) -> None:
     """List the scheduled jobs and their next run times in the site's time zone."""
     from .scheduler import Scheduler
 
     rows = Scheduler(config, default_jobs(config)).planned()
+    if as_json:
+        jobs = [
+            {
+                "job": row.id,
+                "trigger": row.trigger,
+                "next_run": row.next_run.isoformat() if row.next_run else None,
+                "note": row.note or None,
+            }
+            for row in rows
+        ]
+        document = {"timezone": config.site.timezone, "jobs": jobs}
+        click.echo(json.dumps(document, ensure_ascii=False, indent=2))
+        return
     width = max(len(row.id) for row in rows)
     click.echo(f"{'job':{width}}  {'next run (' + config.site.timezone + ')':28}  trigger")
     for row in rows:
@@ -261,13 +425,20 @@ def default_jobs(config: Config, stop: threading.Event | None = None) -> Jobs:
     from .scheduler import Jobs, Report
 
     def rebuild_feeds(now: datetime) -> Report:
-        report = build_feeds(config, now=now)
+        from .websub import HubNotifier
+
+        report = build_feeds(config, now=now, notify=HubNotifier())
+        for problem in report.problems if not report.skipped else ():
+            if problem.severity is Severity.ERROR:  # a file left out of the feeds
+                fields = {"file": problem.file, "line": problem.line, "message": problem.message}
+                log.warning("%s", problem, extra={"fields": {"problem": "article", **fields}})
         counts = {
             "entries": sum(report.entries.values()),
             "written": len(report.written),
             "unchanged": len(report.unchanged),
             "removed": len(report.removed),
             "problems": len(report.problems),
+            "unannounced": sum(map(len, report.unannounced.values())),
         }
         return Report(counts, "no input changed since the last build" if report.skipped else None)
 
@@ -296,14 +467,18 @@ def default_jobs(config: Config, stop: threading.Event | None = None) -> Jobs:
             "skipped": sent.skipped,
             "deferred": sent.deferred,
             "left": sent.left,
+            "refused": len(sent.refused),
             "problems": len(sent.problems),
         }
+        for variant, _, why in sent.refused:
+            fields = {"digest": variant, "outcome": "error", "reason": why}
+            log.warning("digest %s not rendered: %s", variant, why, extra={"fields": fields})
         if not any(counts.values()):
             langs = ", ".join(job.languages) or "all languages"
             audiences = ", ".join(job.audiences) or "all audiences"
             return Report(counts, f"no new content for {langs} / {audiences}")
-        incomplete = sent.failed or sent.uncertain or sent.deferred or sent.stopped
-        return Report(counts, complete=not incomplete)
+        refused = "; ".join(f"{key}: {reason}" for key, _, reason in sent.refused)
+        return Report(counts, refused or None, complete=not (sent.partial or sent.stopped))
 
     return Jobs(build_feeds=rebuild_feeds, send_digest=send_digest)
 
@@ -326,7 +501,8 @@ class JsonLines(logging.Formatter):
 @contextlib.contextmanager
 def logging_to_stderr(json_lines: bool) -> Iterator[None]:
     """Log to stderr while the block runs: plain lines for people, ``--log-json`` for
-    machines. The previous logging setup comes back afterwards."""
+    machines; Python's warnings go the same way, so that every line is one record. The
+    previous logging setup comes back afterwards."""
     handler = logging.StreamHandler(sys.stderr)
     text = logging.Formatter("%(asctime)s %(levelname)s %(message)s")
     handler.setFormatter(JsonLines() if json_lines else text)
@@ -342,9 +518,11 @@ def logging_to_stderr(json_lines: bool) -> Iterator[None]:
     root.handlers[:] = [handler]
     for logger, level in loggers.items():
         logger.setLevel(level)
+    logging.captureWarnings(True)
     try:
         yield
     finally:
+        logging.captureWarnings(False)
         root.handlers[:] = saved_handlers
         for logger, level in saved_levels.items():
             logger.setLevel(level)
@@ -361,7 +539,8 @@ def logging_to_stderr(json_lines: bool) -> Iterator[None]:
     "--since",
     type=click.DateTime(formats=["%Y-%m-%d"]),
     default=None,
-    help="Only articles updated on or after this date (YYYY-MM-DD).",
+    help="Articles updated on or after this date (YYYY-MM-DD) instead of what is new since "
+    "the group's last issue; still capped by email.max_articles.",
 )
 @click.option(
     "--out",
@@ -377,26 +556,27 @@ def digest(
     since: datetime | None,
     out: Path | None,
 ) -> None:
-    """Render one digest by hand: <lang>-<audiences>.html, .txt and .eml (to email.preview_to)."""
-    if lang not in config.site.languages:
-        raise click.BadParameter(
-            f"{lang!r} is not published (site.languages: {', '.join(config.site.languages)})",
-            param_hint="--lang",
-        )
-    for audience in audiences:
-        if audience not in config.audiences:
-            raise click.BadParameter(
-                f"unknown audience {audience!r} (known: {', '.join(config.audiences)})",
-                param_hint="--audience",
-            )
+    """Render one digest by hand: <lang>-<audiences>.html, .txt and .eml (to email.preview_to).
+
+    Without --since it holds what the group's next issue would: what is new since its last one.
+    """
+    check_known(config, langs=[lang], audiences=audiences)
     found = load_articles(config, articles, bodies=False)  # a digest shows no body
     print_problems(found)
     out = out if out is not None else config.path(config.email.outbox) / "preview"
+    from .store import open_store
+
     day = since.date() if since else None
-    paths = write_digest(config, found, lang, audiences, out, now=datetime.now(UTC), since=day)
+    store = open_store(config.database_url)
+    try:
+        paths = write_digest(
+            config, found, lang, audiences, out, now=datetime.now(UTC), since=day, store=store
+        )
+    finally:
+        store.close()
     if not paths:
-        window = f" since {day.isoformat()}" if day else ""
-        click.echo(f"nothing new for {lang} / {'+'.join(audiences)}{window}: no digest written")
+        window = f"since {day.isoformat()}" if day else "in its window (see --since)"
+        click.echo(f"nothing new for {lang} / {'+'.join(audiences)} {window}: no digest written")
     for path in paths:
         click.echo(str(path))
 
@@ -413,7 +593,9 @@ def digest(
 def build(config: Config, articles: Path | None, out: Path | None) -> None:
     """Build the Atom, RSS and JSON feeds of every language (files that would not change are
     left alone)."""
-    report = build_feeds(config, articles, out, now=datetime.now(UTC))
+    from .websub import HubNotifier
+
+    report = build_feeds(config, articles, out, now=datetime.now(UTC), notify=HubNotifier())
     print_feed_report(report)
     sys.exit(1 if report.has_errors else 0)
 
@@ -432,6 +614,11 @@ def print_feed_report(report: FeedReport, *, problems: bool = True) -> None:
         )
     if report.next_due:
         click.echo(f"articles dated later are held back; the next is due {report.next_due}")
+    for hub, told in report.announced.items():
+        if told:
+            click.echo(f"WebSub hub {hub} told of {told} changed feed(s)")
+    for hub, topics in report.unannounced.items():
+        click.echo(f"WebSub hub {hub}: {len(topics)} feed(s) not announced, tried again next build")
 
 
 @main.command()
@@ -439,25 +626,99 @@ def print_feed_report(report: FeedReport, *, problems: bool = True) -> None:
 @articles_option
 @click.option("--host", default=None, help="Address to listen on (default: web.host).")
 @click.option("--port", type=int, default=None, help="Port to listen on (default: web.port).")
-def serve(config: Config, articles: Path | None, host: str | None, port: int | None) -> None:
+@click.option(
+    "--dev",
+    is_flag=True,
+    help="Link to this server: its address is the base URL of pages, mails and feeds "
+    "(built into a temporary folder).",
+)
+def serve(
+    config: Config, articles: Path | None, host: str | None, port: int | None, dev: bool
+) -> None:
     """Serve the feeds, article pages and readers' subscription links over HTTP."""
-    import uvicorn
+    import tempfile
 
     from .store import open_store
     from .tokens import secret_key
-    from .web import create_app, watch_articles
+    from .web import base_url_elsewhere, create_app, listening_url, watch_articles
 
-    folder = articles if articles is not None else config.path(config.site.articles)
-    app = create_app(
-        config,
-        store=open_store(config.database_url),
-        mailer=message_sender(config),
-        articles=watch_articles(folder, config),
-        secret=secret_key(config),
-        now=lambda: datetime.now(UTC),
+    host = host or config.web.host
+    port = port or config.web.port
+    folder = article_folder(config, articles)
+    listener = bind(host, port)  # a port in use says so, and only that, before any work
+    with tempfile.TemporaryDirectory(prefix="syndicate-dev-") as scratch:
+        if dev:
+            # The feeds on disk link to site.base_url: the ones served here are built anew.
+            site = config.site.model_copy(update={"base_url": listening_url(host, port)})
+            # No hub either: none could fetch feeds at this address, nor is any told of them.
+            feeds = config.feeds.model_copy(update={"out": Path(scratch), "hub": []})
+            config = config.model_copy(update={"site": site, "feeds": feeds})
+            print_feed_report(build_feeds(config, folder, now=datetime.now(UTC)))
+            click.echo(f"serving {site.base_url}/ (base URL of every link)", err=True)
+        elif warning := base_url_elsewhere(config.site.base_url, host, port):
+            click.echo(f"syndicate: warning: {warning}", err=True)
+        app = create_app(
+            config,
+            store=open_store(config.database_url),
+            mailer=message_sender(config),
+            articles=watch_articles(folder, config),
+            secret=secret_key(config),
+            now=lambda: datetime.now(UTC),
+        )
+        serve_app(app, host, port, listener=listener)
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """The listening socket on ``host``:``port``; a port that is taken is ResourceBusyError
+    (exit 4), not the server's start-up failure."""
+    from .errors import ResourceBusyError
+
+    try:
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        return socket.create_server((host, port), family=family)
+    except OSError as exc:
+        if exc.errno == errno.EADDRINUSE:
+            message = f"{host}:{port} is in use: another server listens there"
+            raise ResourceBusyError(message) from None
+        raise
+
+
+def serve_app(app: Any, host: str, port: int, *, listener: socket.socket | None = None) -> None:
+    """Listen on ``host``:``port`` (or on ``listener``, bound there already) and serve ``app``
+    until stopped; a port that is taken is ResourceBusyError (exit 4)."""
+    import uvicorn
+
+    listener = listener if listener is not None else bind(host, port)
+    # No access log: its lines would carry readers' tokens and addresses. No proxy headers
+    # here: the app trusts them from web.trusted_proxies only (uvicorn would trust loopback).
+    settings = uvicorn.Config(app, host=host, port=port, access_log=False, proxy_headers=False)
+    server = uvicorn.Server(settings)
+    shown = f"[{host}]" if ":" in host else host
+    # What uvicorn says when it binds the socket itself, and not when it is handed one:
+    logging.getLogger("uvicorn.error").info("Listening on http://%s:%d (Ctrl+C stops)", shown, port)
+    server.run(sockets=[listener])
+    if not server.started:  # its log says why
+        raise SyndicateError(f"the web server on {host}:{port} did not start")
+
+
+@main.command()
+@click.argument("folder", type=click.Path(path_type=Path, file_okay=False), default=".")
+def init(folder: Path) -> None:
+    """Start a site in FOLDER (default: here): a commented config.toml and an example article."""
+    from .skeleton import create_site
+
+    with operator_errors():
+        written = create_site(folder)
+    for path in written:
+        click.echo(f"wrote {path}")
+    enter = f"  cd {folder}\n" if folder != Path(".") else ""
+    click.echo(
+        f"\nNext:\n{enter}"
+        "  edit config.toml: site.title, site.description, site.base_url, site.languages\n"
+        "  put your articles in articles/ (example.txt shows the format); syndicate check\n"
+        "  syndicate run --once     build the feeds and render the digests once\n"
+        "  syndicate serve --dev    see the site and its feeds in a browser"
     )
-    # No access log: its lines would carry readers' tokens and addresses.
-    uvicorn.run(app, host=host or config.web.host, port=port or config.web.port, access_log=False)
 
 
 # -- send ----------------------------------------------------------------------------------------
@@ -516,14 +777,16 @@ def send_now(
     *,
     langs: tuple[str, ...] = (),
     audiences: tuple[str, ...] = (),
+    since: date | None = None,
     dry_run: bool = False,
     stop: threading.Event | None = None,
 ) -> int:
-    """Issue and deliver the due digests with a progress bar and a summary; the exit status.
+    """Issue and deliver the due digests with a progress bar and a summary; the exit status:
+    1 when the run was partial (a group refused, deliveries failed, uncertain or left).
 
-    SIGTERM or SIGINT stops it cleanly (exit 0 unless a delivery failed): what is on the wire
-    finishes and is recorded, the rest stays for the next run. A caller that passes ``stop``
-    has set the signals to it already.
+    SIGTERM or SIGINT stops it cleanly (exit 0 unless a group was refused or a delivery
+    failed): what is on the wire finishes and is recorded, the rest stays for the next run.
+    A caller that passes ``stop`` has set the signals to it already.
     """
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
@@ -548,6 +811,7 @@ def send_now(
                 store=store,
                 langs=langs or None,
                 audiences=audiences or None,
+                since=since,
                 dry_run=dry_run,
                 progress=_Bar(progress),
                 stop=stop,
@@ -566,29 +830,45 @@ def send_now(
     verb = "would issue" if dry_run else "issued"
     for key, readers in report.issues:
         click.echo(f"{verb} {key} to {readers} reader(s)", err=True)
+    refused = "would not issue" if dry_run else "not issued"
+    for key, readers, reason in report.refused:
+        click.echo(f"{refused} {key} to {readers} reader(s): {reason}", err=True)
     for email, reply in report.failures:
         click.echo(f"{email}: {reply}", err=True)
     if dry_run:
         click.echo(f"{report.pending} delivery(ies) pending; nothing sent (dry run)", err=True)
-        return 0
+        return Exit.FAILED if report.refused else Exit.OK
     click.echo(
         f"{'stopped: ' if report.stopped else ''}sent {report.sent:,}, failed {report.failed:,}, "
         f"uncertain {report.uncertain:,}, skipped {report.skipped:,}, "
         f"left for the next run {report.left:,}",
         err=True,
     )
+    if report.refused:
+        click.echo(
+            f"partial run: {len(report.refused)} group(s) not issued, every other one was",
+            err=True,
+        )
     if report.uncertain:
         click.echo("uncertain deliveries are never resent blindly: see `syndicate send --status`")
-    if report.failed or report.uncertain:
-        return 1
-    return 0 if report.stopped else int(bool(report.deferred))
+    if report.refused or report.failed or report.uncertain:
+        return Exit.FAILED
+    return Exit.OK if report.stopped or not report.deferred else Exit.FAILED
 
 
 @main.command()
 @with_config
+@articles_option
 @click.option("--lang", "langs", multiple=True, help="Only readers of this language (repeatable).")
 @click.option(
     "--audience", "audiences", multiple=True, help="Only readers of this audience (repeatable)."
+)
+@click.option(
+    "--since",
+    type=click.DateTime(formats=["%Y-%m-%d"]),
+    default=None,
+    help="Each group's digest holds what was updated on or after this date (YYYY-MM-DD) "
+    "instead of what is new since its last issue; still capped by email.max_articles.",
 )
 @click.option("--dry-run", is_flag=True, help="Show what would be issued; record and send nothing.")
 @click.option("--status", "show_status", is_flag=True, help="List issues and uncertain deliveries.")
@@ -608,8 +888,10 @@ def send_now(
 @click.option("--issue", "issue_id", type=int, metavar="N", help="With --resend-uncertain.")
 def send(
     config: Config,
+    articles: Path | None,
     langs: tuple[str, ...],
     audiences: tuple[str, ...],
+    since: datetime | None,
     dry_run: bool,
     show_status: bool,
     as_json: bool,
@@ -620,13 +902,22 @@ def send(
     """Issue the digests with new content and deliver them: each reader gets each one once."""
     from .store import open_store
 
+    check_known(config, langs=langs, audiences=audiences)
     if as_json and not show_status:
-        raise click.UsageError("--json goes with --status")
+        raise UsageError("--json goes with --status")
     if issue_id is not None and not resend_uncertain:
-        raise click.UsageError("--issue goes with --resend-uncertain")
+        raise UsageError("--issue goes with --resend-uncertain")
+    sending = not (show_status or resend or resend_uncertain)
+    if sending:
+        article_folder(config, articles)
+    config = with_articles(config, articles)
+
     now = datetime.now(UTC)
-    if not (show_status or resend or resend_uncertain):
-        sys.exit(send_now(config, now, langs=langs, audiences=audiences, dry_run=dry_run))
+    if sending:
+        day = since.date() if since else None
+        sys.exit(
+            send_now(config, now, langs=langs, audiences=audiences, since=day, dry_run=dry_run)
+        )
     store = open_store(config.database_url)
     try:
         status = 0
@@ -723,6 +1014,97 @@ def print_send_status(store: Any) -> None:
                 str(d["id"]), str(d["issue"]), d["email"], d["message_id"], d["since"], d["reason"]
             )
         console.print(table, markup=False)
+    reports = store.bounce_counts()
+    if reports:
+        click.echo(
+            f"bounce mail: {reports.get('permanent', 0)} permanent, "
+            f"{reports.get('temporary', 0)} temporary, {reports.get('complaint', 0)} "
+            "complaint(s) (syndicate bounces list)"
+        )
+
+
+# -- bounces -------------------------------------------------------------------------------------
+
+
+@main.group()
+def bounces() -> None:
+    """Read bounce and complaint mail, and list the readers at risk."""
+
+
+@bounces.command("process")
+@with_config
+@click.argument("path", type=click.Path(path_type=Path, exists=True))
+@click.option("--dry-run", is_flag=True, help="Show what would be done; record and move nothing.")
+def bounces_process(config: Config, path: Path, dry_run: bool) -> None:
+    """Act on the bounces and complaints in a Maildir or mbox at PATH, then move each message
+    to a processed/ subfolder (a rerun changes nothing)."""
+    from .pipeline import BounceBox, process_bounces
+    from .store import open_store
+
+    box = BounceBox(path)
+    store = open_store(config.database_url)
+    try:
+        outcomes = process_bounces(config, store, box, datetime.now(UTC), dry_run=dry_run)
+    finally:
+        store.close()
+    for o in outcomes:
+        who = f" {o.email} (by {o.matched_by})" if o.email else ""
+        what = " ".join(part for part in (o.kind, o.status) if part)
+        reason = f": {o.reason}" if o.reason else ""
+        click.echo(f"{o.key}: {what}{who}: {o.action}{reason}")
+    moved = "" if dry_run else f"; moved to {_processed(path)}"
+    click.echo(f"{len(outcomes)} message(s) read{moved}", err=True)
+
+
+def _processed(path: Path) -> Path:
+    return path / "processed" if path.is_dir() else path.parent / "processed" / path.name
+
+
+@bounces.command("list")
+@with_config
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
+def bounces_list(config: Config, as_json: bool) -> None:
+    """Readers with bounces or complaints on record, and the latest reason."""
+    from .store import open_store
+
+    store = open_store(config.database_url)
+    try:
+        found = store.readers_at_risk()
+    finally:
+        store.close()
+    limit = config.smtp.max_bounces
+    records = [
+        {
+            "email": r.email,
+            "status": r.status,
+            "bounces": r.bounces,
+            "max_bounces": limit,
+            "temporary": r.temporary,
+            "complaints": r.complaints,
+            "last": None
+            if r.last_kind is None
+            else {
+                "kind": r.last_kind,
+                "status": r.last_status,
+                "reason": r.last_reason,
+                "at": r.last_at.isoformat() if r.last_at else None,
+            },
+        }
+        for r in found
+    ]
+    if as_json:
+        click.echo(json.dumps(records, ensure_ascii=False, indent=2))
+        return
+    if not records:
+        click.echo("no reader has bounces or complaints on record")
+    for r in found:
+        why = f"{r.last_kind} {r.last_status or ''}".strip() if r.last_kind else "5xx at send"
+        if r.last_reason:
+            why += f": {r.last_reason}"
+        click.echo(
+            f"{r.email}\t{r.status}\tbounces {r.bounces}/{limit}\ttemporary {r.temporary}"
+            f"\tcomplaints {r.complaints}\t{why}"
+        )
 
 
 # -- subscribers ---------------------------------------------------------------------------------
@@ -742,12 +1124,24 @@ def subscribers() -> None:
     "--status", type=click.Choice(["active", "pending"]), default="active", show_default=True
 )
 @click.option("--source", default="cli", show_default=True, help="Where the consent came from.")
+@click.option(
+    "--resubscribe",
+    is_flag=True,
+    help="Re-activate a reader who unsubscribed or bounced (only with their new consent).",
+)
 def subscribers_add(
-    config: Config, email: str, lang: str, audiences: tuple[str, ...], status: str, source: str
+    config: Config,
+    email: str,
+    lang: str,
+    audiences: tuple[str, ...],
+    status: str,
+    source: str,
+    resubscribe: bool,
 ) -> None:
-    """Add a reader (or change the language and audiences of a known one)."""
+    """Add a reader (or change the language and audiences of a known one, in any letter case;
+    a reader who left keeps their status unless --resubscribe)."""
     from .store import open_store
-    from .subscribers import check_reader
+    from .subscribers import ReaderRow, check_reader
 
     try:
         address, lang, chosen = check_reader(
@@ -757,12 +1151,20 @@ def subscribers_add(
         raise click.BadParameter(str(exc)) from None
     store = open_store(config.database_url)
     try:
-        reader = store.add_subscriber(
-            address, lang, chosen, status=status, consent_source=source, now=datetime.now(UTC)
+        store.import_subscribers(
+            [ReaderRow(address, lang, chosen, status=status, consent_source=source)],
+            status=status,
+            consent_source=source,
+            now=datetime.now(UTC),
+            resubscribe=resubscribe,
         )
+        reader = store.subscriber(address)
     finally:
         store.close()
+    assert reader is not None
     click.echo(f"{reader.email} ({reader.lang}: {', '.join(reader.audiences)}) {reader.status}")
+    if reader.status in ("unsubscribed", "bounced"):
+        click.echo(f"{reader.email} left ({reader.status}): --resubscribe to undo", err=True)
 
 
 @subscribers.command("import")
@@ -771,11 +1173,26 @@ def subscribers_add(
 @click.option(
     "--status", type=click.Choice(["active", "pending"]), default="active", show_default=True
 )
-@click.option("--source", default=None, help="Where the consent came from (default: the file).")
-def subscribers_import(config: Config, file: Path, status: str, source: str | None) -> None:
+@click.option(
+    "--source",
+    default=None,
+    help="Where the consent came from, for rows without consent_source (default: the file).",
+)
+@click.option(
+    "--resubscribe",
+    is_flag=True,
+    help="Let the file re-activate readers who unsubscribed or bounced: only when they gave "
+    "their consent again; the file's consent then replaces the old.",
+)
+def subscribers_import(
+    config: Config, file: Path, status: str, source: str | None, resubscribe: bool
+) -> None:
     """Import readers from CSV (email,lang,audiences; audiences split by ';'): all or nothing.
 
-    Importing the same file again changes nothing; known addresses keep their status.
+    An export reads back as it was: status, consent_source, created, updated and bounces
+    columns are kept (--status and --source stand in for rows without them). Importing the
+    same file again changes nothing; a known address (in any letter case) keeps its consent
+    and never gets a less restrictive status, unless --resubscribe.
     """
     from .store import open_store
     from .subscribers import read_subscriber_csv
@@ -801,6 +1218,7 @@ def subscribers_import(config: Config, file: Path, status: str, source: str | No
             status=status,
             consent_source=source or f"import:{file.name}",
             now=datetime.now(UTC),
+            resubscribe=resubscribe,
         )
     finally:
         store.close()
@@ -834,13 +1252,14 @@ def subscribers_list(config: Config, as_json: bool, status: str | None) -> None:
     "--samples", is_flag=True, help="Remove the sample readers the first `run --once` added."
 )
 def subscribers_remove(config: Config, email: str | None, samples: bool) -> None:
-    """Delete a reader and their address (the delivery ledger keeps what was sent)."""
+    """Delete a reader and their address, in any letter case (the delivery ledger keeps what
+    was sent); or, with ``--samples``, the sample readers."""
     from .pipeline import SAMPLE_SOURCE
     from .store import open_store
     from .subscribers import normalise_email
 
     if samples == (email is not None):
-        raise click.UsageError("give either an EMAIL or --samples")
+        raise UsageError("give either an EMAIL or --samples")
     if samples:
         store = open_store(config.database_url)
         try:
@@ -859,22 +1278,23 @@ def subscribers_remove(config: Config, email: str | None, samples: bool) -> None
         removed = store.remove_subscriber(address)
     finally:
         store.close()
-    if not removed:
+    if removed is None:
         click.echo(f"{address}: no such reader", err=True)
         sys.exit(1)
-    click.echo(f"removed {address}")
+    click.echo(f"removed {removed.email}")
 
 
 @subscribers.command("export")
 @with_config
 @click.argument("file", type=click.Path(path_type=Path, dir_okay=False), default="-")
 def subscribers_export(config: Config, file: Path) -> None:
-    """Write every reader as CSV (to FILE, or stdout); `import` reads it back."""
+    """Write every reader as CSV (to FILE, or stdout); `import` reads it back as it was."""
     import csv
     import io
     import os
 
     from .store import open_store
+    from .subscribers import EXPORT_COLUMNS
 
     store = open_store(config.database_url)
     try:
@@ -883,18 +1303,10 @@ def subscribers_export(config: Config, file: Path) -> None:
         store.close()
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(["email", "lang", "audiences", "status", "created", "consent_source"])
+    writer.writerow(EXPORT_COLUMNS)
     for s in found:
-        writer.writerow(
-            [
-                s["email"],
-                s["lang"],
-                ";".join(s["audiences"]),
-                s["status"],
-                s["created"],
-                s["source"],
-            ]
-        )
+        record = {**s, "audiences": ";".join(s["audiences"]), "consent_source": s["source"]}
+        writer.writerow([record[column] for column in EXPORT_COLUMNS])
     if str(file) == "-":
         click.echo(out.getvalue(), nl=False)
         return
@@ -911,9 +1323,55 @@ def _subscriber_record(s: Any) -> dict[str, Any]:
         "audiences": list(s.audiences),
         "status": s.status,
         "created": s.created_at.isoformat(),
+        "updated": s.updated_at.isoformat() if s.updated_at else None,
         "source": s.consent_source,
         "bounces": s.bounces,
     }
+
+
+# -- locale --------------------------------------------------------------------------------------
+
+
+@main.group()
+def locale() -> None:
+    """The interface's catalogs: start one for a language, list what they lack."""
+
+
+@locale.command("init")
+@with_config
+@click.argument("lang")
+def locale_init(config: Config, lang: str) -> None:
+    """Write LANG's catalog into site.locales, ready to translate."""
+    from .i18n import catalog_files, init_catalog
+
+    path, catalog = init_catalog(config, lang)
+    count = sum(1 for message in catalog if message.id)
+    click.echo(str(path))
+    click.echo(f"{count} message(s) to translate; plural rule: {catalog.plural_forms}", err=True)
+    if catalog_files(config, lang)[0].is_file():
+        click.echo(
+            f"'{lang}' has a built-in catalog: fill in only the sentences to reword, "
+            "the others keep their built-in wording",
+            err=True,
+        )
+
+
+@locale.command("check")
+@with_config
+def locale_check(config: Config) -> None:
+    """List, for each published language, the untranslated and fuzzy messages of mail and web."""
+    from .i18n import gaps
+
+    incomplete = 0
+    for gap in gaps(config):
+        state = "" if gap.exists else " (no catalog yet)"
+        done = gap.total - len(gap.missing)
+        click.echo(f"{gap.lang} {gap.part}: {done} of {gap.total} translated, {gap.catalog}{state}")
+        for message in gap.missing:
+            status = "fuzzy" if message.key in gap.fuzzy else "untranslated"
+            click.echo(f"  {message.where}: {status}: {message.key!r}")
+        incomplete += bool(gap.missing)
+    sys.exit(1 if incomplete else 0)
 
 
 if __name__ == "__main__":

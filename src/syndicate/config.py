@@ -8,6 +8,7 @@ resolved against the config file's folder.
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import re
 import tomllib
@@ -92,10 +93,11 @@ class LanguageProfile(Section):
     """Per audience id, the labels that open its takeaways line."""
     audience_names: dict[str, str] = {}
     """Per audience id, the name digests use in headings."""
-    feed_title: str = ""
-    """Title of this language's feeds (the site title when empty)."""
-    feed_subtitle: str = ""
-    """Subtitle of this language's feeds."""
+    title: str = ""
+    """The site's title in this language (default: site.title): feeds and pages."""
+    description: str = ""
+    """The site's description in this language (default: site.description): the feeds'
+    subtitle."""
 
     @field_validator("date_line", "takeaways", "references")
     @classmethod
@@ -107,7 +109,10 @@ class LanguageProfile(Section):
 
 class Site(Section):
     title: str = "Syndicate"
-    """Publisher name, used in feeds and emails."""
+    """Publisher name: the title of the feeds, pages and emails."""
+    description: str | dict[LangCode, str] = ""
+    """What the site publishes, one sentence: the feeds' subtitle. One text for every
+    language, or a table of one per language code (default: the title)."""
     base_url: HttpUrl = "http://127.0.0.1:8080"
     """Public root URL; every link in feeds and emails is built from it."""
     article_url: str = "{base_url}/{lang}/{slug}/"
@@ -124,6 +129,29 @@ class Site(Section):
     """Languages read and published, in display order."""
     articles: Path = Path("articles")
     """Folder of article files."""
+    locales: Path = Path("locales")
+    """Folder of the publisher's own catalogs, <locales>/<lang>/LC_MESSAGES/messages.po: they add
+    languages and override the built-in sentences, read again when they change."""
+    templates: Path | None = None
+    """Folder whose email/ and web/ files replace the built-in templates of the same name."""
+    fallback_language: LangCode | None = None
+    """Language of the whole interface (mail and web) for a language whose catalog is
+    incomplete; without one, its digests are refused and its pages are in English."""
+
+
+    max_article_bytes: int = Field(2_000_000, ge=1)
+    """Size above which an article file is not read (a diagnostic names it)."""
+
+    @model_validator(mode="after")
+    def _described_languages(self) -> Site:
+        if isinstance(self.description, dict):
+            unknown = sorted(set(self.description) - set(self.languages))
+            if unknown:
+                raise ValueError(
+                    f"description names {', '.join(unknown)}, not one of site.languages "
+                    f"({', '.join(self.languages)})"
+                )
+        return self
 
     @field_validator("article_url")
     @classmethod
@@ -131,7 +159,7 @@ class Site(Section):
         unknown = set(re.findall(r"{(\w*)}", value)) - {"base_url", "lang", "slug"}
         if unknown:
             raise ValueError(
-                f"unknown placeholder(s) {sorted(unknown)} (known: base_url, lang, slug)"
+                f"unknown placeholder(s) {', '.join(sorted(unknown))} (known: base_url, lang, slug)"
             )
         return value
 
@@ -144,11 +172,18 @@ class Feeds(Section):
     archive_entries: int = Field(500, ge=1, le=100_000)
     """Entries per archive document. A reader fetches an archive once, to catch up, where it
     polls the feed: larger pages mean fewer documents to fetch, write and check."""
-    hub: HttpUrl | None = None
-    """WebSub hub announced in every feed (optional)."""
+    hub: list[HttpUrl] = []
+    """WebSub hubs announced in every feed and told after each build that changed a feed: one
+    URL, or a list of them (optional)."""
     tag: str | None = Field(None, pattern=r"^[A-Za-z0-9.@-]+,\d{4}(-\d{2}(-\d{2})?)?$")
     """Tag-URI authority and date of every feed and entry id ("example.org,2025-01-01"); default:
     the host of site.base_url with 2025-01-01. Keep it when the site moves, so ids never change."""
+
+
+    @field_validator("hub", mode="before")
+    @classmethod
+    def _one_or_more_hubs(cls, value: Any) -> Any:
+        return [value] if isinstance(value, str) else value
 
 
 class State(Section):
@@ -166,7 +201,13 @@ class Email(Section):
     outbox: Path = Path("outbox")
     """Folder of previews and of the local Maildir used when no SMTP server is configured."""
     english_fallback: bool = False
-    """Render in English a language whose catalog is incomplete, instead of refusing."""
+    """Deprecated: site.fallback_language = "en" says the same."""
+    max_articles: int = Field(10, ge=1, le=1000)
+    """The most articles one digest lists, newest first; the rest of its window is one line
+    with a link to the language's index page (fewer, when the HTML would pass its limit)."""
+    first_window_days: int | None = Field(None, ge=1)
+    """A group's first digest covers the articles of these last days (default: however old;
+    max_articles still caps it). Later digests hold what is new since the group's last one."""
     list_id: str = "digest.example.com"
     """List-Id of the digests."""
     unsubscribe_mailto: str | None = None
@@ -177,6 +218,21 @@ class Email(Section):
     """DKIM signing domain (default: the sender's domain)."""
     dkim_key_file: Path | None = None
     """PEM private key for DKIM."""
+    return_path: str | None = None
+    """Envelope sender of the digests, which bounces go back to: each delivery gets its own,
+    <local>+<delivery id>.<mac>@<domain> (default: bounces@ the sender's domain)."""
+    verp: bool = True
+    """Give each delivery its own envelope sender; off for a relay that sends as one address
+    only (then return_path, else the sender's address, and bounces match by fallbacks)."""
+
+    @field_validator("return_path")
+    @classmethod
+    def _bare_address(cls, value: str | None) -> str | None:
+        if value is not None:
+            local, at, domain = value.rpartition("@")
+            if not (at and local and domain) or "+" in local or re.search(r"[\s<>]", value):
+                raise ValueError(f"not a bare address without '+' (bounces@example.org): {value!r}")
+        return value
 
 
 class Smtp(Section):
@@ -246,7 +302,9 @@ class Schedule(Section):
         names = [job.name for job in value]
         repeated = sorted({name for name in names if names.count(name) > 1})
         if repeated:
-            raise ValueError(f"job names must be unique (the job id); repeated: {repeated}")
+            raise ValueError(
+                f"job names must be unique (the job id); repeated: {', '.join(repeated)}"
+            )
         return value
 
 
@@ -257,10 +315,26 @@ class Web(Section):
     """Key that signs reader tokens; better given as SYNDICATE_SECRET_KEY."""
     subscribe_per_minute: int = Field(10, ge=1)
     """Subscribe requests per client address and minute."""
+    mails_per_address_hour: int = Field(3, ge=1)
+    """Mails /subscribe sends to one reader address per hour; past that the page is the same
+    and nothing is sent, so the form cannot flood someone's inbox."""
+    trusted_proxies: list[str] = []
+    """Addresses or networks (CIDR) of reverse proxies whose X-Forwarded-For names the client;
+    from anyone else the header is ignored, so a client cannot pick its own rate limit."""
     secret_key_file: Path = Path("state/secret_key")
     """Where a generated key is kept when no secret_key is given (created on first use)."""
     archive: Path = Path("archive")
     """Folder of past digest issues as web pages: <archive>/<lang>/<issue>.html."""
+
+    @field_validator("trusted_proxies")
+    @classmethod
+    def _networks(cls, value: list[str]) -> list[str]:
+        for entry in value:
+            try:
+                ipaddress.ip_network(entry, strict=False)
+            except ValueError:
+                raise ValueError(f"not an IP address or network: {entry!r}") from None
+        return value
 
 
 class Config(Section):
@@ -281,13 +355,18 @@ class Config(Section):
         missing = [lang for lang in self.site.languages if lang not in self.languages]
         if missing:
             raise ValueError(
-                f"site.languages names {missing} but no [languages.<code>] profile exists for it"
+                f"site.languages names {', '.join(missing)} but no [languages.<code>] "
+                "profile exists for it"
             )
+        fallback = self.site.fallback_language
+        if fallback is not None and fallback not in self.languages:
+            raise ValueError(f"site.fallback_language {fallback!r} has no language profile")
         for job in self.schedule.digests:
             unknown = set(job.audiences) - set(self.audiences)
             if unknown:
                 raise ValueError(
-                    f"schedule.digests {job.name!r}: unknown audience(s) {sorted(unknown)}"
+                    f"schedule.digests {job.name!r}: unknown audience(s) "
+                    f"{', '.join(sorted(unknown))} (known: {', '.join(self.audiences)})"
                 )
         return self
 
@@ -296,6 +375,13 @@ class Config(Section):
         """Audience ids: the standard ones, then any that a language profile adds."""
         extra = {a for p in self.languages.values() for a in p.audiences} - set(AUDIENCES)
         return AUDIENCES + tuple(sorted(extra))
+
+    @property
+    def fallback_language(self) -> str | None:
+        """site.fallback_language, or English where the deprecated email.english_fallback is on."""
+        if self.site.fallback_language is None and self.email.english_fallback:
+            return "en"
+        return self.site.fallback_language
 
     @property
     def profiles(self) -> dict[str, LanguageProfile]:
@@ -316,6 +402,19 @@ class Config(Section):
             if rest and rest != ":memory:":
                 return prefix + str(self.path(Path(rest)))
         return url
+
+    def title(self, lang: str) -> str:
+        """The site's title in ``lang``: its language block's, else site.title."""
+        profile = self.languages.get(lang)
+        return (profile and profile.title) or self.site.title
+
+    def description(self, lang: str) -> str:
+        """The site's description in ``lang``: its language block's, else site.description
+        (the text, or its entry for ``lang``), else the title."""
+        profile = self.languages.get(lang)
+        site = self.site.description
+        shared = site if isinstance(site, str) else site.get(lang, "")
+        return (profile and profile.description) or shared or self.title(lang)
 
     def article_url(self, lang: str, slug: str) -> str:
         return self.site.article_url.format(base_url=self.site.base_url, lang=lang, slug=slug)

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Protocol
 from urllib.parse import unquote, urlsplit
 
-from .errors import DeliveryError, StoreError
+from .errors import DatabaseError, DeliveryError
 from .store import Claim, Issue, Ledger, Store
 from .subscribers import smtp_address
 
@@ -340,6 +340,8 @@ class SendOptions:
     backoff: float = 1.0
     """Seconds before the first retry of a temporary failure; doubles each time."""
     max_bounces: int = 3
+    return_path: Callable[[Claim], str] | None = None
+    """The envelope sender of each delivery (VERP, for bounces); ``sender`` when None."""
 
 
 Pause = Callable[[float], bool]
@@ -392,7 +394,7 @@ def deliver(
     (a new one by default) adds them up. Once ``stop`` is set, no delivery is taken any
     more; the messages on the wire finish (bounded by the transport's timeout)
     and their replies are recorded. Raises DeliveryError when the server cannot be used at all
-    (unreachable, login or sender refused) and StoreError when the database fails; both say
+    (unreachable, login or sender refused) and DatabaseError when the database fails; both say
     how many were sent and how many are left for the next run, which are kept pending.
     """
     counts = DeliveryCounts() if counts is None else counts
@@ -484,7 +486,7 @@ def deliver(
                 thread.start()
             for thread in threads:
                 thread.join()
-    except StoreError as exc:  # before the workers started, or after they ended
+    except DatabaseError as exc:  # before the workers started, or after they ended
         fatal.append(exc)
     counts.stopped = stop is not None and stop.is_set()
     counts.left = pending - settled[0]
@@ -493,7 +495,7 @@ def deliver(
         kept = f"{counts.sent:,} sent; what is pending is kept for the next run"
     if fatal:
         first = fatal[0]
-        if isinstance(first, StoreError | DeliveryError):
+        if isinstance(first, DatabaseError | DeliveryError):
             raise type(first)(f"{first}; {kept}") from first
         raise first
     unreachable = [sender.unreachable for sender in senders if sender.unreachable]
@@ -561,6 +563,7 @@ class _Sender:
             ledger.finish(claim.id, "failed", reply, now)
             self.outcome("failed", claim.email, reply)
             return
+        sender = options.return_path(claim) if options.return_path else options.sender
         last = ""
         for attempt in range(options.retries + 1):
             if attempt and not self._again(ledger, claim, attempt):
@@ -574,7 +577,7 @@ class _Sender:
 
             assert self.transport is not None
             try:
-                reply = self.transport.send(options.sender, claim.email, message, ending)
+                reply = self.transport.send(sender, claim.email, message, ending)
             except TemporaryFailure as exc:
                 last = exc.reply
                 if exc.reconnect:
@@ -589,7 +592,7 @@ class _Sender:
                     ledger.finish(claim.id, "failed", exc.reply, now)
                 self.outcome("failed", claim.email, exc.reply)
                 return
-            except StoreError:
+            except DatabaseError:
                 raise
             except DeliveryError as exc:  # the server refuses us: give the row back, stop
                 ledger.give_back(claim.id, str(exc), now)

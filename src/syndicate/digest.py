@@ -7,7 +7,7 @@ in as a mapping, so the same rules serve the by-hand preview and the scheduled s
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from datetime import date
+from datetime import date, timedelta
 
 from .model import AUDIENCES, ArticleSet, Digest, DigestItem
 
@@ -18,6 +18,20 @@ def audience_order(audiences: Sequence[str]) -> tuple[str, ...]:
     return tuple(sorted(set(audiences), key=lambda a: (rank.get(a, len(rank)), a)))
 
 
+def window_start(
+    last_issue: date | None, today: date, first_window_days: int | None = None
+) -> date | None:
+    """The first day of a group's next window: the day of its last issue (what is dated that
+    day or later and was not in it is new); for a group that never had an issue, the
+    ``first_window_days`` days before ``today`` (None: no limit; the cap keeps the newest).
+    """
+    if last_issue is not None:
+        return last_issue
+    if first_window_days is None:
+        return None
+    return today - timedelta(days=first_window_days)
+
+
 def select_digest(
     articles: ArticleSet,
     lang: str,
@@ -25,12 +39,14 @@ def select_digest(
     *,
     since: date | None = None,
     sent: Mapping[tuple[str, str], str] | None = None,
+    limit: int | None = None,
 ) -> Digest | None:
     """The digest of ``lang`` for ``audiences``, or None when nothing in it would be new.
 
     An article is chosen when it has takeaways for at least one of the audiences, was updated
     on or after ``since`` (when given) and is not in ``sent`` with the same content hash. An
-    article in ``sent`` with another hash is a revision and is marked so.
+    article in ``sent`` with another hash is a revision and is marked so. The digest lists the
+    newest ``limit`` of them (all without one) and counts the rest in ``Digest.more``.
     """
     if not audiences:
         raise ValueError("a digest needs at least one audience")
@@ -48,4 +64,5 @@ def select_digest(
             items.append(DigestItem(article, takeaways, revised=before is not None))
     if not items:
         return None
-    return Digest(lang, chosen, tuple(items), since)
+    digest = Digest(lang, chosen, tuple(items), since)
+    return digest if limit is None else digest.shortened(limit)

@@ -7,6 +7,8 @@ module cannot do (``feeds.py`` is compiled at install, see ``hatch_build.py``).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from feedgen.entry import FeedEntry
 from feedgen.ext.base import BaseExtension
 from feedgen.util import xml_elem
@@ -56,12 +58,12 @@ class AtomExtras(BaseExtension):
 class RssExtras(BaseExtension):
     """RSS has no hub element: WebSub names it with an atom:link, as Atom does."""
 
-    hub: str | None = None
+    hubs: Sequence[str] = ()
 
     def extend_ns(self) -> dict[str, str]:
         return {"dc": DC_NS}
 
     def extend_rss(self, feed):
-        if self.hub:
-            xml_elem(f"{{{ATOM_NS}}}link", feed.find("channel"), rel="hub", href=self.hub)
+        for hub in self.hubs:
+            xml_elem(f"{{{ATOM_NS}}}link", feed.find("channel"), rel="hub", href=hub)
         return feed

@@ -178,27 +178,33 @@ def _text(text: str) -> str:
     return html.escape(_safe(text), quote=False)
 
 
-def _inline(parts: Sequence[str | int], article: Article, anchor: str) -> str:
+def _inline(parts: Sequence[str | int], article: Article, anchor: str, base: str) -> str:
     out = []
     for part in parts:
         if isinstance(part, int):
             mark = f"<sup>{part}</sup>"
             if article.reference(part) is not None:
-                mark = f'<sup><a href="#{anchor}-{part}">{part}</a></sup>'
+                mark = f'<sup><a href="{base}#{anchor}-{part}">{part}</a></sup>'
             out.append(mark)
         else:
             out.append(_text(part))
     return "".join(out)
 
 
-def article_html(config: Config, article: Article) -> str:
-    """The whole article as HTML: body, takeaways per audience, references; text escaped."""
+def article_html(config: Config, article: Article, url: str = "") -> str:
+    """The whole article as HTML: body, takeaways per audience, references; text escaped.
+
+    Footnote marks link to the reference list at ``url`` (the article's page): a feed has no
+    base URL its content is read against (RSS has no xml:base), so its links are absolute.
+    Without ``url`` they are fragments, for the article's own page.
+    """
     profile = config.languages[article.lang]
     anchor = f"{article.lang}-{article.slug}-ref"
+    base = html.escape(url)
     out = []
     for block in article.blocks:
         tag = "h2" if block.kind == "heading" else "p"
-        out.append(f"<{tag}>{_inline(block.parts, article, anchor)}</{tag}>")
+        out.append(f"<{tag}>{_inline(block.parts, article, anchor, base)}</{tag}>")
     if article.takeaways:
         out.append(f"<h2>{_text(profile.takeaways[0])}</h2>")
         for t in article.takeaways:
@@ -228,14 +234,15 @@ def make_entry(
     """The feed values of one article; ``published`` comes from the state database."""
     zone = ZoneInfo(config.site.timezone)
     profile = config.languages[article.lang]
+    url = config.article_url(article.lang, article.slug)
     return Entry(
         id=entry_id(config, article.lang, article.slug),
         title=_safe(article.title),
-        url=config.article_url(article.lang, article.slug),
+        url=url,
         published=published.astimezone(zone),
         updated=updated_at(config, article.updated),
         summary=_safe(article.summary or article.seo.description or article.title),
-        content=article_html(config, article) if content else None,
+        content=article_html(config, article, url) if content else None,
         categories=tuple(
             (t.audience, _label(profile.audience_names.get(t.audience, t.label)))
             for t in article.takeaways
@@ -249,15 +256,14 @@ def make_entry(
 
 
 def _generator(
-    config: Config, lang: str, entries: Sequence[Entry], title: str, *, add_entries: bool = True
+    config: Config, lang: str, entries: Sequence[Entry], *, add_entries: bool = True
 ) -> FeedGenerator:
-    profile = config.languages[lang]
     fg = FeedGenerator()
     fg.register_extension("syndicate_atom", AtomExtras, atom=True, rss=False)
     fg.register_extension("syndicate_rss", RssExtras, atom=False, rss=True)
     fg.id(feed_id(config, lang))
-    fg.title(_safe(title))
-    fg.subtitle(_safe(profile.feed_subtitle or title))
+    fg.title(_safe(config.title(lang)))
+    fg.subtitle(_safe(config.description(lang)))
     fg.language(lang)
     fg.author(_author(config))
     fg.generator(GENERATOR)  # no version: an upgrade alone must not change the bytes
@@ -297,8 +303,8 @@ def _author(config: Config) -> dict[str, str]:
 def _feed_links(fg: FeedGenerator, config: Config, page: Page, mime: str) -> None:
     """Feed links in a deliberate order: the last one becomes the RSS channel <link>."""
     fg.link(href=page.self_url, rel="self", type=mime, replace=True)
-    if config.feeds.hub:
-        fg.link(href=config.feeds.hub, rel="hub")
+    for hub in config.feeds.hub:
+        fg.link(href=hub, rel="hub")
     for rel, href in (
         ("current", page.current),
         ("prev-archive", page.prev_archive),
@@ -317,14 +323,10 @@ def home_url(config: Config, lang: str) -> str:
     return f"{config.site.base_url}/{lang}/"
 
 
-def _title(config: Config, lang: str) -> str:
-    return config.languages[lang].feed_title or config.site.title
-
-
 def atom_document(
     config: Config, lang: str, entries: Sequence[Entry], page: Page, *, archive: bool = False
 ) -> bytes:
-    fg = _generator(config, lang, entries, _title(config, lang))
+    fg = _generator(config, lang, entries)
     fg.syndicate_atom.archive = archive
     _feed_links(fg, config, page, ATOM_MIME)
     return fg.atom_str(pretty=True)
@@ -338,7 +340,7 @@ def archive_document(config: Config, lang: str, entries: Sequence[Entry], page: 
     building elements costs ten times that, and the archives hold nearly every entry of a
     large site. Every value is escaped; the tests hold the bytes to feedgen's.
     """
-    fg = _generator(config, lang, entries, _title(config, lang), add_entries=False)
+    fg = _generator(config, lang, entries, add_entries=False)
     fg.syndicate_atom.archive = True
     _feed_links(fg, config, page, ATOM_MIME)
     head = etree.tostring(
@@ -425,8 +427,8 @@ _PARSER = etree.XMLParser(remove_blank_text=True)
 
 
 def rss_document(config: Config, lang: str, entries: Sequence[Entry]) -> bytes:
-    fg = _generator(config, lang, entries, _title(config, lang))
-    fg.syndicate_rss.hub = config.feeds.hub
+    fg = _generator(config, lang, entries)
+    fg.syndicate_rss.hubs = config.feeds.hub
     _feed_links(fg, config, Page(feed_url(config, feed_names(lang)["rss"])), RSS_MIME)
     with _RSS_LOCK:
         return fg.rss_str(pretty=True)
@@ -434,19 +436,18 @@ def rss_document(config: Config, lang: str, entries: Sequence[Entry]) -> bytes:
 
 def json_document(config: Config, lang: str, entries: Sequence[Entry]) -> bytes:
     """JSON Feed 1.1; json.dumps escapes whatever the text holds."""
-    title = _title(config, lang)
     author = {"name": _safe(config.site.author)}
     feed: dict = {
         "version": "https://jsonfeed.org/version/1.1",
-        "title": _safe(title),
+        "title": _safe(config.title(lang)),
         "home_page_url": home_url(config, lang),
         "feed_url": feed_url(config, feed_names(lang)["json"]),
-        "description": _safe(config.languages[lang].feed_subtitle or title),
+        "description": _safe(config.description(lang)),
         "language": lang,
         "authors": [author],
     }
     if config.feeds.hub:
-        feed["hubs"] = [{"type": "WebSub", "url": config.feeds.hub}]
+        feed["hubs"] = [{"type": "WebSub", "url": hub} for hub in config.feeds.hub]
     feed["items"] = [
         {
             "id": e.id,
@@ -474,7 +475,7 @@ def opml_document(config: Config, langs: Sequence[str]) -> bytes:
     kinds = {"atom": "Atom", "rss": "RSS", "json": "JSON Feed"}
     for lang in langs:
         for kind, name in feed_names(lang).items():
-            text = f"{_title(config, lang)} ({kinds[kind]}, {lang})"
+            text = f"{config.title(lang)} ({kinds[kind]}, {lang})"
             etree.SubElement(
                 body,
                 "outline",
@@ -492,6 +493,17 @@ def feed_languages(config: Config, articles: ArticleSet) -> list[str]:
     """The configured languages that have articles, in the configured order."""
     present = {a.lang for a in articles}
     return [lang for lang in config.site.languages if lang in present]
+
+
+def hub_topics(config: Config, names: Iterable[str]) -> list[str]:
+    """The self URLs of the subscription documents among the file ``names`` (archives and the
+    OPML list aside): what a WebSub hub is told changed."""
+    subscribed = {"atom.xml", "rss.xml", "json"}
+    return [
+        feed_url(config, name)
+        for name in names
+        if "/" not in name and name.partition(".")[2] in subscribed
+    ]
 
 
 def render_feeds(

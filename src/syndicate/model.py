@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterator
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from datetime import date
 from enum import StrEnum
 from operator import attrgetter
@@ -194,6 +194,9 @@ class Digest:
     """Audience ids in display order."""
     items: tuple[DigestItem, ...]
     since: date | None = None
+    more: int = 0
+    """Articles of the window that the digest does not list (over the cap): one line with a
+    link to the rest."""
 
     @property
     def key(self) -> str:
@@ -206,4 +209,14 @@ class Digest:
         h = hashlib.sha256(self.key.encode())
         for item in self.items:
             h.update(f"\n{item.article.slug}:{item.article.digest}:{int(item.revised)}".encode())
+        if self.more:
+            h.update(f"\n+{self.more}".encode())
         return h.hexdigest()[:32]
+
+    def shortened(self, listed: int) -> Digest:
+        """The same digest listing only its first (newest) ``listed`` items; the others join
+        the ones counted in ``more``."""
+        if listed >= len(self.items):
+            return self
+        rest = len(self.items) - listed
+        return replace(self, items=self.items[:listed], more=self.more + rest)

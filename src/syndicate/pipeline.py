@@ -9,11 +9,12 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import mailbox
 import os
 import tempfile
 import threading
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import date, datetime
@@ -22,8 +23,18 @@ from email.policy import SMTP
 from email.utils import parseaddr
 from pathlib import Path
 from typing import BinaryIO
+from zoneinfo import ZoneInfo
 
 from . import __version__, feeds
+from .bounces import (
+    COMPLAINT,
+    NOT_A_BOUNCE,
+    PERMANENT,
+    Finding,
+    classify,
+    verp_address,
+    verp_deliveries,
+)
 from .compose import compose_message
 from .config import Config
 from .deliver import (
@@ -36,9 +47,9 @@ from .deliver import (
     deliver,
     envelope_sender,
 )
-from .digest import audience_order, select_digest
-from .errors import ConfigError, RenderError, SyndicateError
-from .model import Article, ArticleSet, Diagnostic, Severity
+from .digest import audience_order, select_digest, window_start
+from .errors import ConfigError, OutputError, RenderError, UsageError, describe
+from .model import Article, ArticleSet, Diagnostic, Digest, Severity
 from .reader import (
     Reading,
     article_set,
@@ -50,8 +61,10 @@ from .reader import (
 )
 from .render import RenderedDigest, render_digest
 from .signing import DkimSigner
-from .store import Claim, Issue, Store, Subscriber, open_store
+from .store import Bounced, Claim, Issue, Store, Subscriber, database_errors, open_store
+from .subscribers import ReaderRow
 from .tokens import PREFERENCES, UNSUBSCRIBE, link, reader_link, secret_key
+from .websub import Notify
 
 MANIFEST = ".manifest.json"
 INDEX = ".index.json"  # the last build's reading of each article file, for the next build
@@ -76,20 +89,36 @@ def atomic_file(path: Path) -> Iterator[BinaryIO]:
     without an error, and is removed when it does not."""
     fd, tmp = _temporary_beside(path)
     try:
-        with os.fdopen(fd, "wb") as handle:
+        with _writing(path), os.fdopen(fd, "wb") as handle:
             yield handle
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
+            handle.close()
+            os.chmod(tmp, 0o644)
+            os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+@contextmanager
+def _writing(path: Path) -> Iterator[None]:
+    """An OSError while ``path`` is written names ``path``, not its temporary file (nor
+    nothing, as a failed write does)."""
+    try:
+        yield
+    except OSError as exc:
+        temporary = os.path.join(path.parent, f".{path.name}.")
+        if exc.filename is None or os.fspath(exc.filename).startswith(temporary):
+            exc.filename, exc.filename2 = str(path), None
         raise
 
 
 def _temporary_beside(path: Path) -> tuple[int, str]:
     """A new hidden file in ``path``'s folder, named after ``path`` and this process, whose
     id tells ``sweep_leftovers`` whether the file's writer is still at work."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    return tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp", dir=path.parent)
+    with _writing(path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        prefix = f".{path.name}.{os.getpid()}."
+        return tempfile.mkstemp(prefix=prefix, suffix=".tmp", dir=path.parent)
 
 
 def sweep_leftovers(folder: Path) -> None:
@@ -133,9 +162,10 @@ class Staging:
             pass
         fd, tmp = _temporary_beside(path)
         try:
-            with os.fdopen(fd, "wb") as handle:
+            with _writing(path), os.fdopen(fd, "wb") as handle:
                 handle.write(data)
-            os.chmod(tmp, 0o644)
+                handle.close()
+                os.chmod(tmp, 0o644)
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
             raise
@@ -145,7 +175,8 @@ class Staging:
         """Put every new document in place; the names written and those left unchanged."""
         for name, tmp in self.files.items():
             if tmp is not None:
-                os.replace(tmp, self.folder / name)
+                with _writing(self.folder / name):
+                    os.replace(tmp, self.folder / name)
         written = [name for name, tmp in self.files.items() if tmp is not None]
         return written, [name for name, tmp in self.files.items() if tmp is None]
 
@@ -182,6 +213,10 @@ class FeedReport:
     problems: tuple[Diagnostic, ...] = ()
     skipped: bool = False  # nothing changed since the last build: nothing was read or written
     next_due: datetime | None = None  # when the next held-back article falls due
+    announced: dict[str, int] = field(default_factory=dict)
+    """WebSub hub → how many changed feeds it was told of in this build."""
+    unannounced: dict[str, list[str]] = field(default_factory=dict)
+    """WebSub hub → the feeds it could not be told of yet (the next build tries again)."""
 
     @property
     def has_errors(self) -> bool:
@@ -194,7 +229,7 @@ def _fingerprint(config: Config, folder: Path, *, gated: bool) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def _digest(inputs: dict[str, list[int]]) -> str:
+def _digest(inputs: Mapping[str, list]) -> str:
     """The article files' paths, sizes and mtimes in one hash: a large set's manifest would
     otherwise take longer to load than the files take to stat."""
     return hashlib.sha256(json.dumps(inputs, separators=(",", ":")).encode()).hexdigest()
@@ -243,6 +278,7 @@ def build_feeds(
     out: Path | None = None,
     *,
     now: datetime | None = None,
+    notify: Notify | None = None,
 ) -> FeedReport:
     """Read the article set and write every feed document into ``out`` (default: feeds.out).
 
@@ -253,11 +289,47 @@ def build_feeds(
     article fell due, nothing is read or written. An index beside it keeps each file's summary
     reading, so a build reads only the files that changed since the last one. Publication
     times are recorded in the state database the first time an article is built.
+
+    ``notify`` tells each ``feeds.hub`` which subscription feeds changed, after they are in
+    place; what a hub could not be told is kept in the manifest and told at the next build,
+    whether or not that one changes anything. A hub never fails the build.
     """
     # A large set makes many objects, none of them in cycles. Collection resumes only once the
     # build's objects are gone: objects made meanwhile would all be walked at the next one.
     with no_cycle_collection():
-        return _build_feeds(config, articles_dir, out, now)
+        report = _build_feeds(config, articles_dir, out, now)
+    if notify is None or not report.unannounced:
+        return report
+    left = {
+        hub: remaining
+        for hub, topics in report.unannounced.items()
+        if (remaining := notify(hub, topics))
+    }
+    told = {hub: len(topics) - len(left.get(hub, ())) for hub, topics in report.unannounced.items()}
+    if left != report.unannounced:
+        manifest_path = report.out / MANIFEST
+        try:
+            manifest = json.loads(manifest_path.read_text("utf-8"))
+        except (OSError, ValueError):  # gone meanwhile: the next build rebuilds and tells again
+            manifest = None
+        if isinstance(manifest, dict):
+            manifest["unannounced"] = left
+            write_atomic(manifest_path, json.dumps(manifest, separators=(",", ":")).encode())
+    return dataclasses.replace(report, announced=told, unannounced=left)
+
+
+def _waiting(config: Config, previous: dict, topics: Sequence[str] = ()) -> dict[str, list[str]]:
+    """Per configured hub, the feeds it is still to be told of: what the last build could
+    not announce (its manifest's ``unannounced``) and ``topics``, each once."""
+    kept = previous.get("unannounced")
+    kept = kept if isinstance(kept, dict) else {}
+    waiting = {}
+    for hub in config.feeds.hub:
+        old = kept.get(hub)
+        both = [*(old if isinstance(old, list) else []), *topics]
+        if both:
+            waiting[hub] = list(dict.fromkeys(map(str, both)))
+    return waiting
 
 
 def _build_feeds(
@@ -267,12 +339,14 @@ def _build_feeds(
     out = out if out is not None else config.path(config.feeds.out)
     if not folder.is_dir():
         # Not an empty article set: publishing nothing would empty every feed.
-        raise SyndicateError(f"{folder}: article folder not found")
+        raise UsageError(f"{folder}: article folder not found")
     manifest_path = out / MANIFEST
-    files = scan(folder)
+    scanned: list[Diagnostic] = []
+    files = scan(folder, scanned, max_bytes=config.site.max_article_bytes)
     prefix = len(os.path.join(str(folder), ""))
     inputs = {path[prefix:].replace(os.sep, "/"): list(stat) for path, stat in files.items()}
-    inputs_digest = _digest(inputs)
+    # What the walk left out counts as input too: a new dangling link is news.
+    inputs_digest = _digest({**inputs, "": [[p.file, p.message] for p in scanned]})
     fingerprint = _fingerprint(config, folder, gated=now is not None)
     try:
         previous = json.loads(manifest_path.read_text("utf-8"))
@@ -291,42 +365,53 @@ def _build_feeds(
             problems=_problems(previous.get("problems", [])),
             skipped=True,
             next_due=_when(previous.get("next_due")),
+            unannounced=_waiting(config, previous),
         )
 
-    if out.is_dir():
-        sweep_leftovers(out)
-    # The index file is written as the files are read, and takes the old one's place only when
-    # the whole build went through.
-    with atomic_file(out / INDEX) as index_file:
-        # The feeds show the newest articles whole and the rest by summary: read the summaries
-        # (no body, no bullets), then the newest again, in full. A file the last build read and
-        # that has not changed since is not read again.
-        readings = _read_and_index(config, folder, out / INDEX, index_file, files, inputs)
-        index = article_set(readings)
-        due, next_due = _due(config, index, now)
-        found = _with_bodies(config, due)
-        store = open_store(config.database_url)
-        try:
-            published = store.first_published(feeds.publication_candidates(found, config))
-        finally:
-            store.close()
-        # Each document is staged as it comes. In this process only: forked renderers were
-        # measured at 30,000 articles, and each copies much of the set's memory (it touches
-        # every article's reference count): with one, rendering took 0.41-0.44 s instead of
-        # 0.57-0.60, and the build's processes 230 MiB together instead of 177.
-        staging = Staging(out)
-        try:
+    staging = Staging(out)
+    try:
+        if out.is_dir():
+            sweep_leftovers(out)
+        # The index file is written as the files are read, and takes the old one's place
+        # only when every document is staged.
+        with atomic_file(out / INDEX) as index_file:
+            # The feeds show the newest articles whole and the rest by summary: read the
+            # summaries (no body, no bullets), then the newest again, in full. A file the last
+            # build read and that has not changed since is not read again.
+            readings = _read_and_index(config, folder, out / INDEX, index_file, files, inputs)
+            index = article_set(readings)
+            if scanned:
+                index = ArticleSet(index.articles, (*scanned, *index.problems))
+            due, next_due = _due(config, index, now)
+            found = _with_bodies(config, due)
+            kept = "feeds unchanged: "
+            with database_errors(config.database_url, kept):
+                store = open_store(config.database_url)
+                try:
+                    published = store.first_published(feeds.publication_candidates(found, config))
+                finally:
+                    store.close()
+            # Each document is staged as it comes. In this process only: forked renderers
+            # were measured at 30,000 articles, and each copies much of the set's memory (it
+            # touches every article's reference count): with one, rendering took 0.41-0.44 s
+            # instead of 0.57-0.60, and the build's processes 230 MiB together instead of 177.
             for name, data in feeds.render_feeds(config, found, published):
                 staging.add(name, data)
-            written, unchanged = staging.commit()
-        except BaseException:
-            staging.discard()
-            raise
+    except OSError as exc:
+        staging.discard()
+        raise OutputError(f"feeds unchanged: {describe(exc)}") from exc
+    except BaseException:
+        staging.discard()
+        raise
+    try:
+        written, unchanged = staging.commit()
         docs = staging.files
         removed = sorted(set(previous.get("outputs", {})) - set(docs))
         for name in removed:
             (out / name).unlink(missing_ok=True)
         entries = {lang: len(found.in_language(lang)) for lang in found.languages}
+        # Recorded before any hub is told: a build killed meanwhile leaves them to the next.
+        unannounced = _waiting(config, previous, feeds.hub_topics(config, written))
         write_atomic(
             manifest_path,
             json.dumps(
@@ -336,6 +421,7 @@ def _build_feeds(
                     "outputs": _stats(out, [out / n for n in docs]),
                     "entries": entries,
                     "next_due": next_due.isoformat() if next_due else None,
+                    "unannounced": unannounced,
                     "problems": [
                         {
                             "file": p.file,
@@ -349,15 +435,21 @@ def _build_feeds(
                 separators=(",", ":"),  # indenting would take the pure-Python encoder
             ).encode(),
         )
-        return FeedReport(
-            out,
-            entries,
-            tuple(written),
-            tuple(unchanged),
-            tuple(removed),
-            found.problems,
-            next_due=next_due,
-        )
+    except OSError as exc:
+        staging.discard()
+        raise OutputError(
+            f"feeds in {out} partly updated: {describe(exc)} (the next build writes them again)"
+        ) from exc
+    return FeedReport(
+        out,
+        entries,
+        tuple(written),
+        tuple(unchanged),
+        tuple(removed),
+        found.problems,
+        next_due=next_due,
+        unannounced=unannounced,
+    )
 
 
 def _when(value: str | None) -> datetime | None:
@@ -476,12 +568,42 @@ def write_digest(
     *,
     now: datetime,
     since: date | None = None,
+    store: Store | None = None,
 ) -> list[Path]:
-    """One digest by hand; no files (an empty list) when nothing in the window is new."""
-    digest = select_digest(articles, lang, audiences, since=since)
+    """One digest by hand: what the group's next issue would hold (its window, from ``store``),
+    or from ``since`` on; no files (an empty list) when nothing in the window is new."""
+    digest = next_digest(config, articles, lang, audiences, now=now, since=since, store=store)
     if digest is None:
         return []
     return write_preview(render_digest(digest, config), config, out_dir, now=now)
+
+
+def next_digest(
+    config: Config,
+    articles: ArticleSet,
+    lang: str,
+    audiences: Sequence[str],
+    *,
+    now: datetime,
+    since: date | None = None,
+    store: Store | None = None,
+) -> Digest | None:
+    """The next digest of one group (language and audience set): from ``since`` when given,
+    else what is new since the group's last issue, else its first window; never what it
+    already had, and at most ``email.max_articles`` listed (the rest counted)."""
+    chosen = audience_order(audiences)
+    sent = store.sent_articles(lang, chosen) if store is not None else {}
+    if since is None:
+        zone = ZoneInfo(config.site.timezone)
+        last = store.last_issue(lang, chosen) if store is not None else None
+        since = window_start(
+            last.astimezone(zone).date() if last is not None else None,
+            now.astimezone(zone).date(),
+            config.email.first_window_days,
+        )
+    return select_digest(
+        articles, lang, chosen, since=since, sent=sent, limit=config.email.max_articles
+    )
 
 
 def digest_variants(config: Config) -> list[tuple[str, tuple[str, ...]]]:
@@ -492,27 +614,23 @@ def digest_variants(config: Config) -> list[tuple[str, tuple[str, ...]]]:
 
 def write_previews(
     config: Config, articles: ArticleSet, out_dir: Path, *, now: datetime
-) -> list[Path]:
-    """Render every variant that has content into ``out_dir``.
-
-    A variant that fails does not stop the others; the failures are raised together at the end.
-    """
+) -> tuple[list[Path], list[tuple[str, str]]]:
+    """Render every variant that has content into ``out_dir``: the files written, and the
+    (variant, why) of each variant that could not be rendered or written. One that fails does
+    not stop the others."""
     paths: list[Path] = []
-    failures: list[str] = []
+    failures: list[tuple[str, str]] = []
     for lang, audiences in digest_variants(config):
-        digest = select_digest(articles, lang, audiences)
+        digest = next_digest(config, articles, lang, audiences, now=now)
         if digest is None:
             continue
         try:
             paths += write_preview(render_digest(digest, config), config, out_dir, now=now)
         except RenderError as exc:
-            failures.append(f"{digest.key}: {exc}")
-    if failures:
-        raise RenderError(
-            f"{len(failures)} digest variant(s) not rendered ({len(paths)} file(s) written "
-            f"to {out_dir}):\n" + "\n".join(f"  {f}" for f in failures)
-        )
-    return paths
+            failures.append((digest.key, str(exc)))
+        except OSError as exc:  # a file in the way, a full disk: this variant's preview only
+            failures.append((digest.key, describe(exc)))
+    return paths, failures
 
 
 # ---------------------------------------------------------------------------------------------
@@ -531,6 +649,15 @@ class SendReport(DeliveryCounts):
     """Article files that could not be read (the others were still used)."""
     samples: int = 0
     """Sample readers left out because a real SMTP server is set."""
+    refused: list[tuple[str, int, str]] = field(default_factory=list)
+    """(variant key, readers, reason) per group whose digest could not be rendered; every
+    other group was still issued (in a dry run: would fail)."""
+
+    @property
+    def partial(self) -> bool:
+        """Some reader did not get what was due: a group refused, or deliveries that failed,
+        are uncertain or wait for the next run."""
+        return bool(self.refused or self.failed or self.uncertain or self.deferred)
 
 
 def open_mailer(config: Config) -> Mailer:
@@ -579,6 +706,11 @@ def dkim_signer(config: Config) -> DkimSigner | None:
 
 def _domain(sender: str) -> str:
     return parseaddr(sender)[1].rpartition("@")[2] or "localhost"
+
+
+def return_path(config: Config) -> str:
+    """The address bounces go back to, before each delivery's own part is added."""
+    return config.email.return_path or f"bounces@{_domain(config.email.sender)}"
 
 
 def message_id(domain: str, issue_id: int, subscriber_id: int) -> str:
@@ -647,11 +779,17 @@ def send_digests(
     store: Store,
     langs: Iterable[str] | None = None,
     audiences: Iterable[str] | None = None,
+    since: date | None = None,
     dry_run: bool = False,
     progress: Progress | None = None,
     stop: threading.Event | None = None,
 ) -> SendReport:
     """Issue every digest variant with new content and deliver what is pending.
+
+    Each group's window is what is new since its last issue (its first: the newest
+    ``email.max_articles``, within ``email.first_window_days`` when set); ``since`` sets the
+    first day of every window instead. A group whose digest cannot be rendered is reported in
+    ``SendReport.refused`` and the others go ahead.
 
     An issue and its delivery rows are committed together before any message leaves; a rerun
     after a crash sends what is still pending, from the stored issue, and never re-issues the
@@ -661,7 +799,12 @@ def send_digests(
     to through a real SMTP server.
     """
     # A digest shows titles, dates and takeaways: the summaries hold them.
-    articles = read_articles(config.path(config.site.articles), config.profiles, bodies=False)
+    articles = read_articles(
+        config.path(config.site.articles),
+        config.profiles,
+        bodies=False,
+        max_bytes=config.site.max_article_bytes,
+    )
     report = SendReport(problems=articles.problems)
     domain = _domain(config.email.sender)
     active = list(store.subscribers("active"))
@@ -671,13 +814,20 @@ def send_digests(
         active = real
     readers = variants(active, langs, audiences)
     for (lang, chosen), group in readers.items():
-        digest = select_digest(articles, lang, chosen, sent=store.sent_articles(lang, chosen))
+        digest = next_digest(config, articles, lang, chosen, now=now, since=since, store=store)
         if digest is None:
+            continue
+        # One group's digest failing to render (no catalog for its language, a template
+        # error) is that group's: it is reported, and every other group is still issued.
+        try:
+            rendered = render_digest(digest, config)
+        except Exception as exc:  # whatever it is, it is this variant's alone
+            report.refused.append((digest.key, len(group), str(exc) or type(exc).__name__))
             continue
         if dry_run:
             report.issues.append((digest.key, len(group)))
             continue
-        rendered = render_digest(digest, config)
+        digest = digest.shortened(rendered.listed)
         issue = store.create_issue(
             key=digest.key,
             lang=lang,
@@ -723,14 +873,20 @@ def send_digests(
         )
         return signer.sign(message, now=now) if signer else message
 
+    bounce_to = return_path(config)
+
+    def verp(claim: Claim) -> str:
+        return verp_address(secret, bounce_to, claim.id)
+
     smtp = config.smtp
     options = SendOptions(
-        sender=envelope_sender(config.email.sender),
+        sender=config.email.return_path or envelope_sender(config.email.sender),
         workers=smtp.pool_size,
         rate=smtp.rate,
         retries=smtp.retries,
         backoff=smtp.retry_backoff,
         max_bounces=smtp.max_bounces,
+        return_path=verp if config.email.verp else None,
     )
     if config.smtp.url:
         report.skipped += store.skip_consent_source(
@@ -751,7 +907,7 @@ def add_sample_readers(config: Config, store: Store, now: datetime) -> int:
     if config.smtp.url or next(iter(store.subscribers()), None) is not None:
         return 0
     rows = [
-        (f"sample-{lang}-{'-'.join(chosen)}@example.com", lang, chosen)
+        ReaderRow(f"sample-{lang}-{'-'.join(chosen)}@example.com", lang, chosen)
         for lang in config.site.languages
         for chosen in SAMPLE_AUDIENCES
     ]
@@ -759,3 +915,148 @@ def add_sample_readers(config: Config, store: Store, now: datetime) -> int:
         rows, status="active", consent_source=SAMPLE_SOURCE, now=now
     )
     return added
+
+
+# ---------------------------------------------------------------------------------------------
+# Bounces.
+
+
+@dataclass(frozen=True, slots=True)
+class BounceOutcome:
+    """What became of one message of a bounce mailbox."""
+
+    key: str
+    """The message's name in its mailbox."""
+    kind: str
+    """permanent, temporary, complaint or none (see ``bounces.classify``)."""
+    action: str
+    """What was (in a dry run: would be) done: the store's answer, or why nothing was."""
+    email: str = ""
+    status: str = ""
+    reason: str = ""
+    matched_by: str = ""
+
+
+class BounceBox:
+    """A Maildir (a folder with cur/ and new/) or an mbox file of bounce mail; a message
+    dealt with moves to ``processed/`` beside it (a Maildir inside the folder; for an mbox,
+    an mbox of the same name in a processed/ folder next to it)."""
+
+    def __init__(self, path: Path) -> None:
+        self.box: mailbox.Mailbox
+        if path.is_dir():
+            if not ((path / "cur").is_dir() or (path / "new").is_dir()):
+                raise UsageError(f"{path}: not a Maildir (no cur/ or new/ in it)")
+            self.box = mailbox.Maildir(path, factory=None, create=False)
+        elif path.is_file():
+            self.box = mailbox.mbox(path, factory=None, create=False)
+        else:
+            raise UsageError(f"{path}: no such Maildir or mbox")
+        self.path = path
+
+    def messages(self) -> Iterator[tuple[str, bytes]]:
+        for key in sorted(self.box.iterkeys(), key=str):
+            yield str(key), self.box.get_bytes(key)
+
+    def move(self, names: Sequence[str]) -> None:
+        """Move messages into processed/: each is copied there first, then removed here (a
+        message found in both after a crash is recognised by its digest)."""
+        if not names:
+            return
+        done: mailbox.Mailbox
+        if isinstance(self.box, mailbox.Maildir):
+            done = mailbox.Maildir(self.path / "processed", factory=None)
+        else:
+            (self.path.parent / "processed").mkdir(exist_ok=True)
+            done = mailbox.mbox(self.path.parent / "processed" / self.path.name, factory=None)
+        self.box.lock()
+        try:
+            keys = {str(key): key for key in self.box.iterkeys()}
+            for name in names:
+                done.add(self.box.get_bytes(keys[name]))  # byte for byte: its digest stays
+                done.flush()
+                self.box.remove(keys[name])
+            self.box.flush()
+        finally:
+            self.box.unlock()
+
+
+def process_bounces(
+    config: Config, store: Store, box: BounceBox, now: datetime, *, dry_run: bool = False
+) -> list[BounceOutcome]:
+    """Classify every message of ``box``, match it to a delivery and act on it; then move it
+    to processed/, so that a second run finds nothing (a message put back is recognised by
+    its digest and changes nothing either). ``dry_run`` writes and moves nothing.
+
+    The delivery comes from a genuine VERP address in the message; a message with VERP
+    addresses none of which is genuine is forged and ignored. Without one, the original's
+    Message-ID and then the reported recipient are the fallbacks.
+    """
+    secret = secret_key(config)
+    outcomes, done = [], []
+    for key, data in box.messages():
+        try:
+            finding = classify(data)
+        except Exception as exc:  # a message no detector can read stays for a person to see
+            outcomes.append(BounceOutcome(key, NOT_A_BOUNCE, f"left in place: unreadable ({exc})"))
+            continue
+        outcome = BounceOutcome(key, finding.kind, "not a bounce", status=finding.status)
+        if finding.kind != NOT_A_BOUNCE:
+            outcome = _act(config, store, secret, key, data, finding, now, dry_run=dry_run)
+        outcomes.append(outcome)
+        done.append(key)
+    if not dry_run:
+        box.move(done)
+    return outcomes
+
+
+def _act(
+    config: Config,
+    store: Store,
+    secret: bytes,
+    key: str,
+    data: bytes,
+    finding: Finding,
+    now: datetime,
+    *,
+    dry_run: bool,
+) -> BounceOutcome:
+    """Match one classified bounce to its delivery and record it (unless ``dry_run``)."""
+    ids, shaped = verp_deliveries(secret, return_path(config), finding.text)
+    base = {"key": key, "kind": finding.kind, "status": finding.status, "reason": finding.reason}
+    if ids:
+        targets, by = store.bounced_deliveries(ids=sorted(ids)), "verp"
+    elif shaped:
+        return BounceOutcome(**base, action="ignored: forged (no genuine return address)")
+    else:
+        targets, by = store.bounced_deliveries(message_ids=finding.message_ids), "message-id"
+        if finding.recipients:  # the report's recipient must be the delivery's
+            targets = [t for t in targets if t.email.lower() in finding.recipients]
+        if not targets:
+            targets, by = store.bounced_deliveries(emails=finding.recipients), "recipient"
+    if not targets:
+        return BounceOutcome(**base, action="ignored: no delivery or reader matches")
+    target: Bounced = targets[0]
+    digest = hashlib.sha256(data).hexdigest()
+    if dry_run:
+        action = _would(finding.kind, store.bounce_known(digest))
+    else:
+        action = store.record_bounce(
+            digest=digest,
+            target=target,
+            kind=finding.kind,
+            status=finding.status,
+            reason=finding.reason,
+            matched_by=by,
+            max_bounces=config.smtp.max_bounces,
+            now=now,
+        )
+    return BounceOutcome(**base, action=action, email=target.email, matched_by=by)
+
+
+def _would(kind: str, known: bool) -> str:
+    if known:
+        return "would skip: recorded already"
+    if kind == COMPLAINT:
+        return "would unsubscribe"
+    return "would count" if kind == PERMANENT else "would record"

@@ -12,6 +12,7 @@ never code.
 
 from __future__ import annotations
 
+import errno
 import gc
 import hashlib
 import json
@@ -19,11 +20,14 @@ import logging
 import multiprocessing
 import os
 import re
+import signal
+import stat
 import sys
 import threading
+import time
 import unicodedata
 from collections import deque
-from collections.abc import Generator, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import closing, contextmanager
@@ -69,6 +73,8 @@ _SUMMARY_LABEL = re.compile(r"[^:.!?]{0,60}\b\d{4}\b[^:.!?]{0,40}:\s")
 _SEO_ITEM = re.compile(r"(?:^|\s)[•·▪]\s*")
 _PARENS = re.compile(r"\s*\([^)]*\)")
 _HEADING_MAX = 120
+TITLE_MAX = 300
+"""Characters a title may have; a longer first paragraph is no title."""
 _LABEL_MAX = 80
 _LANGID_MIN_PROB = 0.9
 _LANGID_SAMPLE = 100
@@ -834,6 +840,12 @@ def _parse(
         raise ArticleProblem("empty file: no text to read")
     head = paras[:2]
     paras.replace_head(len(head), _split_head(head, _date_words(profiles).longest_first))
+    if len(paras[0].text) > TITLE_MAX:
+        raise ArticleProblem(
+            f"title is {len(paras[0].text):,} characters long, over {TITLE_MAX}: not published"
+            " (is a blank line missing after it?)",
+            paras[0].line,
+        )
     if len(paras) < 3:
         raise ArticleProblem(
             "too short: expected a title, a date line and a summary paragraph", paras[-1].line
@@ -997,33 +1009,114 @@ def article_files(folder: Path) -> list[Path]:
     """Every visible regular file below ``folder``, in a stable order. Names carry no meaning.
 
     Visible: no part of the path below ``folder`` starts with a dot. Symbolic links to files
-    count; links to folders are not followed.
+    inside ``folder`` count; links to folders are not followed, nor links that lead outside.
     """
     return [Path(path) for path in scan(folder)]
 
 
-def scan(folder: Path) -> dict[str, tuple[int, int]]:
+def scan(
+    folder: Path,
+    problems: list[Diagnostic] | None = None,
+    *,
+    max_bytes: int | None = None,
+    listed: Callable[[str], object] | None = None,
+) -> dict[str, tuple[int, int]]:
     """``article_files`` as strings, each with its (size, mtime_ns), in the same order: what
     tells a build whether a file changed. Walked with scandir, which costs a fraction of
     pathlib's rglob, and ordered as paths order (part by part): by the path below ``folder``
-    with NUL, which sorts before any character a name can hold, between its parts."""
+    with NUL, which sorts before any character a name can hold, between its parts.
+
+    The folder is one a person edits while it is read: a file removed meanwhile, a link that
+    leads nowhere or in a loop, a file or folder that cannot be read, a file over
+    ``max_bytes``: each is left out with one diagnostic in ``problems``, and the walk goes on.
+    ``listed`` is called with each entry's path before it is looked at (for tests).
+    """
     found: list[tuple[str, str, int, int]] = []
+    first_problem = len(problems) if problems is not None else 0
+    inside = os.path.join(os.path.realpath(folder), "")
     # A loop, not a recursive closure: that would be a reference cycle holding every entry
     # until the next cycle collection.
     folders = [(str(folder), "")]
     while folders:
         directory, prefix = folders.pop()
-        with os.scandir(directory) as entries:
-            for entry in entries:
-                if entry.name.startswith("."):
-                    continue
-                if entry.is_dir(follow_symlinks=False):
-                    folders.append((entry.path, f"{prefix}{entry.name}\0"))
-                elif entry.is_file():
-                    st = entry.stat()
+        try:
+            with os.scandir(directory) as entries:
+                for entry in entries:
+                    if entry.name.startswith("."):
+                        continue
+                    if listed is not None:
+                        listed(entry.path)
+                    try:
+                        if entry.is_symlink():
+                            target = _link_target(entry.path, inside, problems)
+                            if target is None:
+                                continue
+                            st = os.stat(target)
+                            if stat.S_ISDIR(st.st_mode):
+                                continue  # links to folders are not followed
+                        elif entry.is_dir(follow_symlinks=False):
+                            folders.append((entry.path, f"{prefix}{entry.name}\0"))
+                            continue
+                        else:
+                            st = entry.stat(follow_symlinks=False)
+                        if not stat.S_ISREG(st.st_mode):
+                            message = "not a regular file (a pipe, socket or device): left out"
+                            _note(problems, entry.path, (Severity.WARNING, message))
+                            continue
+                    except OSError as exc:
+                        _note(problems, entry.path, _unreadable(exc))
+                        continue
+                    if max_bytes is not None and st.st_size > max_bytes:
+                        message = (
+                            f"{st.st_size:,} bytes, over site.max_article_bytes "
+                            f"({max_bytes:,}): not read"
+                        )
+                        _note(problems, entry.path, (Severity.ERROR, message))
+                        continue
                     found.append((prefix + entry.name, entry.path, st.st_size, st.st_mtime_ns))
+        except OSError as exc:
+            _note(problems, directory, _unreadable(exc, "cannot list the folder"))
     found.sort()
+    if problems is not None:  # in a stable order too, not the folder's
+        problems[first_problem:] = sorted(problems[first_problem:], key=lambda p: p.file)
     return {path: (size, mtime) for _, path, size, mtime in found}
+
+
+def _note(problems: list[Diagnostic] | None, path: str, problem: tuple[Severity, str]) -> None:
+    if problems is not None:
+        problems.append(Diagnostic(path, None, problem[0], problem[1]))
+
+
+def _unreadable(exc: OSError, doing: str = "cannot read") -> tuple[Severity, str]:
+    """The diagnostic of a file or folder that could not be read: one removed or renamed
+    meanwhile is only left out (the next build sees the change), anything else is an error."""
+    if isinstance(exc, FileNotFoundError):
+        return Severity.WARNING, "removed or renamed while the articles were read: left out"
+    if isinstance(exc, IsADirectoryError):
+        return Severity.ERROR, "a folder where an article file was expected: not read"
+    return Severity.ERROR, f"{doing}: {exc.strerror or exc}"
+
+
+def _link_target(path: str, inside: str, problems: list[Diagnostic] | None) -> str | None:
+    """Where the symbolic link ``path`` leads, if that is a place inside the article folder
+    (``inside`` ends with a separator); None, with a diagnostic, when it leads nowhere, in a
+    loop or outside: an article folder publishes only what it holds."""
+    try:
+        target = os.path.realpath(path, strict=True)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            _note(problems, path, (Severity.ERROR, "symbolic link loop: not read"))
+        elif not os.path.lexists(path):
+            _note(problems, path, _unreadable(exc))
+        else:
+            message = f"symbolic link to {os.readlink(path)!r}, which does not exist: not read"
+            _note(problems, path, (Severity.ERROR, message))
+        return None
+    if not target.startswith(inside):
+        message = f"symbolic link leads outside the article folder (to {target}): not followed"
+        _note(problems, path, (Severity.WARNING, message))
+        return None
+    return target
 
 
 def _read_bytes(path: str) -> bytes:
@@ -1043,7 +1136,8 @@ def _read_file(source: str, profiles: Mapping[str, LanguageProfile], keep: _Keep
     try:
         data = _read_bytes(source)
     except OSError as exc:
-        return None, [Diagnostic(source, None, Severity.ERROR, f"cannot read: {exc.strerror}")]
+        severity, message = _unreadable(exc)
+        return None, [Diagnostic(source, None, severity, message)]
     return parse_article(data, source, profiles, **keep)
 
 
@@ -1060,11 +1154,36 @@ _BATCH = 50
 _AHEAD = 4
 _Keep = dict[str, bool]  # parse_article's keyword arguments: what to keep of each file
 _worker: tuple[Mapping[str, LanguageProfile], _Keep, bool] = ({}, {}, False)  # set in each worker
+_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 
 
-def _start_worker(profiles: Mapping[str, LanguageProfile], keep: _Keep, encoded: bool) -> None:
+def _start_worker(
+    profiles: Mapping[str, LanguageProfile], keep: _Keep, encoded: bool, parent: int
+) -> None:
     global _worker
     _worker = (profiles, keep, encoded)
+    _end_with_parent(parent or os.getppid())
+
+
+def _end_with_parent(parent: int) -> None:
+    """End this worker when ``parent``, the process it reads for, ends, even by SIGKILL:
+    otherwise it blocks forever writing a result nobody reads (its siblings keep the pipe
+    open). Linux sends the parent's death as a signal; elsewhere a thread watches."""
+    if sys.platform == "linux":
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) == 0:
+            if os.getppid() != parent:  # it ended before the signal was asked for
+                os._exit(1)
+            return
+    threading.Thread(target=_watch_parent, args=(parent,), daemon=True).start()
+
+
+def _watch_parent(parent: int) -> None:
+    while os.getppid() == parent:
+        time.sleep(1.0)
+    os._exit(1)
 
 
 def _read_batch(paths: list[str]) -> list[Reading] | list[str]:
@@ -1103,7 +1222,8 @@ def _read_files(
         methods = multiprocessing.get_all_start_methods()
         method = "fork" if threading.active_count() == 1 else "forkserver"
         context = multiprocessing.get_context(method if method in methods else None)
-        if context.get_start_method() == "forkserver":
+        forkserver = context.get_start_method() == "forkserver"
+        if forkserver:
             context.set_forkserver_preload([__name__])
         batches = deque(paths[i : i + _BATCH] for i in range(0, len(paths), _BATCH))
         # In path order: a batch out with a worker, or one read here.
@@ -1114,7 +1234,8 @@ def _read_files(
                 processes - 1,
                 context,
                 initializer=_start_worker,
-                initargs=(profiles, keep, encoded),
+                # A fork server's workers are its children, and it ends with this process.
+                initargs=(profiles, keep, encoded, 0 if forkserver else os.getpid()),
             ) as pool:
                 while queue or batches:
                     while batches and sum(isinstance(q, tuple) for q in queue) < ahead:
@@ -1166,18 +1287,22 @@ def read_articles(
     bodies: bool = True,
     bullets: bool = True,
     processes: int | None = None,
+    max_bytes: int | None = None,
 ) -> ArticleSet:
     """Read every file of the article set; bad files become diagnostics, the rest articles.
 
     ``bodies`` and ``bullets`` are ``parse_article``'s ``body`` and ``bullets``. ``processes``
-    read, this one included (default: one per core from PARALLEL_FROM files on).
+    read, this one included (default: one per core from PARALLEL_FROM files on). A file over
+    ``max_bytes`` is not read (a diagnostic says so).
     """
     if not folder.is_dir():
         problem = Diagnostic(str(folder), None, Severity.ERROR, "article folder not found")
         return ArticleSet((), (problem,))
     keep: _Keep = {"body": bodies, "bullets": bullets}
-    found = _read_files(list(scan(folder)), profiles, keep, processes)
-    return article_set(reading for reading, _ in found)
+    scanned: list[Diagnostic] = []
+    paths = list(scan(folder, scanned, max_bytes=max_bytes))
+    found = article_set(reading for reading, _ in _read_files(paths, profiles, keep, processes))
+    return ArticleSet(found.articles, (*scanned, *found.problems)) if scanned else found
 
 
 def read_index(

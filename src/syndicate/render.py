@@ -1,7 +1,8 @@
 """Render stage: a Digest → subject, HTML and plain text, once per variant.
 
-Jinja2 renders the MJML and text templates (autoescape on for .mjml, StrictUndefined, gettext
-from Babel catalogs); mjml-python turns the MJML into HTML. Per-reader links are left as
+Jinja2 renders the MJML and text templates (the publisher's before the built-in ones, gettext
+from the catalogs, in the language ``i18n.interface_language`` picks); mjml-python turns the
+MJML into HTML. Per-reader links are left as
 placeholders that ``RenderedDigest.personalise`` fills in without rendering again.
 Reads templates and catalogs; writes nothing.
 """
@@ -12,140 +13,37 @@ import html
 import re
 import traceback
 from dataclasses import dataclass, field
-from datetime import date
-from functools import cache
 from pathlib import Path
 from typing import NamedTuple
 
 from babel import UnknownLocaleError
-from babel.dates import format_date
 from babel.lists import format_list
-from babel.messages.plurals import get_plural
-from babel.support import NullTranslations, Translations
-from jinja2 import (
-    Environment,
-    FileSystemLoader,
-    StrictUndefined,
-    TemplateError,
-    TemplateSyntaxError,
-    select_autoescape,
-)
+from jinja2 import TemplateError, TemplateSyntaxError
 from mjml import mjml2html
 
 from .config import Config
 from .errors import RenderError
-from .model import Diagnostic, Digest, Severity
+from .feeds import home_url
+from .i18n import (
+    catalog_files,
+    environment,
+    interface_language,
+    language,
+    language_name,
+    locale_name,
+    long_date,
+    missing_messages,
+    one_line,
+    shown,
+    template_files,
+    template_roots,
+)
+from .model import Digest
 
-SOURCE_LANGUAGE = "en"
-"""The language of the templates' msgids: always complete, its catalog is optional."""
 PLACEHOLDERS = ("unsubscribe_url", "preferences_url", "view_url")
 """Per-reader values, filled in after rendering."""
 HTML_LIMIT = 90 * 1024
 """Gmail clips HTML bodies over about 102 KB, hiding the footer with the unsubscribe link."""
-LOCALES = Path(__file__).with_name("locales")
-DOMAIN = "messages"
-
-
-def templates_dir() -> Path:
-    """Installed wheels carry the templates inside the package; a checkout has them at its top."""
-    packaged = Path(__file__).with_name("templates")
-    return packaged if packaged.is_dir() else Path(__file__).resolve().parents[2] / "templates"
-
-
-# ---------------------------------------------------------------------------------------------
-# Catalogs: compiled .mo files beside the package; completeness is judged against the msgids
-# the templates actually use, so a stale .pot cannot hide a missing translation.
-
-
-@cache
-def translations(lang: str) -> NullTranslations:
-    return Translations.load(str(LOCALES), [lang], domain=DOMAIN)
-
-
-@cache
-def template_messages(templates: Path) -> tuple[str | tuple[str, str], ...]:
-    """Every msgid (a pair for plurals) the email templates use, in a stable order."""
-    from babel.messages.extract import extract_from_dir
-
-    options = {"extensions": "jinja2.ext.i18n", "trim_blocks": "true", "lstrip_blocks": "true"}
-    found: dict[str | tuple[str, str], None] = {}
-    for _file, _line, message, _comments, _context in extract_from_dir(
-        str(templates),
-        method_map=[("email/**.mjml", "jinja2"), ("email/**.txt", "jinja2")],
-        options_map={"email/**.mjml": options, "email/**.txt": options},
-    ):
-        found[tuple(message[:2]) if isinstance(message, tuple) else message] = None
-    return tuple(found)
-
-
-def missing_messages(lang: str, templates: Path | None = None) -> list[str]:
-    """The template msgids ``lang``'s compiled catalog does not translate (all, if none)."""
-    if lang == SOURCE_LANGUAGE:
-        return []
-    catalog: dict = getattr(translations(lang), "_catalog", {})
-    try:
-        plurals = get_plural(lang.replace("-", "_")).num_plurals
-    except (UnknownLocaleError, ValueError):
-        plurals = 2
-    missing = []
-    for message in template_messages(templates or templates_dir()):
-        if isinstance(message, tuple):
-            if not all(catalog.get((message[0], n)) for n in range(plurals)):
-                missing.append(message[0])
-        elif not catalog.get(message):
-            missing.append(message)
-    return missing
-
-
-def catalog_problems(config: Config) -> list[Diagnostic]:
-    """One diagnostic per published language whose catalog is incomplete (for ``check``)."""
-    problems = []
-    for lang in config.site.languages:
-        missing = missing_messages(lang)
-        if missing:
-            severity = Severity.WARNING if config.email.english_fallback else Severity.ERROR
-            consequence = (
-                "digests in it use English for these"
-                if config.email.english_fallback
-                else "digests in it are refused (email.english_fallback = true allows English)"
-            )
-            problems.append(
-                Diagnostic(
-                    str(LOCALES / lang / "LC_MESSAGES" / f"{DOMAIN}.po"),
-                    None,
-                    severity,
-                    f"catalog for '{lang}' is incomplete: {len(missing)} of "
-                    f"{len(template_messages(templates_dir()))} email messages untranslated "
-                    f"(first: {missing[0]!r}); {consequence}",
-                )
-            )
-    return problems
-
-
-# ---------------------------------------------------------------------------------------------
-
-
-def _format_date(value: date, lang: str) -> str:
-    try:
-        return format_date(value, "long", locale=lang.replace("-", "_"))
-    except (UnknownLocaleError, ValueError):
-        return value.isoformat()
-
-
-@cache
-def environment(templates: Path, ui_lang: str) -> Environment:
-    """One Environment per template folder and interface language (translations are per env)."""
-    env = Environment(
-        loader=FileSystemLoader(templates),
-        autoescape=select_autoescape(enabled_extensions=("mjml", "html", "xml"), default=False),
-        undefined=StrictUndefined,
-        extensions=["jinja2.ext.i18n"],
-        trim_blocks=True,
-        lstrip_blocks=True,
-        keep_trailing_newline=True,
-    )
-    env.install_gettext_translations(translations(ui_lang), newstyle=True)  # type: ignore[attr-defined]
-    return env
 
 
 class Personalised(NamedTuple):
@@ -181,9 +79,13 @@ class RenderedDigest:
     text: str
     content_hash: str
     ui_lang: str
-    """The language of the interface strings: ``lang``, or English as the allowed fallback."""
+    """The language of the whole interface: ``lang``, or the fallback language when ``lang``'s
+    catalog is incomplete (the articles' own words stay in ``lang``)."""
     marker: str = field(repr=False)
     """The placeholder pattern (unique per content, so article text cannot forge one)."""
+    listed: int = 0
+    """How many of the digest's items it lists: fewer than the digest's when the HTML would
+    have passed ``HTML_LIMIT`` (``Digest.shortened(listed)`` is the digest it shows)."""
     html_parts: tuple[str, ...] = field(init=False, repr=False, compare=False)
     text_parts: tuple[str, ...] = field(init=False, repr=False, compare=False)
 
@@ -212,10 +114,14 @@ def _phrase(label: str) -> str:
 
 
 def digest_context(digest: Digest, config: Config, ui_lang: str) -> dict[str, object]:
-    """The values both templates see: data only, no markup."""
-    profile = config.languages[digest.lang]
+    """The values both templates see: data only, no markup.
+
+    Everything that is not the articles' own text is in ``ui_lang``: audience labels and
+    names, dates, the language's name. A fallback interface is whole, never mixed.
+    """
+    profile = config.languages[ui_lang]
     labels = [
-        _phrase(profile.audiences.get(a, [a])[0]) if profile.audiences.get(a) else a
+        _phrase(profile.audiences[a][0]) if profile.audiences.get(a) else a
         for a in digest.audiences
     ]
     names = {
@@ -223,23 +129,26 @@ def digest_context(digest: Digest, config: Config, ui_lang: str) -> dict[str, ob
         for a in digest.audiences
     }
     try:
-        for_audiences = format_list(labels, locale=ui_lang.replace("-", "_"))
+        for_audiences = format_list(labels, locale=locale_name(ui_lang))
     except (UnknownLocaleError, ValueError):
         for_audiences = ", ".join(labels)
     return {
-        "lang": digest.lang,
-        "site_title": config.site.title,
+        "lang": ui_lang,
+        "article_lang": digest.lang,
+        "site_title": config.title(ui_lang),
         "site_url": config.site.base_url + "/",
-        "language_name": profile.name,
+        "language_name": language_name(config, digest.lang, ui_lang),
         "every_audience": set(digest.audiences) >= set(config.audiences),
         "for_audiences": for_audiences,
         "count": len(digest.items),
-        "since": _format_date(digest.since, digest.lang) if digest.since else None,
+        "since": long_date(digest.since, ui_lang) if digest.since else None,
+        "more": digest.more,
+        "more_url": home_url(config, digest.lang),
         "items": [
             {
                 "title": item.article.title,
                 "url": config.article_url(digest.lang, item.article.slug),
-                "date": _format_date(item.article.updated, digest.lang),
+                "date": long_date(item.article.updated, ui_lang),
                 "revised": item.revised,
                 "sections": [
                     {"name": names[t.audience], "bullets": list(t.bullets)} for t in item.takeaways
@@ -250,15 +159,15 @@ def digest_context(digest: Digest, config: Config, ui_lang: str) -> dict[str, ob
     }
 
 
-def _template_error(exc: Exception, templates: Path) -> RenderError:
+def _template_error(exc: Exception, roots: tuple[Path, ...]) -> RenderError:
     """Name the template file and line, from the exception or from Jinja's rewritten traceback."""
     if isinstance(exc, TemplateSyntaxError):
-        return RenderError(f"templates/{exc.name or exc.filename}:{exc.lineno}: {exc.message}")
-    root = str(templates.resolve())
-    frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename.startswith(root)]
+        where = Path(exc.filename) if exc.filename else Path(roots[-1], exc.name or "?")
+        return RenderError(f"{shown(where, roots)}:{exc.lineno}: {exc.message}")
+    folders = tuple(str(root) for root in roots)
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename.startswith(folders)]
     if frames:
-        where = Path(frames[-1].filename).relative_to(root).as_posix()
-        return RenderError(f"templates/{where}:{frames[-1].lineno}: {exc}")
+        return RenderError(f"{shown(Path(frames[-1].filename), roots)}:{frames[-1].lineno}: {exc}")
     return RenderError(f"templates: {exc}")
 
 
@@ -306,20 +215,23 @@ def _error_line(source: str, message: str) -> int | None:
     return low
 
 
-def _mjml_error(exc: ValueError, source: str, template: str, templates: Path) -> RenderError:
+def _mjml_error(
+    exc: ValueError, source: str, template: str, roots: tuple[Path, ...]
+) -> RenderError:
     """Name the template line that produced the failing MJML line, when it is unambiguous."""
     line_no = _error_line(source, str(exc))
     if line_no is None:
         return RenderError(f"templates/{template}: MJML: {exc}")
     line = source.split("\n")[line_no - 1].strip()
     places = [
-        f"{path.relative_to(templates).as_posix()}:{number}"
-        for path in sorted((templates / "email").glob("*.mjml"))
+        f"{shown(path, roots)}:{number}"
+        for name, path in template_files(roots, "mail").items()
+        if name.endswith(".mjml")
         for number, text in enumerate(path.read_text("utf-8").splitlines(), 1)
         if line and text.strip() == line
     ]
     if len(places) == 1:
-        return RenderError(f"templates/{places[0]}: MJML: {exc}: {line[:80]!r}")
+        return RenderError(f"{places[0]}: MJML: {exc}: {line[:80]!r}")
     return RenderError(
         f"templates/{template}: MJML: {exc}: line {line_no} of the rendered MJML: {line[:80]!r}"
     )
@@ -343,46 +255,71 @@ def render_digest(
     templates: Path | None = None,
 ) -> RenderedDigest:
     """Render one variant. Raises RenderError naming template and line, or when the
-    language's catalog is incomplete and English is not allowed instead.
+    language's catalog is incomplete and no fallback language is configured.
 
+    ``templates`` replaces the built-in template folder (site.templates still comes first).
+    A digest whose HTML would pass ``HTML_LIMIT`` lists its newest items that fit and counts
+    the others in its closing line ("and 14 more articles"): it is never refused for its size.
     ``articles`` is accepted for callers that pass the whole set; the digest holds what it needs.
     """
-    templates = (templates or templates_dir()).resolve()
-    missing = missing_messages(digest.lang, templates)
-    ui_lang = digest.lang
-    if missing:
-        if not config.email.english_fallback:
+    roots = template_roots(config, templates)
+    ui_lang = interface_language(config, digest.lang, "mail", roots)
+    if ui_lang is None:
+        missing = missing_messages(config, digest.lang, "mail", roots)
+        raise RenderError(
+            f"cannot render '{digest.lang}' digests: its catalog lacks {len(missing)} mail "
+            f"message(s), e.g. {missing[0].key!r} ({missing[0].where}); translate them in "
+            f"{catalog_files(config, digest.lang)[1]} (syndicate locale check lists them), "
+            "or set site.fallback_language"
+        )
+    rendered = _render(digest, config, roots, ui_lang)
+    if _fits(rendered):
+        return rendered
+    # The largest number of items that fits, by bisection: the size grows with each item.
+    fits, over = 0, len(digest.items)
+    while over - fits > 1:
+        middle = (fits + over) // 2
+        attempt = _render(digest.shortened(middle), config, roots, ui_lang)
+        if _fits(attempt):
+            fits, rendered = middle, attempt
+        else:
+            over = middle
+    if fits == 0:
+        rendered = _render(digest.shortened(0), config, roots, ui_lang)
+        if not _fits(rendered):
             raise RenderError(
-                f"cannot render '{digest.lang}' digests: its catalog lacks {len(missing)} "
-                f"message(s), e.g. {missing[0]!r}; translate them in "
-                f"locales/{digest.lang}/LC_MESSAGES/{DOMAIN}.po, or set "
-                "email.english_fallback = true to use English"
+                f"digest {digest.key}: HTML is {len(rendered.html.encode()) // 1024} KB with no "
+                f"article in it, over the {HTML_LIMIT // 1024} KB limit; shorten the templates"
             )
-        ui_lang = SOURCE_LANGUAGE
-    env = environment(templates, ui_lang)
+    return rendered
+
+
+def _fits(rendered: RenderedDigest) -> bool:
+    return len(rendered.html.encode()) <= HTML_LIMIT
+
+
+def _render(
+    digest: Digest, config: Config, roots: tuple[Path, ...], ui_lang: str
+) -> RenderedDigest:
+    env = environment(roots, ui_lang, language(config, ui_lang).translations)
     nonce = digest.content_hash[:16]
     context = digest_context(digest, config, ui_lang)
     context.update({name: f"@@{name}.{nonce}@@" for name in PLACEHOLDERS})
     template = "email/digest.mjml"
     try:
         strings = env.get_template("email/strings.txt").make_module(context)
-        for name in ("subject", "heading", "intro", "preheader", "why"):
-            context[name] = " ".join(str(getattr(strings, name)()).split())
+        for name in ("subject", "heading", "intro", "preheader", "why", "more_line"):
+            context[name] = one_line(getattr(strings, name)())
         template = "email/digest.mjml"
         source = env.get_template(template).render(context)
         template = "email/digest.txt"
         text = env.get_template(template).render(context)
     except TemplateError as exc:
-        raise _template_error(exc, templates) from None
+        raise _template_error(exc, roots) from None
     try:
         page = render_mjml(source)
     except ValueError as exc:
-        raise _mjml_error(exc, source, "email/digest.mjml", templates) from None
-    if len(page.encode()) > HTML_LIMIT:
-        raise RenderError(
-            f"digest {digest.key}: HTML is {len(page.encode()) // 1024} KB, over the "
-            f"{HTML_LIMIT // 1024} KB limit (mail clients clip it); send a shorter window"
-        )
+        raise _mjml_error(exc, source, "email/digest.mjml", roots) from None
     return RenderedDigest(
         key=digest.key,
         lang=digest.lang,
@@ -393,4 +330,5 @@ def render_digest(
         content_hash=digest.content_hash,
         ui_lang=ui_lang,
         marker=rf"@@({'|'.join(PLACEHOLDERS)})\.{nonce}@@",
+        listed=len(digest.items),
     )

@@ -18,7 +18,6 @@ from datetime import UTC, datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
-import sqlalchemy as sa
 from apscheduler.events import (
     EVENT_JOB_MAX_INSTANCES,
     EVENT_JOB_MISSED,
@@ -37,8 +36,8 @@ from apscheduler.triggers.cron import CronTrigger
 from apscheduler.triggers.interval import IntervalTrigger
 
 from .config import Config, DigestJob
-from .errors import SchedulerBusyError, SyndicateError
-from .store import create_engine, scheduler_lock
+from .errors import SchedulerBusyError, SyndicateError, describe
+from .store import create_engine, database_errors, scheduler_lock
 
 log = logging.getLogger("syndicate.scheduler")
 
@@ -67,11 +66,16 @@ class Report:
     """False when part of the work failed (e.g. deliveries); the counts say which."""
 
 
+Step = Callable[[datetime], "Report | None"]
+"""One piece of work run at ``now``: a job, or a step of ``run --once`` of the caller's own
+(None: there was nothing to do, not even worth a line)."""
+
+
 @dataclass(frozen=True, slots=True)
 class Jobs:
     """The work the schedule triggers. Both must be safe to repeat (the send is idempotent)."""
 
-    build_feeds: Callable[[datetime], Report]
+    build_feeds: Step
     send_digest: Callable[[DigestJob, datetime], Report]
 
 
@@ -127,6 +131,46 @@ def job_specs(config: Config) -> list[JobSpec]:
     return specs
 
 
+_WEEKDAYS = {
+    "mon": "Monday",
+    "tue": "Tuesday",
+    "wed": "Wednesday",
+    "thu": "Thursday",
+    "fri": "Friday",
+    "sat": "Saturday",
+    "sun": "Sunday",
+}
+
+
+def describe_trigger(trigger: BaseTrigger) -> str:
+    """A trigger as a person says it: "Mondays 07:30 Europe/Amsterdam", "every 30 minutes"."""
+    if isinstance(trigger, IntervalTrigger):
+        minutes = int(trigger.interval.total_seconds() // 60)
+        if minutes % 60 == 0:
+            return "every hour" if minutes == 60 else f"every {minutes // 60} hours"
+        return "every minute" if minutes == 1 else f"every {minutes} minutes"
+    if isinstance(trigger, CronTrigger):
+        fields = {field.name: str(field) for field in trigger.fields}
+        hour, minute = fields["hour"], fields["minute"]
+        if hour.isdigit() and minute.isdigit():
+            days = _describe_days(fields["day_of_week"])
+            return f"{days} {int(hour):02d}:{int(minute):02d} {trigger.timezone}"
+    return str(trigger)
+
+
+def _describe_days(expression: str) -> str:
+    """``mon`` → Mondays, ``mon-fri`` → Monday to Friday, ``*`` → every day."""
+    if expression == "*":
+        return "every day"
+    parts = []
+    for part in expression.split(","):
+        first, _, last = part.partition("-")
+        if first not in _WEEKDAYS or (last and last not in _WEEKDAYS):
+            return f"days {expression}"
+        parts.append(f"{_WEEKDAYS[first]} to {_WEEKDAYS[last]}" if last else f"{_WEEKDAYS[first]}s")
+    return parts[0] if len(parts) == 1 else f"{', '.join(parts[:-1])} and {parts[-1]}"
+
+
 def _trigger_key(trigger: BaseTrigger) -> tuple[str, str, str]:
     """What makes two triggers equal: class, fields and zone (``str`` alone omits the zone)."""
     return (type(trigger).__name__, str(trigger), str(getattr(trigger, "timezone", "")))
@@ -154,6 +198,7 @@ class Planned:
 
     id: str
     trigger: str
+    """When it runs, as a person reads it (``describe_trigger``)."""
     next_run: datetime | None
     note: str = ""
 
@@ -190,7 +235,11 @@ class Scheduler:
         self.lost_lock = False
         """True after the lock was found gone (e.g. the database restarted): this process
         stopped acting, since another scheduler may have taken over."""
-        self._failures = 0
+        self.failed: list[str] = []
+        """The jobs and steps of the last ``run_once`` that failed or did part of their work."""
+        self.debug = False
+        """Log the traceback of every failure, not only of unexpected ones."""
+        self._steps: dict[str, Step] = {}
 
     # -- entry points ------------------------------------------------------------------
 
@@ -200,17 +249,23 @@ class Scheduler:
         Raises SchedulerBusyError when another scheduler acts and ``standby`` is off; with it,
         waits for the lock, polling every ``poll_seconds``.
         """
-        with _database_errors(self.config), self._locked(standby, poll_seconds) as acquired:
+        database = database_errors(self.config.database_url)
+        with database, self._locked(standby, poll_seconds) as acquired:
             if acquired:
                 self._session(self._start_running)
 
-    def run_once(self) -> bool:
-        """Do what is due now (the feed rebuild, due or interrupted digests); True if all
-        went well, False if a job failed (its log line says why)."""
-        self._failures = 0
-        with _database_errors(self.config), self._locked(standby=False, poll_seconds=0):
+    def run_once(self, steps: Mapping[str, Step] | None = None) -> bool:
+        """Do what is due now: the feed rebuild, then ``steps`` (work of the caller's own,
+        such as previews), then the due or interrupted digests, all under the lock, which is
+        taken before anything else (SchedulerBusyError). Each logs one line, and one that
+        fails never stops the next. True if all went well; else ``failed`` names the jobs
+        and steps that failed or did part of their work."""
+        self.failed = []
+        self._steps = dict(steps or {})
+        database = database_errors(self.config.database_url)
+        with database, self._locked(standby=False, poll_seconds=0):
             self._session(self._run_due)
-        return self._failures == 0
+        return not self.failed
 
     def planned(self) -> list[Planned]:
         """The schedule as ``run`` will act on it: stored next runs, plus pending config changes.
@@ -223,7 +278,7 @@ class Scheduler:
             rows.extend(self._plan(sched, self.clock()))
             return False
 
-        with _database_errors(self.config):
+        with database_errors(self.config.database_url):
             self._session(collect, lock=False)
         return rows
 
@@ -310,15 +365,18 @@ class Scheduler:
         self._reconcile(sched, now)
         stored = {job.id: job for job in sched.get_jobs()}
         for job in (stored[job_id] for job_id in self.specs):  # feeds first, then digests
-            if job.next_run_time is None or job.next_run_time > now:
-                continue
-            late = (now - _latest_run_time(job, now)).total_seconds()
-            if late > self.grace:
-                log_run(job.id, now, 0.0, "missed", reason=f"{late:.0f} s late, over the grace")
-            else:
-                self.execute(job.id)  # several missed runs coalesce into this one
-            # advanced only now: a crash during the run leaves it due for the next --once
-            job.modify(next_run_time=job.trigger.get_next_fire_time(None, now))
+            if job.next_run_time is not None and job.next_run_time <= now:
+                late = (now - _latest_run_time(job, now)).total_seconds()
+                if late > self.grace:
+                    reason = f"{late:.0f} s late, over the grace"
+                    log_run(job.id, now, 0.0, "missed", reason=reason)
+                else:
+                    self.execute(job.id)  # several missed runs coalesce into this one
+                # advanced only now: a crash during the run leaves it due for the next --once
+                job.modify(next_run_time=job.trigger.get_next_fire_time(None, now))
+            if job.id == FEEDS_JOB:
+                for name, step in self._steps.items():
+                    self._report(name, step)
         return False
 
     def _stop(self) -> None:
@@ -418,12 +476,17 @@ class Scheduler:
                 note = note or "due: runs at next start"
             rows.append(
                 Planned(
-                    spec.id, str(spec.trigger), next_run and next_run.astimezone(self.zone), note
+                    spec.id,
+                    describe_trigger(spec.trigger),
+                    next_run and next_run.astimezone(self.zone),
+                    note,
                 )
             )
         for job_id, job in stored.items():
             if job_id not in self.specs and not job_id.startswith(INTERRUPTED_PREFIX):
-                rows.append(Planned(job_id, str(job.trigger), None, "removed at next start"))
+                rows.append(
+                    Planned(job_id, describe_trigger(job.trigger), None, "removed at next start")
+                )
         return rows
 
     # -- one run -----------------------------------------------------------------------
@@ -455,24 +518,37 @@ class Scheduler:
     def _execute(self, spec: JobSpec) -> None:
         if spec.digest is not None:
             self._mark_interrupted(spec.id)  # cleared below; left behind if the process dies
+            digest = spec.digest
+            self._report(spec.id, lambda now: self.jobs.send_digest(digest, now))
+            if not self._stopping.is_set():
+                # a send that ran into a stop may have left deliveries: it resumes at next start
+                self._clear_interrupted(spec.id)
+        else:
+            self._report(spec.id, self.jobs.build_feeds)
+
+    def _report(self, name: str, work: Step) -> None:
+        """Run ``work`` and log its one line; never raises. A SyndicateError or an OSError is
+        for the operator and needs no traceback (unless ``debug``); anything else gets one."""
         now = self.clock()
         started = time.monotonic()
+        failure: BaseException | None = None
         try:
-            if spec.digest is None:
-                report = self.jobs.build_feeds(now)
-            else:
-                report = self.jobs.send_digest(spec.digest, now)
+            report = work(now)
+        except (SyndicateError, OSError) as exc:  # a full disk, a lost database, ...
+            reason = describe(exc) if isinstance(exc, OSError) else str(exc)
+            outcome, report = "error", Report(reason=reason)
+            failure = exc if self.debug else None
         except Exception as exc:
             outcome, report, failure = "error", Report(reason=f"{type(exc).__name__}: {exc}"), exc
         else:
+            if report is None:
+                return
             outcome = "ok" if report.reason is None else "nothing"
-            outcome, failure = (outcome if report.complete else "partial"), None
+            outcome = outcome if report.complete else "partial"
         duration = time.monotonic() - started
-        log_run(spec.id, now, duration, outcome, report.counts, report.reason, failure)
-        self._failures += outcome in ("error", "partial")
-        if spec.digest is not None and not self._stopping.is_set():
-            # a send that ran into a stop may have left deliveries: it resumes at next start
-            self._clear_interrupted(spec.id)
+        log_run(name, now, duration, outcome, report.counts, report.reason, failure)
+        if outcome in ("error", "partial"):
+            self.failed.append(name)
 
     def _mark_interrupted(self, job_id: str) -> None:
         sched = self._sched
@@ -504,16 +580,6 @@ class Scheduler:
             "missed",
             reason=f"{late.total_seconds():.0f} s late, over the grace",
         )
-
-
-@contextlib.contextmanager
-def _database_errors(config: Config) -> Iterator[None]:
-    """An unreachable state database is a one-line message, not a traceback."""
-    try:
-        yield
-    except sa.exc.OperationalError as exc:
-        url = sa.engine.make_url(config.database_url).render_as_string(hide_password=True)
-        raise SyndicateError(f"state database {url}: {exc.orig}") from None
 
 
 def _shutdown(sched: BlockingScheduler, *, wait: bool) -> None:

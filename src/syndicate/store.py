@@ -23,7 +23,8 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
-from .errors import StoreError, SyndicateError
+from .errors import DatabaseError, SyndicateError
+from .subscribers import STATUSES, ReaderRow, address_key
 
 metadata = sa.MetaData()
 
@@ -47,6 +48,11 @@ subscribers = sa.Table(
     sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
     sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
     sa.Column("bounces", sa.Integer, nullable=False, server_default="0"),
+    # The address as the reader gave it is ``email``; ``email_key`` (``address_key``) is what
+    # makes two spellings one reader, unique on both databases alike (SQLite's lower() and
+    # case-insensitive collations stop at ASCII).
+    sa.Column("email_key", sa.String(320), nullable=False),
+    sa.Index("ix_subscribers_email_key", "email_key", unique=True),
 )
 
 issues = sa.Table(
@@ -99,7 +105,25 @@ deliveries = sa.Table(
     sa.Index("ix_deliveries_status", "status", "id"),
 )
 
-SUBSCRIBER_STATUSES = ("pending", "active", "unsubscribed", "bounced")
+bounce_reports = sa.Table(
+    "bounce_reports",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True),
+    sa.Column("digest", sa.String(64), nullable=False, unique=True),
+    sa.Column("subscriber_id", sa.Integer, nullable=False),
+    sa.Column("delivery_id", sa.Integer, nullable=True),
+    sa.Column("kind", sa.String(20), nullable=False),
+    sa.Column("status", sa.String(40), nullable=False),
+    sa.Column("reason", sa.Text, nullable=False),
+    sa.Column("matched_by", sa.String(20), nullable=False),
+    sa.Column("counted", sa.Boolean, nullable=False),
+    sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+    sa.Index("ix_bounce_reports_subscriber", "subscriber_id", "id"),
+)
+"""Every bounce, delay or complaint that arrived as mail and was matched to a reader, once
+(``digest``: the SHA-256 of the message); ``counted`` when it added to the reader's bounces."""
+
+SUBSCRIBER_STATUSES = STATUSES
 DELIVERY_STATUSES = ("pending", "sending", "sent", "failed", "uncertain", "skipped")
 """A delivery is ``pending`` until its message is complete but for its end of data; ``sending``
 from just before the end of data (the final dot) is written until the reply is recorded (from
@@ -121,6 +145,10 @@ def _run_lock(db: sa.Connection) -> int:
     return int.from_bytes(digest[:4], "big", signed=True)
 
 
+_LEFT = ("unsubscribed", "bounced")
+"""Statuses of a reader who left (or whose mailbox did): only ``--resubscribe`` undoes them."""
+
+
 def utc(value: datetime) -> datetime:
     """SQLite hands back naive datetimes; every stored time is UTC."""
     return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
@@ -135,7 +163,9 @@ class Subscriber:
     status: str
     consent_source: str
     created_at: datetime
+    """When the reader gave their consent (``consent_source`` says where)."""
     bounces: int = 0
+    updated_at: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,6 +206,31 @@ class Delivery:
     reply: str | None
     issue_id: int
     updated_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class Bounced:
+    """The delivery a bounce report is about (None when only the reader is known)."""
+
+    delivery_id: int | None
+    subscriber_id: int
+    email: str
+
+
+@dataclass(frozen=True, slots=True)
+class AtRisk:
+    """A reader with bounces or complaints on record, and the latest of them."""
+
+    email: str
+    status: str
+    bounces: int
+    """Permanent failures counted (at the send and from bounce mail)."""
+    temporary: int
+    complaints: int
+    last_kind: str | None
+    last_status: str | None
+    last_reason: str | None
+    last_at: datetime | None
 
 
 # The statements of every delivery, built once (SQLAlchemy then reuses their compiled form).
@@ -252,13 +307,13 @@ _BOUNCED = (
 )
 
 
-def _store_error(exc: BaseException, dialect: str) -> StoreError:
+def _database_error(exc: BaseException, dialect: str) -> DatabaseError:
     """One line for a failed database statement: what failed, in the driver's own words."""
     orig = getattr(exc, "orig", None) or exc
     detail = next(iter(str(orig).strip().splitlines()), "") or type(orig).__name__
     kinds = {c.__name__ for c in type(orig).__mro__}
     lost = dialect == "postgresql" and bool(kinds & {"OperationalError", "InterfaceError"})
-    return StoreError(f"{'database connection lost' if lost else 'database error'} ({detail})")
+    return DatabaseError(f"{'database connection lost' if lost else 'database error'} ({detail})")
 
 
 def _end_session(db: sa.Connection) -> None:
@@ -287,6 +342,7 @@ def _subscriber(row: sa.Row) -> Subscriber:
         consent_source=row.consent_source,
         created_at=utc(row.created_at),
         bounces=row.bounces,
+        updated_at=utc(row.updated_at),
     )
 
 
@@ -316,7 +372,7 @@ def create_engine(url: str) -> Engine:
 _MIGRATING = threading.Lock()
 
 
-HEAD_REVISION = "0002"
+HEAD_REVISION = "0004"
 """The newest migration's revision; a test holds it to what Alembic finds."""
 
 
@@ -423,30 +479,38 @@ class Store:
         consent_source: str,
         now: datetime,
     ) -> Subscriber:
-        """Insert a reader, or update language/audiences/status of an existing address."""
+        """Insert a reader, or update language/audiences/status of an existing address (in
+        whatever letter case it was first given: that spelling is kept)."""
         values = {
             "lang": lang,
             "audiences": _audiences(audiences),
             "status": status,
             "updated_at": now,
         }
+        key = address_key(email)
         with self.engine.begin() as db:
-            row = db.execute(sa.select(subscribers).where(subscribers.c.email == email)).first()
+            row = db.execute(sa.select(subscribers).where(subscribers.c.email_key == key)).first()
             if row is None:
                 db.execute(
                     sa.insert(subscribers).values(
-                        email=email, consent_source=consent_source, created_at=now, **values
+                        email=email,
+                        email_key=key,
+                        consent_source=consent_source,
+                        created_at=now,
+                        **values,
                     )
                 )
             else:
                 db.execute(sa.update(subscribers).where(subscribers.c.id == row.id).values(values))
-        found = self.subscriber(email)
+        found = self.subscriber(key)
         assert found is not None
         return found
 
     def subscriber(self, email: str) -> Subscriber | None:
+        """The reader of this address, in any letter case."""
+        query = sa.select(subscribers).where(subscribers.c.email_key == address_key(email))
         with self.engine.connect() as db:
-            row = db.execute(sa.select(subscribers).where(subscribers.c.email == email)).first()
+            row = db.execute(query).first()
         return _subscriber(row) if row else None
 
     def subscriber_by_id(self, subscriber_id: int) -> Subscriber | None:
@@ -464,10 +528,14 @@ class Store:
                 .values(status=status, updated_at=now)
             )
 
-    def remove_subscriber(self, email: str) -> bool:
+    def remove_subscriber(self, email: str) -> Subscriber | None:
+        """Delete the reader of this address (in any letter case); the one removed, if any."""
+        found = self.subscriber(email)
+        if found is None:
+            return None
         with self.engine.begin() as db:
-            result = db.execute(sa.delete(subscribers).where(subscribers.c.email == email))
-        return result.rowcount > 0
+            db.execute(sa.delete(subscribers).where(subscribers.c.id == found.id))
+        return found
 
     def subscribers(self, status: str | None = None) -> Iterator[Subscriber]:
         query = sa.select(subscribers).order_by(subscribers.c.id)
@@ -479,52 +547,64 @@ class Store:
 
     def import_subscribers(
         self,
-        rows: Sequence[tuple[str, str, Sequence[str]]],
+        rows: Sequence[ReaderRow],
         *,
         status: str,
         consent_source: str,
         now: datetime,
+        resubscribe: bool = False,
     ) -> tuple[int, int]:
-        """Add or update (email, lang, audiences) rows in one transaction: all or nothing.
+        """Add or update readers in one transaction: all or nothing. Returns (added, updated);
+        rows that change nothing count as neither.
 
-        An address already known keeps its status and consent source (an import never
-        re-subscribes someone who left); only language and audiences follow the file.
-        Returns (added, updated); rows that change nothing count as neither.
+        A new address gets what its row says (status, consent source and date, bounces), else
+        ``status``, ``consent_source`` and ``now``. A known address (in any letter case) takes
+        the row's language, audiences and status (when it has one), and keeps its consent;
+        but a reader who left (unsubscribed, bounced) stays so: an import never re-subscribes
+        anyone. With ``resubscribe`` it does: the row's status (else ``status``) holds, and a
+        reader who comes back gets the row's consent in place of the old one.
         """
         added = updated = 0
         with self.engine.begin() as db:
-            known = {
-                row.email: row
-                for row in db.execute(
-                    sa.select(
-                        subscribers.c.id,
-                        subscribers.c.email,
-                        subscribers.c.lang,
-                        subscribers.c.audiences,
-                    )
-                )
-            }
-            for email, lang, audiences in rows:
-                joined = _audiences(audiences)
-                row = known.get(email)
-                if row is None:
+            known = {row.email_key: row for row in db.execute(sa.select(subscribers))}
+            for row in rows:
+                key = address_key(row.email)
+                joined = _audiences(row.audiences)
+                source = row.consent_source or consent_source
+                found = known.get(key)
+                if found is None:
                     db.execute(
                         sa.insert(subscribers).values(
-                            email=email,
-                            lang=lang,
+                            email=row.email,
+                            email_key=key,
+                            lang=row.lang,
                             audiences=joined,
-                            status=status,
-                            consent_source=consent_source,
-                            created_at=now,
-                            updated_at=now,
+                            status=row.status or status,
+                            consent_source=source,
+                            created_at=row.created or now,
+                            updated_at=row.updated or now,
+                            bounces=row.bounces or 0,
                         )
                     )
                     added += 1
-                elif (row.lang, row.audiences) != (lang, joined):
+                    continue
+                values: dict[str, Any] = {"lang": row.lang, "audiences": joined}
+                wanted = row.status or (status if resubscribe else None)
+                if wanted and (found.status not in _LEFT or resubscribe):
+                    values["status"] = wanted
+                    if found.status in _LEFT and wanted not in _LEFT:
+                        # They come back: this import holds their consent now.
+                        values.update(
+                            consent_source=source,
+                            created_at=row.created or now,
+                            bounces=row.bounces or 0,
+                        )
+                changed = {k: v for k, v in values.items() if getattr(found, k) != v}
+                if changed:
                     db.execute(
                         sa.update(subscribers)
-                        .where(subscribers.c.id == row.id)
-                        .values(lang=lang, audiences=joined, updated_at=now)
+                        .where(subscribers.c.id == found.id)
+                        .values(updated_at=now, **changed)
                     )
                     updated += 1
         return added, updated
@@ -541,6 +621,15 @@ class Store:
         )
         with self.engine.connect() as db:
             return {(row.lang, row.slug): row.digest for row in db.execute(query)}
+
+    def last_issue(self, lang: str, audiences: Sequence[str]) -> datetime | None:
+        """When this variant was last issued; None if never."""
+        query = sa.select(sa.func.max(issues.c.created_at)).where(
+            issues.c.lang == lang, issues.c.audiences == _audiences(audiences)
+        )
+        with self.engine.connect() as db:
+            found = db.execute(query).scalar()
+        return utc(found) if found is not None else None
 
     def create_issue(
         self,
@@ -601,6 +690,14 @@ class Store:
             return None
         return self.issue(issue_id)
 
+    def issue_times(self, lang: str) -> dict[tuple[int, str], datetime]:
+        """When each issue of ``lang`` was made, by (id, key): the dates the web archive shows."""
+        query = sa.select(issues.c.id, issues.c.key, issues.c.created_at).where(
+            issues.c.lang == lang
+        )
+        with self.engine.connect() as db:
+            return {(row.id, row.key): utc(row.created_at) for row in db.execute(query)}
+
     def issue(self, issue_id: int) -> Issue | None:
         with self._database(), self.engine.connect() as db:
             row = db.execute(sa.select(issues).where(issues.c.id == issue_id)).first()
@@ -621,11 +718,11 @@ class Store:
 
     @contextmanager
     def _database(self) -> Iterator[None]:
-        """Database failures of the send path, as a StoreError that names them in one line."""
+        """Database failures of the send path, as a DatabaseError that names them in one line."""
         try:
             yield
         except sa.exc.DBAPIError as exc:
-            raise _store_error(exc, self.engine.dialect.name) from exc
+            raise _database_error(exc, self.engine.dialect.name) from exc
 
     @contextmanager
     def send_run(self, now: datetime) -> Iterator[int]:
@@ -805,6 +902,158 @@ class Store:
             )
         return result.rowcount
 
+    # -- bounces ---------------------------------------------------------------------------
+
+    def bounced_deliveries(
+        self,
+        *,
+        ids: Sequence[int] = (),
+        message_ids: Sequence[str] = (),
+        emails: Sequence[str] = (),
+    ) -> list[Bounced]:
+        """The deliveries a bounce names: by delivery id, by Message-ID, or (``emails``) each
+        address's latest delivery, else its reader alone."""
+        query = sa.select(deliveries.c.id, deliveries.c.subscriber_id, deliveries.c.email)
+        with self.engine.connect() as db:
+            if ids:
+                rows = db.execute(query.where(deliveries.c.id.in_(ids)).order_by(deliveries.c.id))
+                return [Bounced(*row) for row in rows]
+            if message_ids:
+                rows = db.execute(query.where(deliveries.c.message_id.in_(message_ids)))
+                return [Bounced(*row) for row in rows]
+            found = []
+            for email in emails:
+                row = db.execute(
+                    query.where(sa.func.lower(deliveries.c.email) == email.lower())
+                    .order_by(deliveries.c.id.desc())
+                    .limit(1)
+                ).first()
+                if row is None:
+                    row = db.execute(
+                        sa.select(sa.null(), subscribers.c.id, subscribers.c.email).where(
+                            sa.func.lower(subscribers.c.email) == email.lower()
+                        )
+                    ).first()
+                if row is not None:
+                    found.append(Bounced(*row))
+            return found
+
+    def bounce_known(self, digest: str) -> bool:
+        """Whether the bounce message with this SHA-256 was recorded already."""
+        with self.engine.connect() as db:
+            query = sa.select(bounce_reports.c.id).where(bounce_reports.c.digest == digest)
+            return db.execute(query).first() is not None
+
+    def record_bounce(
+        self,
+        *,
+        digest: str,
+        target: Bounced,
+        kind: str,
+        status: str,
+        reason: str,
+        matched_by: str,
+        max_bounces: int,
+        now: datetime,
+    ) -> str:
+        """Record one bounce report, once (by ``digest``), and act on it in one transaction.
+
+        A permanent failure counts towards ``max_bounces`` once per delivery; a temporary one
+        is only recorded; a complaint unsubscribes the reader at once. Returns what was done:
+        ``duplicate``, ``counted``, ``bounced`` (counted, and the reader reached the limit),
+        ``already counted``, ``recorded`` or ``unsubscribed``.
+        """
+        with self._writing() as db:
+            if db.execute(
+                sa.select(bounce_reports.c.id).where(bounce_reports.c.digest == digest)
+            ).first():
+                return "duplicate"
+            counted = kind == "permanent" and not (
+                target.delivery_id is not None
+                and db.execute(
+                    sa.select(bounce_reports.c.id).where(
+                        bounce_reports.c.delivery_id == target.delivery_id,
+                        bounce_reports.c.counted,
+                    )
+                ).first()
+            )
+            db.execute(
+                sa.insert(bounce_reports).values(
+                    digest=digest,
+                    subscriber_id=target.subscriber_id,
+                    delivery_id=target.delivery_id,
+                    kind=kind,
+                    status=status[:40],
+                    reason=reason[:2000],
+                    matched_by=matched_by,
+                    counted=counted,
+                    created_at=now,
+                )
+            )
+            if kind == "complaint":
+                db.execute(
+                    sa.update(subscribers)
+                    .where(subscribers.c.id == target.subscriber_id)
+                    .values(status="unsubscribed", updated_at=now)
+                )
+                return "unsubscribed"
+            if kind != "permanent":
+                return "recorded"
+            if not counted:
+                return "already counted"
+            _count_bounce(db, target.subscriber_id, max_bounces, now)
+            status_now = db.execute(
+                sa.select(subscribers.c.status).where(subscribers.c.id == target.subscriber_id)
+            ).scalar()
+            return "bounced" if status_now == "bounced" else "counted"
+
+    def readers_at_risk(self) -> list[AtRisk]:
+        """Readers with counted bounces, or any bounce or complaint on record, worst first."""
+        kinds = (
+            sa.select(
+                bounce_reports.c.subscriber_id,
+                sa.func.sum(sa.case((bounce_reports.c.kind == "temporary", 1), else_=0)).label(
+                    "temporary"
+                ),
+                sa.func.sum(sa.case((bounce_reports.c.kind == "complaint", 1), else_=0)).label(
+                    "complaints"
+                ),
+                sa.func.max(bounce_reports.c.id).label("last_id"),
+            )
+            .group_by(bounce_reports.c.subscriber_id)
+            .subquery()
+        )
+        last = bounce_reports.alias("latest")
+        query = (
+            sa.select(
+                subscribers.c.email,
+                subscribers.c.status,
+                subscribers.c.bounces,
+                sa.func.coalesce(kinds.c.temporary, 0),
+                sa.func.coalesce(kinds.c.complaints, 0),
+                last.c.kind,
+                last.c.status,
+                last.c.reason,
+                last.c.created_at,
+            )
+            .select_from(subscribers)
+            .outerjoin(kinds, kinds.c.subscriber_id == subscribers.c.id)
+            .outerjoin(last, last.c.id == kinds.c.last_id)
+            .where(sa.or_(subscribers.c.bounces > 0, kinds.c.subscriber_id.is_not(None)))
+            .order_by(subscribers.c.bounces.desc(), subscribers.c.email)
+        )
+        with self.engine.connect() as db:
+            rows = db.execute(query).all()
+        return [
+            AtRisk(*row[:-1], last_at=utc(row[-1]) if row[-1] is not None else None) for row in rows
+        ]
+
+    def bounce_counts(self) -> dict[str, int]:
+        """Bounce reports on record by kind (permanent, temporary, complaint)."""
+        query = sa.select(bounce_reports.c.kind, sa.func.count()).group_by(bounce_reports.c.kind)
+        with self.engine.connect() as db:
+            return {kind: n for kind, n in db.execute(query)}
+
 
 class _Compiled:
     """A statement compiled once for one dialect and run straight on the DBAPI cursor.
@@ -835,7 +1084,7 @@ class Ledger:
     hold in memory), so a run that dies while writing a message leaves nothing in flight. Just
     before the end of data it is marked ``sending`` and committed (``sending``), together with
     the previous message's 250 (``sent`` only notes it): one commit per message. A database
-    failure is raised as a StoreError.
+    failure is raised as a DatabaseError.
     """
 
     def __init__(
@@ -882,7 +1131,7 @@ class Ledger:
         try:
             yield
         except self._errors as exc:
-            raise _store_error(exc, self._dialect) from exc
+            raise _database_error(exc, self._dialect) from exc
 
     def _query(self, statement: _Compiled, values: dict[str, Any]) -> list[Any]:
         cursor = self._raw.cursor()
@@ -957,6 +1206,15 @@ class Ledger:
             (self._bounced, {**reader, "max_bounces": max_bounces}),
         )
         self._release(delivery_id)
+
+
+def _count_bounce(db: sa.Connection, subscriber_id: int, max_bounces: int, now: datetime) -> None:
+    """One more permanent failure for a reader, who is marked bounced at ``max_bounces``: a
+    5xx during the send (``Ledger.bounce``, with the same statements) and a bounce that
+    arrives later by mail count alike."""
+    reader = {"subscriber_id": subscriber_id}
+    db.execute(_BOUNCES, {**reader, "now": now})
+    db.execute(_BOUNCED, {**reader, "max_bounces": max_bounces})
 
 
 # -- one scheduler at a time ---------------------------------------------------------------
@@ -1099,6 +1357,18 @@ def scheduler_lock(url: str, engine: sa.Engine) -> SchedulerLock:
     raise SyndicateError(
         f"state.database: the scheduler needs SQLite or PostgreSQL, not {parsed.drivername}"
     )
+
+
+@contextmanager
+def database_errors(url: str, kept: str = "") -> Iterator[None]:
+    """A state database that cannot be reached, or whose connection is lost, as one line
+    naming it (without its password), after ``kept``: what the failure left as it was."""
+    try:
+        yield
+    except (sa.exc.OperationalError, sa.exc.InterfaceError) as exc:
+        shown = sa.engine.make_url(url).render_as_string(hide_password=True)
+        reason = str(exc.orig).strip().splitlines()[0] if str(exc.orig).strip() else "lost"
+        raise DatabaseError(f"{kept}state database {shown}: {reason}") from None
 
 
 def open_store(url: str) -> Store:

@@ -7,6 +7,8 @@ from __future__ import annotations
 import csv
 import io
 from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
 
 import idna
 from email_validator import EmailNotValidError, validate_email
@@ -14,9 +16,29 @@ from email_validator import EmailNotValidError, validate_email
 from .model import Diagnostic, Severity
 
 CSV_COLUMNS = ("email", "lang", "audiences")
-"""Columns an import needs (others, as in an export, are ignored); audiences split by ';'."""
+"""Columns an import needs; audiences split by ';'."""
+EXPORT_COLUMNS = (*CSV_COLUMNS, "status", "consent_source", "created", "updated", "bounces")
+"""Columns an export writes and an import reads back (the four after ``audiences`` may be
+left out or empty: the import's options and the time of the import stand in for them)."""
+STATUSES = ("pending", "active", "unsubscribed", "bounced")
+"""A reader's statuses: ``unsubscribed`` and ``bounced`` are readers who left."""
 
 Row = tuple[str, str, tuple[str, ...]]
+
+
+@dataclass(frozen=True, slots=True)
+class ReaderRow:
+    """One reader as a file gives them; what the file leaves out is None."""
+
+    email: str
+    lang: str
+    audiences: tuple[str, ...]
+    status: str | None = None
+    consent_source: str | None = None
+    created: datetime | None = None
+    """When the reader gave their consent."""
+    updated: datetime | None = None
+    bounces: int | None = None
 
 
 def normalise_email(value: str) -> str:
@@ -48,6 +70,21 @@ SMTPUTF8_WARNING = (
 )
 
 
+def mask_email(address: str) -> str:
+    """An address as a page shows it to whoever holds the link: enough for its owner to
+    recognise (``r•••@example.org``), too little to harvest."""
+    local, _, domain = address.rpartition("@")
+    return f"{local[:1]}•••@{domain}"
+
+
+def address_key(address: str) -> str:
+    """What makes two spellings of an address one reader: ``Reader@Example.ORG`` and
+    ``reader@example.org`` are one mailbox as far as the list is concerned. Addresses are
+    normalised first (``normalise_email``: domain in its Unicode form, NFC), so lower case is
+    all that is left to fold."""
+    return address.lower()
+
+
 def check_reader(
     email: str,
     lang: str,
@@ -73,10 +110,11 @@ def check_reader(
 
 def read_subscriber_csv(
     text: str, source: str, *, langs: Collection[str], known: Collection[str]
-) -> tuple[list[Row], list[Diagnostic]]:
-    """Rows of a CSV file with a header ``email,lang,audiences``; every bad row is reported
-    with its line number, and an address listed twice is an error (which line would win?).
-    An address that needs SMTPUTF8 is kept, with a warning."""
+) -> tuple[list[ReaderRow], list[Diagnostic]]:
+    """Rows of a CSV file with a header naming at least ``email,lang,audiences`` (an export's
+    other columns are read too; unknown ones are ignored); every bad row is reported with its
+    line number, and an address listed twice, in any letter case, is an error (which line
+    would win?). An address that needs SMTPUTF8 is kept, with a warning."""
     problems: list[Diagnostic] = []
 
     def problem(line: int | None, message: str) -> None:
@@ -86,33 +124,63 @@ def read_subscriber_csv(
     header = [h.strip().lower() for h in reader.fieldnames or []]
     missing = [c for c in CSV_COLUMNS if c not in header]
     if missing:
-        problem(1, f"header must name the columns {','.join(CSV_COLUMNS)} (missing: {missing})")
+        columns, absent = ", ".join(CSV_COLUMNS), ", ".join(missing)
+        problem(1, f"header must name the columns {columns} (missing: {absent})")
         return [], problems
     reader.fieldnames = header
-    rows: list[Row] = []
+    rows: list[ReaderRow] = []
     seen: dict[str, int] = {}
     for record in reader:
         start = reader.line_num
-        if None in record or any(record[c] is None for c in CSV_COLUMNS):
+        if None in record or any(record[c] is None for c in header):
             problem(start, f"expected {len(header)} columns")
             continue
         try:
-            row = check_reader(
+            email, lang, chosen = check_reader(
                 record["email"],
                 record["lang"],
                 record["audiences"].split(";"),
                 langs=langs,
                 known=known,
             )
+            row = ReaderRow(email, lang, chosen, **_exported(record))
         except ValueError as exc:
             problem(start, str(exc))
             continue
-        if row[0] in seen:
-            problem(start, f"{row[0]} is already on line {seen[row[0]]}")
+        key = address_key(row.email)
+        if key in seen:
+            problem(start, f"{row.email} is already on line {seen[key]}")
             continue
-        seen[row[0]] = start
+        seen[key] = start
         rows.append(row)
-        if not row[0].rpartition("@")[0].isascii():
-            warning = f"{row[0]}: {SMTPUTF8_WARNING}"
+        if not row.email.rpartition("@")[0].isascii():
+            warning = f"{row.email}: {SMTPUTF8_WARNING}"
             problems.append(Diagnostic(source, start, Severity.WARNING, warning))
     return rows, problems
+
+
+def _exported(record: dict[str, str]) -> dict[str, object]:
+    """The columns beyond the three an import needs, checked; empty cells are None."""
+    found: dict[str, object] = {}
+    status = record.get("status", "").strip()
+    if status:
+        if status not in STATUSES:
+            raise ValueError(f"unknown status {status!r} (known: {', '.join(STATUSES)})")
+        found["status"] = status
+    source = record.get("consent_source", "").strip()
+    if source:
+        found["consent_source"] = source
+    for column in ("created", "updated"):
+        value = record.get(column, "").strip()
+        if value:
+            try:
+                when = datetime.fromisoformat(value)
+            except ValueError:
+                raise ValueError(f"{column}: not an ISO 8601 date and time: {value!r}") from None
+            found[column] = when if when.tzinfo else when.replace(tzinfo=UTC)
+    bounces = record.get("bounces", "").strip()
+    if bounces:
+        if not bounces.isdigit():
+            raise ValueError(f"bounces: not a whole number of 0 or more: {bounces!r}")
+        found["bounces"] = int(bounces)
+    return found

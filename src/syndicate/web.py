@@ -11,38 +11,50 @@ import gzip
 import hashlib
 import hmac
 import html
+import ipaddress
 import logging
 import mimetypes
 import re
 import secrets
-import tomllib
 from collections import defaultdict, deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from email.message import EmailMessage
 from email.utils import format_datetime, formatdate, make_msgid, parseaddr, parsedate_to_datetime
 from pathlib import Path, PurePosixPath
 from typing import Any
+from urllib.parse import urlsplit
+from zoneinfo import ZoneInfo
 
-from babel.dates import format_date
 from email_validator import EmailNotValidError, validate_email
-from jinja2 import Environment, FileSystemLoader, select_autoescape
 from markupsafe import Markup
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import FormData
 from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Route
+from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 
 from .config import Config
 from .feeds import article_html, feed_names, feed_url
+from .i18n import (
+    SOURCE_LANGUAGE,
+    environment,
+    interface_language,
+    language,
+    long_date,
+    one_line,
+    template_roots,
+    web_language,
+)
 from .model import ArticleSet
-from .reader import article_files, read_articles
-from .render import templates_dir
+from .reader import read_articles, scan
 from .store import Store, Subscriber
+from .subscribers import mask_email
 from .tokens import CONFIRM, PREFERENCES, UNSUBSCRIBE, read_token, reader_link
 
 log = logging.getLogger("syndicate.web")
@@ -111,7 +123,7 @@ class FeedFolder:
         path = self.folder.joinpath(*parts)
         try:
             info = path.stat()
-        except OSError:
+        except (OSError, ValueError):  # ValueError: a NUL or lone surrogate, no file's name
             return None
         if not path.is_file() or not path.resolve().is_relative_to(self.folder.resolve()):
             return None
@@ -156,14 +168,15 @@ def _not_modified(request: Request, etag: str, modified: datetime) -> bool:
 
 
 class RateLimit:
-    """At most ``limit`` hits per key in any 60-second window, kept in memory."""
+    """At most ``limit`` hits per key in any ``window``, kept in memory."""
 
-    def __init__(self, limit: int) -> None:
+    def __init__(self, limit: int, window: timedelta = timedelta(minutes=1)) -> None:
         self.limit = limit
+        self.window = window
         self._hits: dict[str, deque[datetime]] = defaultdict(deque)
 
     def allow(self, key: str, now: datetime) -> bool:
-        window = now - timedelta(minutes=1)
+        window = now - self.window
         if len(self._hits) > 10_000:  # forget idle clients so the table cannot grow unbounded
             for idle in [k for k, q in self._hits.items() if not q or q[-1] <= window]:
                 del self._hits[idle]
@@ -176,9 +189,37 @@ class RateLimit:
         return True
 
 
-def load_strings() -> dict[str, dict[str, str]]:
-    """The web's words per language (templates/web/strings.toml)."""
-    return tomllib.loads((templates_dir() / "web" / "strings.toml").read_text("utf-8"))
+def listening_url(host: str, port: int) -> str:
+    """The base URL of a server listening at ``host``:``port``, as a browser here reaches it."""
+    host = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}.get(host, host)
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
+def _loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def base_url_elsewhere(base_url: str, host: str, port: int) -> str | None:
+    """Why the links built from ``base_url`` would not reach a server at ``host``:``port``;
+    None when they do. A base URL naming another machine is taken for the public name of a
+    reverse proxy in front of this server, and is not second-guessed."""
+    parts = urlsplit(base_url)
+    named = parts.hostname or ""
+    wildcard = host in ("0.0.0.0", "::", "")
+    if not (_loopback(named) or named == host):
+        return None
+    reachable = named == host or wildcard or (_loopback(named) and _loopback(host))
+    if reachable and (parts.port or {"https": 443}.get(parts.scheme, 80)) == port:
+        return None
+    return (
+        f"site.base_url is {base_url} but this server listens on {listening_url(host, port)}: "
+        "links in pages, feeds and mails lead elsewhere (serve --dev links here)"
+    )
 
 
 def watch_articles(folder: Path, config: Config) -> Callable[[], ArticleSet]:
@@ -186,34 +227,36 @@ def watch_articles(folder: Path, config: Config) -> Callable[[], ArticleSet]:
     seen: dict[str, Any] = {}
 
     def current() -> ArticleSet:
-        stamp = tuple(
-            (str(p), p.stat().st_mtime_ns, p.stat().st_size)
-            for p in (article_files(folder) if folder.is_dir() else [])
-        )
+        stamp = tuple(scan(folder).items()) if folder.is_dir() else ()
         if seen.get("stamp") != stamp:
-            seen["stamp"], seen["articles"] = stamp, read_articles(folder, config.profiles)
+            limit = config.site.max_article_bytes
+            found = read_articles(folder, config.profiles, max_bytes=limit)
+            seen["stamp"], seen["articles"] = stamp, found
         return seen["articles"]
 
     return current
 
 
 def confirmation_message(
-    config: Config, words: Mapping[str, str], to: str, url: str, *, known: bool, now: datetime
+    config: Config, lang: str, to: str, url: str, *, known: bool, now: datetime
 ) -> EmailMessage:
-    """The double opt-in mail, or (``known``) the note to an address that is already active."""
-    kind = "mail_known" if known else "mail_confirm"
-    values = {"site": config.site.title, "link": url, "days": CONFIRM_MAX_AGE.days}
+    """The double opt-in mail, or (``known``) the note to an address that is already active,
+    in the reader's language (its mail catalog complete), else the fallback language."""
+    ui_lang = interface_language(config, lang, "mail") or SOURCE_LANGUAGE
+    env = environment(template_roots(config), ui_lang, language(config, ui_lang).translations)
+    template = env.get_template("email/subscribed.txt" if known else "email/confirm.txt")
+    values = {"site_title": config.title(ui_lang), "link": url, "days": CONFIRM_MAX_AGE.days}
     message = EmailMessage()
     message["From"] = config.email.sender
     message["To"] = to
-    message["Subject"] = words[f"{kind}_subject"].format(**values)
+    message["Subject"] = one_line(template.make_module(values).subject())
     message["Date"] = format_datetime(now.astimezone(UTC))
     domain = parseaddr(config.email.sender)[1].rpartition("@")[2] or None
     message["Message-ID"] = make_msgid(domain=domain)
     message["Auto-Submitted"] = "auto-generated"
     if config.email.reply_to:
         message["Reply-To"] = config.email.reply_to
-    message.set_content(words[f"{kind}_body"].format(**values))
+    message.set_content(template.render(values).rstrip() + "\n")
     return message
 
 
@@ -228,20 +271,12 @@ def create_app(
 ) -> Starlette:
     """The whole web side as one ASGI app; see the README's "Web" section for the routes."""
     languages = list(config.site.languages)
-    catalog = load_strings()
     feeds = FeedFolder(config.path(config.feeds.out))
     archive_root = config.path(config.web.archive)
+    zone = ZoneInfo(config.site.timezone)
     limiter = RateLimit(config.web.subscribe_per_minute)
-    env = Environment(
-        loader=FileSystemLoader(templates_dir() / "web"),
-        autoescape=select_autoescape(["html"]),
-        trim_blocks=True,
-        lstrip_blocks=True,
-    )
+    mails_to = RateLimit(config.web.mails_per_address_hour, timedelta(hours=1))
     secure_cookie = config.site.base_url.startswith("https://")
-
-    def words(lang: str) -> dict[str, str]:
-        return {**catalog["en"], **catalog.get(lang, {})}
 
     def negotiate(request: Request) -> str:
         for part in request.headers.get("accept-language", "").split(","):
@@ -249,12 +284,6 @@ def create_app(
             if tag in languages:
                 return tag
         return languages[0]
-
-    def long_date(value: date, lang: str) -> str:
-        try:
-            return format_date(value, "long", locale=lang.replace("-", "_"))
-        except ValueError:
-            return value.isoformat()
 
     def csrf_field(nonce: str) -> str:
         return hmac.new(secret, b"csrf\0" + nonce.encode(), hashlib.sha256).hexdigest()
@@ -278,10 +307,16 @@ def create_app(
         nonce = request.cookies.get(CSRF_COOKIE)
         new_nonce = None if nonce else secrets.token_urlsafe(24)
         root = request.scope.get("root_path", "")
-        text = env.get_template(template).render(
+        # The page's words in one language: its own, or wholly the fallback's (said in lang=).
+        ui_lang = web_language(config, lang)
+        env = environment(template_roots(config), ui_lang, language(config, ui_lang).translations)
+        text = env.get_template(f"web/{template}").render(
             site=config.site,
+            site_title=config.title(ui_lang),
             lang=lang,
-            t=words(lang),
+            ui_lang=ui_lang,
+            long_date=long_date,
+            audiences=audience_choices(ui_lang),
             root=root,
             languages=[(code, config.languages[code].name) for code in languages],
             csrf=csrf_field(nonce or new_nonce or ""),
@@ -308,17 +343,27 @@ def create_app(
         return response
 
     def notice(
-        request: Request, lang: str, key: str, status: int = 200, **context: Any
+        request: Request,
+        lang: str,
+        kind: str,
+        status: int = 200,
+        *,
+        token_page: bool = False,
+        manage: str | None = None,
+        address: str | None = None,
     ) -> HTMLResponse:
-        t = words(lang)
+        """One of notice.html's short pages (``kind`` names it there); ``address`` is the
+        masked address a token page acts for."""
         return page(
             request,
             "notice.html",
             lang,
             status,
-            title=t[f"{key}_title"],
-            text=t[f"{key}_text"].format(days=CONFIRM_MAX_AGE.days),
-            **context,
+            token_page=token_page,
+            kind=kind,
+            days=CONFIRM_MAX_AGE.days,
+            manage=manage,
+            address=address,
         )
 
     def audience_choices(lang: str) -> list[tuple[str, str]]:
@@ -367,8 +412,6 @@ def create_app(
             status,
             articles=articles().in_language(lang),
             url=config.article_url,
-            long_date=long_date,
-            audiences=audience_choices(lang),
             alternates=[(code, f"{config.site.base_url}/{code}/") for code in languages],
             form={"lang": lang, "audiences": (), "email": "", "error": None, **form},
         )
@@ -389,17 +432,29 @@ def create_app(
             lang,
             article=item,
             url=config.article_url,
-            updated=long_date(item.updated, lang),
             body=Markup(article_html(config, item)),  # the feeds' HTML, so both say the same
             alternates=[(a.lang, config.article_url(a.lang, a.slug)) for a in versions],
             translations=[(a, config.languages[a.lang].name) for a in versions if a is not item],
         )
 
     async def archive(request: Request) -> Response:
+        """The issues of a language, newest first: dated by the store, where each was made."""
         lang = language_of(request)
         folder = archive_root / lang
-        files = sorted(folder.glob("*.html"), reverse=True) if folder.is_dir() else []
-        issues = [(p.stem, _html_title(p)) for p in files if not p.name.startswith(".")]
+        made = store.issue_times(lang)
+        found = []
+        for path in folder.glob("*.html") if folder.is_dir() else ():
+            if path.name.startswith("."):
+                continue
+            named = _ISSUE_NAME.fullmatch(path.stem)
+            issue = (int(named[1]), named[2]) if named else (0, path.stem)
+            # A page the store does not know (put there by hand) is dated by its file.
+            when = made.get(issue) or datetime.fromtimestamp(path.stat().st_mtime, UTC)
+            found.append((when, issue, path))
+        issues = [
+            (path.stem, _html_title(path), when.astimezone(zone).date())
+            for when, _, path in sorted(found, reverse=True)
+        ]
         return page(request, "archive.html", lang, issues=issues)
 
     async def archive_issue(request: Request) -> Response:
@@ -440,21 +495,24 @@ def create_app(
             return notice(request, lang, "form_expired", 400)
         raw = str(form.get("email", "")).strip()
         audiences = [a for a in config.audiences if a in form.getlist("audiences")]
-        t = words(lang)
         try:
             email = validate_email(raw, check_deliverability=False).normalized
         except EmailNotValidError:
             return index_page(
-                request, lang, 400, email=raw, audiences=audiences, error=t["invalid_email"]
+                request, lang, 400, email=raw, audiences=audiences, error="invalid_email"
             )
         if not audiences:
-            return index_page(request, lang, 400, email=raw, error=t["no_audience"])
+            return index_page(request, lang, 400, email=raw, error="no_audience")
+        if not mails_to.allow(email.casefold(), moment):
+            # The page a sent mail gets: the visitor learns nothing about the address.
+            log.warning("subscribe mail limit reached for one address")
+            return notice(request, lang, "check_inbox")
         known = store.subscriber(email)
         if known is not None and known.status == "active":
             # Tell the owner, not the visitor: the page below is the same either way.
             url = reader_link(config, secret, PREFERENCES, known.id, issued=moment)
             message = confirmation_message(
-                config, words(known.lang), email, url, known=True, now=moment
+                config, reader_lang(known), email, url, known=True, now=moment
             )
         else:
             reader = store.add_subscriber(
@@ -467,7 +525,7 @@ def create_app(
             )
             log.info("reader %d pending confirmation", reader.id)
             url = reader_link(config, secret, CONFIRM, reader.id, issued=moment)
-            message = confirmation_message(config, t, email, url, known=False, now=moment)
+            message = confirmation_message(config, lang, email, url, known=False, now=moment)
         if not await send(message):
             return notice(request, lang, "send_failed", 503)
         return notice(request, lang, "check_inbox")
@@ -490,7 +548,8 @@ def create_app(
         lang = reader_lang(reader)
         if request.method == "GET":
             # A button, not an action on GET: mail scanners open links on their own.
-            return notice(request, lang, "confirm", token_page=True, button="confirm_button")
+            address = mask_email(reader.email)
+            return notice(request, lang, "confirm", token_page=True, address=address)
         if not csrf_ok(request, await request.form()):
             return notice(request, lang, "form_expired", 400, token_page=True)
         if reader.status != "active":
@@ -504,9 +563,9 @@ def create_app(
         if reader is None:
             return invalid_link(request)
         lang = reader_lang(reader)
+        address = mask_email(reader.email)
         if request.method == "GET":
-            button = "unsubscribe_button"
-            return notice(request, lang, "unsubscribe", token_page=True, button=button)
+            return notice(request, lang, "unsubscribe", token_page=True, address=address)
         form = await request.form()
         # RFC 8058: the mail client's one-click POST carries no cookie; the token is the proof.
         one_click = form.get("List-Unsubscribe") == "One-Click"
@@ -516,7 +575,9 @@ def create_app(
             store.set_status(reader.id, "unsubscribed", now())
             log.info("reader %d unsubscribed%s", reader.id, " (one-click)" if one_click else "")
         manage = reader_link(config, secret, PREFERENCES, reader.id, issued=now())
-        return notice(request, lang, "unsubscribed", token_page=True, manage=manage)
+        return notice(
+            request, lang, "unsubscribed", token_page=True, manage=manage, address=address
+        )
 
     async def preferences(request: Request) -> Response:
         reader = reader_of(request, PREFERENCES)
@@ -547,8 +608,8 @@ def create_app(
             lang,
             token_page=True,
             reader=reader,
+            address=mask_email(reader.email),
             saved=saved,
-            audiences=audience_choices(lang),
             unsubscribe=reader_link(config, secret, UNSUBSCRIBE, reader.id, issued=now()),
         )
 
@@ -571,7 +632,18 @@ def create_app(
         Route("/{lang}/", index),
         Route("/{lang}/{slug}/", article),
     ]
-    return Starlette(routes=routes, exception_handlers={HTTPException: not_found})
+    # The client address (the subscribe limit's key) comes from X-Forwarded-For only when the
+    # connection comes from a trusted proxy; the header of anyone else is ignored.
+    proxies = [Middleware(ProxyHeadersMiddleware, trusted_hosts=config.web.trusted_proxies)]
+    return Starlette(
+        routes=routes,
+        middleware=proxies if config.web.trusted_proxies else [],
+        exception_handlers={HTTPException: not_found},
+    )
+
+
+_ISSUE_NAME = re.compile(r"(\d+)-(.+)")
+"""An archived page's name: the issue's id and key (``pipeline.archive_name``)."""
 
 
 def _html_title(path: Path) -> str:

@@ -1,0 +1,374 @@
+"""Bounces and complaints that arrive as mail: DSNs (RFC 3464) and ARF reports (RFC 5965), as
+Postfix, Exim and a large mailbox provider write them, matched to real deliveries."""
+
+from __future__ import annotations
+
+import json
+import mailbox
+import re
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from syndicate import pipeline
+from syndicate.bounces import (
+    COMPLAINT,
+    NOT_A_BOUNCE,
+    PERMANENT,
+    TEMPORARY,
+    classify,
+    verp_address,
+    verp_deliveries,
+)
+from syndicate.cli import main
+from syndicate.config import Config, load_config, parse_config
+from syndicate.deliver import SmtpMailer
+from syndicate.errors import ConfigError
+from syndicate.store import Bounced, Store, open_store
+from syndicate.tokens import secret_key
+from tests.conftest import ARTICLES
+from tests.sending import NOW, add_readers, make_issue
+
+FIXTURES = Path(__file__).resolve().parent / "bounces"
+RETURN = "bounces@news.example.org"
+VERP = re.compile(r"^bounces\+(\d+)\.([0-9a-f]{16})@news\.example\.org$")
+
+
+def fill(name: str, *, return_path: str, reader: str, message_id: str) -> bytes:
+    """A fixture with the delivery's envelope sender, reader and Message-ID filled in."""
+    data = (FIXTURES / name).read_bytes()
+    for mark, value in (
+        (b"@@RETURN@@", return_path),
+        (b"@@READER@@", reader),
+        (b"@@MESSAGE_ID@@", message_id.strip("<>")),
+    ):
+        data = data.replace(mark, value.encode())
+    return data
+
+
+# -- classification, no database ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "kind", "status", "reason"),
+    [
+        ("postfix-failed.eml", PERMANENT, "5.1.1", "User unknown in virtual mailbox table"),
+        ("postfix-delayed.eml", TEMPORARY, "4.4.1", "Connection timed out"),
+        ("exim-failed.eml", PERMANENT, "5.0.0", "Mailbox disabled for this recipient"),
+        ("exim-plain-failed.eml", PERMANENT, "5.1.1", "550 5.1.1"),
+        ("gmail-failed.eml", PERMANENT, "5.1.1", "tried to reach does not exist"),
+        ("arf-abuse.eml", COMPLAINT, "abuse", "feedback report"),
+        ("out-of-office.eml", NOT_A_BOUNCE, "", ""),
+    ],
+)
+def test_each_format_is_classified(name: str, kind: str, status: str, reason: str) -> None:
+    address = verp_address(b"key", RETURN, 7)
+    finding = classify(
+        fill(name, return_path=address, reader="Reader@Example.NET", message_id="<d.1.2@x>")
+    )
+    assert (finding.kind, finding.status) == (kind, status)
+    assert reason in finding.reason
+    if kind != NOT_A_BOUNCE:
+        assert finding.recipients == ("reader@example.net",)
+        assert finding.message_ids == ("<d.1.2@x>",)  # the original's, never the report's own
+    assert verp_deliveries(b"key", RETURN, finding.text) == ({7}, True)
+
+
+def test_a_verp_address_is_only_genuine_under_the_sites_key() -> None:
+    address = verp_address(b"key", RETURN, 12345)
+    assert VERP.fullmatch(address)[1] == "12345"
+    assert verp_deliveries(b"key", RETURN, f"To: <{address.upper()}>") == ({12345}, True)
+    assert verp_deliveries(b"other key", RETURN, address) == (set(), True)  # forged
+    forged_id = address.replace("+12345.", "+12346.")
+    assert verp_deliveries(b"key", RETURN, forged_id) == (set(), True)
+    assert verp_deliveries(b"key", RETURN, "digest@news.example.org") == (set(), False)
+    assert verp_deliveries(b"key", "bounces@other.example", address) == (set(), False)
+
+
+def test_a_return_path_must_be_a_bare_address() -> None:
+    for bad in ("bounces", "News <bounces@news.example.org>", "bounces+x@news.example.org"):
+        with pytest.raises(ConfigError, match=r"email\.return_path"):
+            parse_config({"email": {"return_path": bad}}, root=Path("."), source="(t)", env={})
+
+
+# -- the store: counting, on both databases ---------------------------------------------------
+
+
+def test_a_permanent_bounce_counts_once_per_delivery(database_url: str) -> None:
+    store = open_store(database_url)
+    reader = add_readers(store, 1)[0]
+    first = make_issue(store, [reader], content="one")
+    second = make_issue(store, [reader], content="two")
+    one, two = (
+        store.bounced_deliveries(message_ids=[f"<{i.id}.{reader.id}@news.example.org>"])[0]
+        for i in (first, second)
+    )
+
+    def record(target: Bounced, digest: str, kind: str = PERMANENT) -> str:
+        return store.record_bounce(
+            digest=digest,
+            target=target,
+            kind=kind,
+            status="5.1.1",
+            reason="user unknown",
+            matched_by="verp",
+            max_bounces=2,
+            now=NOW,
+        )
+
+    assert record(one, "a" * 64) == "counted"
+    assert record(one, "a" * 64) == "duplicate"  # the same message again
+    assert record(one, "b" * 64) == "already counted"  # another report of the same delivery
+    assert record(one, "c" * 64, TEMPORARY) == "recorded"
+    assert store.subscriber_by_id(reader.id).bounces == 1
+    assert store.subscriber_by_id(reader.id).status == "active"
+    assert record(two, "d" * 64) == "bounced"  # the second delivery reaches max_bounces
+    assert store.subscriber_by_id(reader.id).status == "bounced"
+    [risk] = store.readers_at_risk()
+    assert (risk.email, risk.bounces, risk.temporary, risk.complaints) == (reader.email, 2, 1, 0)
+    assert store.bounce_counts() == {PERMANENT: 3, TEMPORARY: 1}
+    store.close()
+
+
+# -- end to end: a real send, a real bounce mailbox ---------------------------------------------
+
+READERS = {
+    "postfix-failed.eml": "gone@example.com",
+    "postfix-delayed.eml": "slow@example.net",
+    "exim-failed.eml": "disabled@example.org",
+    "exim-plain-failed.eml": "left@example.org",
+    "gmail-failed.eml": "nosuchuser@example.net",
+    "arf-abuse.eml": "complains@example.com",
+    "out-of-office.eml": "away@example.com",
+}
+
+
+def site(tmp_path: Path, database_url: str, port: int) -> Config:
+    (tmp_path / "config.toml").write_text(
+        f"""
+[site]
+articles = "{ARTICLES}"
+base_url = "https://news.example.org"
+[state]
+database = "{database_url}"
+[email]
+sender = "News <digest@news.example.org>"
+[smtp]
+url = "smtp://127.0.0.1:{port}"
+retry_backoff = 0
+max_bounces = 2
+[web]
+secret_key = "a secret key for the tests"
+""",
+        "utf-8",
+    )
+    return load_config(tmp_path / "config.toml", env={})
+
+
+def state(store: Store) -> dict[str, tuple[str, int]]:
+    return {s.email: (s.status, s.bounces) for s in store.subscribers()}
+
+
+def invoke(tmp_path: Path, *args: str) -> str:
+    result = CliRunner().invoke(main, [*args, "--config", str(tmp_path / "config.toml")])
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def test_bounce_mail_is_matched_to_its_delivery_and_acted_on_once(
+    tmp_path: Path, database_url: str, smtp_server
+) -> None:
+    inbox, port = smtp_server
+    config = site(tmp_path, database_url, port)
+    store = open_store(config.database_url)
+    others = ["forged@example.com", "fallback@example.com", "byaddress@example.com"]
+    for email in [*READERS.values(), *others]:
+        store.add_subscriber(email, "en", ["cost"], status="active", consent_source="t", now=NOW)
+    report = pipeline.send_digests(
+        config, NOW, mailer=SmtpMailer.from_url(config.smtp.url), store=store
+    )
+    assert report.sent == 10
+
+    # Each delivery left with its own envelope sender, naming it under the site's key.
+    deliveries = {d.email: d for d in store.deliveries()}
+    secret = secret_key(config)
+    for email, envelope in inbox.mail_from.items():
+        number = int(VERP.fullmatch(envelope)[1])
+        assert number == deliveries[email].id
+        assert envelope == verp_address(secret, RETURN, number)
+
+    bounces = tmp_path / "bounces"
+    box = mailbox.Maildir(bounces, create=True)
+    for name, email in READERS.items():
+        box.add(
+            fill(
+                name,
+                return_path=inbox.mail_from[email],
+                reader=email,
+                message_id=deliveries[email].message_id,
+            )
+        )
+    # A forged bounce: a return address of the right shape whose MAC is not the site's.
+    number = VERP.fullmatch(inbox.mail_from["forged@example.com"])[1]
+    box.add(
+        fill(
+            "postfix-failed.eml",
+            return_path=f"bounces+{number}.{'0' * 16}@news.example.org",
+            reader="forged@example.com",
+            message_id="<nothing@x>",
+        )
+    )
+    # No return address at all (a relay that rewrote it): the quoted Message-ID decides.
+    box.add(
+        fill(
+            "exim-failed.eml",
+            return_path="digest@news.example.org",
+            reader="fallback@example.com",
+            message_id=deliveries["fallback@example.com"].message_id,
+        )
+    )
+    # Neither a return address nor a Message-ID it knows: the reported recipient decides.
+    box.add(
+        fill(
+            "postfix-failed.eml",
+            return_path="digest@news.example.org",
+            reader="byaddress@example.com",
+            message_id="<rewritten.by.a.relay@example.net>",
+        )
+    )
+    before = state(store)
+
+    dry = invoke(tmp_path, "bounces", "process", str(bounces), "--dry-run")
+    assert "gone@example.com (by verp): would count" in dry
+    assert "complains@example.com (by verp): would unsubscribe" in dry
+    assert state(store) == before and len(box) == 10  # nothing recorded, nothing moved
+
+    out = invoke(tmp_path, "bounces", "process", str(bounces))
+    assert "ignored: forged" in out and "fallback@example.com (by message-id): counted" in out
+    assert "byaddress@example.com (by recipient): counted" in out
+    after = state(store)
+    assert after["gone@example.com"] == ("active", 1)  # counts towards max_bounces = 2
+    assert after["nosuchuser@example.net"] == ("active", 1)
+    assert after["left@example.org"] == ("active", 1)
+    assert after["disabled@example.org"] == ("active", 1)
+    assert after["fallback@example.com"] == ("active", 1)
+    assert after["byaddress@example.com"] == ("active", 1)
+    assert after["slow@example.net"] == ("active", 0)  # a delay is only recorded
+    assert after["complains@example.com"] == ("unsubscribed", 0)  # at once
+    assert after["forged@example.com"] == ("active", 0)
+    assert after["away@example.com"] == ("active", 0)
+    assert len(mailbox.Maildir(bounces, create=False)) == 0
+    processed = mailbox.Maildir(bounces / "processed", create=False)
+    assert len(processed) == 10
+
+    # A rerun finds nothing; the same messages put back change nothing either.
+    assert "0 message(s) read" in invoke(tmp_path, "bounces", "process", str(bounces))
+    for key in processed.iterkeys():
+        box.add(processed.get_bytes(key))
+    again = invoke(tmp_path, "bounces", "process", str(bounces))
+    assert "counted" not in again.replace("already counted", "") and "duplicate" in again
+    assert state(store) == after
+
+    listed = json.loads(invoke(tmp_path, "bounces", "list", "--json"))
+    by_email = {r["email"]: r for r in listed}
+    assert set(by_email) == {
+        "gone@example.com",
+        "nosuchuser@example.net",
+        "left@example.org",
+        "disabled@example.org",
+        "fallback@example.com",
+        "byaddress@example.com",
+        "slow@example.net",
+        "complains@example.com",
+    }
+    assert by_email["slow@example.net"]["temporary"] == 1
+    assert by_email["slow@example.net"]["last"]["status"] == "4.4.1"
+    assert by_email["complains@example.com"]["complaints"] == 1
+    assert by_email["gone@example.com"]["max_bounces"] == 2
+    assert "User unknown" in by_email["gone@example.com"]["last"]["reason"]
+    text = invoke(tmp_path, "bounces", "list")
+    assert "gone@example.com\tactive\tbounces 1/2" in text
+
+    status = invoke(tmp_path, "send", "--status")
+    assert "bounce mail: 6 permanent, 1 temporary, 1 complaint(s)" in status
+    store.close()
+
+
+def test_an_mbox_is_read_and_emptied_into_processed(
+    tmp_path: Path, database_url: str, smtp_server
+) -> None:
+    inbox, port = smtp_server
+    config = site(tmp_path, database_url, port)
+    store = open_store(config.database_url)
+    store.add_subscriber(
+        "gone@example.com", "en", ["cost"], status="active", consent_source="t", now=NOW
+    )
+    pipeline.send_digests(config, NOW, mailer=SmtpMailer.from_url(config.smtp.url), store=store)
+    [delivery] = store.deliveries()
+    path = tmp_path / "bounces.mbox"
+    box = mailbox.mbox(path)
+    box.add(
+        fill(
+            "gmail-failed.eml",
+            return_path=inbox.mail_from["gone@example.com"],
+            reader="gone@example.com",
+            message_id=delivery.message_id,
+        )
+    )
+    box.flush()
+    box.close()
+
+    out = invoke(tmp_path, "bounces", "process", str(path))
+    assert "gone@example.com (by verp): counted" in out
+    assert store.subscriber("gone@example.com").bounces == 1
+    assert len(mailbox.mbox(path)) == 0
+    assert len(mailbox.mbox(tmp_path / "processed" / "bounces.mbox")) == 1
+    assert "0 message(s) read" in invoke(tmp_path, "bounces", "process", str(path))
+    store.close()
+
+
+def test_a_folder_that_is_no_mailbox_is_named(tmp_path: Path) -> None:
+    (tmp_path / "config.toml").write_text("", "utf-8")
+    (tmp_path / "empty").mkdir()
+    result = CliRunner().invoke(
+        main,
+        ["bounces", "process", str(tmp_path / "empty"), "--config", str(tmp_path / "config.toml")],
+    )
+    assert result.exit_code == 2
+    assert f"{tmp_path / 'empty'}: not a Maildir" in result.output
+
+
+def test_without_verp_one_return_path_serves_and_the_message_id_matches(
+    tmp_path: Path, database_url: str, smtp_server
+) -> None:
+    """For a relay that sends as one address only: that address, and the fallbacks."""
+    inbox, port = smtp_server
+    site(tmp_path, database_url, port)
+    path = tmp_path / "config.toml"
+    path.write_text(
+        path.read_text("utf-8").replace(
+            "[email]\n", '[email]\nverp = false\nreturn_path = "bounces@news.example.org"\n'
+        ),
+        "utf-8",
+    )
+    config = load_config(path, env={})
+    store = open_store(config.database_url)
+    store.add_subscriber(
+        "gone@example.com", "en", ["cost"], status="active", consent_source="t", now=NOW
+    )
+    pipeline.send_digests(config, NOW, mailer=SmtpMailer.from_url(config.smtp.url), store=store)
+    assert inbox.mail_from == {"gone@example.com": "bounces@news.example.org"}
+    [delivery] = store.deliveries()
+    box = mailbox.Maildir(tmp_path / "bounces", create=True)
+    box.add(
+        fill(
+            "postfix-failed.eml",
+            return_path="bounces@news.example.org",
+            reader="gone@example.com",
+            message_id=delivery.message_id,
+        )
+    )
+    out = invoke(tmp_path, "bounces", "process", str(tmp_path / "bounces"))
+    assert "gone@example.com (by message-id): counted" in out
+    store.close()
