@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import math
 import os
-import shutil
-import tempfile
 from collections import Counter
 from functools import cache
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
+
+from .files import staged_folder
 
 _FILES = ("nextmove", "rowbase", "output", "weights", "priors")
 
@@ -116,21 +116,12 @@ def _save(where: Path, langs: tuple[str, ...], arrays: dict[str, Any]) -> None:
     import numpy as np
 
     try:
-        where.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{where.name}.", dir=where.parent))
-    except OSError:
-        return
-    try:
-        for name, array in arrays.items():
-            np.save(tmp / f"{name}.npy", array)
-        (tmp / "langs.txt").write_text(" ".join(langs), "utf-8")
-        if where.exists():  # damaged, or just written by another process: same content
-            shutil.rmtree(where, ignore_errors=True)
-        os.replace(tmp, where)
+        with staged_folder(where) as tmp:
+            for name, array in arrays.items():
+                np.save(tmp / f"{name}.npy", array)
+            (tmp / "langs.txt").write_text(" ".join(langs), "utf-8")
     except OSError:
         pass  # the disk is full, or another process renamed first: either way, go on
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
 @cache

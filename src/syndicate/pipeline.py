@@ -11,11 +11,9 @@ import hashlib
 import json
 import mailbox
 import os
-import tempfile
 import threading
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from email.message import EmailMessage
@@ -49,6 +47,7 @@ from .deliver import (
 )
 from .digest import audience_order, select_digest, window_start
 from .errors import ConfigError, OutputError, RenderError, UsageError, describe
+from .files import Staging, atomic_file, file_stats, sweep_leftovers, write_atomic
 from .model import Article, ArticleSet, Diagnostic, Digest, Severity
 from .reader import (
     Reading,
@@ -72,129 +71,6 @@ INDEX = ".index.json"  # the last build's reading of each article file, for the 
 
 # ---------------------------------------------------------------------------------------------
 # Files.
-
-
-def write_atomic(path: Path, data: bytes) -> bool:
-    """Replace ``path`` with ``data`` unless it already holds exactly that; True if written.
-    A document staged and put in place on its own: see ``Staging``."""
-    staging = Staging(path.parent)
-    staging.add(path.name, data)
-    written, _ = staging.commit()
-    return bool(written)
-
-
-@contextmanager
-def atomic_file(path: Path) -> Iterator[BinaryIO]:
-    """A file to write ``path``'s new content into; it replaces ``path`` when the block ends
-    without an error, and is removed when it does not."""
-    fd, tmp = _temporary_beside(path)
-    try:
-        with _writing(path), os.fdopen(fd, "wb") as handle:
-            yield handle
-            handle.close()
-            os.chmod(tmp, 0o644)
-            os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-@contextmanager
-def _writing(path: Path) -> Iterator[None]:
-    """An OSError while ``path`` is written names ``path``, not its temporary file (nor
-    nothing, as a failed write does)."""
-    try:
-        yield
-    except OSError as exc:
-        temporary = os.path.join(path.parent, f".{path.name}.")
-        if exc.filename is None or os.fspath(exc.filename).startswith(temporary):
-            exc.filename, exc.filename2 = str(path), None
-        raise
-
-
-def _temporary_beside(path: Path) -> tuple[int, str]:
-    """A new hidden file in ``path``'s folder, named after ``path`` and this process, whose
-    id tells ``sweep_leftovers`` whether the file's writer is still at work."""
-    with _writing(path):
-        path.parent.mkdir(parents=True, exist_ok=True)
-        prefix = f".{path.name}.{os.getpid()}."
-        return tempfile.mkstemp(prefix=prefix, suffix=".tmp", dir=path.parent)
-
-
-def sweep_leftovers(folder: Path) -> None:
-    """Remove the temporary files that writers killed part-way (``kill -9``, a power cut)
-    left below ``folder``; a file whose process is still running is its writer's."""
-    for tmp in folder.rglob(".*.tmp"):
-        parts = tmp.name.split(".")  # "", name parts..., pid, random, "tmp"
-        if len(parts) >= 5 and parts[-3].isdigit() and not _running(int(parts[-3])):
-            tmp.unlink(missing_ok=True)
-
-
-def _running(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's process
-        return True
-    return True
-
-
-class Staging:
-    """Documents on their way into a folder: each goes to a temporary file beside its name as
-    soon as it is made, and ``commit`` puts them all in place once everything is made
-    (``discard`` removes them). A reader of the folder sees old documents or new ones, never
-    a half-written one, and a build that fails leaves the old ones. A document whose bytes
-    did not change is left alone, so its mtime (and the Last-Modified a web server derives
-    from it) stays."""
-
-    def __init__(self, folder: Path) -> None:
-        self.folder = folder
-        self.files: dict[str, str | None] = {}  # name -> its temporary file; None: unchanged
-
-    def add(self, name: str, data: bytes) -> None:
-        path = self.folder / name
-        try:
-            if path.stat().st_size == len(data) and path.read_bytes() == data:
-                self.files[name] = None
-                return
-        except FileNotFoundError:
-            pass
-        fd, tmp = _temporary_beside(path)
-        try:
-            with _writing(path), os.fdopen(fd, "wb") as handle:
-                handle.write(data)
-                handle.close()
-                os.chmod(tmp, 0o644)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-        self.files[name] = tmp
-
-    def commit(self) -> tuple[list[str], list[str]]:
-        """Put every new document in place; the names written and those left unchanged."""
-        for name, tmp in self.files.items():
-            if tmp is not None:
-                with _writing(self.folder / name):
-                    os.replace(tmp, self.folder / name)
-        written = [name for name, tmp in self.files.items() if tmp is not None]
-        return written, [name for name, tmp in self.files.items() if tmp is None]
-
-    def discard(self) -> None:
-        for tmp in self.files.values():
-            if tmp is not None:
-                Path(tmp).unlink(missing_ok=True)
-
-
-def _stats(root: Path, paths: list[Path]) -> dict[str, list[int]]:
-    found = {}
-    for path in paths:
-        try:
-            st = path.stat()
-        except FileNotFoundError:
-            continue
-        found[str(path.relative_to(root))] = [st.st_size, st.st_mtime_ns]
-    return found
 
 
 # ---------------------------------------------------------------------------------------------
@@ -355,7 +231,7 @@ def _build_feeds(
     if (
         previous.get("fingerprint") == fingerprint
         and previous.get("inputs") == inputs_digest
-        and previous.get("outputs") == _stats(out, [out / n for n in previous.get("outputs", {})])
+        and previous.get("outputs") == file_stats(out, list(previous.get("outputs", {})))
         and (not previous.get("next_due") or now < datetime.fromisoformat(previous["next_due"]))
     ):
         return FeedReport(
@@ -418,7 +294,7 @@ def _build_feeds(
                 {
                     "fingerprint": fingerprint,
                     "inputs": inputs_digest,
-                    "outputs": _stats(out, [out / n for n in docs]),
+                    "outputs": file_stats(out, list(docs)),
                     "entries": entries,
                     "next_due": next_due.isoformat() if next_due else None,
                     "unannounced": unannounced,

@@ -10,14 +10,13 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
-import os
 import re
 import secrets
 import struct
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 from .config import Config
+from .files import write_once
 
 CONFIRM = "confirm"
 UNSUBSCRIBE = "unsubscribe"
@@ -89,19 +88,6 @@ def secret_key(config: Config) -> bytes:
         return config.web.secret_key.get_secret_value().encode()
     path = config.path(config.web.secret_key_file)
     if not path.exists():
-        _create_key(path)
+        write_once(path, (secrets.token_urlsafe(32) + "\n").encode())
     return path.read_text("ascii").strip().encode()
 
-
-def _create_key(path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w") as file:
-        file.write(secrets.token_urlsafe(32) + "\n")
-    try:
-        os.link(tmp, path)  # fails if another process created the key first: keep theirs
-    except FileExistsError:
-        pass
-    finally:
-        tmp.unlink()

@@ -1,0 +1,177 @@
+"""Writing output files: the one place that does.
+
+Every document lands whole or not at all: it is written to a hidden temporary file beside its
+name, named after its writer's process, then renamed into place. A reader of the folder sees
+the old file or the new one, never half of one; a writer killed part-way (``kill -9``, a power
+cut) leaves a temporary file that ``sweep_leftovers`` recognises and removes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import BinaryIO
+
+
+def write_atomic(path: Path, data: bytes) -> bool:
+    """Replace ``path`` with ``data`` unless it already holds exactly that; True if written.
+    A document staged and put in place on its own: see ``Staging``."""
+    staging = Staging(path.parent)
+    try:
+        staging.add(path.name, data)
+        written, _ = staging.commit()
+    except BaseException:
+        staging.discard()
+        raise
+    return bool(written)
+
+
+def write_once(path: Path, data: bytes, *, mode: int = 0o600) -> None:
+    """Create ``path`` with ``data`` unless it exists; when two processes race, the first
+    one's file stays and the other's is dropped (a generated key must not change under a
+    process that already uses it)."""
+    fd, tmp = _temporary_beside(path)
+    try:
+        with _writing(path), os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.close()
+            os.chmod(tmp, mode)
+            with contextlib.suppress(FileExistsError):  # another process's came first: theirs
+                os.link(tmp, path)
+    finally:
+        Path(tmp).unlink(missing_ok=True)
+
+
+@contextmanager
+def atomic_file(path: Path) -> Iterator[BinaryIO]:
+    """A file to write ``path``'s new content into; it replaces ``path`` when the block ends
+    without an error, and is removed when it does not."""
+    fd, tmp = _temporary_beside(path)
+    try:
+        with _writing(path), os.fdopen(fd, "wb") as handle:
+            yield handle
+            handle.close()
+            os.chmod(tmp, 0o644)
+            os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+@contextmanager
+def staged_folder(where: Path) -> Iterator[Path]:
+    """A new folder to fill in place of ``where``; it replaces ``where`` (whatever was there)
+    when the block ends without an error, and is removed either way."""
+    where.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{where.name}.", dir=where.parent))
+    try:
+        yield tmp
+        if where.exists():  # damaged, or just written by another process
+            shutil.rmtree(where, ignore_errors=True)
+        os.replace(tmp, where)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+class Staging:
+    """Documents on their way into a folder: each goes to a temporary file beside its name as
+    soon as it is made, and ``commit`` puts them all in place once everything is made
+    (``discard`` removes them). A reader of the folder sees old documents or new ones, never
+    a half-written one, and a build that fails leaves the old ones. A document whose bytes
+    did not change is left alone, so its mtime (and the Last-Modified a web server derives
+    from it) stays."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.files: dict[str, str | None] = {}  # name -> its temporary file; None: unchanged
+
+    def add(self, name: str, data: bytes) -> None:
+        path = self.folder / name
+        try:
+            if path.stat().st_size == len(data) and path.read_bytes() == data:
+                self.files[name] = None
+                return
+        except FileNotFoundError:
+            pass
+        fd, tmp = _temporary_beside(path)
+        try:
+            with _writing(path), os.fdopen(fd, "wb") as handle:
+                handle.write(data)
+                handle.close()
+                os.chmod(tmp, 0o644)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        self.files[name] = tmp
+
+    def commit(self) -> tuple[list[str], list[str]]:
+        """Put every new document in place; the names written and those left unchanged."""
+        for name, tmp in self.files.items():
+            if tmp is not None:
+                with _writing(self.folder / name):
+                    os.replace(tmp, self.folder / name)
+        written = [name for name, tmp in self.files.items() if tmp is not None]
+        return written, [name for name, tmp in self.files.items() if tmp is None]
+
+    def discard(self) -> None:
+        for tmp in self.files.values():
+            if tmp is not None:
+                Path(tmp).unlink(missing_ok=True)
+
+
+def sweep_leftovers(folder: Path) -> None:
+    """Remove the temporary files that writers killed part-way (``kill -9``, a power cut)
+    left below ``folder``; a file whose process is still running is its writer's."""
+    for tmp in folder.rglob(".*.tmp"):
+        parts = tmp.name.split(".")  # "", name parts..., pid, random, "tmp"
+        if len(parts) >= 5 and parts[-3].isdigit() and not _running(int(parts[-3])):
+            tmp.unlink(missing_ok=True)
+
+
+def file_stats(root: Path, names: list[str]) -> dict[str, list[int]]:
+    """Size and mtime (ns) of each of ``names`` below ``root`` that exists."""
+    found = {}
+    for name in names:
+        try:
+            st = (root / name).stat()
+        except FileNotFoundError:
+            continue
+        found[name] = [st.st_size, st.st_mtime_ns]
+    return found
+
+
+@contextmanager
+def _writing(path: Path) -> Iterator[None]:
+    """An OSError while ``path`` is written names ``path``, not its temporary file (nor
+    nothing, as a failed write does)."""
+    try:
+        yield
+    except OSError as exc:
+        temporary = os.path.join(path.parent, f".{path.name}.")
+        if exc.filename is None or os.fspath(exc.filename).startswith(temporary):
+            exc.filename, exc.filename2 = str(path), None
+        raise
+
+
+def _temporary_beside(path: Path) -> tuple[int, str]:
+    """A new hidden file in ``path``'s folder, named after ``path`` and this process, whose
+    id tells ``sweep_leftovers`` whether the file's writer is still at work."""
+    with _writing(path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        prefix = f".{path.name}.{os.getpid()}."
+        return tempfile.mkstemp(prefix=prefix, suffix=".tmp", dir=path.parent)
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
