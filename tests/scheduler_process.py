@@ -16,7 +16,7 @@ from pathlib import Path
 from syndicate.cli import logging_to_stderr, run_scheduler
 from syndicate.config import DigestJob, load_config
 from syndicate.errors import SyndicateError
-from syndicate.scheduler import Jobs, Report, Scheduler
+from syndicate.schedule.scheduler import Jobs, Report, Scheduler
 
 
 def recording_jobs(record: Path) -> Jobs:

@@ -26,7 +26,7 @@ from click.testing import CliRunner
 from syndicate.cli import JsonLines, main
 from syndicate.config import Config, DigestJob, load_config, parse_config
 from syndicate.errors import ConfigError, SchedulerBusyError
-from syndicate.scheduler import Jobs, Report, Scheduler, describe_trigger, job_specs
+from syndicate.schedule.scheduler import Jobs, Report, Scheduler, describe_trigger, job_specs
 from syndicate.store import create_engine, open_store, scheduler_lock
 from tests.conftest import ARTICLES, ROOT
 
@@ -88,7 +88,7 @@ def fire_times(trigger: Any, start: datetime, end: datetime) -> list[datetime]:
 
 def digest_trigger(tmp_path: Path, **digest: Any) -> Any:
     config = make_config(tmp_path, "sqlite://", [{"name": "d", **digest}])
-    return next(spec.trigger for spec in job_specs(config) if spec.digest is not None)
+    return next(spec.trigger for spec in job_specs(config, T0) if spec.digest is not None)
 
 
 # -- fire times ----------------------------------------------------------------------------
@@ -272,6 +272,27 @@ def test_a_send_missed_before_a_schedule_change_still_goes_out_once(
     assert row.next_run == datetime(2026, 1, 20, 9, 30, tzinfo=AMSTERDAM) and row.note == ""
 
 
+def test_schedule_says_what_run_once_does_with_an_overdue_send_moved_to_another_day(
+    tmp_path: Path, sqlite_url: str
+) -> None:
+    """Monday's send overdue and the job moved to Tuesday: ``schedule`` lists Monday's send as
+    due at once, and ``run --once`` sends it at once."""
+    Scheduler(
+        make_config(tmp_path, sqlite_url, [MONDAY]), Recorder().jobs, clock=clock(T0)
+    ).run_once()
+    tuesday = make_config(tmp_path, sqlite_url, [{**MONDAY, "day_of_week": "tue", "hour": 9}])
+    back = datetime(2026, 1, 13, 12, 0, tzinfo=UTC)  # down across Monday's send
+    (row,) = [
+        r for r in Scheduler(tuesday, Recorder().jobs, clock=clock(back)).planned()
+        if r.id != "feeds"
+    ]
+    assert row.next_run == datetime(2026, 1, 12, 7, 30, tzinfo=AMSTERDAM)
+    assert row.note == "changed at next start; the send it missed runs at once"
+    recorder = Recorder()
+    Scheduler(tuesday, recorder.jobs, clock=clock(back)).run_once()
+    assert [call for call in recorder.calls if call[0] == "weekly"] == [("weekly", back)]
+
+
 def test_a_failing_job_is_logged_and_the_others_still_run(
     tmp_path: Path, sqlite_url: str, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -365,7 +386,7 @@ def test_a_trigger_reads_as_a_person_says_it(tmp_path, day_of_week, hour, minute
 def test_an_interval_reads_in_minutes_or_hours(tmp_path: Path) -> None:
     def every(minutes: int) -> str:
         config = make_config(tmp_path, "sqlite://", [], feeds_every_minutes=minutes)
-        return describe_trigger(job_specs(config)[0].trigger)
+        return describe_trigger(job_specs(config, T0)[0].trigger)
 
     assert [every(n) for n in (1, 30, 60, 90, 180)] == [
         "every minute",

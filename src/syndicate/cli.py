@@ -36,7 +36,7 @@ from .skeleton import in_the_way
 from .store import database_errors
 
 if TYPE_CHECKING:
-    from .scheduler import Jobs, Report, Scheduler
+    from .schedule.scheduler import Jobs, Report, Scheduler
 
 log = logging.getLogger("syndicate")
 
@@ -268,7 +268,7 @@ def print_summary(found: ArticleSet, config: Config) -> None:
 @click.option("--log-json", is_flag=True, help="Write every line as one JSON object, on stderr.")
 def run(config: Config, articles: Path | None, once: bool, standby: bool, log_json: bool) -> None:
     """The publishing job: rebuild feeds and send digests on the configured schedule."""
-    from .scheduler import Scheduler
+    from .schedule.scheduler import Scheduler
 
     options().log_json = log_json
     config = with_articles(config, articles)
@@ -324,7 +324,7 @@ def run(config: Config, articles: Path | None, once: bool, standby: bool, log_js
 def preview_step(config: Config, out: Path, now: datetime) -> Report:
     """``run --once``'s previews: every variant into ``out``; one that cannot be rendered is
     a warning naming it, and the others are still written."""
-    from .scheduler import Report
+    from .schedule.scheduler import Report
 
     found = load_articles(config, None, bodies=False)  # a digest shows no body
     written, failures = write_previews(config, found, out, now=now)
@@ -343,7 +343,7 @@ def sample_step(config: Config, jobs: Jobs, now: datetime) -> Report | None:
     example.com and sends them the current digests at once, so the whole path (issue,
     deliveries, Maildir) shows; no line at all on later runs."""
     from .pipeline import add_sample_readers
-    from .scheduler import Report
+    from .schedule.scheduler import Report
     from .store import open_store
 
     store = open_store(config.database_url)
@@ -392,7 +392,7 @@ def run_scheduler(
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
 def schedule(config: Config, as_json: bool) -> None:
     """List the scheduled jobs and their next run times in the site's time zone."""
-    from .scheduler import Scheduler
+    from .schedule.scheduler import Scheduler
 
     rows = Scheduler(config, default_jobs(config)).planned()
     if as_json:
@@ -422,7 +422,7 @@ def default_jobs(config: Config, stop: threading.Event | None = None) -> Jobs:
     The one place the scheduler is joined to the pipeline; the scheduler itself only knows
     the ``Jobs`` interface. Once ``stop`` is set, a send takes no new delivery.
     """
-    from .scheduler import Jobs, Report
+    from .schedule.scheduler import Jobs, Report
 
     def rebuild_feeds(now: datetime) -> Report:
         from .websub import HubNotifier
@@ -1291,8 +1291,8 @@ def subscribers_export(config: Config, file: Path) -> None:
     """Write every reader as CSV (to FILE, or stdout); `import` reads it back as it was."""
     import csv
     import io
-    import os
 
+    from .files import write_atomic
     from .store import open_store
     from .subscribers import EXPORT_COLUMNS
 
@@ -1310,9 +1310,7 @@ def subscribers_export(config: Config, file: Path) -> None:
     if str(file) == "-":
         click.echo(out.getvalue(), nl=False)
         return
-    tmp = file.with_name(f".{file.name}.{os.getpid()}.tmp")
-    tmp.write_text(out.getvalue(), "utf-8")
-    os.replace(tmp, file)
+    write_atomic(file, out.getvalue().encode())
     click.echo(f"{len(found)} reader(s) written to {file}", err=True)
 
 

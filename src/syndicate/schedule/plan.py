@@ -1,0 +1,142 @@
+"""What a start of the scheduler does to its job store, decided once (no I/O, no clock).
+
+``plan`` takes the configured jobs, the stored ones and the time, and says for each job what
+becomes of it and when it runs next. ``run`` and ``run --once`` apply that plan to the store;
+``schedule`` prints it: so what ``schedule`` says is what the next start does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal, Protocol
+
+from ..config import DigestJob
+
+FEEDS_JOB = "feeds"
+DIGEST_PREFIX = "digest:"
+INTERRUPTED_PREFIX = "interrupted:"
+"""A paused marker job saying "this run started and never finished"; the next start reruns it."""
+
+
+class Trigger(Protocol):
+    """When a job fires (an APScheduler trigger, or any object that answers the same)."""
+
+    def get_next_fire_time(
+        self, previous_fire_time: datetime | None, now: datetime
+    ) -> datetime | None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class JobSpec:
+    """One configured job: its stable id, its trigger, and the digest job it sends (if any)."""
+
+    id: str
+    trigger: Trigger
+    key: tuple[str, ...]
+    """What makes two triggers equal (a stored job whose key differs has a changed trigger)."""
+    digest: DigestJob | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class StoredJob:
+    """A job as the job store holds it."""
+
+    id: str
+    key: tuple[str, ...]
+    next_run: datetime | None
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+
+Action = Literal["add", "change", "keep", "remove"]
+
+
+@dataclass(frozen=True, slots=True)
+class JobPlan:
+    """What a start does with one job, and when the job runs next."""
+
+    id: str
+    action: Action
+    next_run: datetime | None
+    """The run the store keeps or gets; a job that runs at start runs at once instead."""
+    at_start: bool = False
+    """Runs at once when the scheduler starts (the feed rebuild, an interrupted run)."""
+    interrupted: bool = False
+    new_trigger: bool = False
+    changes: Mapping[str, Any] = field(default_factory=dict)
+    """Options of a stored job that differ from the configured ones."""
+    spec: JobSpec | None = None
+
+    def first_run(self, now: datetime) -> datetime | None:
+        """When the job runs first after a start at ``now``."""
+        return now if self.at_start else self.next_run
+
+    def note(self, now: datetime) -> str:
+        """What ``schedule`` says of the job, beside its next run."""
+        if self.action == "remove":
+            return "removed at next start"
+        if self.interrupted:
+            return "interrupted: runs again at next start"
+        said = {"add": "added at next start", "change": "changed at next start"}.get(self.action)
+        if self.new_trigger and self.next_run is not None and self.next_run <= now:
+            return "changed at next start; the send it missed runs at once"
+        if said is None and self.next_run is not None and self.next_run <= now:
+            return "due: runs at next start"
+        return said or ""
+
+
+def plan(
+    specs: Sequence[JobSpec],
+    stored: Iterable[StoredJob],
+    now: datetime,
+    options: Mapping[str, Any],
+) -> list[JobPlan]:
+    """Make the store match the config without losing a run missed while down.
+
+    New jobs are added, removed ones dropped, changed ones updated in place, keeping the stored
+    next run; a new trigger replaces that run only when it is not overdue (a send missed while
+    down and then moved still goes out once). The feed rebuild, and any run left unfinished by
+    the previous process, run at once. ``options`` are set on every job.
+    """
+    found = {job.id: job for job in stored}
+    interrupted = {
+        job_id.removeprefix(INTERRUPTED_PREFIX)
+        for job_id in found
+        if job_id.startswith(INTERRUPTED_PREFIX)
+    }
+    configured = {spec.id for spec in specs}
+    plans = [_one(spec, found.get(spec.id), spec.id in interrupted, now, options) for spec in specs]
+    return plans + [
+        JobPlan(job_id, "remove", None)
+        for job_id in found
+        if job_id.startswith(INTERRUPTED_PREFIX) or job_id not in configured
+    ]
+
+
+def _one(
+    spec: JobSpec,
+    job: StoredJob | None,
+    interrupted: bool,
+    now: datetime,
+    options: Mapping[str, Any],
+) -> JobPlan:
+    at_start = spec.id == FEEDS_JOB or interrupted
+    if job is None:
+        upcoming = spec.trigger.get_next_fire_time(None, now)
+        return JobPlan(spec.id, "add", upcoming, at_start, interrupted, spec=spec)
+    changes = {key: value for key, value in options.items() if job.options.get(key) != value}
+    next_run, new_trigger = job.next_run, job.key != spec.key
+    if new_trigger and not (next_run is not None and next_run <= now):
+        next_run = spec.trigger.get_next_fire_time(None, now)
+    action: Action = "change" if new_trigger or changes else "keep"
+    return JobPlan(spec.id, action, next_run, at_start, interrupted, new_trigger, changes, spec)
+
+
+def latest_due(trigger: Trigger, next_run: datetime, now: datetime) -> datetime:
+    """The last fire time not after ``now``: the one a coalesced catch-up stands for."""
+    latest: datetime = next_run
+    fire_time: datetime | None = next_run
+    while fire_time is not None and fire_time <= now:
+        latest, fire_time = fire_time, trigger.get_next_fire_time(fire_time, now)
+    return latest

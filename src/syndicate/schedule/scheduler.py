@@ -1,0 +1,596 @@
+"""The scheduler: APScheduler on the state database. The only apscheduler import.
+
+*What* runs is injected as ``Jobs`` (the CLI wires in the sending and the feed build), so this
+module never touches articles, templates or mail; *what a start does* to the stored jobs is
+``plan.plan``'s. It owns the job store, the use of the single-scheduler lock
+(``store.scheduler_lock``), the triggers (DST), graceful stop and the one log line per run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from apscheduler.events import (
+    EVENT_JOB_MAX_INSTANCES,
+    EVENT_JOB_MISSED,
+    EVENT_SCHEDULER_START,
+    JobExecutionEvent,
+    JobSubmissionEvent,
+)
+from apscheduler.executors.pool import ThreadPoolExecutor
+from apscheduler.jobstores.sqlalchemy import SQLAlchemyJobStore
+from apscheduler.schedulers import SchedulerNotRunningError
+from apscheduler.schedulers.base import STATE_STOPPED
+from apscheduler.schedulers.blocking import BlockingScheduler
+from apscheduler.triggers.base import BaseTrigger
+from apscheduler.triggers.cron import CronTrigger
+from apscheduler.triggers.interval import IntervalTrigger
+
+from ..config import Config, DigestJob
+from ..errors import SchedulerBusyError, SyndicateError, describe
+from ..store import create_engine, database_errors, scheduler_lock
+from .plan import (
+    DIGEST_PREFIX,
+    FEEDS_JOB,
+    INTERRUPTED_PREFIX,
+    JobPlan,
+    JobSpec,
+    StoredJob,
+    latest_due,
+    plan,
+)
+
+log = logging.getLogger("syndicate.scheduler")
+
+Clock = Callable[[], datetime]
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+# -- what runs -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Report:
+    """What one run did: counts for the log line, and why nothing was done when nothing was."""
+
+    counts: Mapping[str, int] = field(default_factory=dict)
+    reason: str | None = None
+    complete: bool = True
+    """False when part of the work failed (e.g. deliveries); the counts say which."""
+
+
+Step = Callable[[datetime], "Report | None"]
+"""One piece of work run at ``now``: a job, or a step of ``run --once`` of the caller's own
+(None: there was nothing to do, not even worth a line)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Jobs:
+    """The work the schedule triggers. Both must be safe to repeat (the send is idempotent)."""
+
+    build_feeds: Step
+    send_digest: Callable[[DigestJob, datetime], Report]
+
+
+# -- when it runs --------------------------------------------------------------------------
+
+
+class WallClockCronTrigger(CronTrigger):
+    """A CronTrigger that fires at most once per wall-clock time.
+
+    APScheduler 3.x fires a 02:30 job twice on the night the clocks go back (02:30 CEST and
+    02:30 CET). The second occurrence of an ambiguous local time is skipped. Stateless, so it
+    also holds across restarts. In the spring-forward gap it fires once, at 03:30 CEST.
+    """
+
+    def get_next_fire_time(
+        self, previous_fire_time: datetime | None, now: datetime
+    ) -> datetime | None:
+        fire = super().get_next_fire_time(previous_fire_time, now)
+        while fire is not None and _repeated_wall_time(fire, self.timezone):
+            fire = super().get_next_fire_time(fire, fire)
+        # A time in the spring-forward gap (02:30 that day) comes back as a wall time that
+        # does not exist; say it as the real one (03:30) so listings show what will happen.
+        return None if fire is None else fire.astimezone(UTC).astimezone(self.timezone)
+
+
+def _repeated_wall_time(moment: datetime, zone: Any) -> bool:
+    wall = moment.astimezone(zone).replace(tzinfo=None)
+    first = wall.replace(tzinfo=zone, fold=0)
+    return first.astimezone(UTC) != moment.astimezone(UTC)
+
+
+def job_specs(config: Config, now: datetime) -> list[JobSpec]:
+    """The jobs ``config.schedule`` asks for, with ids that stay stable across restarts; an
+    interval counts from ``now``."""
+    zone = ZoneInfo(config.site.timezone)
+    schedule = config.schedule
+    # an interval in UTC: no wall-clock arithmetic across DST changes
+    interval = timedelta(minutes=schedule.feeds_every_minutes)
+    every = IntervalTrigger(
+        minutes=schedule.feeds_every_minutes, timezone=UTC, start_date=now + interval
+    )
+    specs = [JobSpec(FEEDS_JOB, every, _trigger_key(every))]
+    for digest in schedule.digests:
+        trigger = WallClockCronTrigger(
+            day_of_week=digest.day_of_week, hour=digest.hour, minute=digest.minute, timezone=zone
+        )
+        specs.append(JobSpec(DIGEST_PREFIX + digest.name, trigger, _trigger_key(trigger), digest))
+    return specs
+
+
+_WEEKDAYS = {
+    "mon": "Monday",
+    "tue": "Tuesday",
+    "wed": "Wednesday",
+    "thu": "Thursday",
+    "fri": "Friday",
+    "sat": "Saturday",
+    "sun": "Sunday",
+}
+
+
+def describe_trigger(trigger: BaseTrigger) -> str:
+    """A trigger as a person says it: "Mondays 07:30 Europe/Amsterdam", "every 30 minutes"."""
+    if isinstance(trigger, IntervalTrigger):
+        minutes = int(trigger.interval.total_seconds() // 60)
+        if minutes % 60 == 0:
+            return "every hour" if minutes == 60 else f"every {minutes // 60} hours"
+        return "every minute" if minutes == 1 else f"every {minutes} minutes"
+    if isinstance(trigger, CronTrigger):
+        fields = {field.name: str(field) for field in trigger.fields}
+        hour, minute = fields["hour"], fields["minute"]
+        if hour.isdigit() and minute.isdigit():
+            days = _describe_days(fields["day_of_week"])
+            return f"{days} {int(hour):02d}:{int(minute):02d} {trigger.timezone}"
+    return str(trigger)
+
+
+def _describe_days(expression: str) -> str:
+    """``mon`` → Mondays, ``mon-fri`` → Monday to Friday, ``*`` → every day."""
+    if expression == "*":
+        return "every day"
+    parts = []
+    for part in expression.split(","):
+        first, _, last = part.partition("-")
+        if first not in _WEEKDAYS or (last and last not in _WEEKDAYS):
+            return f"days {expression}"
+        parts.append(f"{_WEEKDAYS[first]} to {_WEEKDAYS[last]}" if last else f"{_WEEKDAYS[first]}s")
+    return parts[0] if len(parts) == 1 else f"{', '.join(parts[:-1])} and {parts[-1]}"
+
+
+def _trigger_key(trigger: BaseTrigger) -> tuple[str, str, str]:
+    """What makes two triggers equal: class, fields and zone (``str`` alone omits the zone)."""
+    return (type(trigger).__name__, str(trigger), str(getattr(trigger, "timezone", "")))
+
+
+# -- running -------------------------------------------------------------------------------
+
+_active: Scheduler | None = None
+
+
+def fire(job_id: str) -> None:
+    """The callable every stored job names; it hands the run to this process's scheduler.
+
+    Stored jobs must name an importable function (they are pickled), so the injected ``Jobs``
+    are looked up here rather than stored.
+    """
+    if _active is None:
+        raise RuntimeError(f"job {job_id!r} fired with no active scheduler in this process")
+    _active.execute(job_id)
+
+
+@dataclass(frozen=True, slots=True)
+class Planned:
+    """One row of ``syndicate schedule``."""
+
+    id: str
+    trigger: str
+    """When it runs, as a person reads it (``describe_trigger``)."""
+    next_run: datetime | None
+    note: str = ""
+
+
+class Scheduler:
+    """The one acting scheduler of this deployment: a BlockingScheduler on the state database."""
+
+    def __init__(
+        self,
+        config: Config,
+        jobs: Jobs,
+        *,
+        clock: Clock = utc_now,
+        stop_timeout: float | None = None,
+    ) -> None:
+        self.config = config
+        self.jobs = jobs
+        self.clock = clock
+        self.zone = ZoneInfo(config.site.timezone)
+        self.specs = {spec.id: spec for spec in job_specs(config, clock())}
+        self.grace = config.schedule.misfire_grace_seconds
+        self.stop_timeout = (
+            config.schedule.stop_timeout_seconds if stop_timeout is None else stop_timeout
+        )
+        self.engine = create_engine(config.database_url)
+        self.lock = scheduler_lock(config.database_url, self.engine)
+        self.interrupted = False
+        """True after a stop that had to leave a run unfinished (it resumes at the next start)."""
+        self._sched: BlockingScheduler | None = None
+        self._stopping = threading.Event()
+        self._running: set[str] = set()
+        self._idle = threading.Condition()
+        self._starting = threading.Lock()
+        self.lost_lock = False
+        """True after the lock was found gone (e.g. the database restarted): this process
+        stopped acting, since another scheduler may have taken over."""
+        self.failed: list[str] = []
+        """The jobs and steps of the last ``run_once`` that failed or did part of their work."""
+        self.debug = False
+        """Log the traceback of every failure, not only of unexpected ones."""
+        self._steps: dict[str, Step] = {}
+
+    # -- entry points ------------------------------------------------------------------
+
+    def run(self, *, standby: bool = False, poll_seconds: float = 10.0) -> None:
+        """Act as the scheduler until ``request_stop``: reconcile the store, then run jobs.
+
+        Raises SchedulerBusyError when another scheduler acts and ``standby`` is off; with it,
+        waits for the lock, polling every ``poll_seconds``.
+        """
+        database = database_errors(self.config.database_url)
+        with database, self._locked(standby, poll_seconds) as acquired:
+            if acquired:
+                self._session(self._start_running)
+
+    def run_once(self, steps: Mapping[str, Step] | None = None) -> bool:
+        """Do what is due now: the feed rebuild, then ``steps`` (work of the caller's own,
+        such as previews), then the due or interrupted digests, all under the lock, which is
+        taken before anything else (SchedulerBusyError). Each logs one line, and one that
+        fails never stops the next. True if all went well; else ``failed`` names the jobs
+        and steps that failed or did part of their work."""
+        self.failed = []
+        self._steps = dict(steps or {})
+        database = database_errors(self.config.database_url)
+        with database, self._locked(standby=False, poll_seconds=0):
+            self._session(self._run_due)
+        return not self.failed
+
+    def planned(self) -> list[Planned]:
+        """The schedule as ``run`` will act on it: stored next runs, plus pending config changes.
+
+        Read-only, so it needs no lock and may run beside the acting scheduler.
+        """
+        rows: list[Planned] = []
+
+        def collect(sched: BlockingScheduler) -> bool:
+            rows.extend(self._rows(sched, self.clock()))
+            return False
+
+        with database_errors(self.config.database_url):
+            self._session(collect, lock=False)
+        return rows
+
+    def request_stop(self) -> None:
+        """Stop taking new work, let the running job finish (up to the bound), then stop.
+
+        Safe from a signal handler: the waiting happens in a helper thread.
+        """
+        if self._stopping.is_set():
+            return
+        self._stopping.set()
+        threading.Thread(target=self._stop, name="syndicate-stop", daemon=True).start()
+
+    # -- the APScheduler session -------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _locked(self, standby: bool, poll_seconds: float) -> Iterator[bool]:
+        waiting = False
+        while not self.lock.acquire():
+            if not standby:
+                raise SchedulerBusyError(f"another scheduler is active: {self.lock.holder()}")
+            if not waiting:
+                log.info("standby: another scheduler is active: %s", self.lock.holder())
+                waiting = True
+            if self._stopping.wait(poll_seconds):
+                yield False
+                return
+        if waiting:
+            log.info("lock acquired: this scheduler is now acting")
+        try:
+            yield True
+        finally:
+            self.lock.release()
+            self.engine.dispose()
+
+    def _session(self, work: Callable[[BlockingScheduler], bool], *, lock: bool = True) -> None:
+        """Start a paused scheduler and hand it to ``work`` once the store is open; unless
+        ``work`` returns True (it resumed the scheduler), shut it down again. Blocks until
+        shutdown. Errors inside ``work`` are raised here, not swallowed by the listeners."""
+        global _active
+        sched = BlockingScheduler(
+            jobstores={"default": SQLAlchemyJobStore(engine=self.engine)},
+            executors={"default": ThreadPoolExecutor(max_workers=len(self.specs) + 1)},
+            job_defaults=self._options(),
+            timezone=self.zone,
+        )
+        failure: list[BaseException] = []
+
+        def started(_event: object) -> None:
+            keep_running = False
+            try:
+                keep_running = work(sched)
+            except BaseException as exc:
+                failure.append(exc)
+            if not keep_running:
+                _shutdown(sched, wait=False)
+
+        sched.add_listener(started, EVENT_SCHEDULER_START)
+        sched.add_listener(self._missed, EVENT_JOB_MISSED)
+        sched.add_listener(self._overlapped, EVENT_JOB_MAX_INSTANCES)
+        self._sched = sched
+        if lock:
+            _active = self
+        try:
+            sched.start(paused=True)
+        finally:
+            if lock:
+                _active = None
+            self._sched = None
+        if failure:
+            raise failure[0]
+
+    def _start_running(self, sched: BlockingScheduler) -> bool:
+        with self._starting:
+            self._reconcile(sched, self.clock())
+            if self._stopping.is_set():
+                return False
+            sched.resume()
+        log.info("scheduler started: %d job(s) in %s", len(self.specs), self.zone.key)
+        return True
+
+    def _run_due(self, sched: BlockingScheduler) -> bool:
+        now = self.clock()
+        self._reconcile(sched, now)
+        stored = {job.id: job for job in sched.get_jobs()}
+        for job in (stored[job_id] for job_id in self.specs):  # feeds first, then digests
+            if job.next_run_time is not None and job.next_run_time <= now:
+                late = (now - latest_due(job.trigger, job.next_run_time, now)).total_seconds()
+                if late > self.grace:
+                    reason = f"{late:.0f} s late, over the grace"
+                    log_run(job.id, now, 0.0, "missed", reason=reason)
+                else:
+                    self.execute(job.id)  # several missed runs coalesce into this one
+                # advanced only now: a crash during the run leaves it due for the next --once
+                job.modify(next_run_time=job.trigger.get_next_fire_time(now, now))
+            if job.id == FEEDS_JOB:
+                for name, step in self._steps.items():
+                    self._report(name, step)
+        return False
+
+    def _stop(self) -> None:
+        with self._starting:  # let a start in progress finish reconciling first
+            sched = self._sched
+            if sched is None or sched.state == STATE_STOPPED:
+                return  # in standby or not started: they check _stopping themselves
+            sched.pause()
+        with self._idle:
+            finished = self._idle.wait_for(lambda: not self._running, timeout=self.stop_timeout)
+        if not finished:
+            self.interrupted = True
+            log.warning(
+                "stopping with %s unfinished after %.0f s; it resumes at the next start",
+                ", ".join(sorted(self._running)),
+                self.stop_timeout,
+            )
+        _shutdown(sched, wait=finished)  # waits only for bookkeeping once the jobs are done
+        log.info("scheduler stopped")
+
+    # -- reconciling the store with config.toml ----------------------------------------
+
+    def _plan(self, sched: BlockingScheduler, now: datetime) -> list[JobPlan]:
+        stored = [
+            StoredJob(
+                job.id,
+                _trigger_key(job.trigger),
+                job.next_run_time,
+                {key: getattr(job, key) for key in self._options()},
+            )
+            for job in sched.get_jobs()
+        ]
+        return plan(list(self.specs.values()), stored, now, self._options())
+
+    def _reconcile(self, sched: BlockingScheduler, now: datetime) -> None:
+        """Make the store match the config as ``plan.plan`` says. ``modify_job`` keeps the
+        stored next run; ``add_job(replace_existing=True)`` is not used: it would silently
+        skip every run missed while down."""
+        for step in self._plan(sched, now):
+            if step.action == "remove":
+                sched.remove_job(step.id)
+                if not step.id.startswith(INTERRUPTED_PREFIX):
+                    log.info("job %s removed (no longer in the config)", step.id)
+                continue
+            spec = self.specs[step.id]
+            if step.interrupted:
+                log.info("job %s was interrupted; running it again now", step.id)
+            if step.action == "add":
+                sched.add_job(
+                    fire,
+                    spec.trigger,
+                    args=(spec.id,),
+                    id=spec.id,
+                    name=spec.id,
+                    next_run_time=step.first_run(now),
+                    **self._options(),
+                )
+                log.info("job %s added", spec.id)
+                continue
+            changes = dict(step.changes)
+            if step.new_trigger:
+                changes["trigger"] = spec.trigger
+                log.info("job %s changed: %s", spec.id, spec.trigger)
+            job = sched.get_job(spec.id)
+            if step.first_run(now) != job.next_run_time:
+                changes["next_run_time"] = step.first_run(now)
+            if changes:
+                sched.modify_job(spec.id, **changes)
+
+    def _options(self) -> dict[str, Any]:
+        """Set on every job explicitly: the store freezes them, so defaults would go stale."""
+        return {"misfire_grace_time": self.grace, "coalesce": True, "max_instances": 1}
+
+    def _rows(self, sched: BlockingScheduler, now: datetime) -> list[Planned]:
+        """The plan as ``schedule`` prints it."""
+        stored = {job.id: job for job in sched.get_jobs()}
+        rows = []
+        for step in self._plan(sched, now):
+            if step.action == "remove" and step.id.startswith(INTERRUPTED_PREFIX):
+                continue
+            trigger = self.specs[step.id].trigger if step.spec else stored[step.id].trigger
+            first = step.first_run(now) if step.action == "add" else step.next_run
+            rows.append(
+                Planned(
+                    step.id,
+                    describe_trigger(trigger),
+                    first and first.astimezone(self.zone),
+                    step.note(now),
+                )
+            )
+        return rows
+
+    # -- one run -----------------------------------------------------------------------
+
+    def execute(self, job_id: str) -> None:
+        """Run one job now and log one line about it; never raises (the log says why)."""
+        spec = self.specs.get(job_id)
+        if spec is None:
+            log_run(job_id, self.clock(), 0.0, "error", reason="not in the config")
+            return
+        if not self.lock.held():
+            self.lost_lock = True
+            self.request_stop()
+        if self._stopping.is_set():
+            if spec.digest is not None:
+                self._mark_interrupted(job_id)
+            reason = "the scheduler lock was lost" if self.lost_lock else "stopping"
+            log_run(job_id, self.clock(), 0.0, "deferred", reason=f"{reason}; runs at next start")
+            return
+        with self._idle:
+            self._running.add(job_id)
+        try:
+            self._execute(spec)
+        finally:
+            with self._idle:
+                self._running.discard(job_id)
+                self._idle.notify_all()
+
+    def _execute(self, spec: JobSpec) -> None:
+        if spec.digest is not None:
+            self._mark_interrupted(spec.id)  # cleared below; left behind if the process dies
+            digest = spec.digest
+            self._report(spec.id, lambda now: self.jobs.send_digest(digest, now))
+            if not self._stopping.is_set():
+                # a send that ran into a stop may have left deliveries: it resumes at next start
+                self._clear_interrupted(spec.id)
+        else:
+            self._report(spec.id, self.jobs.build_feeds)
+
+    def _report(self, name: str, work: Step) -> None:
+        """Run ``work`` and log its one line; never raises. A SyndicateError or an OSError is
+        for the operator and needs no traceback (unless ``debug``); anything else gets one."""
+        now = self.clock()
+        started = time.monotonic()
+        failure: BaseException | None = None
+        try:
+            report = work(now)
+        except (SyndicateError, OSError) as exc:  # a full disk, a lost database, ...
+            reason = describe(exc) if isinstance(exc, OSError) else str(exc)
+            outcome, report = "error", Report(reason=reason)
+            failure = exc if self.debug else None
+        except Exception as exc:
+            outcome, report, failure = "error", Report(reason=f"{type(exc).__name__}: {exc}"), exc
+        else:
+            if report is None:
+                return
+            outcome = "ok" if report.reason is None else "nothing"
+            outcome = outcome if report.complete else "partial"
+        duration = time.monotonic() - started
+        log_run(name, now, duration, outcome, report.counts, report.reason, failure)
+        if outcome in ("error", "partial"):
+            self.failed.append(name)
+
+    def _mark_interrupted(self, job_id: str) -> None:
+        sched = self._sched
+        if sched is not None and sched.state != STATE_STOPPED:
+            sched.add_job(
+                fire,
+                args=(job_id,),
+                id=INTERRUPTED_PREFIX + job_id,
+                next_run_time=None,
+                replace_existing=True,
+            )
+
+    def _clear_interrupted(self, job_id: str) -> None:
+        sched = self._sched
+        marker = INTERRUPTED_PREFIX + job_id
+        if sched is not None and sched.state != STATE_STOPPED and sched.get_job(marker):
+            sched.remove_job(marker)
+
+    def _overlapped(self, event: JobSubmissionEvent) -> None:
+        reason = "the previous run is still going (max_instances=1)"
+        log_run(event.job_id, event.scheduled_run_times[-1], 0.0, "skipped", reason=reason)
+
+    def _missed(self, event: JobExecutionEvent) -> None:
+        late = self.clock() - event.scheduled_run_time
+        log_run(
+            event.job_id,
+            event.scheduled_run_time,
+            0.0,
+            "missed",
+            reason=f"{late.total_seconds():.0f} s late, over the grace",
+        )
+
+
+def _shutdown(sched: BlockingScheduler, *, wait: bool) -> None:
+    """Shut down unless already down (a stop and the end of a start may race here)."""
+    with contextlib.suppress(SchedulerNotRunningError):
+        sched.shutdown(wait=wait)
+
+
+def log_run(
+    job_id: str,
+    start: datetime,
+    duration: float,
+    outcome: str,
+    counts: Mapping[str, int] | None = None,
+    reason: str | None = None,
+    failure: BaseException | None = None,
+) -> None:
+    """The one structured line per run (with the traceback of a failure); ``record.fields``
+    carries it for JSON output."""
+    fields: dict[str, Any] = {
+        "job": job_id,
+        "start": start.isoformat(timespec="seconds"),
+        "duration": round(duration, 3),
+        "outcome": outcome,
+        "counts": dict(counts or {}),
+    }
+    if reason:
+        fields["reason"] = reason
+    text = " ".join(
+        [f"job={job_id} outcome={outcome} start={fields['start']} duration={duration:.3f}s"]
+        + [f"{key}={value}" for key, value in fields["counts"].items()]
+        + ([f"reason={reason!r}"] if reason else [])
+    )
+    level = logging.ERROR if outcome == "error" else logging.INFO
+    log.log(level, "%s", text, exc_info=failure, extra={"fields": fields})

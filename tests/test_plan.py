@@ -1,0 +1,111 @@
+"""What a start does with the stored jobs: the plan alone, with triggers that need no
+scheduler (a weekly time, a fixed interval)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from syndicate.schedule.plan import (
+    FEEDS_JOB,
+    INTERRUPTED_PREFIX,
+    JobSpec,
+    StoredJob,
+    latest_due,
+    plan,
+)
+
+NOW = datetime(2026, 1, 13, 12, 0, tzinfo=UTC)  # a Tuesday
+OPTIONS = {"misfire_grace_time": 3600, "coalesce": True, "max_instances": 1}
+
+
+class Weekly:
+    """Fires every week from ``first`` on; after ``previous``, the week after it (as
+    APScheduler's triggers do, however late ``now`` is)."""
+
+    def __init__(self, first: datetime) -> None:
+        self.first = first
+
+    def get_next_fire_time(self, previous: datetime | None, now: datetime) -> datetime | None:
+        if previous is not None:
+            return previous + timedelta(weeks=1)
+        fire = self.first
+        while fire < now:
+            fire += timedelta(weeks=1)
+        return fire
+
+
+MONDAY = Weekly(datetime(2026, 1, 5, 7, 30, tzinfo=UTC))
+TUESDAY = Weekly(datetime(2026, 1, 6, 9, 0, tzinfo=UTC))
+EVERY = Weekly(datetime(2026, 1, 1, tzinfo=UTC))
+
+
+def spec(job_id: str, trigger: Weekly, key: str) -> JobSpec:
+    return JobSpec(job_id, trigger, (key,))
+
+
+def stored(job_id: str, key: str, next_run: datetime | None) -> StoredJob:
+    return StoredJob(job_id, (key,), next_run, OPTIONS)
+
+
+def test_an_overdue_send_moved_to_another_day_keeps_its_run_and_runs_at_once() -> None:
+    monday = datetime(2026, 1, 12, 7, 30, tzinfo=UTC)
+    (step,) = plan(
+        [spec("digest:w", TUESDAY, "tue")], [stored("digest:w", "mon", monday)], NOW, OPTIONS
+    )
+    assert (step.action, step.new_trigger, step.next_run) == ("change", True, monday)
+    assert step.first_run(NOW) == monday and step.first_run(NOW) <= NOW
+    assert step.note(NOW) == "changed at next start; the send it missed runs at once"
+
+
+def test_a_moved_send_not_yet_due_takes_the_new_day() -> None:
+    next_monday = datetime(2026, 1, 19, 7, 30, tzinfo=UTC)
+    (step,) = plan(
+        [spec("digest:w", TUESDAY, "tue")], [stored("digest:w", "mon", next_monday)], NOW, OPTIONS
+    )
+    assert step.next_run == datetime(2026, 1, 20, 9, 0, tzinfo=UTC)
+    assert step.note(NOW) == "changed at next start"
+
+
+def test_an_unchanged_job_keeps_its_stored_run_and_options_that_changed_are_updated() -> None:
+    later = datetime(2026, 1, 19, 7, 30, tzinfo=UTC)
+    job = StoredJob("digest:w", ("mon",), later, {**OPTIONS, "misfire_grace_time": 1})
+    (step,) = plan([spec("digest:w", MONDAY, "mon")], [job], NOW, OPTIONS)
+    assert step.next_run == later and not step.new_trigger
+    assert step.changes == {"misfire_grace_time": 3600}
+    (kept,) = plan(
+        [spec("digest:w", MONDAY, "mon")], [stored("digest:w", "mon", later)], NOW, OPTIONS
+    )
+    assert (kept.action, kept.note(NOW)) == ("keep", "")
+
+
+def test_the_feed_rebuild_and_an_interrupted_send_run_at_start() -> None:
+    later = datetime(2026, 1, 19, 7, 30, tzinfo=UTC)
+    steps = plan(
+        [spec(FEEDS_JOB, EVERY, "every"), spec("digest:w", MONDAY, "mon")],
+        [
+            stored(FEEDS_JOB, "every", later),
+            stored("digest:w", "mon", later),
+            stored(INTERRUPTED_PREFIX + "digest:w", "", None),
+        ],
+        NOW,
+        OPTIONS,
+    )
+    by_id = {step.id: step for step in steps}
+    assert by_id[FEEDS_JOB].first_run(NOW) == NOW
+    assert by_id["digest:w"].first_run(NOW) == NOW and by_id["digest:w"].interrupted
+    assert by_id["digest:w"].note(NOW) == "interrupted: runs again at next start"
+    assert by_id[INTERRUPTED_PREFIX + "digest:w"].action == "remove"
+
+
+def test_new_jobs_are_added_and_jobs_gone_from_the_config_removed() -> None:
+    steps = plan([spec("digest:w", MONDAY, "mon")], [stored("digest:old", "x", NOW)], NOW, OPTIONS)
+    assert [(s.id, s.action, s.note(NOW)) for s in steps] == [
+        ("digest:w", "add", "added at next start"),
+        ("digest:old", "remove", "removed at next start"),
+    ]
+    assert steps[0].next_run == datetime(2026, 1, 19, 7, 30, tzinfo=UTC)
+
+
+def test_a_catch_up_stands_for_the_latest_missed_run() -> None:
+    three_weeks_ago = datetime(2025, 12, 22, 7, 30, tzinfo=UTC)
+    assert latest_due(MONDAY, three_weeks_ago, NOW) == datetime(2026, 1, 12, 7, 30, tzinfo=UTC)
