@@ -16,7 +16,7 @@ from pathlib import Path
 from syndicate.compose import compose_message, reference_message
 from syndicate.config import parse_config
 from syndicate.digest import select_digest
-from syndicate.pipeline import digest_variants
+from syndicate.previews import digest_variants
 from syndicate.reader import read_articles
 from syndicate.render import render_digest
 

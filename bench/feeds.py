@@ -43,7 +43,7 @@ CHILD = """
 import gc, json, resource, sys, time
 from pathlib import Path
 from syndicate.config import parse_config
-from syndicate.pipeline import build_feeds
+from syndicate.build import build_feeds
 gc.freeze()
 root = Path(sys.argv[1])
 config = parse_config({}, root=root, source="(bench)", env={})

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from syndicate import pipeline
+from syndicate import send
 from syndicate.bounces import (
     COMPLAINT,
     NOT_A_BOUNCE,
@@ -185,7 +185,7 @@ def test_bounce_mail_is_matched_to_its_delivery_and_acted_on_once(
     others = ["forged@example.com", "fallback@example.com", "byaddress@example.com"]
     for email in [*READERS.values(), *others]:
         store.add_subscriber(email, "en", ["cost"], status="active", consent_source="t", now=NOW)
-    report = pipeline.send_digests(
+    report = send.send_digests(
         config, NOW, mailer=SmtpMailer.from_url(config.smtp.url), store=store
     )
     assert report.sent == 10
@@ -304,7 +304,7 @@ def test_an_mbox_is_read_and_emptied_into_processed(
     store.add_subscriber(
         "gone@example.com", "en", ["cost"], status="active", consent_source="t", now=NOW
     )
-    pipeline.send_digests(config, NOW, mailer=SmtpMailer.from_url(config.smtp.url), store=store)
+    send.send_digests(config, NOW, mailer=SmtpMailer.from_url(config.smtp.url), store=store)
     [delivery] = store.deliveries()
     path = tmp_path / "bounces.mbox"
     box = mailbox.mbox(path)
@@ -357,7 +357,7 @@ def test_without_verp_one_return_path_serves_and_the_message_id_matches(
     store.add_subscriber(
         "gone@example.com", "en", ["cost"], status="active", consent_source="t", now=NOW
     )
-    pipeline.send_digests(config, NOW, mailer=SmtpMailer.from_url(config.smtp.url), store=store)
+    send.send_digests(config, NOW, mailer=SmtpMailer.from_url(config.smtp.url), store=store)
     assert inbox.mail_from == {"gone@example.com": "bounces@news.example.org"}
     [delivery] = store.deliveries()
     box = mailbox.Maildir(tmp_path / "bounces", create=True)

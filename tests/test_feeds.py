@@ -21,12 +21,12 @@ from babel.dates import format_date
 from click.testing import CliRunner
 from lxml import etree
 
-from syndicate import feeds, pipeline, reader
+from syndicate import build, feeds, reader
+from syndicate.build import INDEX, MANIFEST, build_feeds
 from syndicate.cli import main
 from syndicate.config import Config, parse_config
 from syndicate.errors import SyndicateError
 from syndicate.model import Article, ArticleSet, Block, Reference, Seo, Takeaways
-from syndicate.pipeline import INDEX, MANIFEST, build_feeds
 from tests.conftest import ARTICLES, SCHEMAS
 
 GOLDEN = Path(__file__).resolve().parent / "golden" / "feeds"
@@ -693,7 +693,7 @@ def test_a_build_failing_while_rendering_leaves_nothing_staged(
                 raise RuntimeError(f"cannot render {last}")
             yield name, data
 
-    monkeypatch.setattr(pipeline.feeds, "render_feeds", fails_last)
+    monkeypatch.setattr(build.feeds, "render_feeds", fails_last)
     write_set(tmp_path / "articles", 5)  # a change: the build renders
     with pytest.raises(RuntimeError, match="cannot render"):
         build_feeds(config, tmp_path / "articles")

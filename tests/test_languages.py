@@ -19,13 +19,14 @@ from babel.messages.pofile import read_po, write_po
 from click.testing import CliRunner
 from starlette.testclient import TestClient
 
+from syndicate.build import build_feeds
 from syndicate.cli import main
 from syndicate.config import Config, load_config, parse_config
 from syndicate.digest import select_digest
 from syndicate.i18n import PARTS, missing_messages
 from syndicate.language import identify
 from syndicate.model import ArticleSet
-from syndicate.pipeline import build_feeds, digest_variants
+from syndicate.previews import digest_variants
 from syndicate.reader import read_articles
 from syndicate.render import RenderedDigest, render_digest
 from syndicate.store import open_store

@@ -16,7 +16,7 @@ from click.testing import CliRunner
 from syndicate.cli import main
 from syndicate.config import Config, load_config
 from syndicate.model import ArticleSet
-from syndicate.pipeline import digest_variants, write_previews
+from syndicate.previews import digest_variants, write_previews
 from syndicate.reader import read_articles
 from tests.conftest import ARTICLES
 

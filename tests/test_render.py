@@ -28,7 +28,7 @@ from syndicate.i18n import (
     templates_dir,
 )
 from syndicate.model import ArticleSet, Takeaways
-from syndicate.pipeline import preview_files, preview_links
+from syndicate.previews import preview_files, preview_links
 from syndicate.reader import read_articles
 from syndicate.render import HTML_LIMIT, RenderedDigest, render_digest
 from tests.conftest import ARTICLES, write_archive

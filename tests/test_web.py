@@ -21,10 +21,11 @@ import pytest
 from aiosmtpd.controller import Controller
 from starlette.testclient import TestClient
 
+from syndicate.build import build_feeds
 from syndicate.config import Config, parse_config
 from syndicate.errors import ConfigError
-from syndicate.pipeline import archive_name, build_feeds, message_sender
 from syndicate.reader import read_articles
+from syndicate.send import archive_name, message_sender
 from syndicate.store import Store, open_store
 from syndicate.tokens import (
     CONFIRM,

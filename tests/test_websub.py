@@ -14,9 +14,9 @@ import pytest
 from click.testing import CliRunner
 from lxml import etree
 
+from syndicate.build import MANIFEST, build_feeds
 from syndicate.cli import main
 from syndicate.config import Config, parse_config
-from syndicate.pipeline import MANIFEST, build_feeds
 from syndicate.websub import HubNotifier
 from tests.hubserver import Hub
 from tests.test_feeds import seeds

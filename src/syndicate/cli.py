@@ -26,11 +26,12 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from .build import FeedReport, build_feeds
 from .config import Config, DigestJob, load_config
 from .errors import Exit, SyndicateError, UsageError, describe
 from .i18n import catalog_problems
 from .model import ArticleSet, Severity
-from .pipeline import FeedReport, build_feeds, message_sender, write_digest, write_previews
+from .previews import write_digest, write_previews
 from .reader import read_articles, scan
 from .skeleton import in_the_way
 from .store import database_errors
@@ -342,8 +343,8 @@ def sample_step(config: Config, jobs: Jobs, now: datetime) -> Report | None:
     """A first run with no mail server and nobody subscribed subscribes a few readers at
     example.com and sends them the current digests at once, so the whole path (issue,
     deliveries, Maildir) shows; no line at all on later runs."""
-    from .pipeline import add_sample_readers
     from .schedule.scheduler import Report
+    from .send import add_sample_readers
     from .store import open_store
 
     store = open_store(config.database_url)
@@ -443,7 +444,7 @@ def default_jobs(config: Config, stop: threading.Event | None = None) -> Jobs:
         return Report(counts, "no input changed since the last build" if report.skipped else None)
 
     def send_digest(job: DigestJob, now: datetime) -> Report:
-        from .pipeline import open_mailer, send_digests
+        from .send import open_mailer, send_digests
         from .store import open_store
 
         store = open_store(config.database_url)
@@ -638,6 +639,7 @@ def serve(
     """Serve the feeds, article pages and readers' subscription links over HTTP."""
     import tempfile
 
+    from .send import message_sender
     from .store import open_store
     from .tokens import secret_key
     from .web import base_url_elsewhere, create_app, listening_url, watch_articles
@@ -791,7 +793,7 @@ def send_now(
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-    from .pipeline import open_mailer, send_digests
+    from .send import open_mailer, send_digests
     from .store import open_store
 
     signals: contextlib.AbstractContextManager[None] = contextlib.nullcontext()
@@ -1038,7 +1040,7 @@ def bounces() -> None:
 def bounces_process(config: Config, path: Path, dry_run: bool) -> None:
     """Act on the bounces and complaints in a Maildir or mbox at PATH, then move each message
     to a processed/ subfolder (a rerun changes nothing)."""
-    from .pipeline import BounceBox, process_bounces
+    from .bouncebox import BounceBox, process_bounces
     from .store import open_store
 
     box = BounceBox(path)
@@ -1254,7 +1256,7 @@ def subscribers_list(config: Config, as_json: bool, status: str | None) -> None:
 def subscribers_remove(config: Config, email: str | None, samples: bool) -> None:
     """Delete a reader and their address, in any letter case (the delivery ledger keeps what
     was sent); or, with ``--samples``, the sample readers."""
-    from .pipeline import SAMPLE_SOURCE
+    from .send import SAMPLE_SOURCE
     from .store import open_store
     from .subscribers import normalise_email
 

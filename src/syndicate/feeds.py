@@ -1,7 +1,7 @@
 """Feed stage: articles + config + publication dates → the bytes of every feed document.
 
 Atom (with RFC 5005 archives), RSS 2.0 and JSON Feed per language, plus an OPML index. Pure:
-no clock, no files, no database; ``pipeline.build_feeds`` gathers the inputs and writes the
+no clock, no files, no database; ``build.build_feeds`` gathers the inputs and writes the
 output. feedgen 1.0.0 is used only here, with its traps worked around (see ``_Entry``).
 
 Ids: ``tag:<authority>,<date>:<lang>/<slug>`` (RFC 4151). The authority and date come from

@@ -643,7 +643,7 @@ def create_app(
 
 
 _ISSUE_NAME = re.compile(r"(\d+)-(.+)")
-"""An archived page's name: the issue's id and key (``pipeline.archive_name``)."""
+"""An archived page's name: the issue's id and key (``send.archive_name``)."""
 
 
 def _html_title(path: Path) -> str:

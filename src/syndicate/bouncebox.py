@@ -1,0 +1,166 @@
+"""The bounce mailbox: read each message of a Maildir or mbox, classify it (``bounces``), match
+it to its delivery and record it in the state database, then move it to processed/."""
+
+from __future__ import annotations
+
+import hashlib
+import mailbox
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+from .bounces import (
+    COMPLAINT,
+    NOT_A_BOUNCE,
+    PERMANENT,
+    Finding,
+    classify,
+    verp_deliveries,
+)
+from .config import Config
+from .errors import UsageError
+from .send import return_path
+from .store import Bounced, Store
+from .tokens import secret_key
+
+
+@dataclass(frozen=True, slots=True)
+class BounceOutcome:
+    """What became of one message of a bounce mailbox."""
+
+    key: str
+    """The message's name in its mailbox."""
+    kind: str
+    """permanent, temporary, complaint or none (see ``bounces.classify``)."""
+    action: str
+    """What was (in a dry run: would be) done: the store's answer, or why nothing was."""
+    email: str = ""
+    status: str = ""
+    reason: str = ""
+    matched_by: str = ""
+
+
+class BounceBox:
+    """A Maildir (a folder with cur/ and new/) or an mbox file of bounce mail; a message
+    dealt with moves to ``processed/`` beside it (a Maildir inside the folder; for an mbox,
+    an mbox of the same name in a processed/ folder next to it)."""
+
+    def __init__(self, path: Path) -> None:
+        self.box: mailbox.Mailbox
+        if path.is_dir():
+            if not ((path / "cur").is_dir() or (path / "new").is_dir()):
+                raise UsageError(f"{path}: not a Maildir (no cur/ or new/ in it)")
+            self.box = mailbox.Maildir(path, factory=None, create=False)
+        elif path.is_file():
+            self.box = mailbox.mbox(path, factory=None, create=False)
+        else:
+            raise UsageError(f"{path}: no such Maildir or mbox")
+        self.path = path
+
+    def messages(self) -> Iterator[tuple[str, bytes]]:
+        for key in sorted(self.box.iterkeys(), key=str):
+            yield str(key), self.box.get_bytes(key)
+
+    def move(self, names: Sequence[str]) -> None:
+        """Move messages into processed/: each is copied there first, then removed here (a
+        message found in both after a crash is recognised by its digest)."""
+        if not names:
+            return
+        done: mailbox.Mailbox
+        if isinstance(self.box, mailbox.Maildir):
+            done = mailbox.Maildir(self.path / "processed", factory=None)
+        else:
+            (self.path.parent / "processed").mkdir(exist_ok=True)
+            done = mailbox.mbox(self.path.parent / "processed" / self.path.name, factory=None)
+        self.box.lock()
+        try:
+            keys = {str(key): key for key in self.box.iterkeys()}
+            for name in names:
+                done.add(self.box.get_bytes(keys[name]))  # byte for byte: its digest stays
+                done.flush()
+                self.box.remove(keys[name])
+            self.box.flush()
+        finally:
+            self.box.unlock()
+
+
+def process_bounces(
+    config: Config, store: Store, box: BounceBox, now: datetime, *, dry_run: bool = False
+) -> list[BounceOutcome]:
+    """Classify every message of ``box``, match it to a delivery and act on it; then move it
+    to processed/, so that a second run finds nothing (a message put back is recognised by
+    its digest and changes nothing either). ``dry_run`` writes and moves nothing.
+
+    The delivery comes from a genuine VERP address in the message; a message with VERP
+    addresses none of which is genuine is forged and ignored. Without one, the original's
+    Message-ID and then the reported recipient are the fallbacks.
+    """
+    secret = secret_key(config)
+    outcomes, done = [], []
+    for key, data in box.messages():
+        try:
+            finding = classify(data)
+        except Exception as exc:  # a message no detector can read stays for a person to see
+            outcomes.append(BounceOutcome(key, NOT_A_BOUNCE, f"left in place: unreadable ({exc})"))
+            continue
+        outcome = BounceOutcome(key, finding.kind, "not a bounce", status=finding.status)
+        if finding.kind != NOT_A_BOUNCE:
+            outcome = _act(config, store, secret, key, data, finding, now, dry_run=dry_run)
+        outcomes.append(outcome)
+        done.append(key)
+    if not dry_run:
+        box.move(done)
+    return outcomes
+
+
+def _act(
+    config: Config,
+    store: Store,
+    secret: bytes,
+    key: str,
+    data: bytes,
+    finding: Finding,
+    now: datetime,
+    *,
+    dry_run: bool,
+) -> BounceOutcome:
+    """Match one classified bounce to its delivery and record it (unless ``dry_run``)."""
+    ids, shaped = verp_deliveries(secret, return_path(config), finding.text)
+    base = {"key": key, "kind": finding.kind, "status": finding.status, "reason": finding.reason}
+    if ids:
+        targets, by = store.bounced_deliveries(ids=sorted(ids)), "verp"
+    elif shaped:
+        return BounceOutcome(**base, action="ignored: forged (no genuine return address)")
+    else:
+        targets, by = store.bounced_deliveries(message_ids=finding.message_ids), "message-id"
+        if finding.recipients:  # the report's recipient must be the delivery's
+            targets = [t for t in targets if t.email.lower() in finding.recipients]
+        if not targets:
+            targets, by = store.bounced_deliveries(emails=finding.recipients), "recipient"
+    if not targets:
+        return BounceOutcome(**base, action="ignored: no delivery or reader matches")
+    target: Bounced = targets[0]
+    digest = hashlib.sha256(data).hexdigest()
+    if dry_run:
+        action = _would(finding.kind, store.bounce_known(digest))
+    else:
+        action = store.record_bounce(
+            digest=digest,
+            target=target,
+            kind=finding.kind,
+            status=finding.status,
+            reason=finding.reason,
+            matched_by=by,
+            max_bounces=config.smtp.max_bounces,
+            now=now,
+        )
+    return BounceOutcome(**base, action=action, email=target.email, matched_by=by)
+
+
+def _would(kind: str, known: bool) -> str:
+    if known:
+        return "would skip: recorded already"
+    if kind == COMPLAINT:
+        return "would unsubscribe"
+    return "would count" if kind == PERMANENT else "would record"

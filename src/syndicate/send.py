@@ -1,0 +1,358 @@
+"""Issuing and sending: the one entry point the scheduler, the command line and the scale-out
+workers call.
+
+An issue and its delivery rows are committed together before any message leaves (the ledger
+in the state database); the send loop (``deliver``) then delivers what is pending, so a rerun
+after a crash sends what is left and never re-issues the same content.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import threading
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import date, datetime
+from email.message import EmailMessage
+from email.policy import SMTP
+from email.utils import parseaddr
+from pathlib import Path
+from zoneinfo import ZoneInfo
+
+from .bounces import (
+    verp_address,
+)
+from .compose import compose_message
+from .config import Config
+from .deliver import (
+    DeliveryCounts,
+    MaildirMailer,
+    Mailer,
+    Progress,
+    SendOptions,
+    SmtpMailer,
+    deliver,
+    envelope_sender,
+)
+from .digest import audience_order, select_digest, window_start
+from .errors import ConfigError
+from .files import write_atomic
+from .model import ArticleSet, Diagnostic, Digest
+from .reader import (
+    read_articles,
+)
+from .render import RenderedDigest, render_digest
+from .signing import DkimSigner
+from .store import Claim, Issue, Store, Subscriber
+from .subscribers import ReaderRow
+from .tokens import PREFERENCES, UNSUBSCRIBE, reader_link, secret_key
+
+
+def next_digest(
+    config: Config,
+    articles: ArticleSet,
+    lang: str,
+    audiences: Sequence[str],
+    *,
+    now: datetime,
+    since: date | None = None,
+    store: Store | None = None,
+) -> Digest | None:
+    """The next digest of one group (language and audience set): from ``since`` when given,
+    else what is new since the group's last issue, else its first window; never what it
+    already had, and at most ``email.max_articles`` listed (the rest counted)."""
+    chosen = audience_order(audiences)
+    sent = store.sent_articles(lang, chosen) if store is not None else {}
+    if since is None:
+        zone = ZoneInfo(config.site.timezone)
+        last = store.last_issue(lang, chosen) if store is not None else None
+        since = window_start(
+            last.astimezone(zone).date() if last is not None else None,
+            now.astimezone(zone).date(),
+            config.email.first_window_days,
+        )
+    return select_digest(
+        articles, lang, chosen, since=since, sent=sent, limit=config.email.max_articles
+    )
+
+
+@dataclass
+class SendReport(DeliveryCounts):
+    """What a send did: issues recorded (or, in a dry run, that would be) and delivery counts."""
+
+    issues: list[tuple[str, int]] = field(default_factory=list)
+    """(variant key, readers) per new issue."""
+    pending: int = 0
+    """Deliveries waiting (dry run only: nothing is sent)."""
+    problems: tuple[Diagnostic, ...] = ()
+    """Article files that could not be read (the others were still used)."""
+    samples: int = 0
+    """Sample readers left out because a real SMTP server is set."""
+    refused: list[tuple[str, int, str]] = field(default_factory=list)
+    """(variant key, readers, reason) per group whose digest could not be rendered; every
+    other group was still issued (in a dry run: would fail)."""
+
+    @property
+    def partial(self) -> bool:
+        """Some reader did not get what was due: a group refused, or deliveries that failed,
+        are uncertain or wait for the next run."""
+        return bool(self.refused or self.failed or self.uncertain or self.deferred)
+
+
+def open_mailer(config: Config) -> Mailer:
+    """SMTP when a server is configured, else the Maildir in the outbox."""
+    smtp = config.smtp
+    if smtp.url:
+        password = smtp.password.get_secret_value() if smtp.password else None
+        return SmtpMailer.from_url(
+            smtp.url, username=smtp.username, password=password, timeout=smtp.timeout
+        )
+    return MaildirMailer(config.path(config.email.outbox) / "maildir")
+
+
+def message_sender(config: Config) -> Callable[[EmailMessage], None]:
+    """Send single messages (the web side's confirmations) through the configured mailer,
+    signed like the digests."""
+    mailer, signer = open_mailer(config), dkim_signer(config)
+    sender = envelope_sender(config.email.sender)
+
+    def send(message: EmailMessage) -> None:
+        data = message.as_bytes(policy=SMTP)
+        if signer is not None:
+            data = signer.sign(data)
+        transport = mailer.open()
+        try:
+            transport.send(sender, message["To"], data)
+        finally:
+            transport.close()
+
+    return send
+
+
+def dkim_signer(config: Config) -> DkimSigner | None:
+    """The configured DKIM signer, or None when signing is off."""
+    email = config.email
+    if not (email.dkim_selector and email.dkim_key_file):
+        return None
+    path = config.path(email.dkim_key_file)
+    try:
+        pem = path.read_bytes()
+        domain = email.dkim_domain or _domain(email.sender)
+        return DkimSigner(domain, email.dkim_selector, pem)
+    except (OSError, ValueError) as exc:
+        raise ConfigError(str(path), [f"email.dkim_key_file: {exc}"]) from None
+
+
+def _domain(sender: str) -> str:
+    return parseaddr(sender)[1].rpartition("@")[2] or "localhost"
+
+
+def return_path(config: Config) -> str:
+    """The address bounces go back to, before each delivery's own part is added."""
+    return config.email.return_path or f"bounces@{_domain(config.email.sender)}"
+
+
+def message_id(domain: str, issue_id: int, subscriber_id: int) -> str:
+    """Stable per (issue, reader): a resent or retried message keeps its Message-ID."""
+    return f"<digest.{issue_id}.{subscriber_id}@{domain}>"
+
+
+def variants(
+    readers: Iterable[Subscriber],
+    langs: Iterable[str] | None = None,
+    audiences: Iterable[str] | None = None,
+) -> dict[tuple[str, tuple[str, ...]], list[Subscriber]]:
+    """Readers grouped by (language, exact audience set): each reader gets one message.
+
+    ``audiences`` keeps the sets that include at least one of them.
+    """
+    wanted_langs = set(langs) if langs else None
+    wanted = set(audiences) if audiences else None
+    groups: dict[tuple[str, tuple[str, ...]], list[Subscriber]] = defaultdict(list)
+    for reader in readers:
+        if not reader.audiences or (wanted_langs and reader.lang not in wanted_langs):
+            continue
+        if wanted and not wanted & set(reader.audiences):
+            continue
+        groups[(reader.lang, audience_order(reader.audiences))].append(reader)
+    return dict(sorted(groups.items()))
+
+
+def _serialise(rendered: RenderedDigest) -> str:
+    return json.dumps(
+        {f.name: getattr(rendered, f.name) for f in dataclasses.fields(rendered) if f.init},
+        ensure_ascii=False,
+    )
+
+
+def _restore(issue: Issue) -> RenderedDigest:
+    data = json.loads(issue.rendered)
+    data["audiences"] = tuple(data["audiences"])
+    return RenderedDigest(**data)
+
+
+def archive_name(issue: Issue) -> str:
+    return f"{issue.id}-{issue.key}"
+
+
+def view_url(config: Config, issue: Issue) -> str:
+    return f"{config.site.base_url}/archive/{issue.lang}/{archive_name(issue)}/"
+
+
+def write_archive(config: Config, issue: Issue, rendered: RenderedDigest) -> Path:
+    """The issue as a public web page (no reader's links in it), written atomically."""
+    base = config.site.base_url + "/"
+    page = rendered.personalise(
+        unsubscribe_url=base, preferences_url=base, view_url=view_url(config, issue)
+    ).html
+    path = config.path(config.web.archive) / issue.lang / f"{archive_name(issue)}.html"
+    write_atomic(path, page.encode())
+    return path
+
+
+def send_digests(
+    config: Config,
+    now: datetime,
+    *,
+    mailer: Mailer,
+    store: Store,
+    langs: Iterable[str] | None = None,
+    audiences: Iterable[str] | None = None,
+    since: date | None = None,
+    dry_run: bool = False,
+    progress: Progress | None = None,
+    stop: threading.Event | None = None,
+) -> SendReport:
+    """Issue every digest variant with new content and deliver what is pending.
+
+    Each group's window is what is new since its last issue (its first: the newest
+    ``email.max_articles``, within ``email.first_window_days`` when set); ``since`` sets the
+    first day of every window instead. A group whose digest cannot be rendered is reported in
+    ``SendReport.refused`` and the others go ahead.
+
+    An issue and its delivery rows are committed together before any message leaves; a rerun
+    after a crash sends what is still pending, from the stored issue, and never re-issues the
+    same content. Pending deliveries of earlier runs are sent too, whatever the filters.
+    ``dry_run`` reports what would be issued and writes nothing. Once ``stop`` is set, no
+    more deliveries start (see ``deliver``). The sample readers of a first run are never sent
+    to through a real SMTP server.
+    """
+    # A digest shows titles, dates and takeaways: the summaries hold them.
+    articles = read_articles(
+        config.path(config.site.articles),
+        config.profiles,
+        bodies=False,
+        max_bytes=config.site.max_article_bytes,
+    )
+    report = SendReport(problems=articles.problems)
+    domain = _domain(config.email.sender)
+    active = list(store.subscribers("active"))
+    if config.smtp.url:
+        real = [r for r in active if r.consent_source != SAMPLE_SOURCE]
+        report.samples = len(active) - len(real)
+        active = real
+    readers = variants(active, langs, audiences)
+    for (lang, chosen), group in readers.items():
+        digest = next_digest(config, articles, lang, chosen, now=now, since=since, store=store)
+        if digest is None:
+            continue
+        # One group's digest failing to render (no catalog for its language, a template
+        # error) is that group's: it is reported, and every other group is still issued.
+        try:
+            rendered = render_digest(digest, config)
+        except Exception as exc:  # whatever it is, it is this variant's alone
+            report.refused.append((digest.key, len(group), str(exc) or type(exc).__name__))
+            continue
+        if dry_run:
+            report.issues.append((digest.key, len(group)))
+            continue
+        digest = digest.shortened(rendered.listed)
+        issue = store.create_issue(
+            key=digest.key,
+            lang=lang,
+            audiences=digest.audiences,
+            content_hash=digest.content_hash,
+            subject=rendered.subject,
+            rendered=_serialise(rendered),
+            articles=[(i.article.lang, i.article.slug, i.article.digest) for i in digest.items],
+            readers=group,
+            message_id=lambda issue_id, reader_id: message_id(domain, issue_id, reader_id),
+            now=now,
+        )
+        if issue is not None:
+            write_archive(config, issue, rendered)
+            report.issues.append((issue.key, len(group)))
+    if dry_run:
+        report.pending = store.pending_count()
+        return report
+
+    secret = secret_key(config)
+    signer = dkim_signer(config)
+    restored: dict[int, RenderedDigest] = {}
+
+    def compose(issue: Issue, claim: Claim) -> bytes:
+        if issue.id not in restored:
+            restored[issue.id] = _restore(issue)
+        message = compose_message(
+            restored[issue.id],
+            to=claim.email,
+            sender=config.email.sender,
+            message_id=claim.message_id,
+            date=now,
+            list_id=config.email.list_id,
+            unsubscribe_url=reader_link(
+                config, secret, UNSUBSCRIBE, claim.subscriber_id, issued=now
+            ),
+            unsubscribe_mailto=config.email.unsubscribe_mailto,
+            preferences_url=reader_link(
+                config, secret, PREFERENCES, claim.subscriber_id, issued=now
+            ),
+            view_url=view_url(config, issue),
+            reply_to=config.email.reply_to,
+        )
+        return signer.sign(message, now=now) if signer else message
+
+    bounce_to = return_path(config)
+
+    def verp(claim: Claim) -> str:
+        return verp_address(secret, bounce_to, claim.id)
+
+    smtp = config.smtp
+    options = SendOptions(
+        sender=config.email.return_path or envelope_sender(config.email.sender),
+        workers=smtp.pool_size,
+        rate=smtp.rate,
+        retries=smtp.retries,
+        backoff=smtp.retry_backoff,
+        max_bounces=smtp.max_bounces,
+        return_path=verp if config.email.verp else None,
+    )
+    if config.smtp.url:
+        report.skipped += store.skip_consent_source(
+            SAMPLE_SOURCE, "sample reader: not sent through an SMTP server", now
+        )
+    deliver(store, mailer, compose, options, now, progress=progress, counts=report, stop=stop)
+    return report
+
+
+SAMPLE_AUDIENCES = (("architects",), ("cost", "procurement"), ("strategy", "ecosystem"))
+SAMPLE_SOURCE = "sample"
+"""The consent source of the sample readers: ``subscribers remove --samples`` removes them."""
+
+
+def add_sample_readers(config: Config, store: Store, now: datetime) -> int:
+    """A few readers at example.com for a first run with no mail server and nobody subscribed,
+    so the whole path (issue, deliveries, Maildir) can be seen; returns how many were added."""
+    if config.smtp.url or next(iter(store.subscribers()), None) is not None:
+        return 0
+    rows = [
+        ReaderRow(f"sample-{lang}-{'-'.join(chosen)}@example.com", lang, chosen)
+        for lang in config.site.languages
+        for chosen in SAMPLE_AUDIENCES
+    ]
+    added, _ = store.import_subscribers(
+        rows, status="active", consent_source=SAMPLE_SOURCE, now=now
+    )
+    return added
