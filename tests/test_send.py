@@ -24,10 +24,11 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
 from syndicate import send
-from syndicate.cli import default_jobs, main
+from syndicate.cli import main
 from syndicate.config import Config, DigestJob, load_config, parse_config
 from syndicate.deliver import SmtpMailer, deliver
 from syndicate.errors import DeliveryError
+from syndicate.schedule.jobs import default_jobs
 from syndicate.store import _run_lock, open_store
 from syndicate.subscribers import read_subscriber_csv
 from syndicate.tokens import UNSUBSCRIBE, read_token, secret_key

@@ -27,17 +27,17 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from .build import FeedReport, build_feeds
-from .config import Config, DigestJob, load_config
+from .config import Config, load_config
 from .errors import Exit, SyndicateError, UsageError, describe
 from .i18n import catalog_problems
 from .model import ArticleSet, Severity
-from .previews import write_digest, write_previews
+from .previews import write_digest
 from .reader import read_articles, scan
 from .skeleton import in_the_way
 from .store import database_errors
 
 if TYPE_CHECKING:
-    from .schedule.scheduler import Jobs, Report, Scheduler
+    from .schedule.scheduler import Scheduler
 
 log = logging.getLogger("syndicate")
 
@@ -269,6 +269,7 @@ def print_summary(found: ArticleSet, config: Config) -> None:
 @click.option("--log-json", is_flag=True, help="Write every line as one JSON object, on stderr.")
 def run(config: Config, articles: Path | None, once: bool, standby: bool, log_json: bool) -> None:
     """The publishing job: rebuild feeds and send digests on the configured schedule."""
+    from .schedule.jobs import default_jobs, once_steps, preview_folder
     from .schedule.scheduler import Scheduler
 
     options().log_json = log_json
@@ -291,15 +292,10 @@ def run(config: Config, articles: Path | None, once: bool, standby: bool, log_js
             # does not return: it exits the process
             run_scheduler(scheduler, standby=standby, stop=stop)
         # The lock is taken before any of this; feeds, previews and sends are separate steps.
-        previews = config.path(config.email.outbox) / "preview"
-        steps: dict[str, Callable[[datetime], Report | None]] = {
-            "previews": lambda now: preview_step(config, previews, now)
-        }
-        if not config.smtp.url:
-            steps["samples"] = lambda now: sample_step(config, jobs, now)
+        previews = preview_folder(config)
         # a send cut short by the stop resumes at the next start, as under `run`
         with stopping_on_signals(stop, config.smtp.timeout, also=scheduler.request_stop):
-            ok = scheduler.run_once(steps)
+            ok = scheduler.run_once(once_steps(config, jobs))
         outcome = "ok" if ok else "partial"
         failed = f"; failed: {', '.join(scheduler.failed)}" if scheduler.failed else ""
         feeds_out = config.path(config.feeds.out)
@@ -320,42 +316,6 @@ def run(config: Config, articles: Path | None, once: bool, standby: bool, log_js
             },
         )
     sys.exit(Exit.OK if ok else Exit.FAILED)
-
-
-def preview_step(config: Config, out: Path, now: datetime) -> Report:
-    """``run --once``'s previews: every variant into ``out``; one that cannot be rendered is
-    a warning naming it, and the others are still written."""
-    from .schedule.scheduler import Report
-
-    found = load_articles(config, None, bodies=False)  # a digest shows no body
-    written, failures = write_previews(config, found, out, now=now)
-    for variant, why in failures:
-        log.warning(
-            "preview %s not rendered: %s",
-            variant,
-            why,
-            extra={"fields": {"preview": variant, "outcome": "error", "reason": why}},
-        )
-    return Report({"files": len(written), "failed": len(failures)}, complete=not failures)
-
-
-def sample_step(config: Config, jobs: Jobs, now: datetime) -> Report | None:
-    """A first run with no mail server and nobody subscribed subscribes a few readers at
-    example.com and sends them the current digests at once, so the whole path (issue,
-    deliveries, Maildir) shows; no line at all on later runs."""
-    from .schedule.scheduler import Report
-    from .send import add_sample_readers
-    from .store import open_store
-
-    store = open_store(config.database_url)
-    try:
-        added = add_sample_readers(config, store, now)
-    finally:
-        store.close()
-    if not added:
-        return None
-    sent = jobs.send_digest(DigestJob(name="samples"), now)
-    return Report({"readers": added, **sent.counts}, sent.reason, sent.complete)
 
 
 def run_scheduler(
@@ -393,6 +353,7 @@ def run_scheduler(
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
 def schedule(config: Config, as_json: bool) -> None:
     """List the scheduled jobs and their next run times in the site's time zone."""
+    from .schedule.jobs import default_jobs
     from .schedule.scheduler import Scheduler
 
     rows = Scheduler(config, default_jobs(config)).planned()
@@ -415,73 +376,6 @@ def schedule(config: Config, as_json: bool) -> None:
         when = row.next_run.strftime("%a %Y-%m-%d %H:%M %Z") if row.next_run else "-"
         note = f"  ({row.note})" if row.note else ""
         click.echo(f"{row.id:{width}}  {when:28}  {row.trigger}{note}")
-
-
-def default_jobs(config: Config, stop: threading.Event | None = None) -> Jobs:
-    """What the schedule triggers: the pipeline's feed rebuild and digest send.
-
-    The one place the scheduler is joined to the pipeline; the scheduler itself only knows
-    the ``Jobs`` interface. Once ``stop`` is set, a send takes no new delivery.
-    """
-    from .schedule.scheduler import Jobs, Report
-
-    def rebuild_feeds(now: datetime) -> Report:
-        from .websub import HubNotifier
-
-        report = build_feeds(config, now=now, notify=HubNotifier())
-        for problem in report.problems if not report.skipped else ():
-            if problem.severity is Severity.ERROR:  # a file left out of the feeds
-                fields = {"file": problem.file, "line": problem.line, "message": problem.message}
-                log.warning("%s", problem, extra={"fields": {"problem": "article", **fields}})
-        counts = {
-            "entries": sum(report.entries.values()),
-            "written": len(report.written),
-            "unchanged": len(report.unchanged),
-            "removed": len(report.removed),
-            "problems": len(report.problems),
-            "unannounced": sum(map(len, report.unannounced.values())),
-        }
-        return Report(counts, "no input changed since the last build" if report.skipped else None)
-
-    def send_digest(job: DigestJob, now: datetime) -> Report:
-        from .send import open_mailer, send_digests
-        from .store import open_store
-
-        store = open_store(config.database_url)
-        try:
-            sent = send_digests(
-                config,
-                now,
-                mailer=open_mailer(config),
-                store=store,
-                langs=job.languages or None,
-                audiences=job.audiences or None,
-                stop=stop,
-            )
-        finally:
-            store.close()
-        counts = {
-            "issues": len(sent.issues),
-            "sent": sent.sent,
-            "failed": sent.failed,
-            "uncertain": sent.uncertain,
-            "skipped": sent.skipped,
-            "deferred": sent.deferred,
-            "left": sent.left,
-            "refused": len(sent.refused),
-            "problems": len(sent.problems),
-        }
-        for variant, _, why in sent.refused:
-            fields = {"digest": variant, "outcome": "error", "reason": why}
-            log.warning("digest %s not rendered: %s", variant, why, extra={"fields": fields})
-        if not any(counts.values()):
-            langs = ", ".join(job.languages) or "all languages"
-            audiences = ", ".join(job.audiences) or "all audiences"
-            return Report(counts, f"no new content for {langs} / {audiences}")
-        refused = "; ".join(f"{key}: {reason}" for key, _, reason in sent.refused)
-        return Report(counts, refused or None, complete=not (sent.partial or sent.stopped))
-
-    return Jobs(build_feeds=rebuild_feeds, send_digest=send_digest)
 
 
 class JsonLines(logging.Formatter):
@@ -793,33 +687,26 @@ def send_now(
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-    from .send import open_mailer, send_digests
-    from .store import open_store
+    from .send import send_due
 
     signals: contextlib.AbstractContextManager[None] = contextlib.nullcontext()
     if stop is None:
         stop = threading.Event()
         signals = stopping_on_signals(stop, config.smtp.timeout)
-    store = open_store(config.database_url)
-    try:
-        columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn())
-        console = Console(stderr=True)
-        bar = Progress(*columns, console=console, transient=True, disable=not console.is_terminal)
-        with signals, bar as progress:
-            report = send_digests(
-                config,
-                now,
-                mailer=open_mailer(config),
-                store=store,
-                langs=langs or None,
-                audiences=audiences or None,
-                since=since,
-                dry_run=dry_run,
-                progress=_Bar(progress),
-                stop=stop,
-            )
-    finally:
-        store.close()
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn())
+    console = Console(stderr=True)
+    bar = Progress(*columns, console=console, transient=True, disable=not console.is_terminal)
+    with signals, bar as progress:
+        report = send_due(
+            config,
+            now,
+            langs=langs or None,
+            audiences=audiences or None,
+            since=since,
+            dry_run=dry_run,
+            progress=_Bar(progress),
+            stop=stop,
+        )
     for problem in report.problems:
         click.echo(str(problem), err=True)
     if report.samples:
@@ -1265,10 +1152,10 @@ def subscribers_remove(config: Config, email: str | None, samples: bool) -> None
     if samples:
         store = open_store(config.database_url)
         try:
-            removed = store.remove_consent_source(SAMPLE_SOURCE)
+            count = store.remove_consent_source(SAMPLE_SOURCE)
         finally:
             store.close()
-        click.echo(f"removed {removed} sample reader(s)")
+        click.echo(f"removed {count} sample reader(s)")
         return
     assert email is not None
     try:

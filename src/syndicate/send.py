@@ -45,7 +45,7 @@ from .reader import (
 )
 from .render import RenderedDigest, render_digest
 from .signing import DkimSigner
-from .store import Claim, Issue, Store, Subscriber
+from .store import Claim, Issue, Store, Subscriber, open_store
 from .subscribers import ReaderRow
 from .tokens import PREFERENCES, UNSUBSCRIBE, reader_link, secret_key
 
@@ -212,6 +212,37 @@ def write_archive(config: Config, issue: Issue, rendered: RenderedDigest) -> Pat
     return path
 
 
+def send_due(
+    config: Config,
+    now: datetime,
+    *,
+    langs: Iterable[str] | None = None,
+    audiences: Iterable[str] | None = None,
+    since: date | None = None,
+    dry_run: bool = False,
+    progress: Progress | None = None,
+    stop: threading.Event | None = None,
+) -> SendReport:
+    """``send_digests`` on the configured state database and mailer: what the schedule, the
+    ``send`` command and a worker call."""
+    store = open_store(config.database_url)
+    try:
+        return send_digests(
+            config,
+            now,
+            mailer=open_mailer(config),
+            store=store,
+            langs=langs,
+            audiences=audiences,
+            since=since,
+            dry_run=dry_run,
+            progress=progress,
+            stop=stop,
+        )
+    finally:
+        store.close()
+
+
 def send_digests(
     config: Config,
     now: datetime,
@@ -247,47 +278,71 @@ def send_digests(
         max_bytes=config.site.max_article_bytes,
     )
     report = SendReport(problems=articles.problems)
-    domain = _domain(config.email.sender)
     active = list(store.subscribers("active"))
     if config.smtp.url:
         real = [r for r in active if r.consent_source != SAMPLE_SOURCE]
         report.samples = len(active) - len(real)
         active = real
-    readers = variants(active, langs, audiences)
-    for (lang, chosen), group in readers.items():
+    for (lang, chosen), group in variants(active, langs, audiences).items():
         digest = next_digest(config, articles, lang, chosen, now=now, since=since, store=store)
-        if digest is None:
-            continue
-        # One group's digest failing to render (no catalog for its language, a template
-        # error) is that group's: it is reported, and every other group is still issued.
-        try:
-            rendered = render_digest(digest, config)
-        except Exception as exc:  # whatever it is, it is this variant's alone
-            report.refused.append((digest.key, len(group), str(exc) or type(exc).__name__))
-            continue
-        if dry_run:
-            report.issues.append((digest.key, len(group)))
-            continue
-        digest = digest.shortened(rendered.listed)
-        issue = store.create_issue(
-            key=digest.key,
-            lang=lang,
-            audiences=digest.audiences,
-            content_hash=digest.content_hash,
-            subject=rendered.subject,
-            rendered=_serialise(rendered),
-            articles=[(i.article.lang, i.article.slug, i.article.digest) for i in digest.items],
-            readers=group,
-            message_id=lambda issue_id, reader_id: message_id(domain, issue_id, reader_id),
-            now=now,
-        )
-        if issue is not None:
-            write_archive(config, issue, rendered)
-            report.issues.append((issue.key, len(group)))
+        if digest is not None:
+            _issue(config, store, digest, group, now, report, dry_run=dry_run)
     if dry_run:
         report.pending = store.pending_count()
         return report
+    if config.smtp.url:
+        report.skipped += store.skip_consent_source(
+            SAMPLE_SOURCE, "sample reader: not sent through an SMTP server", now
+        )
+    compose = _composer(config, now)
+    options = send_options(config)
+    deliver(store, mailer, compose, options, now, progress=progress, counts=report, stop=stop)
+    return report
 
+
+def _issue(
+    config: Config,
+    store: Store,
+    digest: Digest,
+    group: list[Subscriber],
+    now: datetime,
+    report: SendReport,
+    *,
+    dry_run: bool,
+) -> None:
+    """Render one group's digest and record it as an issue with a delivery per reader (in a
+    dry run: count it). A digest that fails to render (no catalog for its language, a
+    template error) is this group's alone: it is reported, and every other group goes ahead."""
+    try:
+        rendered = render_digest(digest, config)
+    except Exception as exc:  # whatever it is, it is this variant's alone
+        report.refused.append((digest.key, len(group), str(exc) or type(exc).__name__))
+        return
+    if dry_run:
+        report.issues.append((digest.key, len(group)))
+        return
+    digest = digest.shortened(rendered.listed)
+    domain = _domain(config.email.sender)
+    issue = store.create_issue(
+        key=digest.key,
+        lang=digest.lang,
+        audiences=digest.audiences,
+        content_hash=digest.content_hash,
+        subject=rendered.subject,
+        rendered=_serialise(rendered),
+        articles=[(i.article.lang, i.article.slug, i.article.digest) for i in digest.items],
+        readers=group,
+        message_id=lambda issue_id, reader_id: message_id(domain, issue_id, reader_id),
+        now=now,
+    )
+    if issue is not None:
+        write_archive(config, issue, rendered)
+        report.issues.append((issue.key, len(group)))
+
+
+def _composer(config: Config, now: datetime) -> Callable[[Issue, Claim], bytes]:
+    """One reader's message of an issue, as bytes: personal links, signed when DKIM is set.
+    Each issue's rendering is restored from the store once."""
     secret = secret_key(config)
     signer = dkim_signer(config)
     restored: dict[int, RenderedDigest] = {}
@@ -295,6 +350,14 @@ def send_digests(
     def compose(issue: Issue, claim: Claim) -> bytes:
         if issue.id not in restored:
             restored[issue.id] = _restore(issue)
+        links = {
+            "unsubscribe_url": reader_link(
+                config, secret, UNSUBSCRIBE, claim.subscriber_id, issued=now
+            ),
+            "preferences_url": reader_link(
+                config, secret, PREFERENCES, claim.subscriber_id, issued=now
+            ),
+        }
         message = compose_message(
             restored[issue.id],
             to=claim.email,
@@ -302,39 +365,36 @@ def send_digests(
             message_id=claim.message_id,
             date=now,
             list_id=config.email.list_id,
-            unsubscribe_url=reader_link(
-                config, secret, UNSUBSCRIBE, claim.subscriber_id, issued=now
-            ),
             unsubscribe_mailto=config.email.unsubscribe_mailto,
-            preferences_url=reader_link(
-                config, secret, PREFERENCES, claim.subscriber_id, issued=now
-            ),
             view_url=view_url(config, issue),
             reply_to=config.email.reply_to,
+            **links,
         )
         return signer.sign(message, now=now) if signer else message
 
-    bounce_to = return_path(config)
+    return compose
 
-    def verp(claim: Claim) -> str:
-        return verp_address(secret, bounce_to, claim.id)
 
+def send_options(config: Config) -> SendOptions:
+    """How the send loop delivers: the envelope sender (or each delivery's VERP address),
+    the pool, the rate and the retries."""
     smtp = config.smtp
-    options = SendOptions(
+    verp: Callable[[Claim], str] | None = None
+    if config.email.verp:
+        secret, bounce_to = secret_key(config), return_path(config)
+
+        def verp(claim: Claim) -> str:
+            return verp_address(secret, bounce_to, claim.id)
+
+    return SendOptions(
         sender=config.email.return_path or envelope_sender(config.email.sender),
         workers=smtp.pool_size,
         rate=smtp.rate,
         retries=smtp.retries,
         backoff=smtp.retry_backoff,
         max_bounces=smtp.max_bounces,
-        return_path=verp if config.email.verp else None,
+        return_path=verp,
     )
-    if config.smtp.url:
-        report.skipped += store.skip_consent_source(
-            SAMPLE_SOURCE, "sample reader: not sent through an SMTP server", now
-        )
-    deliver(store, mailer, compose, options, now, progress=progress, counts=report, stop=stop)
-    return report
 
 
 SAMPLE_AUDIENCES = (("architects",), ("cost", "procurement"), ("strategy", "ecosystem"))

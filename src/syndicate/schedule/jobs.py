@@ -1,0 +1,117 @@
+"""The work the schedule triggers, joined to the stages: the feed rebuild, the digest send and
+the extra steps of ``run --once`` (previews, the first run's sample readers), each reported as
+the counts and reason of its one log line. The scheduler itself only knows ``Jobs``."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from datetime import datetime
+from pathlib import Path
+
+from ..build import build_feeds
+from ..config import Config, DigestJob
+from ..model import Severity
+from ..previews import write_previews
+from ..reader import read_articles
+from ..send import add_sample_readers, send_due
+from ..store import open_store
+from ..websub import HubNotifier
+from .scheduler import Jobs, Report, Step
+
+log = logging.getLogger("syndicate")
+
+
+def default_jobs(config: Config, stop: threading.Event | None = None) -> Jobs:
+    """What the schedule triggers: the feed rebuild and the digest send, each reported as
+    the counts of its log line. Once ``stop`` is set, a send takes no new delivery."""
+
+    def rebuild_feeds(now: datetime) -> Report:
+        report = build_feeds(config, now=now, notify=HubNotifier())
+        for problem in report.problems if not report.skipped else ():
+            if problem.severity is Severity.ERROR:  # a file left out of the feeds
+                fields = {"file": problem.file, "line": problem.line, "message": problem.message}
+                log.warning("%s", problem, extra={"fields": {"problem": "article", **fields}})
+        counts = {
+            "entries": sum(report.entries.values()),
+            "written": len(report.written),
+            "unchanged": len(report.unchanged),
+            "removed": len(report.removed),
+            "problems": len(report.problems),
+            "unannounced": sum(map(len, report.unannounced.values())),
+        }
+        return Report(counts, "no input changed since the last build" if report.skipped else None)
+
+    def send_digest(job: DigestJob, now: datetime) -> Report:
+        sent = send_due(
+            config, now, langs=job.languages or None, audiences=job.audiences or None, stop=stop
+        )
+        counts = {
+            "issues": len(sent.issues),
+            "sent": sent.sent,
+            "failed": sent.failed,
+            "uncertain": sent.uncertain,
+            "skipped": sent.skipped,
+            "deferred": sent.deferred,
+            "left": sent.left,
+            "refused": len(sent.refused),
+            "problems": len(sent.problems),
+        }
+        for variant, _, why in sent.refused:
+            fields = {"digest": variant, "outcome": "error", "reason": why}
+            log.warning("digest %s not rendered: %s", variant, why, extra={"fields": fields})
+        if not any(counts.values()):
+            langs = ", ".join(job.languages) or "all languages"
+            audiences = ", ".join(job.audiences) or "all audiences"
+            return Report(counts, f"no new content for {langs} / {audiences}")
+        refused = "; ".join(f"{key}: {reason}" for key, _, reason in sent.refused)
+        return Report(counts, refused or None, complete=not (sent.partial or sent.stopped))
+
+    return Jobs(build_feeds=rebuild_feeds, send_digest=send_digest)
+
+
+def once_steps(config: Config, jobs: Jobs) -> dict[str, Step]:
+    """The steps ``run --once`` runs after the feed rebuild: the previews into
+    ``<email.outbox>/preview``, and without a mail server the first run's sample readers."""
+    previews = preview_folder(config)
+    steps: dict[str, Step] = {"previews": lambda now: preview_step(config, previews, now)}
+    if not config.smtp.url:
+        steps["samples"] = lambda now: sample_step(config, jobs, now)
+    return steps
+
+
+def preview_folder(config: Config) -> Path:
+    return config.path(config.email.outbox) / "preview"
+
+
+def preview_step(config: Config, out: Path, now: datetime) -> Report:
+    """``run --once``'s previews: every variant into ``out``; one that cannot be rendered is
+    a warning naming it, and the others are still written."""
+    folder = config.path(config.site.articles)
+    found = read_articles(  # a digest shows no body
+        folder, config.profiles, bodies=False, max_bytes=config.site.max_article_bytes
+    )
+    written, failures = write_previews(config, found, out, now=now)
+    for variant, why in failures:
+        log.warning(
+            "preview %s not rendered: %s",
+            variant,
+            why,
+            extra={"fields": {"preview": variant, "outcome": "error", "reason": why}},
+        )
+    return Report({"files": len(written), "failed": len(failures)}, complete=not failures)
+
+
+def sample_step(config: Config, jobs: Jobs, now: datetime) -> Report | None:
+    """A first run with no mail server and nobody subscribed subscribes a few readers at
+    example.com and sends them the current digests at once, so the whole path (issue,
+    deliveries, Maildir) shows; no line at all on later runs."""
+    store = open_store(config.database_url)
+    try:
+        added = add_sample_readers(config, store, now)
+    finally:
+        store.close()
+    if not added:
+        return None
+    sent = jobs.send_digest(DigestJob(name="samples"), now)
+    return Report({"readers": added, **sent.counts}, sent.reason, sent.complete)
