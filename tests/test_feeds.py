@@ -723,3 +723,23 @@ def test_a_build_sweeps_what_a_killed_build_left(tmp_path: Path, articles_dir: P
     build_feeds(config, articles_dir)
     assert not any(path.exists() for path in left)
     assert alive.exists()
+
+
+def test_a_build_records_publication_times_in_the_store_it_is_given(
+    tmp_path: Path, articles_dir: Path, database_url: str
+) -> None:
+    from syndicate.store import open_store
+
+    config = make_config(tmp_path)
+    later = datetime(2100, 1, 1, tzinfo=ZoneInfo("UTC"))
+    built = reader.read_articles(articles_dir, config.profiles)
+    store = open_store(database_url)
+    try:
+        build_feeds(config, articles_dir, store=store)
+        # a time the build recorded stays: asked again with a later one, the first comes back
+        recorded = store.first_published([(a.lang, a.slug, later) for a in built])
+    finally:
+        store.close()
+    assert len(recorded) == len(built) > 0
+    assert all(when < later for when in recorded.values())
+    assert not (tmp_path / "state").exists()  # the configured database was never opened

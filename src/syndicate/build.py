@@ -32,7 +32,7 @@ from .reader import (
     read_index,
     scan,
 )
-from .store import database_errors, open_store
+from .store import Store, database_errors, open_store
 from .websub import Notify
 
 MANIFEST = ".manifest.json"
@@ -67,7 +67,7 @@ def _fingerprint(config: Config, folder: Path, *, gated: bool) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def _digest(inputs: Mapping[str, list]) -> str:
+def _inputs_hash(inputs: Mapping[str, list]) -> str:
     """The article files' paths, sizes and mtimes in one hash: a large set's manifest would
     otherwise take longer to load than the files take to stat."""
     return hashlib.sha256(json.dumps(inputs, separators=(",", ":")).encode()).hexdigest()
@@ -117,6 +117,7 @@ def build_feeds(
     *,
     now: datetime | None = None,
     notify: Notify | None = None,
+    store: Store | None = None,
 ) -> FeedReport:
     """Read the article set and write every feed document into ``out`` (default: feeds.out).
 
@@ -126,7 +127,8 @@ def build_feeds(
     the outputs is kept in the output folder; when none of them changed and no held-back
     article fell due, nothing is read or written. An index beside it keeps each file's summary
     reading, so a build reads only the files that changed since the last one. Publication
-    times are recorded in the state database the first time an article is built.
+    times are recorded in ``store`` (default: the configured state database, opened only when
+    the build gets that far) the first time an article is built.
 
     ``notify`` tells each ``feeds.hub`` which subscription feeds changed, after they are in
     place; what a hub could not be told is kept in the manifest and told at the next build,
@@ -135,7 +137,7 @@ def build_feeds(
     # A large set makes many objects, none of them in cycles. Collection resumes only once the
     # build's objects are gone: objects made meanwhile would all be walked at the next one.
     with no_cycle_collection():
-        report = _build_feeds(config, articles_dir, out, now)
+        report = _build_feeds(config, articles_dir, out, now, store)
     if notify is None or not report.unannounced:
         return report
     left = {
@@ -170,32 +172,50 @@ def _waiting(config: Config, previous: dict, topics: Sequence[str] = ()) -> dict
     return waiting
 
 
-def _build_feeds(
-    config: Config, articles_dir: Path | None, out: Path | None, now: datetime | None
-) -> FeedReport:
-    folder = articles_dir if articles_dir is not None else config.path(config.site.articles)
-    out = out if out is not None else config.path(config.feeds.out)
+@dataclass(frozen=True, slots=True)
+class _Inputs:
+    """The article files a build reads, as the folder walk found them."""
+
+    folder: Path
+    files: dict[str, tuple[int, int]]
+    """Each file's path and (size, mtime_ns)."""
+    relative: dict[str, list[int]]
+    """The same, by path relative to the folder (what the manifest and the index record)."""
+    scanned: list[Diagnostic]
+    """What the walk left out, and why."""
+    digest: str
+    """All of it in one hash: the manifest's ``inputs``."""
+
+
+def _walk(config: Config, folder: Path) -> _Inputs:
     if not folder.is_dir():
         # Not an empty article set: publishing nothing would empty every feed.
         raise UsageError(f"{folder}: article folder not found")
-    manifest_path = out / MANIFEST
     scanned: list[Diagnostic] = []
     files = scan(folder, scanned, max_bytes=config.site.max_article_bytes)
     prefix = len(os.path.join(str(folder), ""))
-    inputs = {path[prefix:].replace(os.sep, "/"): list(stat) for path, stat in files.items()}
+    relative = {path[prefix:].replace(os.sep, "/"): list(stat) for path, stat in files.items()}
     # What the walk left out counts as input too: a new dangling link is news.
-    inputs_digest = _digest({**inputs, "": [[p.file, p.message] for p in scanned]})
+    digest = _inputs_hash({**relative, "": [[p.file, p.message] for p in scanned]})
+    return _Inputs(folder, files, relative, scanned, digest)
+
+
+def _build_feeds(
+    config: Config,
+    articles_dir: Path | None,
+    out: Path | None,
+    now: datetime | None,
+    store: Store | None,
+) -> FeedReport:
+    folder = articles_dir if articles_dir is not None else config.path(config.site.articles)
+    out = out if out is not None else config.path(config.feeds.out)
+    inputs = _walk(config, folder)
     fingerprint = _fingerprint(config, folder, gated=now is not None)
     try:
-        previous = json.loads(manifest_path.read_text("utf-8"))
+        previous = json.loads((out / MANIFEST).read_text("utf-8"))
     except (OSError, ValueError):
         previous = {}
-    if (
-        previous.get("fingerprint") == fingerprint
-        and previous.get("inputs") == inputs_digest
-        and previous.get("outputs") == file_stats(out, list(previous.get("outputs", {})))
-        and (not previous.get("next_due") or now < datetime.fromisoformat(previous["next_due"]))
-    ):
+    if _up_to_date(previous, fingerprint, inputs.digest, out, now):
         return FeedReport(
             out,
             previous.get("entries", {}),
@@ -205,36 +225,9 @@ def _build_feeds(
             next_due=_when(previous.get("next_due")),
             unannounced=_waiting(config, previous),
         )
-
     staging = Staging(out)
     try:
-        if out.is_dir():
-            sweep_leftovers(out)
-        # The index file is written as the files are read, and takes the old one's place
-        # only when every document is staged.
-        with atomic_file(out / INDEX) as index_file:
-            # The feeds show the newest articles whole and the rest by summary: read the
-            # summaries (no body, no bullets), then the newest again, in full. A file the last
-            # build read and that has not changed since is not read again.
-            readings = _read_and_index(config, folder, out / INDEX, index_file, files, inputs)
-            index = article_set(readings)
-            if scanned:
-                index = ArticleSet(index.articles, (*scanned, *index.problems))
-            due, next_due = _due(config, index, now)
-            found = _with_bodies(config, due)
-            kept = "feeds unchanged: "
-            with database_errors(config.database_url, kept):
-                store = open_store(config.database_url)
-                try:
-                    published = store.first_published(feeds.publication_candidates(found, config))
-                finally:
-                    store.close()
-            # Each document is staged as it comes. In this process only: forked renderers
-            # were measured at 30,000 articles, and each copies much of the set's memory (it
-            # touches every article's reference count): with one, rendering took 0.41-0.44 s
-            # instead of 0.57-0.60, and the build's processes 230 MiB together instead of 177.
-            for name, data in feeds.render_feeds(config, found, published):
-                staging.add(name, data)
+        found, next_due = _stage(config, inputs, staging, now, store)
     except OSError as exc:
         staging.discard()
         raise OutputError(f"feeds unchanged: {describe(exc)}") from exc
@@ -242,42 +235,111 @@ def _build_feeds(
         staging.discard()
         raise
     try:
-        written, unchanged = staging.commit()
-        docs = staging.files
-        removed = sorted(set(previous.get("outputs", {})) - set(docs))
-        for name in removed:
-            (out / name).unlink(missing_ok=True)
-        entries = {lang: len(found.in_language(lang)) for lang in found.languages}
-        # Recorded before any hub is told: a build killed meanwhile leaves them to the next.
-        unannounced = _waiting(config, previous, feeds.hub_topics(config, written))
-        write_atomic(
-            manifest_path,
-            json.dumps(
-                {
-                    "fingerprint": fingerprint,
-                    "inputs": inputs_digest,
-                    "outputs": file_stats(out, list(docs)),
-                    "entries": entries,
-                    "next_due": next_due.isoformat() if next_due else None,
-                    "unannounced": unannounced,
-                    "problems": [
-                        {
-                            "file": p.file,
-                            "line": p.line,
-                            "severity": str(p.severity),
-                            "message": p.message,
-                        }
-                        for p in found.problems
-                    ],
-                },
-                separators=(",", ":"),  # indenting would take the pure-Python encoder
-            ).encode(),
-        )
+        return _commit(config, staging, previous, found, next_due, fingerprint, inputs.digest)
     except OSError as exc:
         staging.discard()
         raise OutputError(
             f"feeds in {out} partly updated: {describe(exc)} (the next build writes them again)"
         ) from exc
+
+
+def _up_to_date(
+    previous: dict, fingerprint: str, inputs: str, out: Path, now: datetime | None
+) -> bool:
+    """Nothing changed since the build that wrote ``previous`` (its manifest): not the config,
+    nor an article file, nor an output, and no held-back article fell due."""
+    due = previous.get("next_due")
+    return (
+        previous.get("fingerprint") == fingerprint
+        and previous.get("inputs") == inputs
+        and previous.get("outputs") == file_stats(out, list(previous.get("outputs", {})))
+        and (not due or (now is not None and now < datetime.fromisoformat(due)))
+    )
+
+
+def _stage(
+    config: Config,
+    inputs: _Inputs,
+    staging: Staging,
+    now: datetime | None,
+    store: Store | None,
+) -> tuple[ArticleSet, datetime | None]:
+    """Read the set and stage every feed document; the articles shown, and when the next
+    held-back one falls due."""
+    out = staging.folder
+    if out.is_dir():
+        sweep_leftovers(out)
+    # The index file is written as the files are read, and takes the old one's place
+    # only when every document is staged.
+    with atomic_file(out / INDEX) as index_file:
+        # The feeds show the newest articles whole and the rest by summary: read the
+        # summaries (no body, no bullets), then the newest again, in full. A file the last
+        # build read and that has not changed since is not read again.
+        readings = _read_and_index(config, inputs, out / INDEX, index_file)
+        index = article_set(readings)
+        if inputs.scanned:
+            index = ArticleSet(index.articles, (*inputs.scanned, *index.problems))
+        due, next_due = _due(config, index, now)
+        found = _with_bodies(config, due)
+        published = _first_published(config, store, feeds.publication_candidates(found, config))
+        # Each document is staged as it comes. In this process only: forked renderers
+        # were measured at 30,000 articles, and each copies much of the set's memory (it
+        # touches every article's reference count): with one, rendering took 0.41-0.44 s
+        # instead of 0.57-0.60, and the build's processes 230 MiB together instead of 177.
+        for name, data in feeds.render_feeds(config, found, published):
+            staging.add(name, data)
+    return found, next_due
+
+
+def _first_published(
+    config: Config, store: Store | None, candidates: Sequence[tuple[str, str, datetime]]
+) -> dict:
+    """When each article was first published, recording the new ones: in ``store``, else in
+    the configured state database, opened only now that the build needs it."""
+    if store is not None:
+        return store.first_published(candidates)
+    with database_errors(config.database_url, "feeds unchanged: "):
+        opened = open_store(config.database_url)
+        try:
+            return opened.first_published(candidates)
+        finally:
+            opened.close()
+
+
+def _commit(
+    config: Config,
+    staging: Staging,
+    previous: dict,
+    found: ArticleSet,
+    next_due: datetime | None,
+    fingerprint: str,
+    inputs: str,
+) -> FeedReport:
+    """Put the staged documents in place, remove the ones no longer made, and record the
+    build in the manifest."""
+    out = staging.folder
+    written, unchanged = staging.commit()
+    docs = staging.files
+    removed = sorted(set(previous.get("outputs", {})) - set(docs))
+    for name in removed:
+        (out / name).unlink(missing_ok=True)
+    entries = {lang: len(found.in_language(lang)) for lang in found.languages}
+    # Recorded before any hub is told: a build killed meanwhile leaves them to the next.
+    unannounced = _waiting(config, previous, feeds.hub_topics(config, written))
+    manifest = {
+        "fingerprint": fingerprint,
+        "inputs": inputs,
+        "outputs": file_stats(out, list(docs)),
+        "entries": entries,
+        "next_due": next_due.isoformat() if next_due else None,
+        "unannounced": unannounced,
+        "problems": [
+            {"file": p.file, "line": p.line, "severity": str(p.severity), "message": p.message}
+            for p in found.problems
+        ],
+    }
+    # not indented: indenting would take the pure-Python encoder
+    write_atomic(out / MANIFEST, json.dumps(manifest, separators=(",", ":")).encode())
     return FeedReport(
         out,
         entries,
@@ -303,22 +365,17 @@ def _when(value: str | None) -> datetime | None:
 
 
 def _read_and_index(
-    config: Config,
-    folder: Path,
-    path: Path,
-    new_index: BinaryIO,
-    files: dict[str, tuple[int, int]],
-    inputs: dict[str, list[int]],
+    config: Config, inputs: _Inputs, path: Path, new_index: BinaryIO
 ) -> list[Reading]:
     """Every file's index reading, taken from the index file at ``path`` where the file has
-    not changed; ``new_index`` gets the new index as they come. ``files`` and ``inputs`` hold
-    the same files in the same order, by path and by relative path."""
-    key = _fingerprint(config, folder, gated=False)
-    known = _known_readings(path, key, inputs, dict(zip(inputs, files, strict=True)))
-    found = read_index(list(files), config.profiles, known=known)
+    not changed; ``new_index`` gets the new index as they come."""
+    key = _fingerprint(config, inputs.folder, gated=False)
+    paths = dict(zip(inputs.relative, inputs.files, strict=True))
+    known = _known_readings(path, key, inputs.relative, paths)
+    found = read_index(list(inputs.files), config.profiles, known=known)
     new_index.write(json.dumps(key).encode() + b"\n")
     readings = []
-    for (relative, stat), (_, reading, encoded) in zip(inputs.items(), found, strict=True):
+    for (relative, stat), (_, reading, encoded) in zip(inputs.relative.items(), found, strict=True):
         new_index.write(f"{json.dumps([relative, *stat])}\t{encoded}\n".encode())
         readings.append(reading)
     return readings
