@@ -65,7 +65,7 @@ class JobPlan:
     interrupted: bool = False
     new_trigger: bool = False
     changes: Mapping[str, Any] = field(default_factory=dict)
-    """Options of a stored job that differ from the configured ones."""
+    """The options to set: all of them on a new job, those that differ on a stored one."""
     spec: JobSpec | None = None
 
     def first_run(self, now: datetime) -> datetime | None:
@@ -124,7 +124,7 @@ def _one(
     at_start = spec.id == FEEDS_JOB or interrupted
     if job is None:
         upcoming = spec.trigger.get_next_fire_time(None, now)
-        return JobPlan(spec.id, "add", upcoming, at_start, interrupted, spec=spec)
+        return JobPlan(spec.id, "add", upcoming, at_start, interrupted, changes=options, spec=spec)
     changes = {key: value for key, value in options.items() if job.options.get(key) != value}
     next_run, new_trigger = job.next_run, job.key != spec.key
     if new_trigger and not (next_run is not None and next_run <= now):

@@ -337,7 +337,7 @@ class Scheduler:
 
         sched.add_listener(started, EVENT_SCHEDULER_START)
         sched.add_listener(self._missed, EVENT_JOB_MISSED)
-        sched.add_listener(self._overlapped, EVENT_JOB_MAX_INSTANCES)
+        sched.add_listener(_overlapped, EVENT_JOB_MAX_INSTANCES)
         self._sched = sched
         if lock:
             _active = self
@@ -396,77 +396,16 @@ class Scheduler:
         _shutdown(sched, wait=finished)  # waits only for bookkeeping once the jobs are done
         log.info("scheduler stopped")
 
-    # -- reconciling the store with config.toml ----------------------------------------
-
-    def _plan(self, sched: BlockingScheduler, now: datetime) -> list[JobPlan]:
-        stored = [
-            StoredJob(
-                job.id,
-                _trigger_key(job.trigger),
-                job.next_run_time,
-                {key: getattr(job, key) for key in self._options()},
-            )
-            for job in sched.get_jobs()
-        ]
-        return plan(list(self.specs.values()), stored, now, self._options())
-
-    def _reconcile(self, sched: BlockingScheduler, now: datetime) -> None:
-        """Make the store match the config as ``plan.plan`` says. ``modify_job`` keeps the
-        stored next run; ``add_job(replace_existing=True)`` is not used: it would silently
-        skip every run missed while down."""
-        for step in self._plan(sched, now):
-            if step.action == "remove":
-                sched.remove_job(step.id)
-                if not step.id.startswith(INTERRUPTED_PREFIX):
-                    log.info("job %s removed (no longer in the config)", step.id)
-                continue
-            spec = self.specs[step.id]
-            if step.interrupted:
-                log.info("job %s was interrupted; running it again now", step.id)
-            if step.action == "add":
-                sched.add_job(
-                    fire,
-                    spec.trigger,
-                    args=(spec.id,),
-                    id=spec.id,
-                    name=spec.id,
-                    next_run_time=step.first_run(now),
-                    **self._options(),
-                )
-                log.info("job %s added", spec.id)
-                continue
-            changes = dict(step.changes)
-            if step.new_trigger:
-                changes["trigger"] = spec.trigger
-                log.info("job %s changed: %s", spec.id, spec.trigger)
-            job = sched.get_job(spec.id)
-            if step.first_run(now) != job.next_run_time:
-                changes["next_run_time"] = step.first_run(now)
-            if changes:
-                sched.modify_job(spec.id, **changes)
-
     def _options(self) -> dict[str, Any]:
         """Set on every job explicitly: the store freezes them, so defaults would go stale."""
         return {"misfire_grace_time": self.grace, "coalesce": True, "max_instances": 1}
 
+    def _reconcile(self, sched: BlockingScheduler, now: datetime) -> None:
+        reconcile(sched, self.specs, _plan(sched, self.specs, now, self._options()), now)
+
     def _rows(self, sched: BlockingScheduler, now: datetime) -> list[Planned]:
-        """The plan as ``schedule`` prints it."""
-        stored = {job.id: job for job in sched.get_jobs()}
-        rows = []
-        for step in self._plan(sched, now):
-            if step.action == "remove" and step.id.startswith(INTERRUPTED_PREFIX):
-                continue
-            trigger = self.specs[step.id].trigger if step.spec else stored[step.id].trigger
-            first = step.first_run(now) if step.action == "add" else step.next_run
-            rows.append(
-                Planned(
-                    step.id,
-                    describe_trigger(trigger),
-                    first and first.astimezone(self.zone),
-                    step.note(now),
-                )
-            )
-        return rows
+        steps = _plan(sched, self.specs, now, self._options())
+        return planned_rows(sched, self.specs, steps, now, self.zone)
 
     # -- one run -----------------------------------------------------------------------
 
@@ -481,7 +420,7 @@ class Scheduler:
             self.request_stop()
         if self._stopping.is_set():
             if spec.digest is not None:
-                self._mark_interrupted(job_id)
+                _mark_interrupted(self._sched, job_id)
             reason = "the scheduler lock was lost" if self.lost_lock else "stopping"
             log_run(job_id, self.clock(), 0.0, "deferred", reason=f"{reason}; runs at next start")
             return
@@ -496,69 +435,145 @@ class Scheduler:
 
     def _execute(self, spec: JobSpec) -> None:
         if spec.digest is not None:
-            self._mark_interrupted(spec.id)  # cleared below; left behind if the process dies
+            _mark_interrupted(self._sched, spec.id)  # cleared below unless the process dies
             digest = spec.digest
             self._report(spec.id, lambda now: self.jobs.send_digest(digest, now))
             if not self._stopping.is_set():
                 # a send that ran into a stop may have left deliveries: it resumes at next start
-                self._clear_interrupted(spec.id)
+                _clear_interrupted(self._sched, spec.id)
         else:
             self._report(spec.id, self.jobs.build_feeds)
 
     def _report(self, name: str, work: Step) -> None:
-        """Run ``work`` and log its one line; never raises. A SyndicateError or an OSError is
-        for the operator and needs no traceback (unless ``debug``); anything else gets one."""
-        now = self.clock()
-        started = time.monotonic()
-        failure: BaseException | None = None
-        try:
-            report = work(now)
-        except (SyndicateError, OSError) as exc:  # a full disk, a lost database, ...
-            reason = describe(exc) if isinstance(exc, OSError) else str(exc)
-            outcome, report = "error", Report(reason=reason)
-            failure = exc if self.debug else None
-        except Exception as exc:
-            outcome, report, failure = "error", Report(reason=f"{type(exc).__name__}: {exc}"), exc
-        else:
-            if report is None:
-                return
-            outcome = "ok" if report.reason is None else "nothing"
-            outcome = outcome if report.complete else "partial"
-        duration = time.monotonic() - started
-        log_run(name, now, duration, outcome, report.counts, report.reason, failure)
-        if outcome in ("error", "partial"):
+        if run_and_log(name, work, self.clock(), debug=self.debug) in ("error", "partial"):
             self.failed.append(name)
-
-    def _mark_interrupted(self, job_id: str) -> None:
-        sched = self._sched
-        if sched is not None and sched.state != STATE_STOPPED:
-            sched.add_job(
-                fire,
-                args=(job_id,),
-                id=INTERRUPTED_PREFIX + job_id,
-                next_run_time=None,
-                replace_existing=True,
-            )
-
-    def _clear_interrupted(self, job_id: str) -> None:
-        sched = self._sched
-        marker = INTERRUPTED_PREFIX + job_id
-        if sched is not None and sched.state != STATE_STOPPED and sched.get_job(marker):
-            sched.remove_job(marker)
-
-    def _overlapped(self, event: JobSubmissionEvent) -> None:
-        reason = "the previous run is still going (max_instances=1)"
-        log_run(event.job_id, event.scheduled_run_times[-1], 0.0, "skipped", reason=reason)
 
     def _missed(self, event: JobExecutionEvent) -> None:
         late = self.clock() - event.scheduled_run_time
-        log_run(
-            event.job_id,
-            event.scheduled_run_time,
-            0.0,
-            "missed",
-            reason=f"{late.total_seconds():.0f} s late, over the grace",
+        reason = f"{late.total_seconds():.0f} s late, over the grace"
+        log_run(event.job_id, event.scheduled_run_time, 0.0, "missed", reason=reason)
+
+
+def _mark_interrupted(sched: BlockingScheduler | None, job_id: str) -> None:
+    """Leave a marker that says the run started; the next start runs it again unless the run
+    clears it (a process killed meanwhile leaves it)."""
+    if sched is not None and sched.state != STATE_STOPPED:
+        marker = INTERRUPTED_PREFIX + job_id
+        sched.add_job(fire, args=(job_id,), id=marker, next_run_time=None, replace_existing=True)
+
+
+def _clear_interrupted(sched: BlockingScheduler | None, job_id: str) -> None:
+    marker = INTERRUPTED_PREFIX + job_id
+    if sched is not None and sched.state != STATE_STOPPED and sched.get_job(marker):
+        sched.remove_job(marker)
+
+
+def _overlapped(event: JobSubmissionEvent) -> None:
+    reason = "the previous run is still going (max_instances=1)"
+    log_run(event.job_id, event.scheduled_run_times[-1], 0.0, "skipped", reason=reason)
+
+
+# -- reconciling the store with config.toml ------------------------------------------------
+
+
+def _plan(
+    sched: BlockingScheduler, specs: Mapping[str, JobSpec], now: datetime, options: dict[str, Any]
+) -> list[JobPlan]:
+    """``plan.plan`` over the jobs ``sched``'s store holds."""
+    stored = [
+        StoredJob(
+            job.id,
+            _trigger_key(job.trigger),
+            job.next_run_time,
+            {key: getattr(job, key) for key in options},
         )
+        for job in sched.get_jobs()
+    ]
+    return plan(list(specs.values()), stored, now, options)
+
+
+def reconcile(
+    sched: BlockingScheduler, specs: Mapping[str, JobSpec], steps: list[JobPlan], now: datetime
+) -> None:
+    """Make the store match the config as the plan says. ``modify_job`` keeps the stored next
+    run; ``add_job(replace_existing=True)`` is not used: it would silently skip every run
+    missed while down."""
+    for step in steps:
+        if step.action == "remove":
+            sched.remove_job(step.id)
+            if not step.id.startswith(INTERRUPTED_PREFIX):
+                log.info("job %s removed (no longer in the config)", step.id)
+            continue
+        spec = specs[step.id]
+        if step.interrupted:
+            log.info("job %s was interrupted; running it again now", step.id)
+        if step.action == "add":
+            sched.add_job(
+                fire,
+                spec.trigger,
+                args=(spec.id,),
+                id=spec.id,
+                name=spec.id,
+                next_run_time=step.first_run(now),
+                **step.changes,
+            )
+            log.info("job %s added", spec.id)
+            continue
+        changes = dict(step.changes)
+        if step.new_trigger:
+            changes["trigger"] = spec.trigger
+            log.info("job %s changed: %s", spec.id, spec.trigger)
+        if step.first_run(now) != sched.get_job(spec.id).next_run_time:
+            changes["next_run_time"] = step.first_run(now)
+        if changes:
+            sched.modify_job(spec.id, **changes)
+
+
+def planned_rows(
+    sched: BlockingScheduler,
+    specs: Mapping[str, JobSpec],
+    steps: list[JobPlan],
+    now: datetime,
+    zone: ZoneInfo,
+) -> list[Planned]:
+    """The plan as ``schedule`` prints it."""
+    stored = {job.id: job for job in sched.get_jobs()}
+    rows = []
+    for step in steps:
+        if step.action == "remove" and step.id.startswith(INTERRUPTED_PREFIX):
+            continue
+        trigger = specs[step.id].trigger if step.spec else stored[step.id].trigger
+        first = step.first_run(now) if step.action == "add" else step.next_run
+        when = first and first.astimezone(zone)
+        rows.append(Planned(step.id, describe_trigger(trigger), when, step.note(now)))
+    return rows
+
+
+# -- one run -------------------------------------------------------------------------------
+
+
+def run_and_log(name: str, work: Step, now: datetime, *, debug: bool) -> str | None:
+    """Run ``work`` and log its one line; the outcome (None: nothing worth a line). Never
+    raises: a SyndicateError or an OSError is for the operator and needs no traceback
+    (unless ``debug``); anything else gets one."""
+    started = time.monotonic()
+    failure: BaseException | None = None
+    try:
+        report = work(now)
+    except (SyndicateError, OSError) as exc:  # a full disk, a lost database, ...
+        reason = describe(exc) if isinstance(exc, OSError) else str(exc)
+        outcome, report = "error", Report(reason=reason)
+        failure = exc if debug else None
+    except Exception as exc:
+        outcome, report, failure = "error", Report(reason=f"{type(exc).__name__}: {exc}"), exc
+    else:
+        if report is None:
+            return None
+        outcome = "ok" if report.reason is None else "nothing"
+        outcome = outcome if report.complete else "partial"
+    duration = time.monotonic() - started
+    log_run(name, now, duration, outcome, report.counts, report.reason, failure)
+    return outcome
 
 
 def _shutdown(sched: BlockingScheduler, *, wait: bool) -> None:
