@@ -22,6 +22,7 @@ from email import message_from_bytes
 from email.message import Message
 from email.parser import HeaderParser
 from email.utils import getaddresses, parseaddr
+from typing import cast
 
 from flufl.bounce import all_failures
 
@@ -109,9 +110,9 @@ def classify(data: bytes) -> Finding:
         found = _STATUS.search(body)
         reply = _REPLY.search(body)
         kind = PERMANENT if permanent else TEMPORARY
-        recipients = sorted(a.decode("ascii").lower() for a in (permanent or temporary))
+        failed = sorted(a.decode("ascii").lower() for a in (permanent or temporary))
         reason = " ".join(reply[0].split()) if reply else "bounce text"
-        return Finding(kind, tuple(recipients), found[0] if found else "", reason, ids, text)
+        return Finding(kind, tuple(failed), found[0] if found else "", reason, ids, text)
     return Finding(NOT_A_BOUNCE, message_ids=ids, text=text)
 
 
@@ -157,7 +158,7 @@ def _recipient(block: Message) -> str:
 def _dsn_blocks(message: Message) -> Iterable[Message]:
     for part in message.walk():
         if part.get_content_type() == "message/delivery-status" and part.is_multipart():
-            blocks = part.get_payload()
+            blocks = cast("list[Message]", part.get_payload())  # multipart: a list of parts
             yield from blocks[1:]  # the first block is the per-message fields
 
 

@@ -38,6 +38,7 @@ from .store import database_errors
 
 if TYPE_CHECKING:
     from .schedule.scheduler import Scheduler
+    from .send import SendReport
 
 log = logging.getLogger("syndicate")
 
@@ -707,6 +708,12 @@ def send_now(
             progress=_Bar(progress),
             stop=stop,
         )
+    return print_send_report(report, dry_run=dry_run)
+
+
+def print_send_report(report: SendReport, *, dry_run: bool) -> int:
+    """What a send did, on stderr; the exit status: 1 when the run was partial (a group
+    refused, deliveries failed, uncertain or left), 0 after a clean stop."""
     for problem in report.problems:
         click.echo(str(problem), err=True)
     if report.samples:
