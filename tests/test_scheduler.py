@@ -293,6 +293,17 @@ def test_schedule_says_what_run_once_does_with_an_overdue_send_moved_to_another_
     assert [call for call in recorder.calls if call[0] == "weekly"] == [("weekly", back)]
 
 
+def test_the_feed_interval_counts_from_the_schedulers_clock(
+    tmp_path: Path, sqlite_url: str
+) -> None:
+    config = make_config(tmp_path, sqlite_url, [MONDAY], feeds_every_minutes=20)
+    (feeds_spec,) = [spec for spec in job_specs(config, T0) if spec.digest is None]
+    assert feeds_spec.trigger.get_next_fire_time(None, T0) == T0 + timedelta(minutes=20)
+    Scheduler(config, Recorder().jobs, clock=clock(T0)).run_once()
+    rows = {r.id: r for r in Scheduler(config, Recorder().jobs, clock=clock(T0)).planned()}
+    assert rows["feeds"].next_run == T0 + timedelta(minutes=20)
+
+
 def test_a_failing_job_is_logged_and_the_others_still_run(
     tmp_path: Path, sqlite_url: str, caplog: pytest.LogCaptureFixture
 ) -> None:
