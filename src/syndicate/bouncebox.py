@@ -58,6 +58,13 @@ class BounceBox:
             raise UsageError(f"{path}: no such Maildir or mbox")
         self.path = path
 
+    @property
+    def processed(self) -> Path:
+        """Where the messages dealt with go."""
+        if isinstance(self.box, mailbox.Maildir):
+            return self.path / "processed"
+        return self.path.parent / "processed" / self.path.name
+
     def messages(self) -> Iterator[tuple[str, bytes]]:
         for key in sorted(self.box.iterkeys(), key=str):
             yield str(key), self.box.get_bytes(key)
@@ -69,10 +76,10 @@ class BounceBox:
             return
         done: mailbox.Mailbox
         if isinstance(self.box, mailbox.Maildir):
-            done = mailbox.Maildir(self.path / "processed", factory=None)
+            done = mailbox.Maildir(self.processed, factory=None)
         else:
-            (self.path.parent / "processed").mkdir(exist_ok=True)
-            done = mailbox.mbox(self.path.parent / "processed" / self.path.name, factory=None)
+            self.processed.parent.mkdir(exist_ok=True)
+            done = mailbox.mbox(self.processed, factory=None)
         self.box.lock()
         try:
             keys = {str(key): key for key in self.box.iterkeys()}

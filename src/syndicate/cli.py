@@ -948,12 +948,8 @@ def bounces_process(config: Config, path: Path, dry_run: bool) -> None:
         what = " ".join(part for part in (o.kind, o.status) if part)
         reason = f": {o.reason}" if o.reason else ""
         click.echo(f"{o.key}: {what}{who}: {o.action}{reason}")
-    moved = "" if dry_run else f"; moved to {_processed(path)}"
+    moved = "" if dry_run else f"; moved to {box.processed}"
     click.echo(f"{len(outcomes)} message(s) read{moved}", err=True)
-
-
-def _processed(path: Path) -> Path:
-    return path / "processed" if path.is_dir() else path.parent / "processed" / path.name
 
 
 @bounces.command("list")
