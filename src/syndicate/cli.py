@@ -1,8 +1,9 @@
 """The command line: the only module that prints, picks exit codes and reads the real clock.
 
-Each command parses its options, calls one pipeline function and reports what it did. Every
-error an operator can act on (a SyndicateError, an OSError, a lost state database) is one
-line and an exit status from ``errors.Exit``; the traceback only with ``--debug``.
+Each command parses its options, calls one function (``build``, ``send``, ``previews``,
+``schedule``, ...) and reports what it did. Every error an operator can act on (a
+SyndicateError, an OSError, a lost state database) is one line and an exit status from
+``errors.Exit``; the traceback only with ``--debug``.
 """
 
 from __future__ import annotations
@@ -126,7 +127,7 @@ articles_option = click.option(
 
 
 def with_articles(config: Config, articles: Path | None) -> Config:
-    """The config with ``--articles`` in place of ``site.articles``, for pipeline functions
+    """The config with ``--articles`` in place of ``site.articles``, for the functions
     that read the configured folder."""
     if articles is None:
         return config
