@@ -304,6 +304,23 @@ def test_the_feed_interval_counts_from_the_schedulers_clock(
     assert rows["feeds"].next_run == T0 + timedelta(minutes=20)
 
 
+def test_jobs_stored_before_the_scheduler_moved_still_load(tmp_path: Path) -> None:
+    """The job store keeps each job's function and trigger class by their import paths."""
+    import pickle
+
+    from apscheduler.util import ref_to_obj
+
+    from syndicate.schedule import scheduler
+
+    trigger = digest_trigger(tmp_path, day_of_week="mon", hour=7, minute=30)
+    moved = pickle.dumps(trigger, protocol=0)
+    assert b"syndicate.schedule.scheduler" in moved
+    earlier = moved.replace(b"syndicate.schedule.scheduler", b"syndicate.scheduler")
+    assert str(pickle.loads(earlier)) == str(trigger)
+    assert type(pickle.loads(earlier)) is scheduler.WallClockCronTrigger
+    assert ref_to_obj("syndicate.scheduler:fire") is scheduler.fire
+
+
 def test_a_failing_job_is_logged_and_the_others_still_run(
     tmp_path: Path, sqlite_url: str, caplog: pytest.LogCaptureFixture
 ) -> None:
