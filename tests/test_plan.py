@@ -15,7 +15,7 @@ from syndicate.schedule.plan import (
 )
 
 NOW = datetime(2026, 1, 13, 12, 0, tzinfo=UTC)  # a Tuesday
-OPTIONS = {"misfire_grace_time": 3600, "coalesce": True, "max_instances": 1}
+OPTIONS = {"misfire_grace_time": 604800, "coalesce": True, "max_instances": 1}
 
 
 class Weekly:
@@ -71,7 +71,7 @@ def test_an_unchanged_job_keeps_its_stored_run_and_options_that_changed_are_upda
     job = StoredJob("digest:w", ("mon",), later, {**OPTIONS, "misfire_grace_time": 1})
     (step,) = plan([spec("digest:w", MONDAY, "mon")], [job], NOW, OPTIONS)
     assert step.next_run == later and not step.new_trigger
-    assert step.changes == {"misfire_grace_time": 3600}
+    assert step.changes == {"misfire_grace_time": 604800}
     (kept,) = plan(
         [spec("digest:w", MONDAY, "mon")], [stored("digest:w", "mon", later)], NOW, OPTIONS
     )
@@ -109,3 +109,18 @@ def test_new_jobs_are_added_and_jobs_gone_from_the_config_removed() -> None:
 def test_a_catch_up_stands_for_the_latest_missed_run() -> None:
     three_weeks_ago = datetime(2025, 12, 22, 7, 30, tzinfo=UTC)
     assert latest_due(MONDAY, three_weeks_ago, NOW) == datetime(2026, 1, 12, 7, 30, tzinfo=UTC)
+
+
+def test_a_send_overdue_by_more_than_the_grace_is_missed_not_run() -> None:
+    monday = datetime(2026, 1, 12, 7, 30, tzinfo=UTC)  # 28.5 hours before NOW
+    strict = {**OPTIONS, "misfire_grace_time": 3600}
+    (step,) = plan(
+        [spec("digest:w", MONDAY, "mon")], [stored("digest:w", "mon", monday)], NOW, strict
+    )
+    assert step.missed and step.late == 28.5 * 3600
+    assert step.note(NOW) == "missed (102600 s late, over the grace): not run at next start"
+    relaxed = {**OPTIONS, "misfire_grace_time": 86400 * 2}
+    (step,) = plan(
+        [spec("digest:w", MONDAY, "mon")], [stored("digest:w", "mon", monday)], NOW, relaxed
+    )
+    assert not step.missed and step.note(NOW) == "due: runs at next start"

@@ -211,6 +211,9 @@ def test_a_send_later_than_the_grace_is_logged_as_missed(
 ) -> None:
     config = make_config(tmp_path, sqlite_url, [MONDAY], misfire_grace_seconds=3600)
     Scheduler(config, Recorder().jobs, clock=clock(T0)).run_once()
+    at = clock(datetime(2026, 1, 13, tzinfo=UTC))
+    (row,) = [r for r in Scheduler(config, Recorder().jobs, clock=at).planned() if r.id != "feeds"]
+    assert row.note.startswith("missed (")  # schedule says what run --once does next
     late = Recorder()
     with caplog.at_level(logging.INFO, "syndicate.scheduler"):
         caplog.clear()

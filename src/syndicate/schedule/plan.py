@@ -67,6 +67,10 @@ class JobPlan:
     changes: Mapping[str, Any] = field(default_factory=dict)
     """The options to set: all of them on a new job, those that differ on a stored one."""
     spec: JobSpec | None = None
+    late: float = 0.0
+    """Seconds since the latest fire time an overdue run stands for (0: not overdue)."""
+    missed: bool = False
+    """Overdue by more than the grace: the start logs it as missed instead of running it."""
 
     def first_run(self, now: datetime) -> datetime | None:
         """When the job runs first after a start at ``now``."""
@@ -78,12 +82,15 @@ class JobPlan:
             return "removed at next start"
         if self.interrupted:
             return "interrupted: runs again at next start"
-        said = {"add": "added at next start", "change": "changed at next start"}.get(self.action)
-        if self.new_trigger and self.next_run is not None and self.next_run <= now:
-            return "changed at next start; the send it missed runs at once"
-        if said is None and self.next_run is not None and self.next_run <= now:
+        if self.missed:
+            return f"missed ({self.late:.0f} s late, over the grace): not run at next start"
+        overdue = self.next_run is not None and self.next_run <= now
+        if self.new_trigger:
+            missed = "; the send it missed runs at once" if overdue else ""
+            return f"changed at next start{missed}"
+        if overdue:
             return "due: runs at next start"
-        return said or ""
+        return "added at next start" if self.action == "add" else ""
 
 
 def plan(
@@ -130,7 +137,14 @@ def _one(
     if new_trigger and not (next_run is not None and next_run <= now):
         next_run = spec.trigger.get_next_fire_time(None, now)
     action: Action = "change" if new_trigger or changes else "keep"
-    return JobPlan(spec.id, action, next_run, at_start, interrupted, new_trigger, changes, spec)
+    late = 0.0
+    if not at_start and next_run is not None and next_run <= now:
+        late = (now - latest_due(spec.trigger, next_run, now)).total_seconds()
+    grace = options.get("misfire_grace_time")
+    missed = grace is not None and late > grace
+    return JobPlan(
+        spec.id, action, next_run, at_start, interrupted, new_trigger, changes, spec, late, missed
+    )
 
 
 def latest_due(trigger: Trigger, next_run: datetime, now: datetime) -> datetime:

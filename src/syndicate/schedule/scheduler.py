@@ -44,7 +44,6 @@ from .plan import (
     JobPlan,
     JobSpec,
     StoredJob,
-    latest_due,
     plan,
 )
 
@@ -352,7 +351,8 @@ class Scheduler:
 
     def _start_running(self, sched: BlockingScheduler) -> bool:
         with self._starting:
-            self._reconcile(sched, self.clock())
+            now = self.clock()
+            reconcile(sched, self.specs, _plan(sched, self.specs, now, self._options()), now)
             if self._stopping.is_set():
                 return False
             sched.resume()
@@ -360,22 +360,24 @@ class Scheduler:
         return True
 
     def _run_due(self, sched: BlockingScheduler) -> bool:
+        """Apply the plan, then run what it says is due now, in the order of the config."""
         now = self.clock()
-        self._reconcile(sched, now)
-        stored = {job.id: job for job in sched.get_jobs()}
-        for job in (stored[job_id] for job_id in self.specs):  # feeds first, then digests
-            if job.next_run_time is not None and job.next_run_time <= now:
-                late = (now - latest_due(job.trigger, job.next_run_time, now)).total_seconds()
-                if late > self.grace:
-                    reason = f"{late:.0f} s late, over the grace"
-                    log_run(job.id, now, 0.0, "missed", reason=reason)
+        steps = _plan(sched, self.specs, now, self._options())
+        reconcile(sched, self.specs, steps, now)
+        for step in steps:
+            first = step.first_run(now)
+            if step.action != "remove" and first is not None and first <= now:
+                if step.missed:
+                    reason = f"{step.late:.0f} s late, over the grace"
+                    log_run(step.id, now, 0.0, "missed", reason=reason)
                 else:
-                    self.execute(job.id)  # several missed runs coalesce into this one
+                    self.execute(step.id)  # several missed runs coalesce into this one
                 # advanced only now: a crash during the run leaves it due for the next --once
+                job = sched.get_job(step.id)
                 job.modify(next_run_time=job.trigger.get_next_fire_time(now, now))
-            if job.id == FEEDS_JOB:
-                for name, step in self._steps.items():
-                    self._report(name, step)
+            if step.id == FEEDS_JOB:
+                for name, step_work in self._steps.items():
+                    self._report(name, step_work)
         return False
 
     def _stop(self) -> None:
@@ -399,9 +401,6 @@ class Scheduler:
     def _options(self) -> dict[str, Any]:
         """Set on every job explicitly: the store freezes them, so defaults would go stale."""
         return {"misfire_grace_time": self.grace, "coalesce": True, "max_instances": 1}
-
-    def _reconcile(self, sched: BlockingScheduler, now: datetime) -> None:
-        reconcile(sched, self.specs, _plan(sched, self.specs, now, self._options()), now)
 
     def _rows(self, sched: BlockingScheduler, now: datetime) -> list[Planned]:
         steps = _plan(sched, self.specs, now, self._options())
