@@ -13,7 +13,7 @@ import time
 from datetime import datetime
 from pathlib import Path
 
-from syndicate.cli import logging_to_stderr, run_scheduler
+from syndicate.cli import logging_to_stderr, run_scheduler, wall_clock
 from syndicate.config import DigestJob, load_config
 from syndicate.errors import SyndicateError
 from syndicate.schedule.scheduler import Jobs, Report, Scheduler
@@ -42,7 +42,7 @@ def recording_jobs(record: Path) -> Jobs:
 
 def main(argv: list[str]) -> None:
     config_path, record = argv[0], Path(argv[1])
-    scheduler = Scheduler(load_config(config_path), recording_jobs(record))
+    scheduler = Scheduler(load_config(config_path), recording_jobs(record), clock=wall_clock)
     try:
         with logging_to_stderr("--log-json" in argv):
             run_scheduler(scheduler, standby="--standby" in argv, poll_seconds=0.1)

@@ -23,7 +23,7 @@ import sqlalchemy as sa
 from apscheduler.triggers.cron import CronTrigger
 from click.testing import CliRunner
 
-from syndicate.cli import JsonLines, main
+from syndicate.cli import JsonLines, main, wall_clock
 from syndicate.config import Config, DigestJob, load_config, parse_config
 from syndicate.errors import ConfigError, SchedulerBusyError
 from syndicate.schedule.scheduler import Jobs, Report, Scheduler, describe_trigger, job_specs
@@ -181,7 +181,7 @@ def test_the_long_running_scheduler_coalesces_missed_sends(
     Scheduler(config, Recorder().jobs, clock=clock(now - timedelta(days=3))).run_once()
 
     recorder = Recorder()
-    scheduler = Scheduler(config, recorder.jobs)
+    scheduler = Scheduler(config, recorder.jobs, clock=wall_clock)
     thread = threading.Thread(target=scheduler.run)
     with caplog.at_level(logging.INFO, "syndicate.scheduler"):
         caplog.clear()
@@ -619,10 +619,10 @@ def test_sigterm_during_a_stuck_send_exits_0_in_bound_and_the_rerun_completes_it
     assert "digest:daily unfinished" in err and "done daily" not in process.lines()
 
     rerun = Recorder()
-    Scheduler(config, rerun.jobs).run_once()
+    Scheduler(config, rerun.jobs, clock=wall_clock).run_once()
     assert rerun.count("daily") == 1  # the interrupted send runs again (it is idempotent)
     again = Recorder()
-    Scheduler(config, again.jobs).run_once()
+    Scheduler(config, again.jobs, clock=wall_clock).run_once()
     assert again.count("daily") == 0
 
 

@@ -55,6 +55,11 @@ class Options:
     """Errors, too, are written as JSON lines (``run --log-json``)."""
 
 
+def wall_clock() -> datetime:
+    """The real time: read here, and passed to whatever needs a clock."""
+    return datetime.now(UTC)
+
+
 def options() -> Options:
     return click.get_current_context().ensure_object(Options)
 
@@ -287,7 +292,7 @@ def run(config: Config, articles: Path | None, once: bool, standby: bool, log_js
         raise UsageError(f"{where} {folder}: nothing to publish ({hint})")
     stop = threading.Event()  # set by SIGTERM/SIGINT: a send in progress drains
     jobs = default_jobs(config, stop)
-    scheduler = Scheduler(config, jobs)
+    scheduler = Scheduler(config, jobs, clock=wall_clock)
     scheduler.debug = options().debug
     with logging_to_stderr(log_json):
         if not once:
@@ -358,7 +363,7 @@ def schedule(config: Config, as_json: bool) -> None:
     from .schedule.jobs import default_jobs
     from .schedule.scheduler import Scheduler
 
-    rows = Scheduler(config, default_jobs(config)).planned()
+    rows = Scheduler(config, default_jobs(config), clock=wall_clock).planned()
     if as_json:
         jobs = [
             {

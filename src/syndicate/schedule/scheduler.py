@@ -52,10 +52,6 @@ log = logging.getLogger("syndicate.scheduler")
 Clock = Callable[[], datetime]
 
 
-def utc_now() -> datetime:
-    return datetime.now(UTC)
-
-
 # -- what runs -----------------------------------------------------------------------------
 
 
@@ -209,7 +205,7 @@ class Scheduler:
         config: Config,
         jobs: Jobs,
         *,
-        clock: Clock = utc_now,
+        clock: Clock,
         stop_timeout: float | None = None,
     ) -> None:
         self.config = config
