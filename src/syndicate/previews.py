@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import date, datetime
-from email.utils import parseaddr
 from pathlib import Path
 
 from .compose import compose_message
@@ -14,7 +13,7 @@ from .errors import RenderError, describe
 from .files import write_atomic
 from .model import ArticleSet
 from .render import RenderedDigest, render_digest
-from .send import next_digest
+from .send import next_digest, sender_domain
 from .store import Store
 from .tokens import PREFERENCES, UNSUBSCRIBE, link
 
@@ -36,7 +35,7 @@ def preview_files(rendered: RenderedDigest, config: Config, *, now: datetime) ->
     """The .html, .txt and .eml of one variant, addressed to the configured preview reader."""
     links = preview_links(config, rendered.lang)
     personal = rendered.personalise(**links)
-    domain = parseaddr(config.email.sender)[1].rpartition("@")[2] or "localhost"
+    domain = sender_domain(config.email.sender)
     message = compose_message(
         rendered,
         to=config.email.preview_to,

@@ -139,19 +139,20 @@ def dkim_signer(config: Config) -> DkimSigner | None:
     path = config.path(email.dkim_key_file)
     try:
         pem = path.read_bytes()
-        domain = email.dkim_domain or _domain(email.sender)
+        domain = email.dkim_domain or sender_domain(email.sender)
         return DkimSigner(domain, email.dkim_selector, pem)
     except (OSError, ValueError) as exc:
         raise ConfigError(str(path), [f"email.dkim_key_file: {exc}"]) from None
 
 
-def _domain(sender: str) -> str:
+def sender_domain(sender: str) -> str:
+    """The domain of the sender's address: Message-IDs and the bounce address are in it."""
     return parseaddr(sender)[1].rpartition("@")[2] or "localhost"
 
 
 def return_path(config: Config) -> str:
     """The address bounces go back to, before each delivery's own part is added."""
-    return config.email.return_path or f"bounces@{_domain(config.email.sender)}"
+    return config.email.return_path or f"bounces@{sender_domain(config.email.sender)}"
 
 
 def message_id(domain: str, issue_id: int, subscriber_id: int) -> str:
@@ -322,7 +323,7 @@ def _issue(
         report.issues.append((digest.key, len(group)))
         return
     digest = digest.shortened(rendered.listed)
-    domain = _domain(config.email.sender)
+    domain = sender_domain(config.email.sender)
     issue = store.create_issue(
         key=digest.key,
         lang=digest.lang,
