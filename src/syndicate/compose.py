@@ -3,7 +3,8 @@
 The parts that are the same for every reader of a variant (headers folded and RFC 2047-encoded
 by the standard library, the quoted-printable bodies) are built once and cached; a reader then
 costs a few short encodings and one join. CRLF line ends, 7-bit clean, ready for SMTP and for
-DKIM signing by delivery. No I/O.
+DKIM signing by delivery. ``compose_note`` builds the short mails the web side sends one
+reader (confirmations). No I/O.
 """
 
 from __future__ import annotations
@@ -12,13 +13,13 @@ import binascii
 import email.policy
 import html
 import re
-from datetime import datetime
+from datetime import UTC, datetime
 from email.message import EmailMessage
 from email.utils import format_datetime
 from functools import lru_cache
 
 from .errors import SyndicateError
-from .render import PLACEHOLDERS, RenderedDigest, check_url
+from .render import PLACEHOLDERS, RenderedDigest, RenderedNote, check_url
 
 CRLF = b"\r\n"
 _POLICY = email.policy.SMTP
@@ -241,3 +242,31 @@ def reference_message(
     msg.set_content(personal.text)
     msg.add_alternative(personal.html, subtype="html")
     return msg.as_bytes(policy=_POLICY)
+
+
+def compose_note(
+    rendered: RenderedNote,
+    *,
+    to: str,
+    sender: str,
+    message_id: str,
+    date: datetime,
+    reply_to: str | None = None,
+) -> EmailMessage:
+    """A reader's confirmation or note as a plain-text message, marked auto-generated (RFC
+    3834) so that vacation responders stay quiet. Raises HeaderError like ``compose_message``."""
+    if date.tzinfo is None:
+        raise HeaderError("Date: needs a time zone")
+    if not _MESSAGE_ID.fullmatch(_printable("Message-ID", message_id)):
+        raise HeaderError(f"Message-ID: not of the form <local@domain>: {message_id!r}")
+    message = EmailMessage()
+    message["From"] = _printable("From", sender)
+    message["To"] = _printable("To", to)
+    message["Subject"] = _printable("Subject", rendered.subject)
+    message["Date"] = format_datetime(date.astimezone(UTC))
+    message["Message-ID"] = message_id
+    message["Auto-Submitted"] = "auto-generated"
+    if reply_to:
+        message["Reply-To"] = _printable("Reply-To", reply_to)
+    message.set_content(rendered.text)
+    return message

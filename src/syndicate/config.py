@@ -416,9 +416,6 @@ class Config(Section):
         shared = site if isinstance(site, str) else site.get(lang, "")
         return (profile and profile.description) or shared or self.title(lang)
 
-    def article_url(self, lang: str, slug: str) -> str:
-        return self.site.article_url.format(base_url=self.site.base_url, lang=lang, slug=slug)
-
 
 def builtin_profiles() -> dict[str, Any]:
     text = resources.files("syndicate").joinpath("profiles.toml").read_text("utf-8")
