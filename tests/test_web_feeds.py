@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from email.utils import formatdate, parsedate_to_datetime
 
 import feedparser
 import pytest
 
 from syndicate.pipeline import build_feeds
+from syndicate.web.feeds import FeedFolder
 from tests.conftest import ARTICLES
 from tests.websites import (
     web_config,
@@ -96,17 +98,28 @@ def test_head_gives_the_validators_without_the_body(site):
     )
 
 
-def test_a_changed_feed_gets_a_new_etag(site, tmp_path):
+def test_a_changed_feed_gets_a_new_etag_within_a_second(site, tmp_path):
     client, *_ = site
+    moment = [0.0]
+    feeds = FeedFolder(tmp_path / "feeds", every=1.0, clock=lambda: moment[0])
+    client.app.state.web = replace(client.app.state.web, feeds=feeds)
     plain = {"Accept-Encoding": "identity"}
     etag = client.get("/feeds/nl.rss.xml", headers=plain).headers["etag"]
     path = tmp_path / "feeds" / "nl.rss.xml"
     path.write_bytes(b'<?xml version="1.0"?><rss version="2.0"><channel><title>new</title>')
     os.utime(path, (1_900_000_000, 1_900_000_000))
+    moment[0] = 0.5  # looked at just now: answered from memory
+    assert (
+        client.get("/feeds/nl.rss.xml", headers={**plain, "If-None-Match": etag}).status_code == 304
+    )
+    moment[0] = 1.0
     again = client.get("/feeds/nl.rss.xml", headers={**plain, "If-None-Match": etag})
     assert again.status_code == 200
     assert again.headers["etag"] != etag
     assert b"new" in again.content
+    path.unlink()
+    moment[0] = 2.0
+    assert client.get("/feeds/nl.rss.xml", headers=plain).status_code == 404
 
 
 def test_feeds_are_gzipped_when_asked(site):

@@ -6,11 +6,14 @@ import gzip
 import hashlib
 import mimetypes
 import re
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.utils import formatdate, parsedate_to_datetime
 from pathlib import Path, PurePosixPath
 
+from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
@@ -46,16 +49,31 @@ class FeedFile:
 
 
 class FeedFolder:
-    """The files below the feeds folder; re-read only when a file's mtime or size changes.
+    """The files below the feeds folder; re-read only when a file's mtime or size changes,
+    and looked at (one stat) at most once per ``every`` seconds of ``clock``: in between, a
+    request is answered from memory, without a system call or a trip to the thread pool.
 
     The ETag is a hash of the bytes, so a rebuild that writes the same feed keeps it.
     """
 
-    def __init__(self, folder: Path) -> None:
-        self.folder = folder
+    def __init__(
+        self, folder: Path, *, every: float = 1.0, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.folder, self.every, self.clock = folder, every, clock
         self._cache: dict[Path, FeedFile] = {}
+        self._recent: dict[str, tuple[float, FeedFile]] = {}
+
+    def recent(self, relative: str) -> FeedFile | None:
+        """The file as it was looked at less than ``every`` ago; None when it is time to look."""
+        seen = self._recent.get(relative)
+        if seen is None or self.clock() - seen[0] >= self.every:
+            return None
+        return seen[1]
 
     def get(self, relative: str) -> FeedFile | None:
+        """The file as it is now (a stat, and a read when it changed); None for anything that
+        is not a file below the folder."""
+        moment = self.clock()
         parts = PurePosixPath(relative).parts
         if not parts or any(p.startswith(".") or "\\" in p for p in parts):
             return None
@@ -67,20 +85,23 @@ class FeedFolder:
         if not path.is_file() or not path.resolve().is_relative_to(self.folder.resolve()):
             return None
         stamp = (info.st_mtime_ns, info.st_size)
-        cached = self._cache.get(path)
-        if cached is not None and cached.stamp == stamp:
-            return cached
-        body = path.read_bytes()
-        found = FeedFile(
-            stamp=stamp,
-            body=body,
-            gzipped=gzip.compress(body, 9, mtime=0),
-            etag=hashlib.sha256(body).hexdigest()[:32],
-            modified=datetime.fromtimestamp(int(info.st_mtime), UTC),
-            content_type=feed_content_type(path.name),
-        )
-        self._cache[path] = found
+        found = self._cache.get(path)
+        if found is None or found.stamp != stamp:
+            found = self._cache[path] = _read(path, stamp, info.st_mtime)
+        self._recent[relative] = (moment, found)
         return found
+
+
+def _read(path: Path, stamp: tuple[int, int], mtime: float) -> FeedFile:
+    body = path.read_bytes()
+    return FeedFile(
+        stamp=stamp,
+        body=body,
+        gzipped=gzip.compress(body, 9, mtime=0),
+        etag=hashlib.sha256(body).hexdigest()[:32],
+        modified=datetime.fromtimestamp(int(mtime), UTC),
+        content_type=feed_content_type(path.name),
+    )
 
 
 def accepts_gzip(request: Request) -> bool:
@@ -106,9 +127,11 @@ def not_modified(request: Request, etag: str, modified: datetime) -> bool:
     return False
 
 
-def feed(request: Request) -> Response:
-    """GET /feeds/<path>: sync, so its file stat and read run in Starlette's thread pool."""
-    found = context_of(request).feeds.get(request.path_params["path"])
+async def feed(request: Request) -> Response:
+    """GET /feeds/<path>: from memory when the file was looked at just now, else its stat
+    (and read) in the thread pool, so the event loop never waits on the disk."""
+    folder, relative = context_of(request).feeds, request.path_params["path"]
+    found = folder.recent(relative) or await run_in_threadpool(folder.get, relative)
     if found is None:
         raise HTTPException(404)
     zipped = accepts_gzip(request)
