@@ -24,7 +24,7 @@ from tests.websites import (
         ("nl.rss.xml", "application/rss+xml; charset=utf-8"),
         ("nl.json", "application/feed+json"),
         ("index.opml", "text/x-opml; charset=utf-8"),
-        ("archive/nl.atom.1.xml", "application/atom+xml; charset=utf-8"),
+        ("archive/nl-1.atom.xml", "application/atom+xml; charset=utf-8"),
     ],
 )
 def test_feed_files_are_served_with_their_media_type(site, name, content_type):

@@ -83,7 +83,7 @@ def write_feeds(folder: Path) -> dict[str, bytes]:
         "nl.rss.xml": b'<?xml version="1.0"?><rss version="2.0"><channel/></rss>',
         "nl.json": b'{"version": "https://jsonfeed.org/version/1.1", "items": []}',
         "index.opml": b'<?xml version="1.0"?><opml version="2.0"/>',
-        "archive/nl.atom.1.xml": b'<?xml version="1.0"?><feed xmlns="http://www.w3.org/2005/Atom"/>',
+        "archive/nl-1.atom.xml": b'<?xml version="1.0"?><feed xmlns="http://www.w3.org/2005/Atom"/>',
     }
     for name, body in files.items():
         (folder / name).parent.mkdir(parents=True, exist_ok=True)

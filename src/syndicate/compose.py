@@ -136,6 +136,30 @@ def _link(name: str, url: str) -> str:
     return url
 
 
+def _dated(date: datetime) -> datetime:
+    if date.tzinfo is None:
+        raise HeaderError("Date: needs a time zone")
+    return date
+
+
+def _message_id(message_id: str) -> str:
+    """``<local@domain>``, angle brackets added when missing."""
+    message_id = _printable("Message-ID", message_id.strip())
+    if not message_id.startswith("<"):
+        message_id = f"<{message_id}>"
+    if not _MESSAGE_ID.fullmatch(message_id):
+        raise HeaderError(f"Message-ID: not of the form <local@domain>: {message_id!r}")
+    return message_id
+
+
+def _unsubscribe(url: str, mailto: str | None) -> str:
+    """The List-Unsubscribe value: the one-click URL, then the mailto address if any."""
+    if not mailto:
+        return f"<{url}>"
+    mailto = _link("unsubscribe_mailto", mailto)
+    return f"<{url}>,\r\n <{mailto if mailto.startswith('mailto:') else 'mailto:' + mailto}>"
+
+
 def compose_message(
     rendered: RenderedDigest,
     *,
@@ -161,22 +185,14 @@ def compose_message(
     from_, subject, middle, text, html_head, body, end = _skeleton(
         rendered, sender, list_id, reply_to, boundary
     )
-    if date.tzinfo is None:
-        raise HeaderError("Date: needs a time zone")
-    message_id = _printable("Message-ID", message_id.strip())
-    if not message_id.startswith("<"):
-        message_id = f"<{message_id}>"
-    if not _MESSAGE_ID.fullmatch(message_id):
-        raise HeaderError(f"Message-ID: not of the form <local@domain>: {message_id!r}")
+    _dated(date)
+    message_id = _message_id(message_id)
     urls = {
         "unsubscribe_url": _link("unsubscribe_url", check_url("unsubscribe_url", unsubscribe_url)),
         "preferences_url": check_url("preferences_url", preferences_url),
         "view_url": check_url("view_url", view_url),
     }
-    unsubscribe = f"<{urls['unsubscribe_url']}>"
-    if unsubscribe_mailto:
-        mailto = _link("unsubscribe_mailto", unsubscribe_mailto)
-        unsubscribe += f",\r\n <{mailto if mailto.startswith('mailto:') else 'mailto:' + mailto}>"
+    unsubscribe = _unsubscribe(urls["unsubscribe_url"], unsubscribe_mailto)
     text_values = {name: _soft(_qp(urls[name])) for name in PLACEHOLDERS}
     html_values = {name: _soft(_qp(html.escape(urls[name]))) for name in PLACEHOLDERS}
     pieces = [
@@ -255,16 +271,12 @@ def compose_note(
 ) -> EmailMessage:
     """A reader's confirmation or note as a plain-text message, marked auto-generated (RFC
     3834) so that vacation responders stay quiet. Raises HeaderError like ``compose_message``."""
-    if date.tzinfo is None:
-        raise HeaderError("Date: needs a time zone")
-    if not _MESSAGE_ID.fullmatch(_printable("Message-ID", message_id)):
-        raise HeaderError(f"Message-ID: not of the form <local@domain>: {message_id!r}")
     message = EmailMessage()
     message["From"] = _printable("From", sender)
     message["To"] = _printable("To", to)
     message["Subject"] = _printable("Subject", rendered.subject)
-    message["Date"] = format_datetime(date.astimezone(UTC))
-    message["Message-ID"] = message_id
+    message["Date"] = format_datetime(_dated(date).astimezone(UTC))
+    message["Message-ID"] = _message_id(message_id)
     message["Auto-Submitted"] = "auto-generated"
     if reply_to:
         message["Reply-To"] = _printable("Reply-To", reply_to)

@@ -15,7 +15,7 @@ import re
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 from babel import UnknownLocaleError
 from babel.lists import format_list
@@ -356,5 +356,6 @@ def render_note(
     env = environment(template_roots(config), ui_lang, language(config, ui_lang).translations)
     template = env.get_template(NOTES[kind])
     values = {"site_title": config.title(ui_lang), "link": link, "days": days}
-    subject = one_line(template.make_module(values).subject())
+    module: Any = template.make_module(values)  # its macros are the template's own
+    subject = one_line(module.subject())
     return RenderedNote(subject, template.render(values).rstrip() + "\n", ui_lang)
