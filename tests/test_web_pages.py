@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 
@@ -252,3 +253,15 @@ def test_the_publishers_templates_and_catalogs_change_a_running_site(
     page = html(client.get("/archive/de/"))  # the same app, no restart
     assert page.xpath("//main/h1/text()") == ["Archiv"]
     assert "Alle Artikel" in client.get("/de/").text  # every other sentence still built in
+
+
+@pytest.mark.parametrize("key", ["issues", "archive"])
+def test_the_sent_issues_folder_is_web_issues_or_its_old_key(
+    key, tmp_path, store, article_set, clock
+):
+    config = web_config(tmp_path, **{key: "sent"})
+    assert config.web.issues == Path("sent")
+    (tmp_path / "sent" / "nl").mkdir(parents=True)
+    (tmp_path / "sent" / "nl" / "1-nl-cost.html").write_text("<title>Week 1</title>")
+    client = make_client(config, store, lambda message: None, article_set, clock)
+    assert html(client.get("/archive/nl/")).xpath("//main//li/a/text()") == ["Week 1"]

@@ -764,7 +764,7 @@ def write_archive(config: Config, issue: Issue, rendered: RenderedDigest) -> Pat
     page = rendered.personalise(
         unsubscribe_url=base, preferences_url=base, view_url=view_url(config, issue)
     ).html
-    path = config.path(config.web.archive) / issue.lang / f"{archive_name(issue)}.html"
+    path = config.path(config.web.issues) / issue.lang / f"{archive_name(issue)}.html"
     write_atomic(path, page.encode())
     return path
 

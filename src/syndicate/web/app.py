@@ -76,7 +76,7 @@ def create_app(
         secret=secret,
         now=now,
         feeds=FeedFolder(config.path(config.feeds.out)),
-        issues=config.path(web.archive),
+        issues=config.path(web.issues),
         zone=ZoneInfo(config.site.timezone),
         subscribe_limit=RateLimit(web.subscribe_per_minute),
         mail_limit=RateLimit(web.mails_per_address_hour, timedelta(hours=1)),
