@@ -8,11 +8,14 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from starlette.applications import Starlette
+from starlette.routing import Route
+from starlette.testclient import TestClient
 
 from syndicate.config import parse_config
 from syndicate.model import ArticleSet
 from syndicate.pipeline import archive_name
-from syndicate.web import ArticleWatch
+from syndicate.web import ArticleWatch, pages
 from tests.websites import (
     SLUG,
     html,
@@ -265,3 +268,15 @@ def test_the_sent_issues_folder_is_web_issues_or_its_old_key(
     (tmp_path / "sent" / "nl" / "1-nl-cost.html").write_text("<title>Week 1</title>")
     client = make_client(config, store, lambda message: None, article_set, clock)
     assert html(client.get("/archive/nl/")).xpath("//main//li/a/text()") == ["Week 1"]
+
+
+def test_a_handler_runs_alone_on_its_context(site):
+    """A handler needs only the WebContext on app.state: no closure of create_app's."""
+    client, *_ = site
+    alone = Starlette(routes=[Route("/{lang}/{slug}/", pages.article)])
+    alone.state.web = client.app.state.web
+    response = TestClient(alone).get(f"/nl/{SLUG}/")
+    assert response.status_code == 200
+    assert html(response).xpath("//link[@rel='canonical']/@href") == [
+        f"http://testserver/nl/{SLUG}/"
+    ]
