@@ -61,11 +61,12 @@ class FeedFolder:
     ) -> None:
         self.folder, self.every, self.clock = folder, every, clock
         self._cache: dict[Path, FeedFile] = {}
-        self._recent: dict[str, tuple[float, FeedFile]] = {}
+        self._recent: dict[tuple[str, ...], tuple[float, FeedFile]] = {}
 
     def recent(self, relative: str) -> FeedFile | None:
         """The file as it was looked at less than ``every`` ago; None when it is time to look."""
-        seen = self._recent.get(relative)
+        parts = _parts(relative)
+        seen = self._recent.get(parts) if parts else None
         if seen is None or self.clock() - seen[0] >= self.every:
             return None
         return seen[1]
@@ -74,8 +75,8 @@ class FeedFolder:
         """The file as it is now (a stat, and a read when it changed); None for anything that
         is not a file below the folder."""
         moment = self.clock()
-        parts = PurePosixPath(relative).parts
-        if not parts or any(p.startswith(".") or "\\" in p for p in parts):
+        parts = _parts(relative)
+        if parts is None:
             return None
         path = self.folder.joinpath(*parts)
         try:
@@ -88,8 +89,16 @@ class FeedFolder:
         found = self._cache.get(path)
         if found is None or found.stamp != stamp:
             found = self._cache[path] = _read(path, stamp, info.st_mtime)
-        self._recent[relative] = (moment, found)
+        self._recent[parts] = (moment, found)  # by parts: "a//b" is "a/b", not another entry
         return found
+
+
+def _parts(relative: str) -> tuple[str, ...] | None:
+    """The path's parts below the folder; None for a hidden file or anything but a name."""
+    parts = PurePosixPath(relative).parts
+    if not parts or any(p.startswith(".") or "\\" in p for p in parts):
+        return None
+    return parts
 
 
 def _read(path: Path, stamp: tuple[int, int], mtime: float) -> FeedFile:
