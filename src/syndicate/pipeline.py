@@ -59,7 +59,7 @@ from .reader import (
     scan,
 )
 from .render import RenderedDigest, render_digest
-from .routes import issue_url, issues_url, reader_url, site_url
+from .routes import issue_name, issue_url, issues_url, reader_url, site_url
 from .signing import DkimSigner
 from .store import Bounced, Claim, Issue, Store, Subscriber, database_errors, open_store
 from .subscribers import ReaderRow
@@ -751,7 +751,7 @@ def _restore(issue: Issue) -> RenderedDigest:
 
 
 def archive_name(issue: Issue) -> str:
-    return f"{issue.id}-{issue.key}"
+    return issue_name(issue.id, issue.key)
 
 
 def view_url(config: Config, issue: Issue) -> str:

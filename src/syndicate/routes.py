@@ -7,6 +7,7 @@ in mail already sent and in feed readers' subscriptions, so none may change.
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -67,6 +68,15 @@ def issues_url(config: Config, lang: str) -> str:
 def issue_url(config: Config, lang: str, name: str) -> str:
     """One sent issue's page; ``name`` is its file's stem in ``web.issues``."""
     return config.site.base_url + ISSUE.format(lang=lang, issue=name)
+
+
+ISSUE_NAME = re.compile(r"(\d+)-(.+)")
+"""A sent issue's page name, as ``issue_name`` makes it: the issue's id and key."""
+
+
+def issue_name(issue_id: int, key: str) -> str:
+    """A sent issue's page name: its file's stem in ``web.issues`` and the last part of its URL."""
+    return f"{issue_id}-{key}"
 
 
 def reader_url(config: Config, purpose: str, token: str) -> str:

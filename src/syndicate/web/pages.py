@@ -22,7 +22,7 @@ from starlette.responses import HTMLResponse, PlainTextResponse, RedirectRespons
 
 from ..feeds import article_html, feed_names
 from ..i18n import environment, language, long_date, template_roots, web_language
-from ..routes import article_url, feed_url, home_url
+from ..routes import ISSUE_NAME, article_url, feed_url, home_url
 from .context import WebContext, context_of
 from .feeds import accepts_gzip, feed_content_type
 from .security import CSRF_COOKIE, ISSUE_HEADERS, PAGE_HEADERS, TOKEN_HEADERS, csrf_field
@@ -182,10 +182,6 @@ def article(request: Request) -> Response:
     )
 
 
-_ISSUE_NAME = re.compile(r"(\d+)-(.+)")
-"""A sent issue's page name: the issue's id and key (``pipeline.archive_name``)."""
-
-
 def issue_list(request: Request) -> Response:
     """The sent issues of a language, newest first: dated by the store, where each was made."""
     lang = language_of(request)
@@ -196,7 +192,7 @@ def issue_list(request: Request) -> Response:
     for path in folder.glob("*.html") if folder.is_dir() else ():
         if path.name.startswith("."):
             continue
-        named = _ISSUE_NAME.fullmatch(path.stem)
+        named = ISSUE_NAME.fullmatch(path.stem)
         issue = (int(named[1]), named[2]) if named else (0, path.stem)
         # A page the store does not know (put there by hand) is dated by its file.
         when = made.get(issue) or datetime.fromtimestamp(path.stat().st_mtime, UTC)
