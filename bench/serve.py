@@ -81,7 +81,7 @@ def serve(kind: str, port: int, root: Path) -> None:
         app = create_app(
             config,
             store=open_store(config.database_url),
-            mailer=no_mail,
+            send_message=no_mail,
             articles=ArticleSet,
             secret=b"bench",
             now=lambda: datetime.now(UTC),

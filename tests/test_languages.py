@@ -152,7 +152,7 @@ def pages(site, smtp_server, tmp_path) -> Iterator[tuple[Callable[[str], list[st
         made = create_app(
             config,
             store=store,
-            mailer=mailer,
+            send_message=mailer,
             articles=lambda: found,
             secret=SECRET,
             now=lambda: NOW,
@@ -282,7 +282,7 @@ def test_a_page_in_a_language_without_catalog_is_wholly_in_the_fallback(tmp_path
     app = create_app(
         config,
         store=store,
-        mailer=lambda message: None,
+        send_message=lambda message: None,
         articles=lambda: italian,
         secret=SECRET,
         now=lambda: NOW,
@@ -380,7 +380,7 @@ def test_the_readmes_language_block_and_a_catalog_add_a_language(
     app = create_app(
         config,
         store=store,
-        mailer=smtp_mailer(port),
+        send_message=smtp_mailer(port),
         articles=lambda: found,
         secret=SECRET,
         now=lambda: NOW,

@@ -660,7 +660,7 @@ def serve(
         app = create_app(
             config,
             store=open_store(config.database_url),
-            mailer=message_sender(config),
+            send_message=message_sender(config),
             articles=watch_articles(folder, config),
             secret=secret_key(config),
             now=lambda: datetime.now(UTC),
