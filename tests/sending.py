@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from email.message import EmailMessage
 
 from syndicate.deliver import SendOptions, SmtpMailer, deliver
-from syndicate.store import Claim, Issue, Store, Subscriber, open_store
+from syndicate.state import Claim, Issue, Store, Subscriber, open_store
 
 NOW = datetime(2025, 12, 15, 8, 0, tzinfo=UTC)
 SENDER = "digest@news.example.org"

@@ -28,7 +28,7 @@ from syndicate.model import ArticleSet
 from syndicate.pipeline import build_feeds, digest_variants
 from syndicate.reader import read_articles
 from syndicate.render import RenderedDigest, render_digest
-from syndicate.store import open_store
+from syndicate.state import open_store
 from syndicate.tokens import CONFIRM, PREFERENCES, UNSUBSCRIBE, make_token
 from syndicate.web import create_app
 from tests.conftest import ARTICLES, DATA, ROOT

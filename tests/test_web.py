@@ -25,7 +25,7 @@ from syndicate.config import Config, parse_config
 from syndicate.errors import ConfigError
 from syndicate.pipeline import archive_name, build_feeds, message_sender
 from syndicate.reader import read_articles
-from syndicate.store import Store, open_store
+from syndicate.state import Store, open_store
 from syndicate.tokens import (
     CONFIRM,
     PREFERENCES,

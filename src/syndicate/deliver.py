@@ -24,7 +24,7 @@ from typing import Protocol
 from urllib.parse import unquote, urlsplit
 
 from .errors import DatabaseError, DeliveryError
-from .store import Claim, Issue, Ledger, Store
+from .state import Claim, Issue, Ledger, Store
 from .subscribers import smtp_address
 
 

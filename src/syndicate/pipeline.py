@@ -61,7 +61,7 @@ from .reader import (
 )
 from .render import RenderedDigest, render_digest
 from .signing import DkimSigner
-from .store import Bounced, Claim, Issue, Store, Subscriber, database_errors, open_store
+from .state import Bounced, Claim, Issue, Store, Subscriber, database_errors, open_store
 from .subscribers import ReaderRow
 from .tokens import PREFERENCES, UNSUBSCRIBE, link, reader_link, secret_key
 from .websub import Notify
@@ -1042,7 +1042,7 @@ def _act(
         action = _would(finding.kind, store.bounce_known(digest))
     else:
         action = store.record_bounce(
-            digest=digest,
+            message_hash=digest,
             target=target,
             kind=finding.kind,
             status=finding.status,

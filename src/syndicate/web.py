@@ -53,7 +53,7 @@ from .i18n import (
 )
 from .model import ArticleSet
 from .reader import read_articles, scan
-from .store import Store, Subscriber
+from .state import Store, Subscriber
 from .subscribers import mask_email
 from .tokens import CONFIRM, PREFERENCES, UNSUBSCRIBE, read_token, reader_link
 
