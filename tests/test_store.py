@@ -116,7 +116,7 @@ def _schema(engine: sa.Engine) -> dict[str, Any]:
 def test_a_new_database_gets_the_schema_the_migrations_make(
     kind: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
-    """A new database is made from the tables in store.py without loading Alembic: it must
+    """A new database is made from the tables in state/schema.py without loading Alembic: it must
     be the database the migrations make, or the next migration would meet another schema."""
     schemas = []
     for made_by in (schema.upgrade, schema.migrate):
