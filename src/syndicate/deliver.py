@@ -125,6 +125,7 @@ class SmtpMailer:
     def open(self) -> SmtpTransport:
         context = self.tls_context or ssl.create_default_context()
         try:
+            smtp: smtplib.SMTP
             if self.security == "tls":
                 smtp = smtplib.SMTP_SSL(self.host, self.port, timeout=self.timeout, context=context)
             else:
@@ -137,6 +138,7 @@ class SmtpMailer:
                 smtp.login(self.username, self.password or "")
             # The end of data goes out on its own, at once: not held back (Nagle) behind a
             # body the server acknowledges only later.
+            assert smtp.sock is not None  # connected above
             smtp.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         except smtplib.SMTPAuthenticationError as exc:
             reply = _reply(exc.smtp_code, exc.smtp_error)

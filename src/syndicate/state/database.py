@@ -53,6 +53,13 @@ def audience_ids(stored: str) -> tuple[str, ...]:
     return tuple(a for a in stored.split(";") if a)
 
 
+def inserted_id(result: sa.CursorResult) -> int:
+    """The primary key of the one row an INSERT made."""
+    key = result.inserted_primary_key
+    assert key is not None  # an INSERT of one row
+    return key[0]
+
+
 def database_error(exc: BaseException, dialect: str) -> DatabaseError:
     """One line for a failed database statement: what failed, in the driver's own words."""
     orig = getattr(exc, "orig", None) or exc

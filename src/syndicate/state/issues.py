@@ -8,7 +8,7 @@ from datetime import datetime
 
 import sqlalchemy as sa
 
-from .database import Database, audience_ids, stored_audiences, utc
+from .database import Database, audience_ids, inserted_id, stored_audiences, utc
 from .schema import deliveries, issue_articles, issues
 from .subscribers import Subscriber
 
@@ -84,7 +84,7 @@ class Issues(Database):
         }
         try:
             with self._transaction() as db:
-                issue_id = db.execute(sa.insert(issues).values(values)).inserted_primary_key[0]
+                issue_id = inserted_id(db.execute(sa.insert(issues).values(values)))
                 if articles:
                     db.execute(
                         sa.insert(issue_articles),

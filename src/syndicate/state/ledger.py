@@ -18,8 +18,9 @@ from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.sql.compiler import SQLCompiler
 
-from .database import Database, database_error, end_session, utc
+from .database import Database, database_error, end_session, inserted_id, utc
 from .locks import one_send_run, run_lock, run_lock_key
 from .schema import deliveries, issues, send_runs, subscribers
 from .subscribers import COUNT_BOUNCE, MARK_BOUNCED
@@ -119,16 +120,18 @@ class _Compiled:
     own, so these skip it. The SQL is still SQLAlchemy's, rendered for the dialect.
     """
 
-    def __init__(self, statement: sa.Executable, dialect: sa.Dialect) -> None:
-        self.compiled = statement.compile(dialect=dialect)
-        self.sql = str(self.compiled)
-        self.order = self.compiled.positiontup if self.compiled.positional else None
+    def __init__(self, statement: sa.ClauseElement, dialect: sa.Dialect) -> None:
+        compiled = statement.compile(dialect=dialect)
+        assert isinstance(compiled, SQLCompiler)  # a statement, not a DDL element
+        self.compiled = compiled
+        self.sql = str(compiled)
+        self.order = compiled.positiontup if compiled.positional else None
         self.when = deliveries.c.updated_at.type.bind_processor(dialect)
 
     def run(self, cursor: Any, values: dict[str, Any]) -> None:
         if self.when is not None and "now" in values:
             values["now"] = self.when(values["now"])
-        params = self.compiled.construct_params(values)
+        params: Any = self.compiled.construct_params(values)
         cursor.execute(self.sql, [params[n] for n in self.order] if self.order else params)
 
 
@@ -153,7 +156,9 @@ class Ledger:
         self._lock = lock
         self._reserved = reserved
         self._run_id = run_id
-        self._raw = db.connection.dbapi_connection
+        raw = db.connection.dbapi_connection
+        assert raw is not None  # an open connection
+        self._raw = raw
         self._dialect = db.dialect.name
         self._errors = (db.dialect.loaded_dbapi.Error, sa.exc.DBAPIError)
         self._take = _Compiled(_TAKE, db.dialect)
@@ -194,7 +199,7 @@ class Ledger:
         except self._errors as exc:
             raise database_error(exc, self._dialect) from exc
 
-    def _query(self, statement: _Compiled, values: dict[str, Any]) -> list[Any]:
+    def _query(self, statement: _Compiled, values: dict[str, Any]) -> Sequence[Any]:
         cursor = self._raw.cursor()
         try:
             statement.run(cursor, values)
@@ -299,11 +304,10 @@ class Deliveries(Database):
             try:
                 with self._database():
                     with self._transaction() as db:
-                        run_id = db.execute(
-                            sa.insert(send_runs).values(
-                                host=socket.gethostname()[:255], pid=os.getpid(), started_at=now
-                            )
-                        ).inserted_primary_key[0]
+                        insert = sa.insert(send_runs).values(
+                            host=socket.gethostname()[:255], pid=os.getpid(), started_at=now
+                        )
+                        run_id = inserted_id(db.execute(insert))
                     if self.engine.dialect.name == "postgresql":
                         lock_conn = self.engine.connect()
                         key = run_lock(lock_conn)

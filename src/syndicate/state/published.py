@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import UTC, datetime
+from typing import Any
 
 import sqlalchemy as sa
 
@@ -26,7 +27,7 @@ class Publications(Database):
                 sa.select(published.c.lang, published.c.slug, published.c.published_at)
             )
             known = {(lang, slug): utc(at) for lang, slug, at in rows if (lang, slug) in keys}
-            new = [
+            new: list[dict[str, Any]] = [
                 {"lang": lang, "slug": slug, "published_at": when.astimezone(UTC)}
                 for lang, slug, when in entries
                 if (lang, slug) not in known

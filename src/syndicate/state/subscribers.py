@@ -217,15 +217,22 @@ class Subscribers(Database):
         reader who comes back gets the row's consent in place of the old one.
         """
         added = updated = 0
-        given = {"status": status, "consent_source": consent_source, "now": now}
         with self._transaction() as db:
             known = {row.email_key: row for row in db.execute(sa.select(subscribers))}
             for row in rows:
                 found = known.get(address_key(row.email))
                 if found is None:
-                    db.execute(sa.insert(subscribers).values(_imported(row, **given)))
+                    new = _imported(row, status=status, consent_source=consent_source, now=now)
+                    db.execute(sa.insert(subscribers).values(new))
                     added += 1
-                elif changed := _changes(found, row, **given, resubscribe=resubscribe):
+                elif changed := _changes(
+                    found,
+                    row,
+                    status=status,
+                    consent_source=consent_source,
+                    now=now,
+                    resubscribe=resubscribe,
+                ):
                     db.execute(
                         sa.update(subscribers)
                         .where(subscribers.c.id == found.id)
