@@ -835,7 +835,7 @@ def send_digests(
             content_hash=digest.content_hash,
             subject=rendered.subject,
             rendered=_serialise(rendered),
-            articles=[(i.article.lang, i.article.slug, i.article.digest) for i in digest.items],
+            articles=[(*i.article.key, i.article.content_hash) for i in digest.items],
             readers=group,
             message_id=lambda issue_id, reader_id: message_id(domain, issue_id, reader_id),
             now=now,
