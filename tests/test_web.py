@@ -7,10 +7,8 @@ import logging
 import os
 import re
 import smtplib
-import socket
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from email import message_from_bytes, policy
 from email.message import EmailMessage
 from email.utils import formatdate, parsedate_to_datetime
 from pathlib import Path
@@ -18,7 +16,6 @@ from pathlib import Path
 import feedparser
 import lxml.html
 import pytest
-from aiosmtpd.controller import Controller
 from starlette.testclient import TestClient
 
 from syndicate.config import Config, parse_config
@@ -36,39 +33,10 @@ from syndicate.tokens import (
 )
 from syndicate.web import create_app, watch_articles
 from tests.conftest import ARTICLES
+from tests.mailserver import free_port
 
 SECRET = b"test secret key"
 SLUG = "amazon-trainium3-aws-nvidia-ai-chip-competition"
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-class Inbox:
-    """An aiosmtpd handler that keeps every message it accepts."""
-
-    def __init__(self) -> None:
-        self.messages: list[EmailMessage] = []
-
-    async def handle_DATA(self, server, session, envelope) -> str:
-        self.messages.append(message_from_bytes(envelope.content, policy=policy.default))
-        return "250 OK"
-
-    def link(self, index: int = -1) -> str:
-        body = self.messages[index].get_content()
-        return re.search(r"https?://\S+", body)[0]
-
-
-@pytest.fixture
-def smtp() -> Iterator[tuple[Inbox, int]]:
-    inbox, port = Inbox(), free_port()
-    controller = Controller(inbox, hostname="127.0.0.1", port=port)
-    controller.start()
-    yield inbox, port
-    controller.stop()
 
 
 def smtp_mailer(port: int):
@@ -135,12 +103,12 @@ def make_client(config, store, mailer, article_set, clock) -> TestClient:
 
 
 @pytest.fixture
-def site(tmp_path, store, smtp, article_set, clock):
+def site(tmp_path, store, smtp_server, article_set, clock):
     """A client of the whole app plus what it writes to: store, inbox, clock, feed files."""
     config = web_config(tmp_path, subscribe_per_minute=3)
     (tmp_path / "feeds").mkdir()
     files = write_feeds(tmp_path / "feeds")
-    inbox, port = smtp
+    inbox, port = smtp_server
     client = make_client(config, store, smtp_mailer(port), article_set, clock)
     return client, store, inbox, clock, files
 
@@ -360,11 +328,11 @@ def test_unknown_pages_are_404(site, path):
 
 
 def test_pages_and_mails_carry_the_title_of_their_language(
-    tmp_path, store, smtp, article_set, clock
+    tmp_path, store, smtp_server, article_set, clock
 ):
     data = {"site": {"title": "Gardening Weekly"}, "languages": {"de": {"title": "Gartenwoche"}}}
     config = parse_config(data, root=tmp_path, source="(test)", env={})
-    inbox, port = smtp
+    inbox, port = smtp_server
     client = make_client(config, store, smtp_mailer(port), article_set, clock)
     assert html(client.get("/de/")).xpath("//header/a[@class='site']/text()") == ["Gartenwoche"]
     assert html(client.get("/en/")).xpath("//title/text()")[0].endswith("· Gardening Weekly")
@@ -506,9 +474,11 @@ def test_subscribe_is_rate_limited_per_client(site, clock):
     assert subscribe(client, "later@example.org").status_code == 200
 
 
-def test_mails_to_one_address_are_limited_per_hour(tmp_path, store, smtp, article_set, clock):
+def test_mails_to_one_address_are_limited_per_hour(
+    tmp_path, store, smtp_server, article_set, clock
+):
     config = web_config(tmp_path, mails_per_address_hour=2)
-    inbox, port = smtp
+    inbox, port = smtp_server
     client = make_client(config, store, smtp_mailer(port), article_set, clock)
     pages = [subscribe(client, "Victim@example.org") for _ in range(3)]
     pages.append(subscribe(client, "victim@EXAMPLE.org"))  # the same mailbox
@@ -523,9 +493,9 @@ def test_mails_to_one_address_are_limited_per_hour(tmp_path, store, smtp, articl
 
 
 def test_x_forwarded_for_counts_only_from_a_trusted_proxy(
-    tmp_path, store, smtp, article_set, clock
+    tmp_path, store, smtp_server, article_set, clock
 ):
-    _, port = smtp
+    _, port = smtp_server
 
     def client_from(address: str, **web: object) -> TestClient:
         config = web_config(tmp_path, subscribe_per_minute=2, **web)
@@ -805,8 +775,8 @@ def test_a_missing_secret_is_generated_once_and_kept(tmp_path):
 # -- single messages (confirmations) through the configured mailer ------------------------
 
 
-def test_confirmation_mail_goes_to_the_configured_smtp_server(tmp_path, smtp, clock):
-    inbox, port = smtp
+def test_confirmation_mail_goes_to_the_configured_smtp_server(tmp_path, smtp_server, clock):
+    inbox, port = smtp_server
     config = parse_config(
         {"smtp": {"url": f"smtp://127.0.0.1:{port}"}}, root=tmp_path, source="(t)", env={}
     )
