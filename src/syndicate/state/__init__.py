@@ -2,12 +2,12 @@
 
 ``open_store`` gives the one ``Store`` the rest of the project uses; its parts, one module per
 aggregate: ``published`` (first publication times of feed entries), ``subscribers``,
-``issues``, ``ledger`` (send runs and deliveries, the exactly-once protocol), ``bounces``
+``issues``, ``ledger`` (send runs and deliveries, the exactly-once protocol), ``bounce_reports``
 (bounce reports); ``locks`` (the scheduler's and the send run's), ``schema`` (tables and
 migrations), ``database`` (the engine, its errors, the one way to write).
 """
 
-from .bounces import AtRisk, Bounced
+from .bounce_reports import AtRisk, Bounced
 from .database import create_engine, database_errors, utc
 from .issues import Issue
 from .ledger import Claim, Delivery, Ledger

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .bounces import BounceReports
+from .bounce_reports import BounceReports
 from .database import create_engine
 from .issues import Issues
 from .ledger import Deliveries
