@@ -12,14 +12,13 @@ import uvicorn
 from syndicate.tokens import UNSUBSCRIBE, link, make_token
 from syndicate.web import create_app
 from tests.conftest import ARTIFACTS
+from tests.mailserver import free_port
 from tests.test_web import (  # noqa: F401  (fixtures)
     SECRET,
     SLUG,
     Clock,
     article_set,
     clock,
-    free_port,
-    smtp,
     smtp_mailer,
     store,
     web_config,
@@ -27,9 +26,9 @@ from tests.test_web import (  # noqa: F401  (fixtures)
 
 
 @pytest.fixture
-def live(tmp_path, store, smtp, article_set, clock: Clock) -> Iterator[tuple]:  # noqa: F811
+def live(tmp_path, store, smtp_server, article_set, clock: Clock) -> Iterator[tuple]:  # noqa: F811
     """The app under uvicorn on a loopback port, as `syndicate serve` runs it."""
-    inbox, smtp_port = smtp
+    inbox, smtp_port = smtp_server
     port = free_port()
     config = web_config(tmp_path, base_url=f"http://127.0.0.1:{port}")
     app = create_app(
