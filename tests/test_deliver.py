@@ -64,7 +64,7 @@ def test_the_same_content_is_never_issued_twice(store) -> None:
         )
         is None
     )
-    assert store.sent_articles("en", ["cost"]) == {("en", "a"): "digest-one"}
+    assert store.sent_articles("en", ["cost"]) == {("en", "a"): "article-one"}
 
 
 def test_temporary_failures_are_retried_until_the_server_recovers(store, smtp_server) -> None:
