@@ -385,7 +385,7 @@ def test_hostile_text_is_escaped_never_interpreted(tmp_path: Path) -> None:
         takeaways=(Takeaways("cost", hostile, (hostile, "b")),),
         references=(Reference(1, hostile, "https://example.org/?a=1&b=<2>"),),
         seo=Seo(),
-        digest="0",
+        content_hash="0",
     )
     config = make_config(tmp_path)
     when = feeds.updated_at(config, article.updated)

@@ -24,9 +24,9 @@ from tests.websites import (
 
 
 @pytest.fixture
-def live(tmp_path, store, smtp, article_set, clock: Clock) -> Iterator[tuple]:
+def live(tmp_path, store, smtp_server, article_set, clock: Clock) -> Iterator[tuple]:
     """The app under uvicorn on a loopback port, as `syndicate serve` runs it."""
-    inbox, smtp_port = smtp
+    inbox, smtp_port = smtp_server
     port = free_port()
     config = web_config(tmp_path, base_url=f"http://127.0.0.1:{port}")
     app = create_app(

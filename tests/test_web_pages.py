@@ -90,11 +90,11 @@ def test_unknown_pages_are_404(site, path):
 
 
 def test_pages_and_mails_carry_the_title_of_their_language(
-    tmp_path, store, smtp, article_set, clock
+    tmp_path, store, smtp_server, article_set, clock
 ):
     data = {"site": {"title": "Gardening Weekly"}, "languages": {"de": {"title": "Gartenwoche"}}}
     config = parse_config(data, root=tmp_path, source="(test)", env={})
-    inbox, port = smtp
+    inbox, port = smtp_server
     client = make_client(config, store, smtp_mailer(port), article_set, clock)
     assert html(client.get("/de/")).xpath("//header/a[@class='site']/text()") == ["Gartenwoche"]
     assert html(client.get("/en/")).xpath("//title/text()")[0].endswith("· Gardening Weekly")

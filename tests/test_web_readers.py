@@ -207,8 +207,8 @@ def test_bad_tokens_get_one_plain_page(site, active, clock, store):
 # -- single messages (confirmations) through the configured mailer ------------------------
 
 
-def test_confirmation_mail_goes_to_the_configured_smtp_server(tmp_path, smtp, clock):
-    inbox, port = smtp
+def test_confirmation_mail_goes_to_the_configured_smtp_server(tmp_path, smtp_server, clock):
+    inbox, port = smtp_server
     config = parse_config(
         {"smtp": {"url": f"smtp://127.0.0.1:{port}"}}, root=tmp_path, source="(t)", env={}
     )

@@ -53,9 +53,11 @@ def test_subscribe_is_rate_limited_per_client(site, clock):
     assert subscribe(client, "later@example.org").status_code == 200
 
 
-def test_mails_to_one_address_are_limited_per_hour(tmp_path, store, smtp, article_set, clock):
+def test_mails_to_one_address_are_limited_per_hour(
+    tmp_path, store, smtp_server, article_set, clock
+):
     config = web_config(tmp_path, mails_per_address_hour=2)
-    inbox, port = smtp
+    inbox, port = smtp_server
     client = make_client(config, store, smtp_mailer(port), article_set, clock)
     pages = [subscribe(client, "Victim@example.org") for _ in range(3)]
     pages.append(subscribe(client, "victim@EXAMPLE.org"))  # the same mailbox
@@ -70,9 +72,9 @@ def test_mails_to_one_address_are_limited_per_hour(tmp_path, store, smtp, articl
 
 
 def test_x_forwarded_for_counts_only_from_a_trusted_proxy(
-    tmp_path, store, smtp, article_set, clock
+    tmp_path, store, smtp_server, article_set, clock
 ):
-    _, port = smtp
+    _, port = smtp_server
 
     def client_from(address: str, **web: object) -> TestClient:
         config = web_config(tmp_path, subscribe_per_minute=2, **web)

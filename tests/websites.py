@@ -3,11 +3,9 @@ schema, with a real SMTP server (tests/mailserver.py) behind its mail sender."""
 
 from __future__ import annotations
 
-import re
 import smtplib
 from collections.abc import Iterator
 from datetime import UTC, datetime
-from email import message_from_bytes, policy
 from email.message import EmailMessage
 from pathlib import Path
 
@@ -17,38 +15,15 @@ from starlette.testclient import TestClient
 
 from syndicate.config import Config, parse_config
 from syndicate.reader import read_articles
-from syndicate.store import Store, open_store
+from syndicate.state import Store, open_store
 from syndicate.web import create_app
 from tests.conftest import ARTICLES
-from tests.mailserver import Inbox, free_port
+from tests.mailserver import free_port
 
 __all__ = ["free_port"]
 
 SECRET = b"test secret key"
 SLUG = "amazon-trainium3-aws-nvidia-ai-chip-competition"
-
-
-class Mails:
-    """The SMTP server's messages as a reader's client parses them (headers decoded)."""
-
-    def __init__(self, inbox: Inbox) -> None:
-        self.inbox = inbox
-
-    @property
-    def messages(self) -> list[EmailMessage]:
-        with self.inbox.lock:
-            received = list(self.inbox.received)
-        return [message_from_bytes(data, policy=policy.default) for _, data in received]
-
-    def link(self, index: int = -1) -> str:
-        body = self.messages[index].get_content()
-        return re.search(r"https?://\S+", body)[0]
-
-
-@pytest.fixture
-def smtp(smtp_server: tuple[Inbox, int]) -> tuple[Mails, int]:
-    inbox, port = smtp_server
-    return Mails(inbox), port
 
 
 def smtp_mailer(port: int):
@@ -122,12 +97,12 @@ def make_client(config, store, mailer, article_set, clock) -> TestClient:
 
 
 @pytest.fixture
-def site(tmp_path, store, smtp, article_set, clock):
+def site(tmp_path, store, smtp_server, article_set, clock):
     """A client of the whole app plus what it writes to: store, inbox, clock, feed files."""
     config = web_config(tmp_path, subscribe_per_minute=3)
     (tmp_path / "feeds").mkdir()
     files = write_feeds(tmp_path / "feeds")
-    inbox, port = smtp
+    inbox, port = smtp_server
     client = make_client(config, store, smtp_mailer(port), article_set, clock)
     return client, store, inbox, clock, files
 

@@ -62,7 +62,7 @@ from .reader import (
 from .render import RenderedDigest, render_digest
 from .routes import issue_name, issue_url, issues_url, reader_url, site_url
 from .signing import DkimSigner
-from .store import Bounced, Claim, Issue, Store, Subscriber, database_errors, open_store
+from .state import Bounced, Claim, Issue, Store, Subscriber, database_errors, open_store
 from .subscribers import ReaderRow
 from .tokens import PREFERENCES, UNSUBSCRIBE, reader_link, secret_key
 from .websub import Notify
@@ -836,7 +836,7 @@ def send_digests(
             content_hash=digest.content_hash,
             subject=rendered.subject,
             rendered=_serialise(rendered),
-            articles=[(i.article.lang, i.article.slug, i.article.digest) for i in digest.items],
+            articles=[(*i.article.key, i.article.content_hash) for i in digest.items],
             readers=group,
             message_id=lambda issue_id, reader_id: message_id(domain, issue_id, reader_id),
             now=now,
@@ -1043,7 +1043,7 @@ def _act(
         action = _would(finding.kind, store.bounce_known(digest))
     else:
         action = store.record_bounce(
-            digest=digest,
+            message_hash=digest,
             target=target,
             kind=finding.kind,
             status=finding.status,

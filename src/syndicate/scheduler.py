@@ -37,7 +37,7 @@ from apscheduler.triggers.interval import IntervalTrigger
 
 from .config import Config, DigestJob
 from .errors import SchedulerBusyError, SyndicateError, describe
-from .store import create_engine, database_errors, scheduler_lock
+from .state import create_engine, database_errors, scheduler_lock
 
 log = logging.getLogger("syndicate.scheduler")
 

@@ -25,7 +25,7 @@ from .. import routes
 from ..config import Config
 from ..model import ArticleSet
 from ..reader import read_articles, scan
-from ..store import Store
+from ..state import Store
 from . import pages, readers
 from .context import MessageSender, WebContext
 from .feeds import FeedFolder, feed

@@ -14,7 +14,7 @@ from starlette.requests import Request
 
 from ..config import Config
 from ..model import ArticleSet
-from ..store import Store
+from ..state import Store
 
 if TYPE_CHECKING:
     from .feeds import FeedFolder

@@ -24,7 +24,7 @@ from starlette.responses import HTMLResponse, Response
 
 from ..compose import compose_note
 from ..render import render_note
-from ..store import Subscriber
+from ..state import Subscriber
 from ..subscribers import mask_email
 from ..tokens import CONFIRM, PREFERENCES, UNSUBSCRIBE, read_token, reader_link
 from .context import WebContext, context_of
