@@ -21,7 +21,7 @@ from .bounces import (
 from .config import Config
 from .errors import UsageError
 from .send import return_path
-from .store import Bounced, Store
+from .state import Bounced, Store
 from .tokens import secret_key
 
 
@@ -71,7 +71,7 @@ class BounceBox:
 
     def move(self, names: Sequence[str]) -> None:
         """Move messages into processed/: each is copied there first, then removed here (a
-        message found in both after a crash is recognised by its digest)."""
+        message found in both after a crash is recognised by its hash)."""
         if not names:
             return
         done: mailbox.Mailbox
@@ -84,7 +84,7 @@ class BounceBox:
         try:
             keys = {str(key): key for key in self.box.iterkeys()}
             for name in names:
-                done.add(self.box.get_bytes(keys[name]))  # byte for byte: its digest stays
+                done.add(self.box.get_bytes(keys[name]))  # byte for byte: its hash stays
                 done.flush()
                 self.box.remove(keys[name])
             self.box.flush()
@@ -97,7 +97,7 @@ def process_bounces(
 ) -> list[BounceOutcome]:
     """Classify every message of ``box``, match it to a delivery and act on it; then move it
     to processed/, so that a second run finds nothing (a message put back is recognised by
-    its digest and changes nothing either). ``dry_run`` writes and moves nothing.
+    its hash and changes nothing either). ``dry_run`` writes and moves nothing.
 
     The delivery comes from a genuine VERP address in the message; a message with VERP
     addresses none of which is genuine is forged and ignored. Without one, the original's
@@ -148,12 +148,12 @@ def _act(
     if not targets:
         return BounceOutcome(**base, action="ignored: no delivery or reader matches")
     target: Bounced = targets[0]
-    digest = hashlib.sha256(data).hexdigest()
+    message_hash = hashlib.sha256(data).hexdigest()
     if dry_run:
-        action = _would(finding.kind, store.bounce_known(digest))
+        action = _would(finding.kind, store.bounce_known(message_hash))
     else:
         action = store.record_bounce(
-            digest=digest,
+            message_hash=message_hash,
             target=target,
             kind=finding.kind,
             status=finding.status,

@@ -32,7 +32,7 @@ from .reader import (
     read_index,
     scan,
 )
-from .store import Store, database_errors, open_store
+from .state import Store, database_errors, open_store
 from .websub import Notify
 
 MANIFEST = ".manifest.json"

@@ -35,7 +35,7 @@ from .model import ArticleSet, Severity
 from .previews import write_digest
 from .reader import read_articles, scan
 from .skeleton import in_the_way
-from .store import database_errors
+from .state import database_errors
 
 if TYPE_CHECKING:
     from .schedule.scheduler import Scheduler
@@ -466,7 +466,7 @@ def digest(
     found = load_articles(config, articles, bodies=False)  # a digest shows no body
     print_problems(found)
     out = out if out is not None else config.path(config.email.outbox) / "preview"
-    from .store import open_store
+    from .state import open_store
 
     day = since.date() if since else None
     store = open_store(config.database_url)
@@ -541,7 +541,7 @@ def serve(
     import tempfile
 
     from .send import message_sender
-    from .store import open_store
+    from .state import open_store
     from .tokens import secret_key
     from .web import base_url_elsewhere, create_app, listening_url, watch_articles
 
@@ -563,7 +563,7 @@ def serve(
         app = create_app(
             config,
             store=open_store(config.database_url),
-            mailer=message_sender(config),
+            send_message=message_sender(config),
             articles=watch_articles(folder, config),
             secret=secret_key(config),
             now=lambda: datetime.now(UTC),
@@ -802,7 +802,7 @@ def send(
     issue_id: int | None,
 ) -> None:
     """Issue the digests with new content and deliver them: each reader gets each one once."""
-    from .store import open_store
+    from .state import open_store
 
     check_known(config, langs=langs, audiences=audiences)
     if as_json and not show_status:
@@ -941,7 +941,7 @@ def bounces_process(config: Config, path: Path, dry_run: bool) -> None:
     """Act on the bounces and complaints in a Maildir or mbox at PATH, then move each message
     to a processed/ subfolder (a rerun changes nothing)."""
     from .bouncebox import BounceBox, process_bounces
-    from .store import open_store
+    from .state import open_store
 
     box = BounceBox(path)
     store = open_store(config.database_url)
@@ -963,7 +963,7 @@ def bounces_process(config: Config, path: Path, dry_run: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
 def bounces_list(config: Config, as_json: bool) -> None:
     """Readers with bounces or complaints on record, and the latest reason."""
-    from .store import open_store
+    from .state import open_store
 
     store = open_store(config.database_url)
     try:
@@ -1038,7 +1038,7 @@ def subscribers_add(
 ) -> None:
     """Add a reader (or change the language and audiences of a known one, in any letter case;
     a reader who left keeps their status unless --resubscribe)."""
-    from .store import open_store
+    from .state import open_store
     from .subscribers import ReaderRow, check_reader
 
     try:
@@ -1092,7 +1092,7 @@ def subscribers_import(
     same file again changes nothing; a known address (in any letter case) keeps its consent
     and never gets a less restrictive status, unless --resubscribe.
     """
-    from .store import open_store
+    from .state import open_store
     from .subscribers import read_subscriber_csv
 
     try:
@@ -1129,7 +1129,7 @@ def subscribers_import(
 @click.option("--status", type=click.Choice(["pending", "active", "unsubscribed", "bounced"]))
 def subscribers_list(config: Config, as_json: bool, status: str | None) -> None:
     """List readers."""
-    from .store import open_store
+    from .state import open_store
 
     store = open_store(config.database_url)
     try:
@@ -1153,7 +1153,7 @@ def subscribers_remove(config: Config, email: str | None, samples: bool) -> None
     """Delete a reader and their address, in any letter case (the delivery ledger keeps what
     was sent); or, with ``--samples``, the sample readers."""
     from .send import SAMPLE_SOURCE
-    from .store import open_store
+    from .state import open_store
     from .subscribers import normalise_email
 
     if samples == (email is not None):
@@ -1191,7 +1191,7 @@ def subscribers_export(config: Config, file: Path) -> None:
     import io
 
     from .files import write_atomic
-    from .store import open_store
+    from .state import open_store
     from .subscribers import EXPORT_COLUMNS
 
     store = open_store(config.database_url)

@@ -13,9 +13,9 @@ from .errors import RenderError, describe
 from .files import write_atomic
 from .model import ArticleSet
 from .render import RenderedDigest, render_digest
+from .routes import PREFERENCES, UNSUBSCRIBE, issues_url, reader_url
 from .send import next_digest, sender_domain
-from .store import Store
-from .tokens import PREFERENCES, UNSUBSCRIBE, link
+from .state import Store
 
 PREVIEW_TOKEN = "PREVIEW-ONLY-NOT-A-READER-TOKEN"
 """Stands in for a reader's token in previews, so no preview link acts on a real reader."""
@@ -25,9 +25,9 @@ def preview_links(config: Config, lang: str) -> dict[str, str]:
     """Reader links for a preview: the real routes, with a token that is plainly not real
     (the web side answers it like any forged token), and the language's archive to view."""
     return {
-        "unsubscribe_url": link(config, UNSUBSCRIBE, PREVIEW_TOKEN),
-        "preferences_url": link(config, PREFERENCES, PREVIEW_TOKEN),
-        "view_url": f"{config.site.base_url}/archive/{lang}/",
+        "unsubscribe_url": reader_url(config, UNSUBSCRIBE, PREVIEW_TOKEN),
+        "preferences_url": reader_url(config, PREFERENCES, PREVIEW_TOKEN),
+        "view_url": issues_url(config, lang),
     }
 
 

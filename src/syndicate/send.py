@@ -44,8 +44,9 @@ from .reader import (
     read_articles,
 )
 from .render import RenderedDigest, render_digest
+from .routes import issue_name, issue_url, site_url
 from .signing import DkimSigner
-from .store import Claim, Issue, Store, Subscriber, open_store
+from .state import Claim, Issue, Store, Subscriber, open_store
 from .subscribers import ReaderRow
 from .tokens import PREFERENCES, UNSUBSCRIBE, reader_link, secret_key
 
@@ -195,20 +196,20 @@ def _restore(issue: Issue) -> RenderedDigest:
 
 
 def archive_name(issue: Issue) -> str:
-    return f"{issue.id}-{issue.key}"
+    return issue_name(issue.id, issue.key)
 
 
 def view_url(config: Config, issue: Issue) -> str:
-    return f"{config.site.base_url}/archive/{issue.lang}/{archive_name(issue)}/"
+    return issue_url(config, issue.lang, archive_name(issue))
 
 
 def write_archive(config: Config, issue: Issue, rendered: RenderedDigest) -> Path:
     """The issue as a public web page (no reader's links in it), written atomically."""
-    base = config.site.base_url + "/"
+    base = site_url(config)
     page = rendered.personalise(
         unsubscribe_url=base, preferences_url=base, view_url=view_url(config, issue)
     ).html
-    path = config.path(config.web.archive) / issue.lang / f"{archive_name(issue)}.html"
+    path = config.path(config.web.issues) / issue.lang / f"{archive_name(issue)}.html"
     write_atomic(path, page.encode())
     return path
 
@@ -331,7 +332,7 @@ def _issue(
         content_hash=digest.content_hash,
         subject=rendered.subject,
         rendered=_serialise(rendered),
-        articles=[(i.article.lang, i.article.slug, i.article.digest) for i in digest.items],
+        articles=[(*i.article.key, i.article.content_hash) for i in digest.items],
         readers=group,
         message_id=lambda issue_id, reader_id: message_id(domain, issue_id, reader_id),
         now=now,

@@ -15,7 +15,7 @@ from ..model import Severity
 from ..previews import write_previews
 from ..reader import read_articles
 from ..send import add_sample_readers, send_due
-from ..store import open_store
+from ..state import open_store
 from ..websub import HubNotifier
 from .scheduler import Jobs, Report, Step
 

@@ -3,7 +3,7 @@
 *What* runs is injected as ``Jobs`` (the CLI wires in the sending and the feed build), so this
 module never touches articles, templates or mail; *what a start does* to the stored jobs is
 ``plan.plan``'s. It owns the job store, the use of the single-scheduler lock
-(``store.scheduler_lock``), the triggers (DST), graceful stop and the one log line per run.
+(``state.scheduler_lock``), the triggers (DST), graceful stop and the one log line per run.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from apscheduler.triggers.interval import IntervalTrigger
 
 from ..config import Config, DigestJob
 from ..errors import SchedulerBusyError, SyndicateError, describe
-from ..store import create_engine, database_errors, scheduler_lock
+from ..state import create_engine, database_errors, scheduler_lock
 from .plan import (
     DIGEST_PREFIX,
     FEEDS_JOB,
