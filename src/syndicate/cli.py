@@ -469,7 +469,21 @@ def default_jobs(config: Config, stop: threading.Event | None = None) -> Jobs:
             "left": sent.left,
             "refused": len(sent.refused),
             "problems": len(sent.problems),
+            "held": len(sent.held),
+            "expired": len(sent.expired),
         }
+        for issue_id, variant, readers, copy in sent.held:
+            fields = {"issue": issue_id, "digest": variant, "readers": readers, "held": copy}
+            log.info(
+                "issue %s (%s) held for approval, %s reader(s); %s",
+                *(issue_id, variant, readers, copy),
+                extra={"fields": fields},
+            )
+        for issue_id, variant in sent.expired:
+            fields = {"issue": issue_id, "digest": variant, "outcome": "expired"}
+            log.warning(
+                "issue %s (%s) expired unapproved", issue_id, variant, extra={"fields": fields}
+            )
         for variant, _, why in sent.refused:
             fields = {"digest": variant, "outcome": "error", "reason": why}
             log.warning("digest %s not rendered: %s", variant, why, extra={"fields": fields})
@@ -780,6 +794,7 @@ def send_now(
     since: date | None = None,
     dry_run: bool = False,
     stop: threading.Event | None = None,
+    issue: bool = True,
 ) -> int:
     """Issue and deliver the due digests with a progress bar and a summary; the exit status:
     1 when the run was partial (a group refused, deliveries failed, uncertain or left).
@@ -815,6 +830,7 @@ def send_now(
                 dry_run=dry_run,
                 progress=_Bar(progress),
                 stop=stop,
+                issue=issue,
             )
     finally:
         store.close()
@@ -830,6 +846,14 @@ def send_now(
     verb = "would issue" if dry_run else "issued"
     for key, readers in report.issues:
         click.echo(f"{verb} {key} to {readers} reader(s)", err=True)
+    for issue_id, key in report.expired:
+        click.echo(f"issue {issue_id} ({key}) expired unapproved: cancelled, not sent", err=True)
+    for issue_id, key, readers, copy in report.held:
+        click.echo(
+            f"issue {issue_id} ({key}) held for approval, {readers} reader(s); {copy}; "
+            f"`syndicate send --approve {issue_id}` sends it, `--reject {issue_id}` cancels it",
+            err=True,
+        )
     refused = "would not issue" if dry_run else "not issued"
     for key, readers, reason in report.refused:
         click.echo(f"{refused} {key} to {readers} reader(s): {reason}", err=True)
@@ -886,6 +910,13 @@ def send_now(
     help="Queue every uncertain delivery again (of one issue with --issue), once you checked.",
 )
 @click.option("--issue", "issue_id", type=int, metavar="N", help="With --resend-uncertain.")
+@click.option(
+    "--approve", type=int, multiple=True, metavar="ISSUE", help="Release a held issue and send it."
+)
+@click.option("--approve-all", is_flag=True, help="Release every held issue and send them.")
+@click.option(
+    "--reject", type=int, multiple=True, metavar="ISSUE", help="Cancel a held issue (repeatable)."
+)
 def send(
     config: Config,
     articles: Path | None,
@@ -898,9 +929,15 @@ def send(
     resend: tuple[int, ...],
     resend_uncertain: bool,
     issue_id: int | None,
+    approve: tuple[int, ...],
+    approve_all: bool,
+    reject: tuple[int, ...],
 ) -> None:
     """Issue the digests with new content and deliver them: each reader gets each one once."""
     from .store import open_store
+
+    if approve or approve_all or reject:
+        sys.exit(judge(config, approve, approve_all, reject, datetime.now(UTC)))
 
     check_known(config, langs=langs, audiences=audiences)
     if as_json and not show_status:
@@ -938,6 +975,39 @@ def send(
     sys.exit(status)
 
 
+def judge(
+    config: Config, approve: tuple[int, ...], approve_all: bool, reject: tuple[int, ...], now: Any
+) -> int:
+    """Reject and release held issues, then send what was released; exit 1 when an issue
+    named is not held (the others are still acted on)."""
+    from .pipeline import approve_issue
+    from .store import open_store
+
+    store = open_store(config.database_url)
+    try:
+        status = Exit.OK
+        for issue_id in reject:
+            if store.withdraw_issue(issue_id, "rejected", "issue rejected by an editor", now):
+                click.echo(f"issue {issue_id} rejected: its content may be issued again", err=True)
+            else:
+                click.echo(f"issue {issue_id} is not held: not rejected", err=True)
+                status = Exit.FAILED
+        chosen = [i.id for i in store.held_issues()] if approve_all else list(approve)
+        released = []
+        for issue_id in chosen:
+            if (issue := approve_issue(config, store, issue_id, now)) is not None:
+                click.echo(f"issue {issue_id} ({issue.key}) approved", err=True)
+                released.append(issue_id)
+            else:
+                click.echo(f"issue {issue_id} is not held: not approved", err=True)
+                status = Exit.FAILED
+    finally:
+        store.close()
+    if released:
+        status = max(status, send_now(config, now, issue=False))
+    return status
+
+
 def requeue(store: Any, ids: tuple[int, ...], now: datetime) -> int:
     """Queue the given uncertain deliveries again; refuse (exit 1, nothing queued) when one is
     unknown or not uncertain."""
@@ -956,7 +1026,7 @@ def requeue(store: Any, ids: tuple[int, ...], now: datetime) -> int:
     return 0
 
 
-_STATUSES = ("pending", "sending", "sent", "failed", "uncertain", "skipped")
+_STATUSES = ("held", "pending", "sending", "sent", "failed", "uncertain", "skipped")
 
 
 def send_status(store: Any) -> dict[str, Any]:
@@ -983,6 +1053,19 @@ def send_status(store: Any) -> dict[str, Any]:
                 "reason": d.reply,
             }
             for d in store.deliveries("uncertain")
+        ],
+        "held": [
+            {
+                "id": issue.id,
+                "key": issue.key,
+                "subject": issue.subject,
+                "lang": issue.lang,
+                "audiences": list(issue.audiences),
+                "readers": counts.get((issue.id, issue.key, "held"), 0),
+                "created": issue.created_at.isoformat(),
+                "changes": store.issue_changes(issue),
+            }
+            for issue in store.held_issues()
         ],
     }
 
@@ -1012,6 +1095,20 @@ def print_send_status(store: Any) -> None:
         for d in status["uncertain"]:
             table.add_row(
                 str(d["id"]), str(d["issue"]), d["email"], d["message_id"], d["since"], d["reason"]
+            )
+        console.print(table, markup=False)
+    if status["held"]:
+        table = Table(title="held for approval (send --approve ISSUE, send --reject ISSUE)")
+        for column in ("id", "subject", "audience", "readers", "added", "revised", "removed"):
+            table.add_column(column, overflow="fold")
+        for held in status["held"]:
+            audience = " + ".join(held["audiences"]) or "everyone"
+            table.add_row(
+                str(held["id"]),
+                held["subject"],
+                f"{held['lang']}: {audience}",
+                str(held["readers"]),
+                *("\n".join(held["changes"][k]) or "-" for k in ("added", "revised", "removed")),
             )
         console.print(table, markup=False)
     reports = store.bounce_counts()

@@ -224,6 +224,11 @@ class Email(Section):
     verp: bool = True
     """Give each delivery its own envelope sender; off for a relay that sends as one address
     only (then return_path, else the sender's address, and bounces match by fallbacks)."""
+    approval: bool = False
+    """Hold every new issue until an editor approves it (send --approve); a test copy of each
+    goes to preview_to."""
+    approval_expires_days: int = Field(7, ge=1)
+    """A held issue older than this is cancelled, never sent stale."""
 
     @field_validator("return_path")
     @classmethod

@@ -17,7 +17,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import date, datetime
+from datetime import date, datetime, timedelta
 from email.message import EmailMessage
 from email.policy import SMTP
 from email.utils import parseaddr
@@ -652,6 +652,11 @@ class SendReport(DeliveryCounts):
     refused: list[tuple[str, int, str]] = field(default_factory=list)
     """(variant key, readers, reason) per group whose digest could not be rendered; every
     other group was still issued (in a dry run: would fail)."""
+    held: list[tuple[int, str, int, str]] = field(default_factory=list)
+    """(issue id, variant key, readers, what became of its test copy) per new issue held for
+    approval (``email.approval``)."""
+    expired: list[tuple[int, str]] = field(default_factory=list)
+    """(issue id, key) per held issue cancelled by ``email.approval_expires_days``."""
 
     @property
     def partial(self) -> bool:
@@ -783,8 +788,13 @@ def send_digests(
     dry_run: bool = False,
     progress: Progress | None = None,
     stop: threading.Event | None = None,
+    issue: bool = True,
 ) -> SendReport:
     """Issue every digest variant with new content and deliver what is pending.
+
+    With ``email.approval`` a new issue is held, its test copy sent to ``email.preview_to``,
+    until ``approve_issue``; a held issue past ``email.approval_expires_days`` is cancelled
+    first. ``issue=False`` only delivers what is pending (after an approval).
 
     Each group's window is what is new since its last issue (its first: the newest
     ``email.max_articles``, within ``email.first_window_days`` when set); ``since`` sets the
@@ -812,7 +822,9 @@ def send_digests(
         real = [r for r in active if r.consent_source != SAMPLE_SOURCE]
         report.samples = len(active) - len(real)
         active = real
-    readers = variants(active, langs, audiences)
+    readers = variants(active, langs, audiences) if issue else {}
+    if not dry_run:
+        report.expired = expire_held(config, store, now)
     for (lang, chosen), group in readers.items():
         digest = next_digest(config, articles, lang, chosen, now=now, since=since, store=store)
         if digest is None:
@@ -828,7 +840,7 @@ def send_digests(
             report.issues.append((digest.key, len(group)))
             continue
         digest = digest.shortened(rendered.listed)
-        issue = store.create_issue(
+        made = store.create_issue(
             key=digest.key,
             lang=lang,
             audiences=digest.audiences,
@@ -839,10 +851,15 @@ def send_digests(
             readers=group,
             message_id=lambda issue_id, reader_id: message_id(domain, issue_id, reader_id),
             now=now,
+            held=config.email.approval,
         )
-        if issue is not None:
-            write_archive(config, issue, rendered)
-            report.issues.append((issue.key, len(group)))
+        if made is None:
+            continue
+        report.issues.append((made.key, len(group)))
+        if made.state == "held":
+            report.held.append((made.id, made.key, len(group), test_copy(config, mailer, made)))
+        else:
+            write_archive(config, made, rendered)
     if dry_run:
         report.pending = store.pending_count()
         return report
@@ -894,6 +911,44 @@ def send_digests(
         )
     deliver(store, mailer, compose, options, now, progress=progress, counts=report, stop=stop)
     return report
+
+
+def test_copy(config: Config, mailer: Mailer, issue: Issue) -> str:
+    """Send the editor (``email.preview_to``) one copy of a held issue, through the readers'
+    mailer but outside the ledger, with the preview's links (no reader's); says how it went."""
+    message = preview_files(_restore(issue), config, now=issue.created_at)[".eml"]
+    sender = config.email.return_path or envelope_sender(config.email.sender)
+    try:
+        transport = mailer.open()
+        try:
+            transport.send(sender, config.email.preview_to, message)
+        finally:
+            transport.close()
+    except Exception as exc:  # the copy is a courtesy: the issue stays held either way
+        return f"test copy to {config.email.preview_to} not sent: {str(exc) or type(exc).__name__}"
+    return f"test copy sent to {config.email.preview_to}"
+
+
+def expire_held(config: Config, store: Store, now: datetime) -> list[tuple[int, str]]:
+    """Cancel the held issues older than ``email.approval_expires_days``: never sent stale."""
+    limit = now - timedelta(days=config.email.approval_expires_days)
+    reply = f"held longer than {config.email.approval_expires_days} day(s) without approval"
+    return [
+        (held.id, held.key)
+        for held in store.held_issues()
+        if held.created_at < limit and store.withdraw_issue(held.id, "expired", reply, now)
+    ]
+
+
+def approve_issue(config: Config, store: Store, issue_id: int, now: datetime) -> Issue | None:
+    """Release a held issue (its deliveries go out with the next send) and publish it in the
+    web archive, which shows only what was sent; None when it is not held."""
+    if not store.release_issue(issue_id, now):
+        return None
+    released = store.issue(issue_id)
+    assert released is not None
+    write_archive(config, released, _restore(released))
+    return released
 
 
 SAMPLE_AUDIENCES = (("architects",), ("cost", "procurement"), ("strategy", "ecosystem"))

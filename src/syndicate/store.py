@@ -66,8 +66,20 @@ issues = sa.Table(
     sa.Column("subject", sa.Text, nullable=False),
     sa.Column("rendered", sa.Text, nullable=False),
     sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
-    sa.UniqueConstraint("lang", "audiences", "content_hash", name="uq_issues_content"),
+    sa.Column("state", sa.String(20), nullable=False, server_default="issued"),
+    # the same content is never issued twice; a rejected or expired issue was never issued
+    sa.Index(
+        "uq_issues_content",
+        "lang",
+        "audiences",
+        "content_hash",
+        unique=True,
+        sqlite_where=sa.text("state IN ('issued', 'held')"),
+        postgresql_where=sa.text("state IN ('issued', 'held')"),
+    ),
 )
+"""An issue is ``issued``, or with ``email.approval`` first ``held`` (its deliveries too) until
+an editor approves it (``issued``), rejects it (``rejected``) or it ``expired``."""
 
 issue_articles = sa.Table(
     "issue_articles",
@@ -124,7 +136,7 @@ bounce_reports = sa.Table(
 (``digest``: the SHA-256 of the message); ``counted`` when it added to the reader's bounces."""
 
 SUBSCRIBER_STATUSES = STATUSES
-DELIVERY_STATUSES = ("pending", "sending", "sent", "failed", "uncertain", "skipped")
+DELIVERY_STATUSES = ("held", "pending", "sending", "sent", "failed", "uncertain", "skipped")
 """A delivery is ``pending`` until its message is complete but for its end of data; ``sending``
 from just before the end of data (the final dot) is written until the reply is recorded (from
 then on the server may accept it at any moment); then ``sent`` (the server said 250),
@@ -132,7 +144,8 @@ then on the server may accept it at any moment); then ``sent`` (the server said 
 first, or is a sample reader and a real server is set) or ``uncertain`` (the connection or the
 run died while ``sending``: it may or may not have arrived, so it is never resent without a
 person deciding). Before its end of data a message is only reserved, not recorded: a run that
-dies then leaves the row pending, and the server discards the message it never saw end."""
+dies then leaves the row pending, and the server discards the message it never saw end.
+``held``: its issue waits for an editor's approval; released, it is pending."""
 
 
 def _run_lock(db: sa.Connection) -> int:
@@ -182,6 +195,7 @@ class Issue:
     """The rendered variant as the pipeline serialised it; every reader's message is built
     from it, so a run that resumes after a crash sends exactly what was issued."""
     created_at: datetime
+    state: str = "issued"
 
 
 @dataclass(frozen=True, slots=True)
@@ -232,6 +246,9 @@ class AtRisk:
     last_reason: str | None
     last_at: datetime | None
 
+
+_STANDING = ("issued", "held")
+"""Issue states whose content counts as issued (the window, the same-content rule)."""
 
 # The statements of every delivery, built once (SQLAlchemy then reuses their compiled form).
 _TAKE = (
@@ -372,7 +389,7 @@ def create_engine(url: str) -> Engine:
 _MIGRATING = threading.Lock()
 
 
-HEAD_REVISION = "0004"
+HEAD_REVISION = "0005"
 """The newest migration's revision; a test holds it to what Alembic finds."""
 
 
@@ -616,7 +633,11 @@ class Store:
         query = (
             sa.select(issue_articles.c.lang, issue_articles.c.slug, issue_articles.c.digest)
             .join(issues, issues.c.id == issue_articles.c.issue_id)
-            .where(issues.c.lang == lang, issues.c.audiences == _audiences(audiences))
+            .where(
+                issues.c.lang == lang,
+                issues.c.audiences == _audiences(audiences),
+                issues.c.state.in_(_STANDING),
+            )
             .order_by(issues.c.id)
         )
         with self.engine.connect() as db:
@@ -625,7 +646,9 @@ class Store:
     def last_issue(self, lang: str, audiences: Sequence[str]) -> datetime | None:
         """When this variant was last issued; None if never."""
         query = sa.select(sa.func.max(issues.c.created_at)).where(
-            issues.c.lang == lang, issues.c.audiences == _audiences(audiences)
+            issues.c.lang == lang,
+            issues.c.audiences == _audiences(audiences),
+            issues.c.state.in_(_STANDING),
         )
         with self.engine.connect() as db:
             found = db.execute(query).scalar()
@@ -644,12 +667,14 @@ class Store:
         readers: Sequence[Subscriber],
         message_id: Callable[[int, int], str],
         now: datetime,
+        held: bool = False,
     ) -> Issue | None:
         """Record a new issue and one pending delivery per reader, in one transaction.
 
         Nothing leaves before this commits, so a crash can never lose track of a reader.
         Returns None when this variant already had an issue with the same content (also when
-        a concurrent run recorded it first).
+        a concurrent run recorded it first). ``held``: the issue and its deliveries wait for
+        ``release_issue``.
         """
         values = {
             "key": key,
@@ -659,6 +684,7 @@ class Store:
             "subject": subject,
             "rendered": rendered,
             "created_at": now,
+            "state": "held" if held else "issued",
         }
         try:
             with self.engine.begin() as db:
@@ -680,7 +706,7 @@ class Store:
                                 "subscriber_id": reader.id,
                                 "email": reader.email,
                                 "message_id": message_id(issue_id, reader.id),
-                                "status": "pending",
+                                "status": "held" if held else "pending",
                                 "updated_at": now,
                             }
                             for reader in readers
@@ -693,7 +719,7 @@ class Store:
     def issue_times(self, lang: str) -> dict[tuple[int, str], datetime]:
         """When each issue of ``lang`` was made, by (id, key): the dates the web archive shows."""
         query = sa.select(issues.c.id, issues.c.key, issues.c.created_at).where(
-            issues.c.lang == lang
+            issues.c.lang == lang, issues.c.state == "issued"
         )
         with self.engine.connect() as db:
             return {(row.id, row.key): utc(row.created_at) for row in db.execute(query)}
@@ -712,7 +738,77 @@ class Store:
             subject=row.subject,
             rendered=row.rendered,
             created_at=utc(row.created_at),
+            state=row.state,
         )
+
+    # -- approval --------------------------------------------------------------------------
+
+    def held_issues(self) -> list[Issue]:
+        """The issues waiting for an editor, oldest first."""
+        query = sa.select(issues.c.id).where(issues.c.state == "held").order_by(issues.c.id)
+        with self.engine.connect() as db:
+            ids = db.execute(query).scalars().all()
+        return [issue for issue in map(self.issue, ids) if issue is not None]
+
+    def release_issue(self, issue_id: int, now: datetime) -> bool:
+        """An editor approved a held issue: it and its deliveries go out with the next send.
+        False when it is not held (unknown, released already, rejected or expired)."""
+        with self._database(), self._writing() as db:
+            released = db.execute(
+                sa.update(issues)
+                .where(issues.c.id == issue_id, issues.c.state == "held")
+                .values(state="issued")
+            ).rowcount
+            db.execute(
+                sa.update(deliveries)
+                .where(deliveries.c.issue_id == issue_id, deliveries.c.status == "held")
+                .values(status="pending", updated_at=now)
+            )
+        return bool(released)
+
+    def withdraw_issue(self, issue_id: int, state: str, reply: str, now: datetime) -> bool:
+        """A held issue is ``rejected`` or ``expired``: none of its deliveries is sent, and as
+        it was never issued its articles and content may be issued again. False when the
+        issue is not held."""
+        with self._database(), self._writing() as db:
+            withdrawn = db.execute(
+                sa.update(issues)
+                .where(issues.c.id == issue_id, issues.c.state == "held")
+                .values(state=state)
+            ).rowcount
+            db.execute(
+                sa.update(deliveries)
+                .where(deliveries.c.issue_id == issue_id, deliveries.c.status == "held")
+                .values(status="skipped", reply=reply, updated_at=now)
+            )
+        return bool(withdrawn)
+
+    def issue_changes(self, issue: Issue) -> dict[str, list[str]]:
+        """The articles of ``issue`` against the previous issue of its variant (rejected and
+        expired ones aside): added, revised (a new content digest) and removed, as lang/slug."""
+        previous = (
+            sa.select(sa.func.max(issues.c.id))
+            .where(
+                issues.c.lang == issue.lang,
+                issues.c.audiences == _audiences(issue.audiences),
+                issues.c.id < issue.id,
+                issues.c.state.in_(_STANDING),
+            )
+            .scalar_subquery()
+        )
+        query = sa.select(
+            issue_articles.c.issue_id, issue_articles.c.lang, issue_articles.c.slug,
+            issue_articles.c.digest,
+        ).where(issue_articles.c.issue_id.in_([issue.id, previous]))
+        with self.engine.connect() as db:
+            rows = db.execute(query).all()
+        current = {f"{r.lang}/{r.slug}": r.digest for r in rows if r.issue_id == issue.id}
+        before = {f"{r.lang}/{r.slug}": r.digest for r in rows if r.issue_id != issue.id}
+        return {
+            "added": sorted(current.keys() - before.keys()),
+            "revised": sorted(k for k in current.keys() & before.keys() if current[k] != before[k]),
+            "removed": sorted(before.keys() - current.keys()),
+        }
 
     # -- delivery --------------------------------------------------------------------------
 
