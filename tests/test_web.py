@@ -642,6 +642,22 @@ def test_preferences_change_language_and_audiences(site, active, clock):
     assert client.get(unsubscribe).status_code == 200
 
 
+def test_preferences_set_the_readers_time_zone(site, active, clock):
+    client, store, *_ = site
+    url = f"/preferences/{make_token(SECRET, PREFERENCES, active.id, issued=clock())}"
+    page = html(client.get(url))
+    zone = "//select[@name='timezone']/option[@selected]/text()"
+    assert page.xpath(zone) == ["Europe/Amsterdam"]  # the site's, until the reader picks one
+    assert "Asia/Tokyo" in page.xpath("//select[@name='timezone']/option/text()")
+    token = page.xpath("//input[@name='csrf']/@value")[0]
+    form = {"csrf": token, "lang": "de", "audiences": ["cost"]}
+    saved = client.post(url, data={**form, "timezone": "Asia/Tokyo"})
+    assert html(saved).xpath(zone) == ["Asia/Tokyo"]
+    assert store.subscriber_by_id(active.id).timezone == "Asia/Tokyo"
+    client.post(url, data={**form, "timezone": "Mars/Olympus_Mons"})  # not a zone: kept
+    assert store.subscriber_by_id(active.id).timezone == "Asia/Tokyo"
+
+
 def test_bad_tokens_get_one_plain_page(site, active, clock, store):
     client, *_ = site
     good = make_token(SECRET, UNSUBSCRIBE, active.id, issued=clock())

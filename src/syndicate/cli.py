@@ -456,6 +456,7 @@ def default_jobs(config: Config, stop: threading.Event | None = None) -> Jobs:
                 langs=job.languages or None,
                 audiences=job.audiences or None,
                 stop=stop,
+                local_time=(job.hour, job.minute) if job.local_time else None,
             )
         finally:
             store.close()
@@ -471,6 +472,7 @@ def default_jobs(config: Config, stop: threading.Event | None = None) -> Jobs:
             "problems": len(sent.problems),
             "held": len(sent.held),
             "expired": len(sent.expired),
+            "waiting": sent.waiting,
         }
         for issue_id, variant, readers, copy in sent.held:
             fields = {"issue": issue_id, "digest": variant, "readers": readers, "held": copy}
@@ -492,9 +494,27 @@ def default_jobs(config: Config, stop: threading.Event | None = None) -> Jobs:
             audiences = ", ".join(job.audiences) or "all audiences"
             return Report(counts, f"no new content for {langs} / {audiences}")
         refused = "; ".join(f"{key}: {reason}" for key, _, reason in sent.refused)
-        return Report(counts, refused or None, complete=not (sent.partial or sent.stopped))
+        complete = not (sent.partial or sent.stopped)
+        return Report(counts, refused or None, complete=complete, wake=sent.wake)
 
-    return Jobs(build_feeds=rebuild_feeds, send_digest=send_digest)
+    def deliver_due(now: datetime) -> Report:
+        """The deliveries of local-time digests whose readers' time has come."""
+        from .pipeline import open_mailer, send_digests
+        from .store import open_store
+
+        store = open_store(config.database_url)
+        try:
+            sent = send_digests(
+                config, now, mailer=open_mailer(config), store=store, stop=stop, issue=False
+            )
+        finally:
+            store.close()
+        counts = {"sent": sent.sent, "failed": sent.failed, "uncertain": sent.uncertain}
+        counts |= {"skipped": sent.skipped, "left": sent.left, "waiting": sent.waiting}
+        complete = not (sent.partial or sent.stopped)
+        return Report(counts, None, complete=complete, wake=sent.wake)
+
+    return Jobs(build_feeds=rebuild_feeds, send_digest=send_digest, deliver_due=deliver_due)
 
 
 class JsonLines(logging.Formatter):
@@ -967,9 +987,10 @@ def send(
             click.echo(f"{queued} uncertain delivery(ies){of} queued again", err=True)
         if show_status:
             if as_json:
-                click.echo(json.dumps(send_status(store), ensure_ascii=False, indent=2))
+                status_json = send_status(store, config.site.timezone)
+                click.echo(json.dumps(status_json, ensure_ascii=False, indent=2))
             else:
-                print_send_status(store)
+                print_send_status(store, config.site.timezone)
     finally:
         store.close()
     sys.exit(status)
@@ -1029,8 +1050,10 @@ def requeue(store: Any, ids: tuple[int, ...], now: datetime) -> int:
 _STATUSES = ("held", "pending", "sending", "sent", "failed", "uncertain", "skipped")
 
 
-def send_status(store: Any) -> dict[str, Any]:
-    """The ``send --status --json`` contract: deliveries per issue, then the uncertain ones."""
+def send_status(store: Any, site_zone: str = "", now: datetime | None = None) -> dict[str, Any]:
+    """The ``send --status --json`` contract: deliveries per issue, the uncertain ones, the
+    held issues and the deliveries waiting for their readers' local time (a reader without a
+    zone of their own is in ``site_zone``)."""
     counts = store.delivery_counts()
     issues = sorted({(issue_id, key) for issue_id, key, _ in counts})
     return {
@@ -1067,15 +1090,25 @@ def send_status(store: Any) -> dict[str, Any]:
             }
             for issue in store.held_issues()
         ],
+        "waiting": [
+            {
+                "issue": issue_id,
+                "issue_key": key,
+                "timezone": zone or site_zone,
+                "not_before": when.isoformat(),
+                "deliveries": n,
+            }
+            for issue_id, key, zone, when, n in store.waiting(now or datetime.now(UTC))
+        ],
     }
 
 
-def print_send_status(store: Any) -> None:
+def print_send_status(store: Any, site_zone: str = "") -> None:
     """The status as tables that fit the terminal (long cells wrap inside their column)."""
     from rich.console import Console
     from rich.table import Table
 
-    status = send_status(store)
+    status = send_status(store, site_zone)
     console = Console()
     table = Table(title="deliveries per issue")
     table.add_column("id", justify="right")
@@ -1110,6 +1143,14 @@ def print_send_status(store: Any) -> None:
                 str(held["readers"]),
                 *("\n".join(held["changes"][k]) or "-" for k in ("added", "revised", "removed")),
             )
+        console.print(table, markup=False)
+    if status["waiting"]:
+        table = Table(title="waiting for their readers' local time")
+        for column in ("issue", "time zone", "not before (UTC)", "deliveries"):
+            table.add_column(column, overflow="fold")
+        for w in status["waiting"]:
+            issue = f"{w['issue']} {w['issue_key']}"
+            table.add_row(issue, w["timezone"], w["not_before"], str(w["deliveries"]))
         console.print(table, markup=False)
     reports = store.bounce_counts()
     if reports:
@@ -1226,6 +1267,7 @@ def subscribers() -> None:
     is_flag=True,
     help="Re-activate a reader who unsubscribed or bounced (only with their new consent).",
 )
+@click.option("--timezone", "zone", default=None, help="IANA time zone (default: site.timezone).")
 def subscribers_add(
     config: Config,
     email: str,
@@ -1234,22 +1276,24 @@ def subscribers_add(
     status: str,
     source: str,
     resubscribe: bool,
+    zone: str | None,
 ) -> None:
     """Add a reader (or change the language and audiences of a known one, in any letter case;
     a reader who left keeps their status unless --resubscribe)."""
     from .store import open_store
-    from .subscribers import ReaderRow, check_reader
+    from .subscribers import ReaderRow, check_reader, check_timezone
 
     try:
         address, lang, chosen = check_reader(
             email, lang, audiences, langs=config.site.languages, known=config.audiences
         )
+        zone = check_timezone(zone) if zone is not None else None
     except ValueError as exc:
         raise click.BadParameter(str(exc)) from None
     store = open_store(config.database_url)
     try:
         store.import_subscribers(
-            [ReaderRow(address, lang, chosen, status=status, consent_source=source)],
+            [ReaderRow(address, lang, chosen, status=status, consent_source=source, timezone=zone)],
             status=status,
             consent_source=source,
             now=datetime.now(UTC),
@@ -1423,6 +1467,7 @@ def _subscriber_record(s: Any) -> dict[str, Any]:
         "updated": s.updated_at.isoformat() if s.updated_at else None,
         "source": s.consent_source,
         "bounces": s.bounces,
+        "timezone": s.timezone or "",
     }
 
 

@@ -280,6 +280,9 @@ class DigestJob(Section):
     """Languages this job sends (all when empty)."""
     audiences: list[str] = []
     """Audiences this job sends (all when empty)."""
+    local_time: bool = False
+    """Send at hour:minute in each reader's own time zone (else in site.timezone): the issue
+    is made when the first zone's time comes, and each zone's deliveries wait for theirs."""
 
     @field_validator("day_of_week")
     @classmethod

@@ -459,7 +459,7 @@ def deliver(
                 while not stopping() and pacer.wait(pause):
                     if sender.transport is None and not sender.reconnect():
                         break
-                    claim = ledger.take()
+                    claim = ledger.take(now)
                     if claim is None:
                         break
                     sender.send(ledger, claim)
@@ -477,7 +477,7 @@ def deliver(
         with store.send_run(now) as run_id:
             counts.uncertain += store.mark_lost(run_id, now)
             counts.skipped += store.skip_inactive(now)
-            pending = store.pending_count()
+            pending = store.pending_count(now)
             if progress is not None:
                 progress.start(pending)
             workers = min(options.workers, pending)

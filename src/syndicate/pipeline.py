@@ -47,7 +47,7 @@ from .deliver import (
     deliver,
     envelope_sender,
 )
-from .digest import audience_order, select_digest, window_start
+from .digest import FIRST_ZONE, audience_order, local_send_time, select_digest, window_start
 from .errors import ConfigError, OutputError, RenderError, UsageError, describe
 from .model import Article, ArticleSet, Diagnostic, Digest, Severity
 from .reader import (
@@ -657,6 +657,10 @@ class SendReport(DeliveryCounts):
     approval (``email.approval``)."""
     expired: list[tuple[int, str]] = field(default_factory=list)
     """(issue id, key) per held issue cancelled by ``email.approval_expires_days``."""
+    waiting: int = 0
+    """Deliveries whose local time has not come yet."""
+    wake: datetime | None = None
+    """When the first of them is due (the scheduler wakes then)."""
 
     @property
     def partial(self) -> bool:
@@ -789,6 +793,7 @@ def send_digests(
     progress: Progress | None = None,
     stop: threading.Event | None = None,
     issue: bool = True,
+    local_time: tuple[int, int] | None = None,
 ) -> SendReport:
     """Issue every digest variant with new content and deliver what is pending.
 
@@ -799,7 +804,8 @@ def send_digests(
     Each group's window is what is new since its last issue (its first: the newest
     ``email.max_articles``, within ``email.first_window_days`` when set); ``since`` sets the
     first day of every window instead. A group whose digest cannot be rendered is reported in
-    ``SendReport.refused`` and the others go ahead.
+    ``SendReport.refused`` and the others go ahead. ``local_time`` (hour, minute): each
+    reader's delivery waits for that time of the day in their own zone (``local_send_time``).
 
     An issue and its delivery rows are committed together before any message leaves; a rerun
     after a crash sends what is still pending, from the stored issue, and never re-issues the
@@ -852,6 +858,7 @@ def send_digests(
             message_id=lambda issue_id, reader_id: message_id(domain, issue_id, reader_id),
             now=now,
             held=config.email.approval,
+            not_before=local_times(config, now, *local_time) if local_time else None,
         )
         if made is None:
             continue
@@ -910,7 +917,26 @@ def send_digests(
             SAMPLE_SOURCE, "sample reader: not sent through an SMTP server", now
         )
     deliver(store, mailer, compose, options, now, progress=progress, counts=report, stop=stop)
+    waiting = store.waiting(now)
+    report.waiting = sum(n for *_, n in waiting)
+    report.wake = waiting[0][3] if waiting else None
     return report
+
+
+def local_times(
+    config: Config, now: datetime, hour: int, minute: int
+) -> Callable[[Subscriber], datetime]:
+    """Each reader's time for a local-time job fired at ``now``: that job's day (the date in
+    ``FIRST_ZONE``) at hour:minute in the reader's zone, else the site's."""
+    day = now.astimezone(FIRST_ZONE).date()
+    zones: dict[str, ZoneInfo] = {}
+
+    def when(reader: Subscriber) -> datetime:
+        name = reader.timezone or config.site.timezone
+        zone = zones.setdefault(name, ZoneInfo(name))
+        return max(local_send_time(day, hour, minute, zone), now)
+
+    return when
 
 
 def test_copy(config: Config, mailer: Mailer, issue: Issue) -> str:

@@ -33,9 +33,11 @@ from apscheduler.schedulers.base import STATE_STOPPED
 from apscheduler.schedulers.blocking import BlockingScheduler
 from apscheduler.triggers.base import BaseTrigger
 from apscheduler.triggers.cron import CronTrigger
+from apscheduler.triggers.date import DateTrigger
 from apscheduler.triggers.interval import IntervalTrigger
 
 from .config import Config, DigestJob
+from .digest import FIRST_ZONE
 from .errors import SchedulerBusyError, SyndicateError, describe
 from .store import create_engine, database_errors, scheduler_lock
 
@@ -45,6 +47,9 @@ FEEDS_JOB = "feeds"
 DIGEST_PREFIX = "digest:"
 INTERRUPTED_PREFIX = "interrupted:"
 """A paused marker job saying "this run started and never finished"; the next start reruns it."""
+RELEASE_JOB = "release"
+"""A one-off job at the time the next deliveries of a local-time digest are due (``Report.wake``):
+it sends what is due then and sets itself for the next zone."""
 
 Clock = Callable[[], datetime]
 
@@ -64,6 +69,8 @@ class Report:
     reason: str | None = None
     complete: bool = True
     """False when part of the work failed (e.g. deliveries); the counts say which."""
+    wake: datetime | None = None
+    """When deliveries left waiting for their readers' local time are due."""
 
 
 Step = Callable[[datetime], "Report | None"]
@@ -77,6 +84,8 @@ class Jobs:
 
     build_feeds: Step
     send_digest: Callable[[DigestJob, datetime], Report]
+    deliver_due: Step | None = None
+    """Send the deliveries whose local time has come (nothing new is issued)."""
 
 
 # -- when it runs --------------------------------------------------------------------------
@@ -124,8 +133,13 @@ def job_specs(config: Config) -> list[JobSpec]:
     every = IntervalTrigger(minutes=schedule.feeds_every_minutes, timezone=UTC)
     specs = [JobSpec(FEEDS_JOB, every)]
     for digest in schedule.digests:
+        # a local-time job is issued when the first zone reaches its time; each reader's
+        # delivery then waits for it in their own zone
         trigger = WallClockCronTrigger(
-            day_of_week=digest.day_of_week, hour=digest.hour, minute=digest.minute, timezone=zone
+            day_of_week=digest.day_of_week,
+            hour=digest.hour,
+            minute=digest.minute,
+            timezone=FIRST_ZONE if digest.local_time else zone,
         )
         specs.append(JobSpec(DIGEST_PREFIX + digest.name, trigger, digest))
     return specs
@@ -377,6 +391,10 @@ class Scheduler:
             if job.id == FEEDS_JOB:
                 for name, step in self._steps.items():
                     self._report(name, step)
+        release = stored.get(RELEASE_JOB)
+        if release is not None and release.next_run_time <= now:
+            sched.remove_job(RELEASE_JOB)  # the run sets the next one
+            self.execute(RELEASE_JOB)
         return False
 
     def _stop(self) -> None:
@@ -417,7 +435,7 @@ class Scheduler:
         for job_id in stored:
             if job_id.startswith(INTERRUPTED_PREFIX):
                 sched.remove_job(job_id)
-            elif job_id not in self.specs:
+            elif job_id not in self.specs and job_id != RELEASE_JOB:
                 sched.remove_job(job_id)
                 log.info("job %s removed (no longer in the config)", job_id)
         for spec in self.specs.values():
@@ -483,7 +501,10 @@ class Scheduler:
                 )
             )
         for job_id, job in stored.items():
-            if job_id not in self.specs and not job_id.startswith(INTERRUPTED_PREFIX):
+            if job_id == RELEASE_JOB:
+                when = job.next_run_time and job.next_run_time.astimezone(self.zone)
+                rows.append(Planned(job_id, "local-time deliveries", when, "the next zone"))
+            elif job_id not in self.specs and not job_id.startswith(INTERRUPTED_PREFIX):
                 rows.append(
                     Planned(job_id, describe_trigger(job.trigger), None, "removed at next start")
                 )
@@ -494,6 +515,8 @@ class Scheduler:
     def execute(self, job_id: str) -> None:
         """Run one job now and log one line about it; never raises (the log says why)."""
         spec = self.specs.get(job_id)
+        if job_id == RELEASE_JOB:
+            spec = JobSpec(RELEASE_JOB, DateTrigger(self.clock()))
         if spec is None:
             log_run(job_id, self.clock(), 0.0, "error", reason="not in the config")
             return
@@ -519,14 +542,33 @@ class Scheduler:
         if spec.digest is not None:
             self._mark_interrupted(spec.id)  # cleared below; left behind if the process dies
             digest = spec.digest
-            self._report(spec.id, lambda now: self.jobs.send_digest(digest, now))
+            self._wake(self._report(spec.id, lambda now: self.jobs.send_digest(digest, now)))
             if not self._stopping.is_set():
                 # a send that ran into a stop may have left deliveries: it resumes at next start
                 self._clear_interrupted(spec.id)
+        elif spec.id == RELEASE_JOB:
+            if self.jobs.deliver_due is not None:
+                self._wake(self._report(spec.id, self.jobs.deliver_due))
         else:
             self._report(spec.id, self.jobs.build_feeds)
 
-    def _report(self, name: str, work: Step) -> None:
+    def _wake(self, report: Report | None) -> None:
+        """Set the release job for when the next waiting deliveries are due."""
+        sched = self._sched
+        if report is None or report.wake is None or sched is None or sched.state == STATE_STOPPED:
+            return
+        sched.add_job(
+            fire,
+            DateTrigger(report.wake),
+            args=(RELEASE_JOB,),
+            id=RELEASE_JOB,
+            name=RELEASE_JOB,
+            replace_existing=True,
+            # late (the process was down) is better than never: it runs at the next start
+            **{**self._options(), "misfire_grace_time": None},
+        )
+
+    def _report(self, name: str, work: Step) -> Report | None:
         """Run ``work`` and log its one line; never raises. A SyndicateError or an OSError is
         for the operator and needs no traceback (unless ``debug``); anything else gets one."""
         now = self.clock()
@@ -542,13 +584,14 @@ class Scheduler:
             outcome, report, failure = "error", Report(reason=f"{type(exc).__name__}: {exc}"), exc
         else:
             if report is None:
-                return
+                return None
             outcome = "ok" if report.reason is None else "nothing"
             outcome = outcome if report.complete else "partial"
         duration = time.monotonic() - started
         log_run(name, now, duration, outcome, report.counts, report.reason, failure)
         if outcome in ("error", "partial"):
             self.failed.append(name)
+        return report
 
     def _mark_interrupted(self, job_id: str) -> None:
         sched = self._sched

@@ -52,6 +52,7 @@ subscribers = sa.Table(
     # makes two spellings one reader, unique on both databases alike (SQLite's lower() and
     # case-insensitive collations stop at ASCII).
     sa.Column("email_key", sa.String(320), nullable=False),
+    sa.Column("timezone", sa.String(64), nullable=True),  # IANA name; none: the site's
     sa.Index("ix_subscribers_email_key", "email_key", unique=True),
 )
 
@@ -113,6 +114,8 @@ deliveries = sa.Table(
     sa.Column("run_id", sa.Integer, nullable=True),
     sa.Column("reply", sa.Text, nullable=True),
     sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
+    # not taken before this time: a local-time digest reaches each zone at its hour
+    sa.Column("not_before", sa.DateTime(timezone=True), nullable=True),
     sa.UniqueConstraint("issue_id", "subscriber_id", name="uq_deliveries_reader"),
     sa.Index("ix_deliveries_status", "status", "id"),
 )
@@ -179,6 +182,8 @@ class Subscriber:
     """When the reader gave their consent (``consent_source`` says where)."""
     bounces: int = 0
     updated_at: datetime | None = None
+    timezone: str | None = None
+    """IANA time zone; None: the site's."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -250,6 +255,9 @@ class AtRisk:
 _STANDING = ("issued", "held")
 """Issue states whose content counts as issued (the window, the same-content rule)."""
 
+_DUE = sa.or_(deliveries.c.not_before.is_(None), deliveries.c.not_before <= sa.bindparam("now"))
+"""A delivery's time has come (a local-time digest's rows wait for their reader's hour)."""
+
 # The statements of every delivery, built once (SQLAlchemy then reuses their compiled form).
 _TAKE = (
     sa.select(
@@ -266,6 +274,7 @@ _TAKE = (
         .exists(),
         # what this run gave back after its retries waits for the next run
         sa.or_(deliveries.c.run_id.is_(None), deliveries.c.run_id != sa.bindparam("run_id")),
+        _DUE,
     )
     .order_by(deliveries.c.id)
     .limit(sa.bindparam("n", type_=sa.Integer))
@@ -360,6 +369,7 @@ def _subscriber(row: sa.Row) -> Subscriber:
         created_at=utc(row.created_at),
         bounces=row.bounces,
         updated_at=utc(row.updated_at),
+        timezone=row.timezone,
     )
 
 
@@ -495,15 +505,19 @@ class Store:
         status: str,
         consent_source: str,
         now: datetime,
+        timezone: str | None = None,
     ) -> Subscriber:
-        """Insert a reader, or update language/audiences/status of an existing address (in
-        whatever letter case it was first given: that spelling is kept)."""
+        """Insert a reader, or update language/audiences/status (and time zone, when given)
+        of an existing address (in whatever letter case it was first given: that spelling is
+        kept)."""
         values = {
             "lang": lang,
             "audiences": _audiences(audiences),
             "status": status,
             "updated_at": now,
         }
+        if timezone is not None:
+            values["timezone"] = timezone
         key = address_key(email)
         with self.engine.begin() as db:
             row = db.execute(sa.select(subscribers).where(subscribers.c.email_key == key)).first()
@@ -601,11 +615,14 @@ class Store:
                             created_at=row.created or now,
                             updated_at=row.updated or now,
                             bounces=row.bounces or 0,
+                            timezone=row.timezone,
                         )
                     )
                     added += 1
                     continue
                 values: dict[str, Any] = {"lang": row.lang, "audiences": joined}
+                if row.timezone:
+                    values["timezone"] = row.timezone
                 wanted = row.status or (status if resubscribe else None)
                 if wanted and (found.status not in _LEFT or resubscribe):
                     values["status"] = wanted
@@ -668,13 +685,15 @@ class Store:
         message_id: Callable[[int, int], str],
         now: datetime,
         held: bool = False,
+        not_before: Callable[[Subscriber], datetime | None] | None = None,
     ) -> Issue | None:
         """Record a new issue and one pending delivery per reader, in one transaction.
 
         Nothing leaves before this commits, so a crash can never lose track of a reader.
         Returns None when this variant already had an issue with the same content (also when
         a concurrent run recorded it first). ``held``: the issue and its deliveries wait for
-        ``release_issue``.
+        ``release_issue``; ``not_before`` gives each reader's delivery the time before which
+        it is not sent.
         """
         values = {
             "key": key,
@@ -708,6 +727,7 @@ class Store:
                                 "message_id": message_id(issue_id, reader.id),
                                 "status": "held" if held else "pending",
                                 "updated_at": now,
+                                "not_before": not_before(reader) if not_before else None,
                             }
                             for reader in readers
                         ],
@@ -925,11 +945,36 @@ class Store:
             )
         return result.rowcount
 
-    def pending_count(self) -> int:
+    def pending_count(self, now: datetime | None = None) -> int:
+        """Pending deliveries; with ``now``, only those whose time has come."""
+        query = sa.select(sa.func.count()).where(deliveries.c.status == "pending")
+        if now is not None:
+            query = query.where(_DUE).params(now=now)
         with self._database(), self.engine.connect() as db:
-            return db.execute(
-                sa.select(sa.func.count()).where(deliveries.c.status == "pending")
-            ).scalar_one()
+            return db.execute(query).scalar_one()
+
+    def waiting(self, now: datetime) -> list[tuple[int, str, str | None, datetime, int]]:
+        """(issue id, issue key, time zone, not before, deliveries) of the pending deliveries
+        whose time has not come, soonest first: a local-time digest waiting for its zones."""
+        query = (
+            sa.select(
+                issues.c.id,
+                issues.c.key,
+                subscribers.c.timezone,
+                deliveries.c.not_before,
+                sa.func.count(),
+            )
+            .join(issues, issues.c.id == deliveries.c.issue_id)
+            .outerjoin(subscribers, subscribers.c.id == deliveries.c.subscriber_id)
+            .where(
+                deliveries.c.status.in_(("pending", "held")),
+                deliveries.c.not_before > now,
+            )
+            .group_by(issues.c.id, issues.c.key, subscribers.c.timezone, deliveries.c.not_before)
+            .order_by(deliveries.c.not_before, issues.c.id)
+        )
+        with self.engine.connect() as db:
+            return [(i, k, z, utc(t), n) for i, k, z, t, n in db.execute(query)]
 
     @contextmanager
     def ledger(self, run_id: int) -> Iterator[Ledger]:
@@ -1237,14 +1282,15 @@ class Ledger:
         finally:
             cursor.close()
 
-    def take(self) -> Claim | None:
-        """Reserve the next pending delivery of an active reader (nothing is recorded yet)."""
+    def take(self, now: datetime) -> Claim | None:
+        """Reserve the next pending delivery of an active reader whose time has come at
+        ``now`` (nothing is recorded yet)."""
         with self._lock, self._statements():
             if self._dialect == "postgresql":
-                rows = self._query(self._take, {"run_id": self._run_id, "n": 1})
+                rows = self._query(self._take, {"run_id": self._run_id, "n": 1, "now": now})
             else:  # skip what the other workers hold
                 n = len(self._reserved) + 1
-                rows = self._query(self._take, {"run_id": self._run_id, "n": n})
+                rows = self._query(self._take, {"run_id": self._run_id, "n": n, "now": now})
                 rows = [row for row in rows if row[0] not in self._reserved][:1]
                 self._reserved.update(row[0] for row in rows)
         return Claim(*rows[0]) if rows else None

@@ -25,7 +25,7 @@ from email.utils import format_datetime, formatdate, make_msgid, parseaddr, pars
 from pathlib import Path, PurePosixPath
 from typing import Any
 from urllib.parse import urlsplit
-from zoneinfo import ZoneInfo
+from zoneinfo import ZoneInfo, available_timezones
 
 from email_validator import EmailNotValidError, validate_email
 from markupsafe import Markup
@@ -579,6 +579,10 @@ def create_app(
             request, lang, "unsubscribed", token_page=True, manage=manage, address=address
         )
 
+    site_zone = config.site.timezone
+    zone_names = sorted(available_timezones() | {site_zone})
+    zones = frozenset(zone_names)
+
     async def preferences(request: Request) -> Response:
         reader = reader_of(request, PREFERENCES)
         if reader is None:
@@ -590,6 +594,8 @@ def create_app(
                 return notice(request, reader_lang(reader), "form_expired", 400, token_page=True)
             chosen = form.get("lang")
             audiences = [a for a in config.audiences if a in form.getlist("audiences")]
+            zone = form.get("timezone")
+            zone = zone if zone in zones else None  # a forged one changes nothing
             if isinstance(chosen, str) and chosen in languages and audiences:
                 reader = store.add_subscriber(
                     reader.email,
@@ -598,6 +604,7 @@ def create_app(
                     status=reader.status,
                     consent_source=reader.consent_source,
                     now=now(),
+                    timezone=None if zone == (reader.timezone or site_zone) else zone,
                 )
                 saved = True
                 log.info("reader %d changed preferences", reader.id)
@@ -610,6 +617,8 @@ def create_app(
             reader=reader,
             address=mask_email(reader.email),
             saved=saved,
+            zones=zone_names,
+            reader_zone=reader.timezone or site_zone,
             unsubscribe=reader_link(config, secret, UNSUBSCRIBE, reader.id, issued=now()),
         )
 

@@ -1,7 +1,9 @@
-"""Issue approval: an issue may be held for an editor, then issued, rejected or expired.
+"""Issue approval, and delivery at each reader's local time.
 
-The same-content rule becomes a unique index over the issues that stand (issued or held), so
-a rejected or expired issue's content may be issued again.
+An issue may be held for an editor, then issued, rejected or expired; the same-content rule
+becomes a unique index over the issues that stand (issued or held), so a rejected or expired
+issue's content may be issued again. A reader may have a time zone, and a delivery a time
+before which it is not sent.
 
 Revision ID: 0005
 Revises: 0004
@@ -47,6 +49,10 @@ def _rebuild_sqlite(*extra: sa.schema.SchemaItem) -> None:
 
 
 def upgrade() -> None:
+    op.add_column("subscribers", sa.Column("timezone", sa.String(64), nullable=True))
+    op.add_column(
+        "deliveries", sa.Column("not_before", sa.DateTime(timezone=True), nullable=True)
+    )
     state = sa.Column("state", sa.String(20), nullable=False, server_default="issued")
     if op.get_bind().dialect.name == "sqlite":
         _rebuild_sqlite(state)
@@ -64,6 +70,10 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
+    with op.batch_alter_table("deliveries") as batch:
+        batch.drop_column("not_before")
+    with op.batch_alter_table("subscribers") as batch:
+        batch.drop_column("timezone")
     op.drop_index("uq_issues_content", "issues")
     unique = sa.UniqueConstraint("lang", "audiences", "content_hash", name="uq_issues_content")
     if op.get_bind().dialect.name == "sqlite":
