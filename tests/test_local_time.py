@@ -68,6 +68,9 @@ def test_each_reader_gets_the_digest_once_at_their_own_0730(
         ("America/New_York", "2026-03-29T11:30:00+00:00", 1),
     ]
     planned = Scheduler(config, default_jobs(config)).planned()
+    assert [p.trigger for p in planned if p.id == "digest:sunday"] == [
+        "Sundays 07:30 each reader's time"
+    ]
     (release,) = [p for p in planned if p.id == RELEASE_JOB]
     assert release.next_run == datetime(2026, 3, 28, 22, 30, tzinfo=UTC)
 

@@ -168,7 +168,8 @@ def describe_trigger(trigger: BaseTrigger) -> str:
         hour, minute = fields["hour"], fields["minute"]
         if hour.isdigit() and minute.isdigit():
             days = _describe_days(fields["day_of_week"])
-            return f"{days} {int(hour):02d}:{int(minute):02d} {trigger.timezone}"
+            zone = "each reader's time" if trigger.timezone == FIRST_ZONE else trigger.timezone
+            return f"{days} {int(hour):02d}:{int(minute):02d} {zone}"
     return str(trigger)
 
 
