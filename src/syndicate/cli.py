@@ -888,6 +888,12 @@ def send_now(
         f"left for the next run {report.left:,}",
         err=True,
     )
+    if report.waiting:
+        click.echo(
+            f"{report.waiting:,} delivery(ies) wait for their readers' local time "
+            "(`syndicate send --status`)",
+            err=True,
+        )
     if report.refused:
         click.echo(
             f"partial run: {len(report.refused)} group(s) not issued, every other one was",
@@ -997,7 +1003,11 @@ def send(
 
 
 def judge(
-    config: Config, approve: tuple[int, ...], approve_all: bool, reject: tuple[int, ...], now: Any
+    config: Config,
+    approve: tuple[int, ...],
+    approve_all: bool,
+    reject: tuple[int, ...],
+    now: datetime,
 ) -> int:
     """Reject and release held issues, then send what was released; exit 1 when an issue
     named is not held (the others are still acted on)."""
