@@ -12,13 +12,14 @@ before the end of data can arrive); ``data`` (the whole message has arrived); ``
 
 from __future__ import annotations
 
+import re
 import socket
 import threading
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from email import message_from_bytes
-from email.message import Message
+from email import message_from_bytes, policy
+from email.message import EmailMessage
 
 import pytest
 from aiosmtpd.controller import Controller
@@ -50,9 +51,18 @@ class Inbox:
         with self.lock:
             return Counter(rcpt for rcpt, _ in self.received)
 
-    def messages(self) -> list[Message]:
+    @property
+    def messages(self) -> list[EmailMessage]:
+        """What arrived, parsed (headers decoded, as ``email.policy.default`` reads them)."""
         with self.lock:
-            return [message_from_bytes(data) for _, data in self.received]
+            return [message_from_bytes(data, policy=policy.default) for _, data in self.received]
+
+    def link(self, index: int = -1) -> str:
+        """The first link in the text of a message (by default the last one that arrived)."""
+        body = self.messages[index].get_content()
+        found = re.search(r"https?://\S+", body)
+        assert found, f"no link in {body!r}"
+        return found[0]
 
     def wait_idle(self, timeout: float = 60) -> bool:
         """Wait until every connection is closed (a killed sender's too)."""

@@ -12,7 +12,7 @@ from syndicate import pipeline
 from syndicate.cli import main
 from syndicate.config import load_config
 from syndicate.deliver import SmtpMailer
-from syndicate.store import open_store
+from syndicate.state import open_store
 from tests.conftest import write_archive
 from tests.sending import NOW
 from tests.test_send import write_config
@@ -60,7 +60,7 @@ def test_a_held_issue_goes_out_only_once_approved(
     (held,) = _status(path)["held"]
     assert (held["id"], held["key"], held["readers"]) == (1, "en-cost", 2)
     assert held["lang"] == "en" and held["audiences"] == ["cost"]
-    assert held["subject"] == inbox.messages()[0]["Subject"]
+    assert held["subject"] == inbox.messages[0]["Subject"]
     assert held["changes"] == {"added": ["en/piece-0", "en/piece-1"], "revised": [], "removed": []}
     (issue,) = _status(path)["issues"]
     assert issue["deliveries"]["held"] == 2 and issue["deliveries"]["pending"] == 0

@@ -16,7 +16,9 @@ import sqlalchemy as sa
 
 from syndicate.deliver import MaildirMailer, SendOptions, SmtpMailer, deliver
 from syndicate.errors import DatabaseError, DeliveryError
-from syndicate.store import _run_lock, deliveries, open_store
+from syndicate.state import open_store
+from syndicate.state.locks import run_lock
+from syndicate.state.schema import deliveries
 from tests.conftest import ROOT
 from tests.sending import NOW, SENDER, add_readers, compose, mailer, make_issue, options
 
@@ -62,7 +64,7 @@ def test_the_same_content_is_never_issued_twice(store) -> None:
         )
         is None
     )
-    assert store.sent_articles("en", ["cost"]) == {("en", "a"): "digest-one"}
+    assert store.sent_articles("en", ["cost"]) == {("en", "a"): "article-one"}
 
 
 def test_temporary_failures_are_retried_until_the_server_recovers(store, smtp_server) -> None:
@@ -151,7 +153,7 @@ def test_header_injection_through_an_address_never_reaches_the_server(store, smt
     inbox, port = smtp_server
     [reader] = add_readers(store, 1)
     with store.engine.begin() as db:  # as if a bad address had slipped past validation
-        from syndicate.store import subscribers
+        from syndicate.state.schema import subscribers
 
         db.execute(
             subscribers.update().values(email="reader0@example.com\r\nBcc: victim@example.net")
@@ -363,7 +365,7 @@ def _run_sessions(database_url: str, run_id: int) -> dict[int, str]:
     """Server pid → last query of every session holding the send run's liveness lock."""
     engine = sa.create_engine(database_url)
     with engine.connect() as db:
-        key = _run_lock(db)
+        key = run_lock(db)
         rows = db.execute(
             sa.text(
                 "SELECT a.pid, a.query FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid"
@@ -383,7 +385,7 @@ def _sessions_gone(database_url: str, timeout: float = 30) -> bool:
     deadline = time.monotonic() + timeout
     try:
         with engine.connect() as db:
-            key = _run_lock(db)
+            key = run_lock(db)
             query = sa.text(
                 "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND classid::int = :key"
             )

@@ -13,7 +13,7 @@ from syndicate.cli import default_jobs, main, send_status
 from syndicate.config import load_config
 from syndicate.digest import local_send_time
 from syndicate.scheduler import RELEASE_JOB, Scheduler
-from syndicate.store import open_store
+from syndicate.state import open_store
 from tests.conftest import write_archive
 from tests.test_send import write_config
 

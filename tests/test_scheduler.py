@@ -27,7 +27,7 @@ from syndicate.cli import JsonLines, main
 from syndicate.config import Config, DigestJob, load_config, parse_config
 from syndicate.errors import ConfigError, SchedulerBusyError
 from syndicate.scheduler import Jobs, Report, Scheduler, describe_trigger, job_specs
-from syndicate.store import create_engine, open_store, scheduler_lock
+from syndicate.state import create_engine, open_store, scheduler_lock
 from tests.conftest import ARTICLES, ROOT
 
 AMSTERDAM = ZoneInfo("Europe/Amsterdam")

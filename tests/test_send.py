@@ -28,7 +28,8 @@ from syndicate.cli import default_jobs, main
 from syndicate.config import Config, DigestJob, load_config, parse_config
 from syndicate.deliver import SmtpMailer, deliver
 from syndicate.errors import DeliveryError
-from syndicate.store import _run_lock, open_store
+from syndicate.state import open_store
+from syndicate.state.locks import run_lock
 from syndicate.subscribers import read_subscriber_csv
 from syndicate.tokens import UNSUBSCRIBE, read_token, secret_key
 from tests.conftest import ARTICLES, write_archive
@@ -323,7 +324,7 @@ def _run_sessions(url: str) -> list[int]:
     """Server pids of every session holding a send run's liveness lock in this schema."""
     engine = sa.create_engine(url)
     with engine.connect() as db:
-        key = _run_lock(db)
+        key = run_lock(db)
         pids = db.execute(
             sa.text("SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND classid::int = :key"),
             {"key": key},

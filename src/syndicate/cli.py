@@ -33,7 +33,7 @@ from .model import ArticleSet, Severity
 from .pipeline import FeedReport, build_feeds, message_sender, write_digest, write_previews
 from .reader import read_articles, scan
 from .skeleton import in_the_way
-from .store import database_errors
+from .state import database_errors
 
 if TYPE_CHECKING:
     from .scheduler import Jobs, Report, Scheduler
@@ -344,7 +344,7 @@ def sample_step(config: Config, jobs: Jobs, now: datetime) -> Report | None:
     deliveries, Maildir) shows; no line at all on later runs."""
     from .pipeline import add_sample_readers
     from .scheduler import Report
-    from .store import open_store
+    from .state import open_store
 
     store = open_store(config.database_url)
     try:
@@ -444,7 +444,7 @@ def default_jobs(config: Config, stop: threading.Event | None = None) -> Jobs:
 
     def send_digest(job: DigestJob, now: datetime) -> Report:
         from .pipeline import open_mailer, send_digests
-        from .store import open_store
+        from .state import open_store
 
         store = open_store(config.database_url)
         try:
@@ -500,7 +500,7 @@ def default_jobs(config: Config, stop: threading.Event | None = None) -> Jobs:
     def deliver_due(now: datetime) -> Report:
         """The deliveries of local-time digests whose readers' time has come."""
         from .pipeline import open_mailer, send_digests
-        from .store import open_store
+        from .state import open_store
 
         store = open_store(config.database_url)
         try:
@@ -598,7 +598,7 @@ def digest(
     found = load_articles(config, articles, bodies=False)  # a digest shows no body
     print_problems(found)
     out = out if out is not None else config.path(config.email.outbox) / "preview"
-    from .store import open_store
+    from .state import open_store
 
     day = since.date() if since else None
     store = open_store(config.database_url)
@@ -672,7 +672,7 @@ def serve(
     """Serve the feeds, article pages and readers' subscription links over HTTP."""
     import tempfile
 
-    from .store import open_store
+    from .state import open_store
     from .tokens import secret_key
     from .web import base_url_elsewhere, create_app, listening_url, watch_articles
 
@@ -694,7 +694,7 @@ def serve(
         app = create_app(
             config,
             store=open_store(config.database_url),
-            mailer=message_sender(config),
+            send_message=message_sender(config),
             articles=watch_articles(folder, config),
             secret=secret_key(config),
             now=lambda: datetime.now(UTC),
@@ -827,7 +827,7 @@ def send_now(
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
     from .pipeline import open_mailer, send_digests
-    from .store import open_store
+    from .state import open_store
 
     signals: contextlib.AbstractContextManager[None] = contextlib.nullcontext()
     if stop is None:
@@ -960,7 +960,7 @@ def send(
     reject: tuple[int, ...],
 ) -> None:
     """Issue the digests with new content and deliver them: each reader gets each one once."""
-    from .store import open_store
+    from .state import open_store
 
     if approve or approve_all or reject:
         sys.exit(judge(config, approve, approve_all, reject, datetime.now(UTC)))
@@ -1012,7 +1012,7 @@ def judge(
     """Reject and release held issues, then send what was released; exit 1 when an issue
     named is not held (the others are still acted on)."""
     from .pipeline import approve_issue
-    from .store import open_store
+    from .state import open_store
 
     store = open_store(config.database_url)
     try:
@@ -1187,7 +1187,7 @@ def bounces_process(config: Config, path: Path, dry_run: bool) -> None:
     """Act on the bounces and complaints in a Maildir or mbox at PATH, then move each message
     to a processed/ subfolder (a rerun changes nothing)."""
     from .pipeline import BounceBox, process_bounces
-    from .store import open_store
+    from .state import open_store
 
     box = BounceBox(path)
     store = open_store(config.database_url)
@@ -1213,7 +1213,7 @@ def _processed(path: Path) -> Path:
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
 def bounces_list(config: Config, as_json: bool) -> None:
     """Readers with bounces or complaints on record, and the latest reason."""
-    from .store import open_store
+    from .state import open_store
 
     store = open_store(config.database_url)
     try:
@@ -1290,7 +1290,7 @@ def subscribers_add(
 ) -> None:
     """Add a reader (or change the language and audiences of a known one, in any letter case;
     a reader who left keeps their status unless --resubscribe)."""
-    from .store import open_store
+    from .state import open_store
     from .subscribers import ReaderRow, check_reader, check_timezone
 
     try:
@@ -1345,7 +1345,7 @@ def subscribers_import(
     same file again changes nothing; a known address (in any letter case) keeps its consent
     and never gets a less restrictive status, unless --resubscribe.
     """
-    from .store import open_store
+    from .state import open_store
     from .subscribers import read_subscriber_csv
 
     try:
@@ -1382,7 +1382,7 @@ def subscribers_import(
 @click.option("--status", type=click.Choice(["pending", "active", "unsubscribed", "bounced"]))
 def subscribers_list(config: Config, as_json: bool, status: str | None) -> None:
     """List readers."""
-    from .store import open_store
+    from .state import open_store
 
     store = open_store(config.database_url)
     try:
@@ -1406,7 +1406,7 @@ def subscribers_remove(config: Config, email: str | None, samples: bool) -> None
     """Delete a reader and their address, in any letter case (the delivery ledger keeps what
     was sent); or, with ``--samples``, the sample readers."""
     from .pipeline import SAMPLE_SOURCE
-    from .store import open_store
+    from .state import open_store
     from .subscribers import normalise_email
 
     if samples == (email is not None):
@@ -1444,7 +1444,7 @@ def subscribers_export(config: Config, file: Path) -> None:
     import io
     import os
 
-    from .store import open_store
+    from .state import open_store
     from .subscribers import EXPORT_COLUMNS
 
     store = open_store(config.database_url)

@@ -3,7 +3,8 @@
 The parts that are the same for every reader of a variant (headers folded and RFC 2047-encoded
 by the standard library, the quoted-printable bodies) are built once and cached; a reader then
 costs a few short encodings and one join. CRLF line ends, 7-bit clean (but for the To header
-of an address that needs SMTPUTF8), ready for SMTP and for DKIM signing by delivery. No I/O.
+of an address that needs SMTPUTF8), ready for SMTP and for DKIM signing by delivery.
+``compose_note`` builds the short mails the web side sends one reader (confirmations). No I/O.
 """
 
 from __future__ import annotations
@@ -12,13 +13,13 @@ import binascii
 import email.policy
 import html
 import re
-from datetime import datetime
+from datetime import UTC, datetime
 from email.message import EmailMessage
 from email.utils import format_datetime
 from functools import lru_cache
 
 from .errors import SyndicateError
-from .render import PLACEHOLDERS, RenderedDigest, check_url
+from .render import PLACEHOLDERS, RenderedDigest, RenderedNote, check_url
 from .subscribers import smtp_address
 
 CRLF = b"\r\n"
@@ -154,6 +155,30 @@ def _link(name: str, url: str) -> str:
     return url
 
 
+def _dated(date: datetime) -> datetime:
+    if date.tzinfo is None:
+        raise HeaderError("Date: needs a time zone")
+    return date
+
+
+def _message_id(message_id: str) -> str:
+    """``<local@domain>``, angle brackets added when missing."""
+    message_id = _printable("Message-ID", message_id.strip())
+    if not message_id.startswith("<"):
+        message_id = f"<{message_id}>"
+    if not _MESSAGE_ID.fullmatch(message_id):
+        raise HeaderError(f"Message-ID: not of the form <local@domain>: {message_id!r}")
+    return message_id
+
+
+def _unsubscribe(url: str, mailto: str | None) -> str:
+    """The List-Unsubscribe value: the one-click URL, then the mailto address if any."""
+    if not mailto:
+        return f"<{url}>"
+    mailto = _link("unsubscribe_mailto", mailto)
+    return f"<{url}>,\r\n <{mailto if mailto.startswith('mailto:') else 'mailto:' + mailto}>"
+
+
 def compose_message(
     rendered: RenderedDigest,
     *,
@@ -179,22 +204,14 @@ def compose_message(
     from_, subject, middle, text, html_head, body, end = _skeleton(
         rendered, sender, list_id, reply_to, boundary
     )
-    if date.tzinfo is None:
-        raise HeaderError("Date: needs a time zone")
-    message_id = _printable("Message-ID", message_id.strip())
-    if not message_id.startswith("<"):
-        message_id = f"<{message_id}>"
-    if not _MESSAGE_ID.fullmatch(message_id):
-        raise HeaderError(f"Message-ID: not of the form <local@domain>: {message_id!r}")
+    _dated(date)
+    message_id = _message_id(message_id)
     urls = {
         "unsubscribe_url": _link("unsubscribe_url", check_url("unsubscribe_url", unsubscribe_url)),
         "preferences_url": check_url("preferences_url", preferences_url),
         "view_url": check_url("view_url", view_url),
     }
-    unsubscribe = f"<{urls['unsubscribe_url']}>"
-    if unsubscribe_mailto:
-        mailto = _link("unsubscribe_mailto", unsubscribe_mailto)
-        unsubscribe += f",\r\n <{mailto if mailto.startswith('mailto:') else 'mailto:' + mailto}>"
+    unsubscribe = _unsubscribe(urls["unsubscribe_url"], unsubscribe_mailto)
     text_values = {name: _soft(_qp(urls[name])) for name in PLACEHOLDERS}
     html_values = {name: _soft(_qp(html.escape(urls[name]))) for name in PLACEHOLDERS}
     pieces = [
@@ -260,3 +277,27 @@ def reference_message(
     msg.set_content(personal.text)
     msg.add_alternative(personal.html, subtype="html")
     return msg.as_bytes(policy=_POLICY)
+
+
+def compose_note(
+    rendered: RenderedNote,
+    *,
+    to: str,
+    sender: str,
+    message_id: str,
+    date: datetime,
+    reply_to: str | None = None,
+) -> EmailMessage:
+    """A reader's confirmation or note as a plain-text message, marked auto-generated (RFC
+    3834) so that vacation responders stay quiet. Raises HeaderError like ``compose_message``."""
+    message = EmailMessage()
+    message["From"] = _printable("From", sender)
+    message["To"] = _printable("To", to)
+    message["Subject"] = _printable("Subject", rendered.subject)
+    message["Date"] = format_datetime(_dated(date).astimezone(UTC))
+    message["Message-ID"] = _message_id(message_id)
+    message["Auto-Submitted"] = "auto-generated"
+    if reply_to:
+        message["Reply-To"] = _printable("Reply-To", reply_to)
+    message.set_content(rendered.text)
+    return message

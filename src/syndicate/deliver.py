@@ -19,12 +19,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from email.utils import parseaddr
+from functools import partial
 from pathlib import Path
 from typing import Protocol
 from urllib.parse import unquote, urlsplit
 
 from .errors import DatabaseError, DeliveryError
-from .store import Claim, Issue, Ledger, Store
+from .state import Claim, Issue, Ledger, Store
 from .subscribers import smtp_address
 
 
@@ -124,6 +125,7 @@ class SmtpMailer:
     def open(self) -> SmtpTransport:
         context = self.tls_context or ssl.create_default_context()
         try:
+            smtp: smtplib.SMTP
             if self.security == "tls":
                 smtp = smtplib.SMTP_SSL(self.host, self.port, timeout=self.timeout, context=context)
             else:
@@ -136,6 +138,7 @@ class SmtpMailer:
                 smtp.login(self.username, self.password or "")
             # The end of data goes out on its own, at once: not held back (Nagle) behind a
             # body the server acknowledges only later.
+            assert smtp.sock is not None  # connected above
             smtp.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         except smtplib.SMTPAuthenticationError as exc:
             reply = _reply(exc.smtp_code, exc.smtp_error)
@@ -178,31 +181,9 @@ class SmtpTransport:
     def send(
         self, sender: str, recipient: str, message: bytes, ending: Callable[[], None] = _nothing
     ) -> str:
-        if "\r" in recipient or "\n" in recipient or "\r" in sender or "\n" in sender:
-            raise PermanentFailure(f"refused: line break in address {recipient!r}", bounce=False)
+        mail_from, rcpt_to, utf8 = self._envelope(sender, recipient)
         try:
-            mail_from, utf8_sender = smtp_address(sender)
-            rcpt_to, utf8 = smtp_address(recipient)
-        except ValueError as exc:
-            raise PermanentFailure(f"not sent: {exc}", bounce=False) from None
-        smtp = self.smtp
-        if (utf8 or utf8_sender) and not smtp.has_extn("smtputf8"):
-            raise PermanentFailure(
-                f"not sent: {self.server} does not offer SMTPUTF8, which an address with a "
-                "non-ASCII part before @ needs",
-                bounce=False,
-            )
-        try:
-            code, text = smtp.mail(mail_from, ["SMTPUTF8"] if utf8 or utf8_sender else ())
-            if code != 250:
-                self._refused(code, text, sender_step=True)
-            code, text = smtp.rcpt(rcpt_to)
-            if code not in (250, 251):
-                self._refused(code, text)
-            code, text = smtp.docmd("DATA")
-            if code != 354:
-                self._refused(code, text)
-            self._in_data = True
+            self._begin_data(mail_from, rcpt_to, utf8)
             body = _LEADING_DOT.sub(b"..", message)
             if not body.endswith(b"\r\n"):
                 body += b"\r\n"
@@ -217,13 +198,46 @@ class SmtpTransport:
             reply = f"connection lost before the end of data: {exc}"
             raise TemporaryFailure(reply, reconnect=True) from None
         try:
-            code, text = smtp.getreply()
+            code, text = self.smtp.getreply()
         except Exception as exc:  # the end of data is out: whatever happens, it may have arrived
             raise LostInFlight(f"connection lost after the end of data: {exc}") from None
         self._in_data = False
         if code != 250:
             self._refused(code, text)
         return _reply(code, text)
+
+    def _envelope(self, sender: str, recipient: str) -> tuple[str, str, bool]:
+        """MAIL FROM and RCPT TO as they travel, and whether they need SMTPUTF8; a
+        PermanentFailure (not a bounce) when this server cannot take them."""
+        if "\r" in recipient or "\n" in recipient or "\r" in sender or "\n" in sender:
+            raise PermanentFailure(f"refused: line break in address {recipient!r}", bounce=False)
+        try:
+            mail_from, utf8_sender = smtp_address(sender)
+            rcpt_to, utf8_recipient = smtp_address(recipient)
+        except ValueError as exc:
+            raise PermanentFailure(f"not sent: {exc}", bounce=False) from None
+        utf8 = utf8_sender or utf8_recipient
+        if utf8 and not self.smtp.has_extn("smtputf8"):
+            raise PermanentFailure(
+                f"not sent: {self.server} does not offer SMTPUTF8, which an address with a "
+                "non-ASCII part before @ needs",
+                bounce=False,
+            )
+        return mail_from, rcpt_to, utf8
+
+    def _begin_data(self, mail_from: str, rcpt_to: str, utf8: bool) -> None:
+        """MAIL, RCPT and DATA, up to the 354; a refusal raises (see ``_refused``)."""
+        smtp = self.smtp
+        code, text = smtp.mail(mail_from, ["SMTPUTF8"] if utf8 else ())
+        if code != 250:
+            self._refused(code, text, sender_step=True)
+        code, text = smtp.rcpt(rcpt_to)
+        if code not in (250, 251):
+            self._refused(code, text)
+        code, text = smtp.docmd("DATA")
+        if code != 354:
+            self._refused(code, text)
+        self._in_data = True
 
     def _write(self, data: bytes) -> None:
         if self.smtp.sock is None:
@@ -398,68 +412,95 @@ def deliver(
     how many were sent and how many are left for the next run, which are kept pending.
     """
     counts = DeliveryCounts() if counts is None else counts
-    lock = threading.Lock()
-    halt = threading.Event()
-    fatal: list[BaseException] = []
-    settled = [0]
-    pacer = Pacer(options.rate)
-    issues: dict[int, Issue] = {}
+    return _Run(store, mailer, compose, options, now, progress, counts, stop).go()
 
-    def stopping() -> bool:
-        return halt.is_set() or (stop is not None and stop.is_set())
 
-    def pause(seconds: float) -> bool:
-        end = time.monotonic() + seconds
-        while not stopping():
-            left = end - time.monotonic()
-            if left <= 0:
-                return True
-            halt.wait(min(left, 0.1))
-        return False
+class _Run:
+    """One call of ``deliver``: what its workers share (the pace, the issues, the counts, the
+    stop), and how it ends."""
 
-    def outcome(status: str, email: str = "", reply: str = "") -> None:
-        with lock:
-            counts.add(status, email, reply)
-            if status != "deferred":
-                settled[0] += 1
-        if progress is not None:
-            progress.advance(status)
+    def __init__(
+        self,
+        store: Store,
+        mailer: Mailer,
+        compose: Compose,
+        options: SendOptions,
+        now: datetime,
+        progress: Progress | None,
+        counts: DeliveryCounts,
+        stop: threading.Event | None,
+    ) -> None:
+        self.store = store
+        self.mailer = mailer
+        self.compose = compose
+        self.options = options
+        self.now = now
+        self.progress = progress
+        self.counts = counts
+        self.stop = stop
+        self.pacer = Pacer(options.rate)
+        self.lock = threading.Lock()
+        self.halt = threading.Event()
+        """Set when a worker met a failure that stops them all."""
+        self.fatal: list[BaseException] = []
+        self.settled = 0
+        """Deliveries that ended this run (sent, failed, uncertain, skipped: not deferred)."""
+        self.issues: dict[int, Issue] = {}
+        self.senders: list[_Sender] = []
 
-    def issue_of(issue_id: int) -> Issue:
-        with lock:
-            if issue_id not in issues:
-                found = store.issue(issue_id)
-                assert found is not None, f"delivery of unknown issue {issue_id}"
-                issues[issue_id] = found
-            return issues[issue_id]
-
-    def connect() -> Transport | str | None:
-        """A new connection, retried with backoff; else why the server cannot be reached, or
-        None when the run stops meanwhile."""
-        last = ""
-        for attempt in range(options.retries + 1):
-            if attempt and not pause(options.backoff * 2 ** (attempt - 1)):
-                return None
-            try:
-                return mailer.open()
-            except TemporaryFailure as exc:
-                last = exc.reply
-        return last
-
-    senders: list[_Sender] = []
-
-    def work(run_id: int) -> None:
-        sender = _Sender(options, compose, issue_of, connect, pacer, pause, outcome, now)
-        with lock:
-            senders.append(sender)
+    def go(self) -> DeliveryCounts:
+        store, now, counts = self.store, self.now, self.counts
+        pending = workers = 0
         try:
-            with store.ledger(run_id) as ledger:
+            with store.send_run(now) as run_id:
+                counts.uncertain += store.mark_lost(run_id, now)
+                counts.skipped += store.skip_inactive(now)
+                pending = store.pending_count(now)
+                if self.progress is not None:
+                    self.progress.start(pending)
+                workers = min(self.options.workers, pending)
+                threads = [
+                    threading.Thread(target=self.work, args=(run_id,)) for _ in range(workers)
+                ]
+                for thread in threads:
+                    thread.start()
+                for thread in threads:
+                    thread.join()
+        except DatabaseError as exc:  # before the workers started, or after they ended
+            self.fatal.append(exc)
+        return self._ended(pending, workers)
+
+    def _ended(self, pending: int, workers: int) -> DeliveryCounts:
+        """The counts, or the failure that stopped the run, saying what it kept."""
+        counts = self.counts
+        counts.stopped = self.stop is not None and self.stop.is_set()
+        counts.left = pending - self.settled
+        kept = f"{counts.sent:,} sent, {counts.left:,} left for the next run"
+        if not pending and self.fatal:
+            kept = f"{counts.sent:,} sent; what is pending is kept for the next run"
+        if self.fatal:
+            first = self.fatal[0]
+            if isinstance(first, DatabaseError | DeliveryError):
+                raise type(first)(f"{first}; {kept}") from first
+            raise first
+        unreachable = [sender.unreachable for sender in self.senders if sender.unreachable]
+        if workers and len(unreachable) == workers:  # no worker could connect any more
+            raise DeliveryError(f"{unreachable[0]}; {kept}")
+        return counts
+
+    def work(self, run_id: int) -> None:
+        """One worker: its own connection to the server and to the database, for the run."""
+        sender = _Sender(self)
+        with self.lock:
+            self.senders.append(sender)
+        try:
+            with self.store.ledger(run_id) as ledger:
                 # Wait for the slot and the connection first, then take a row: nothing waits
                 # while it is reserved, and it is in flight only once its end of data goes.
-                while not stopping() and pacer.wait(pause):
+                while not self.stopping() and self.pacer.wait(self.pause):
                     if sender.transport is None and not sender.reconnect():
                         break
-                    claim = ledger.take(now)
+                    claim = ledger.take(self.now)
                     if claim is None:
                         break
                     sender.send(ledger, claim)
@@ -467,75 +508,71 @@ def deliver(
         except BaseException as exc:
             # The database gone, the server refusing us, a bug: every worker stops. A row left
             # in flight is settled at the next run, never resent blindly.
-            fatal.append(exc)
-            halt.set()
+            self.fatal.append(exc)
+            self.halt.set()
         finally:
             sender.close()
 
-    pending = workers = 0
-    try:
-        with store.send_run(now) as run_id:
-            counts.uncertain += store.mark_lost(run_id, now)
-            counts.skipped += store.skip_inactive(now)
-            pending = store.pending_count(now)
-            if progress is not None:
-                progress.start(pending)
-            workers = min(options.workers, pending)
-            threads = [threading.Thread(target=work, args=(run_id,)) for _ in range(workers)]
-            for thread in threads:
-                thread.start()
-            for thread in threads:
-                thread.join()
-    except DatabaseError as exc:  # before the workers started, or after they ended
-        fatal.append(exc)
-    counts.stopped = stop is not None and stop.is_set()
-    counts.left = pending - settled[0]
-    kept = f"{counts.sent:,} sent, {counts.left:,} left for the next run"
-    if not pending and fatal:
-        kept = f"{counts.sent:,} sent; what is pending is kept for the next run"
-    if fatal:
-        first = fatal[0]
-        if isinstance(first, DatabaseError | DeliveryError):
-            raise type(first)(f"{first}; {kept}") from first
-        raise first
-    unreachable = [sender.unreachable for sender in senders if sender.unreachable]
-    if workers and len(unreachable) == workers:  # no worker could connect any more
-        raise DeliveryError(f"{unreachable[0]}; {kept}")
-    return counts
+    def stopping(self) -> bool:
+        return self.halt.is_set() or (self.stop is not None and self.stop.is_set())
+
+    def pause(self, seconds: float) -> bool:
+        """A ``Pause``: wait so many seconds; False (at once) when the run is stopping."""
+        end = time.monotonic() + seconds
+        while not self.stopping():
+            left = end - time.monotonic()
+            if left <= 0:
+                return True
+            self.halt.wait(min(left, 0.1))
+        return False
+
+    def outcome(self, status: str, email: str = "", reply: str = "") -> None:
+        with self.lock:
+            self.counts.add(status, email, reply)
+            if status != "deferred":
+                self.settled += 1
+        if self.progress is not None:
+            self.progress.advance(status)
+
+    def issue_of(self, issue_id: int) -> Issue:
+        with self.lock:
+            if issue_id not in self.issues:
+                found = self.store.issue(issue_id)
+                assert found is not None, f"delivery of unknown issue {issue_id}"
+                self.issues[issue_id] = found
+            return self.issues[issue_id]
+
+    def connect(self) -> Transport | str | None:
+        """A new connection, retried with backoff; else why the server cannot be reached, or
+        None when the run stops meanwhile."""
+        last = ""
+        for attempt in range(self.options.retries + 1):
+            if attempt and not self.pause(self.options.backoff * 2 ** (attempt - 1)):
+                return None
+            try:
+                return self.mailer.open()
+            except TemporaryFailure as exc:
+                last = exc.reply
+        return last
 
 
 class _Sender:
     """One worker's connection and the sending of the deliveries it takes, with retries."""
 
-    def __init__(
-        self,
-        options: SendOptions,
-        compose: Compose,
-        issue_of: Callable[[int], Issue],
-        connect: Callable[[], Transport | str | None],
-        pacer: Pacer,
-        pause: Pause,
-        outcome: Callable[[str, str, str], None],
-        now: datetime,
-    ) -> None:
-        self.options = options
-        self.compose = compose
-        self.issue_of = issue_of
-        self.connect = connect
-        self.pacer = pacer
-        self.pause = pause
-        self.outcome = outcome
-        self.now = now
+    def __init__(self, run: _Run) -> None:
+        self.run = run
         self.transport: Transport | None = None
         self.unreachable = ""
         """Why the server could not be reached, once this worker gave up on it."""
+        self.ended = False
+        """The current message's end of data is out, or about to be."""
 
     def reconnect(self) -> bool:
         """A new connection; False when the server is out of reach or the run stops."""
         self.close()
         if self.unreachable:
             return False
-        got = self.connect()
+        got = self.run.connect()
         if isinstance(got, str):
             self.unreachable = got
         elif got is not None:
@@ -554,70 +591,84 @@ class _Sender:
         failing is not about the message: it stops the run). Between retries the row is given
         back (pending), so nothing is held while the worker waits.
         """
-        now, options = self.now, self.options
-        issue = self.issue_of(claim.issue_id)
+        run = self.run
+        issue = run.issue_of(claim.issue_id)
         try:
-            message = self.compose(issue, claim)
+            message = run.compose(issue, claim)
         except Exception as exc:  # a message that cannot be built must not stop the others
             reply = f"cannot build the message: {exc}"
-            ledger.finish(claim.id, "failed", reply, now)
-            self.outcome("failed", claim.email, reply)
+            ledger.finish(claim.id, "failed", reply, run.now)
+            run.outcome("failed", claim.email, reply)
             return
+        options = run.options
         sender = options.return_path(claim) if options.return_path else options.sender
-        last = ""
+        last: str | None = ""
         for attempt in range(options.retries + 1):
             if attempt and not self._again(ledger, claim, attempt):
                 break
-            ended = False
-
-            def ending() -> None:
-                nonlocal ended
-                ledger.sending(claim.id, now)
-                ended = True
-
-            assert self.transport is not None
-            try:
-                reply = self.transport.send(sender, claim.email, message, ending)
-            except TemporaryFailure as exc:
-                last = exc.reply
-                if exc.reconnect:
-                    self.close()
-                ledger.give_back(claim.id, last, now)
-                continue
-            except PermanentFailure as exc:
-                if exc.bounce:
-                    bounces = options.max_bounces
-                    ledger.bounce(claim.id, claim.subscriber_id, exc.reply, bounces, now)
-                else:
-                    ledger.finish(claim.id, "failed", exc.reply, now)
-                self.outcome("failed", claim.email, exc.reply)
+            last = self._attempt(ledger, claim, sender, message)
+            if last is None:
                 return
-            except DatabaseError:
-                raise
-            except DeliveryError as exc:  # the server refuses us: give the row back, stop
-                ledger.give_back(claim.id, str(exc), now)
-                raise
-            except Exception as exc:
-                self.close()  # the connection is in an unknown state
-                if isinstance(exc, LostInFlight):
-                    status, reply = "uncertain", str(exc)
-                elif ended:  # the end of data may be out
-                    status, reply = "uncertain", f"after the end of data: {exc!r}"
-                else:
-                    status, reply = "failed", f"not sent: {exc!r}"
-                ledger.finish(claim.id, status, reply, now)
-                self.outcome(status, claim.email, reply)
-                return
-            ledger.sent(claim.id, reply, now)
-            self.outcome("sent", claim.email, reply)
-            return
-        self.outcome("deferred", claim.email, last)  # already given back
+        run.outcome("deferred", claim.email, last or "")  # already given back
+
+    def _attempt(self, ledger: Ledger, claim: Claim, sender: str, message: bytes) -> str | None:
+        """One try: None when the delivery is settled, else the temporary failure's reply (the
+        row is given back)."""
+        run, now = self.run, self.run.now
+        self.ended = False
+        assert self.transport is not None
+        try:
+            reply = self.transport.send(
+                sender, claim.email, message, partial(self._end_of_data, ledger, claim.id)
+            )
+        except TemporaryFailure as exc:
+            if exc.reconnect:
+                self.close()
+            ledger.give_back(claim.id, exc.reply, now)
+            return exc.reply
+        except PermanentFailure as exc:
+            if exc.bounce:
+                bounces = run.options.max_bounces
+                ledger.bounce(claim.id, claim.subscriber_id, exc.reply, bounces, now)
+            else:
+                ledger.finish(claim.id, "failed", exc.reply, now)
+            run.outcome("failed", claim.email, exc.reply)
+            return None
+        except DatabaseError:
+            raise
+        except DeliveryError as exc:  # the server refuses us: give the row back, stop
+            ledger.give_back(claim.id, str(exc), now)
+            raise
+        except Exception as exc:
+            self._broken(ledger, claim, exc)
+            return None
+        ledger.sent(claim.id, reply, now)
+        run.outcome("sent", claim.email, reply)
+        return None
+
+    def _end_of_data(self, ledger: Ledger, delivery_id: int) -> None:
+        """The transport's ``ending``: record ``sending`` before the end of data goes out."""
+        ledger.sending(delivery_id, self.run.now)
+        self.ended = True
+
+    def _broken(self, ledger: Ledger, claim: Claim, exc: Exception) -> None:
+        """Anything else went wrong: uncertain if the end of data may be out, else failed."""
+        self.close()  # the connection is in an unknown state
+        if isinstance(exc, LostInFlight):
+            status, reply = "uncertain", str(exc)
+        elif self.ended:  # the end of data may be out
+            status, reply = "uncertain", f"after the end of data: {exc!r}"
+        else:
+            status, reply = "failed", f"not sent: {exc!r}"
+        ledger.finish(claim.id, status, reply, self.run.now)
+        self.run.outcome(status, claim.email, reply)
 
     def _again(self, ledger: Ledger, claim: Claim, attempt: int) -> bool:
         """Wait out the backoff, reconnect if needed and take the row back; False when the
         run stops, the server stays out of reach or another run took the row."""
-        backoff = self.options.backoff * 2 ** (attempt - 1)
-        if not self.pause(backoff) or not self.pacer.wait(self.pause):
+        run = self.run
+        backoff = run.options.backoff * 2 ** (attempt - 1)
+        if not run.pause(backoff) or not run.pacer.wait(run.pause):
             return False
         if self.transport is None and not self.reconnect():
             return False

@@ -60,10 +60,11 @@ from .reader import (
     scan,
 )
 from .render import RenderedDigest, render_digest
+from .routes import issue_name, issue_url, issues_url, reader_url, site_url
 from .signing import DkimSigner
-from .store import Bounced, Claim, Issue, Store, Subscriber, database_errors, open_store
+from .state import Bounced, Claim, Issue, Store, Subscriber, database_errors, open_store
 from .subscribers import ReaderRow
-from .tokens import PREFERENCES, UNSUBSCRIBE, link, reader_link, secret_key
+from .tokens import PREFERENCES, UNSUBSCRIBE, reader_link, secret_key
 from .websub import Notify
 
 MANIFEST = ".manifest.json"
@@ -523,9 +524,9 @@ def preview_links(config: Config, lang: str) -> dict[str, str]:
     """Reader links for a preview: the real routes, with a token that is plainly not real
     (the web side answers it like any forged token), and the language's archive to view."""
     return {
-        "unsubscribe_url": link(config, UNSUBSCRIBE, PREVIEW_TOKEN),
-        "preferences_url": link(config, PREFERENCES, PREVIEW_TOKEN),
-        "view_url": f"{config.site.base_url}/archive/{lang}/",
+        "unsubscribe_url": reader_url(config, UNSUBSCRIBE, PREVIEW_TOKEN),
+        "preferences_url": reader_url(config, PREFERENCES, PREVIEW_TOKEN),
+        "view_url": issues_url(config, lang),
     }
 
 
@@ -762,20 +763,20 @@ def _restore(issue: Issue) -> RenderedDigest:
 
 
 def archive_name(issue: Issue) -> str:
-    return f"{issue.id}-{issue.key}"
+    return issue_name(issue.id, issue.key)
 
 
 def view_url(config: Config, issue: Issue) -> str:
-    return f"{config.site.base_url}/archive/{issue.lang}/{archive_name(issue)}/"
+    return issue_url(config, issue.lang, archive_name(issue))
 
 
 def write_archive(config: Config, issue: Issue, rendered: RenderedDigest) -> Path:
     """The issue as a public web page (no reader's links in it), written atomically."""
-    base = config.site.base_url + "/"
+    base = site_url(config)
     page = rendered.personalise(
         unsubscribe_url=base, preferences_url=base, view_url=view_url(config, issue)
     ).html
-    path = config.path(config.web.archive) / issue.lang / f"{archive_name(issue)}.html"
+    path = config.path(config.web.issues) / issue.lang / f"{archive_name(issue)}.html"
     write_atomic(path, page.encode())
     return path
 
@@ -853,7 +854,7 @@ def send_digests(
             content_hash=digest.content_hash,
             subject=rendered.subject,
             rendered=_serialise(rendered),
-            articles=[(i.article.lang, i.article.slug, i.article.digest) for i in digest.items],
+            articles=[(*i.article.key, i.article.content_hash) for i in digest.items],
             readers=group,
             message_id=lambda issue_id, reader_id: message_id(domain, issue_id, reader_id),
             now=now,
@@ -1123,7 +1124,7 @@ def _act(
         action = _would(finding.kind, store.bounce_known(digest))
     else:
         action = store.record_bounce(
-            digest=digest,
+            message_hash=digest,
             target=target,
             kind=finding.kind,
             status=finding.status,

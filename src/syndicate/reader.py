@@ -768,7 +768,7 @@ def slugify(text: str) -> str:
     return "-".join(re.findall(r"[a-z0-9]+", ascii_text.lower()))[:80].strip("-")
 
 
-def content_digest(lang: str, title: str, updated: date, takeaways: Sequence[str]) -> str:
+def content_hash(lang: str, title: str, updated: date, takeaways: Sequence[str]) -> str:
     """A hash of what a digest shows of the article: its title, date and takeaways (each
     audience's id, label and text, as ``_takeaways`` gives them).
 
@@ -803,7 +803,7 @@ def parse_article(
     matches, the language model's second opinion is not asked. Everything else is, which is
     what summaries, digests and feed indexes need, at a fraction of the time and memory. With
     ``bullets=False`` each audience's takeaways keep their label but not their bullets, which
-    is all a feed index shows (the article's ``digest`` still covers them). With
+    is all a feed index shows (the article's ``content_hash`` still covers them). With
     ``second_opinion=False`` the language model is not asked either when the body is read: for
     a caller that has the file's diagnostics from an earlier reading.
     """
@@ -975,13 +975,13 @@ def _parse(
         blocks.append(Block(kind, parts, para.line))
 
     title = strip_marks(paras[0].text)
-    digest = content_digest(lang, title, updated, shown)
+    hashed = content_hash(lang, title, updated, shown)
     slug = seo.primary_slug
     if slug is not None and not _SLUG.fullmatch(slug):
         warn.append((1, f"primary slug {slug!r} is not a URL slug; using {slugify(slug)!r}"))
         slug = slugify(slug)
     if not slug:
-        slug = slugify(seo.title or paras[0].text) or f"article-{digest[:12]}"
+        slug = slugify(seo.title or paras[0].text) or f"article-{hashed[:12]}"
         warn.append(
             (paras[0].line, f"no primary slug in the SEO tail; using {slug!r} from the title")
         )
@@ -1001,7 +1001,7 @@ def _parse(
         takeaways=takeaways,
         references=references,
         seo=seo,
-        digest=digest,
+        content_hash=hashed,
     )
 
 
@@ -1357,7 +1357,7 @@ def encode_reading(reading: Reading) -> str:
         article.summary,
         [[t.audience, t.label, list(t.bullets)] for t in article.takeaways],
         [seo.title, seo.description, seo.excerpt, seo.primary_slug, list(seo.alt_slugs)],
-        article.digest,
+        article.content_hash,
     ]
     return _JSON.encode([fields, found])
 
@@ -1372,7 +1372,7 @@ def decode_reading(source: str, line: str) -> Reading:
         ]
         if fields is None:
             return None, problems
-        lang, slug, title, updated, summary, takeaways, seo, digest = fields
+        lang, slug, title, updated, summary, takeaways, seo, hashed = fields
         article = Article(
             source=source,
             lang=lang,
@@ -1387,7 +1387,7 @@ def decode_reading(source: str, line: str) -> Reading:
             ),
             references=(),
             seo=Seo(seo[0], seo[1], seo[2], seo[3], alt_slugs=tuple(seo[4])),
-            digest=digest,
+            content_hash=hashed,
         )
     except (TypeError, KeyError) as exc:
         raise ValueError(f"not an encoded reading: {exc}") from None

@@ -39,7 +39,7 @@ from apscheduler.triggers.interval import IntervalTrigger
 from .config import Config, DigestJob
 from .digest import FIRST_ZONE
 from .errors import SchedulerBusyError, SyndicateError, describe
-from .store import create_engine, database_errors, scheduler_lock
+from .state import create_engine, database_errors, scheduler_lock
 
 log = logging.getLogger("syndicate.scheduler")
 

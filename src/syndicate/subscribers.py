@@ -9,6 +9,7 @@ import io
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import idna
@@ -175,9 +176,9 @@ def read_subscriber_csv(
     return rows, problems
 
 
-def _exported(record: dict[str, str]) -> dict[str, object]:
+def _exported(record: dict[str, str]) -> dict[str, Any]:
     """The columns beyond the three an import needs, checked; empty cells are None."""
-    found: dict[str, object] = {}
+    found: dict[str, Any] = {}
     status = record.get("status", "").strip()
     if status:
         if status not in STATUSES:
