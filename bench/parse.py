@@ -9,12 +9,16 @@ temporary folder, then times:
   full         read_articles(bodies=True), what `syndicate check` does.
 Each read runs in a fresh child process, which reports its peak memory (ru_maxrss) and that of
 its largest worker; a worker's peak counts the pages it shares with the process it forked from.
+Each runs twice, interleaved: with the compiled modules (those the install compiled) and with
+every module as Python (SYNDICATE_PURE_PYTHON=1); "compiled" is how many times faster the
+first is, the figure that decides whether the reader stays compiled (pyproject.toml).
 Run: .venv/bin/python bench/parse.py [files-per-language]
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
 import resource
 import subprocess
@@ -96,14 +100,26 @@ def child(folder: str, mode: str) -> None:
     )
 
 
-def measure(folder: Path, mode: str) -> dict[str, float]:
+def measure(folder: Path, mode: str, *, pure: bool = False) -> dict[str, float]:
+    env = {**os.environ, "SYNDICATE_PURE_PYTHON": "1"} if pure else None
     out = subprocess.run(
         [sys.executable, __file__, "--child", str(folder), mode],
         check=True,
         capture_output=True,
         text=True,
+        env=env,
     )
     return json.loads(out.stdout)
+
+
+def compiled_now() -> list[str]:
+    """The modules that run compiled in the first run of each pair."""
+    from syndicate import compiled
+
+    record = compiled.PACKAGE / compiled.RECORD
+    names = json.loads(record.read_text("utf-8")) if record.exists() else {}
+    pure = compiled.as_python(compiled.PACKAGE, os.environ)
+    return [name for name in names if name not in pure]
 
 
 def main() -> None:
@@ -119,9 +135,12 @@ def main() -> None:
             f"floor        {files / floor_s:9.0f} files/s  {floor_s / files * 1e6:6.1f} µs/file"
             f"  ({paragraphs} paragraphs)"
         )
+        print(f"compiled: {', '.join(compiled_now()) or 'none (all Python)'}")
         for mode in ("summaries", "summaries/1", "full"):
             got = measure(folder, mode)
-            assert got["articles"] == files and got["problems"] == 0, got
+            python = measure(folder, mode, pure=True)
+            for run in (got, python):
+                assert run["articles"] == files and run["problems"] == 0, run
             per_file = got["seconds"] / files
             workers = (
                 f" (+ largest worker {got['worker_peak_mib']:.0f} MiB)"
@@ -132,6 +151,8 @@ def main() -> None:
                 f"{mode:12} {files / got['seconds']:9.0f} articles/s"
                 f"  {per_file * 1e6:6.1f} µs/file  {got['seconds'] / floor_s:5.1f}x floor"
                 f"  peak {got['peak_mib']:.0f} MiB{workers}"
+                f"  | Python {python['seconds'] / floor_s:5.1f}x floor:"
+                f" compiled {python['seconds'] / got['seconds']:.2f}x faster"
             )
 
 
