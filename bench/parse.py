@@ -6,7 +6,8 @@ temporary folder, then times:
   summaries    read_articles(bodies=False), what digests need, as the reader runs by default:
                one process per core for a set this large (worker processes and this one);
   summaries/1  the same in this one process, no workers;
-  full         read_articles(bodies=True), what `syndicate check` does.
+  full         read_articles(bodies=True), what `syndicate check` does (as it does: without
+               cycle collection, workers forked: cli.owned_process).
 Each read runs in a fresh child process, which reports its peak memory (ru_maxrss) and that of
 its largest worker; a worker's peak counts the pages it shares with the process it forked from.
 Each runs twice, interleaved: with the compiled modules (those the install compiled) and with
@@ -17,6 +18,7 @@ Run: .venv/bin/python bench/parse.py [files-per-language]
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -75,15 +77,20 @@ def floor(folder: Path) -> tuple[float, int]:
 def child(folder: str, mode: str) -> None:
     """One timed read in this (fresh) process; prints seconds, articles, problems, peak RSS."""
     kind, _, workers = mode.partition("/")
+    from syndicate.cli import owned_process
     from syndicate.config import load_config
     from syndicate.reader import read_articles
 
     config = load_config(ROOT / "config.toml", env={})
     read_articles(ROOT / "articles", config.profiles)  # load the language model outside the clock
     start = time.perf_counter()
-    found = read_articles(
-        Path(folder), config.profiles, bodies=kind == "full", processes=int(workers or 0) or None
-    )
+    with owned_process() if kind == "full" else contextlib.nullcontext():
+        found = read_articles(
+            Path(folder),
+            config.profiles,
+            bodies=kind == "full",
+            processes=int(workers or 0) or None,
+        )
     seconds = time.perf_counter() - start
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     worker_peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024

@@ -316,9 +316,7 @@ def test_opml_lists_every_feed(archived: tuple[Config, Path]) -> None:
     }
 
 
-def test_feed_titles_and_subtitles_come_from_the_site(
-    tmp_path: Path, articles_dir: Path
-) -> None:
+def test_feed_titles_and_subtitles_come_from_the_site(tmp_path: Path, articles_dir: Path) -> None:
     data = {
         "site": {
             "title": "Gardening Weekly",
@@ -470,7 +468,7 @@ def test_a_rebuild_reads_only_the_files_that_changed(
         read.append(source)
         return parse(data, source, *args, **kwargs)
 
-    monkeypatch.setattr(reader, "parse_article", counted)
+    monkeypatch.setattr(reader.folder, "parse_article", counted)  # what reads each file
     changed = next(p for p in sorted(articles_dir.iterdir()) if p.name != "broken.txt")
     changed.write_text(changed.read_text("utf-8").replace("2025", "2026", 1), "utf-8")
     report = build_feeds(config, articles_dir)

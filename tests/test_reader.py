@@ -16,17 +16,13 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from syndicate import reader
 from syndicate.config import Config
-from syndicate.model import Article, Severity
-from syndicate.reader import (
-    article_files,
-    paragraphs,
-    parse_article,
-    parse_date,
-    read_articles,
-    split_marks,
-)
+from syndicate.model import Article, Diagnostic, Severity
+from syndicate.reader import article_files, parse_article, read_articles, read_index
+from syndicate.reader import folder as reader_folder
+from syndicate.reader import parse as reader_parse
+from syndicate.reader.dates import parse_date
+from syndicate.reader.parse import paragraphs, split_marks
 from tests.conftest import ARTICLES
 
 GOLDEN = Path(__file__).parent / "golden" / "articles"
@@ -407,11 +403,8 @@ def test_variations_one_bullet_a_line_wrapped_text_and_lists(config: Config) -> 
 
 
 def test_references_one_a_line_and_seo_heading(config: Config) -> None:
-    text = SHORT.replace("link.\n2.", "link.\n2.").replace(
-        "\nSEO Title", "\nSEO Elements\n\nSEO Title"
-    )
-    text = text.replace("1. A source without a link.\n2.", "1. A source without a link.\n2.")
-    article, found = parse(config, text.replace("link.\n\n2.", "link.\n2."))
+    assert "link.\n2." in SHORT  # its references are one a line
+    article, found = parse(config, SHORT.replace("\nSEO Title", "\nSEO Elements\n\nSEO Title"))
     assert problems(found) == []
     assert article is not None and [r.number for r in article.references] == [1, 2]
     assert article.seo.title == "Chips and costs explained"
@@ -504,7 +497,7 @@ def test_cleaning_a_clean_file_skips_only_what_changes_nothing(text: str) -> Non
     must give exactly what the full work gives, and the same warnings."""
     quick: list[tuple[int, str]] = []
     full: list[tuple[int, str]] = []
-    assert reader.clean(text, quick, text.encode()) == reader.clean(text, full)
+    assert reader_parse.clean(text, quick, text.encode()) == reader_parse.clean(text, full)
     assert quick == full
 
 
@@ -745,7 +738,7 @@ def test_worker_processes_read_as_this_process_does(
 ) -> None:
     """Same articles, same problems, same order; a duplicate is still caught across batches,
     whichever process read them."""
-    monkeypatch.setattr(reader, "_BATCH", 4)
+    monkeypatch.setattr(reader_folder, "_BATCH", 4)
     for number in range(30):
         for lang, path in SEEDS.items():
             text = path.read_text("utf-8").replace(
@@ -788,8 +781,8 @@ def test_worker_processes_read_as_this_process_does(
 def test_a_reference_is_recognised_as_written_as_on_its_first_line(raw: str) -> None:
     """The summary reading counts references on the text as written; it must agree with the
     full reading, which parses each first line."""
-    as_written = reader._REF_HEAD.match(raw) is not None
-    assert as_written == (reader._reference(reader._first_row(raw)) is not None)
+    as_written = reader_parse._REF_HEAD.match(raw) is not None
+    assert as_written == (reader_parse._reference(reader_parse._first_row(raw)) is not None)
 
 
 @settings(
@@ -803,13 +796,13 @@ def test_date_lines_are_found_as_trying_every_profile_finds_them(
     config: Config, word: str, rest: str
 ) -> None:
     """The date words are looked up by their first word; the answer is the plain search's."""
-    head = reader._fold(f"{word}{rest}"[:80])
+    head = reader_parse._fold(f"{word}{rest}"[:80])
     plain = {
         lang
         for lang, profile in config.profiles.items()
-        if reader._folded_starts_with(head, reader._markers(profile).date_line)
+        if reader_parse._folded_starts_with(head, reader_parse._markers(profile).date_line)
     }
-    assert reader._dated((head,), config.profiles) == plain
+    assert reader_parse._dated((head,), config.profiles) == plain
 
 
 # -- a folder a person edits while it is read ------------------------------------------------
@@ -875,7 +868,7 @@ def test_a_file_removed_mid_scan_is_left_out_with_a_warning(config: Config, tmp_
             shutil.rmtree(target) if target.is_dir() else target.unlink()
 
     problems: list = []
-    files = reader.scan(folder, problems, listed=listed)
+    files = reader_folder.scan(folder, problems, listed=listed)
     assert [Path(p).name for p in files] == [SEEDS["de"].name, SEEDS["en"].name]
     message = "removed or renamed while the articles were read: left out"
     assert sorted((Path(p.file).name, p.severity, p.message) for p in problems) == [
@@ -888,16 +881,16 @@ def test_a_file_gone_or_turned_folder_by_the_time_it_is_read(
     config: Config, tmp_path: Path
 ) -> None:
     folder = seeded(tmp_path / "articles")
-    paths = list(reader.scan(folder))
+    paths = list(reader_folder.scan(folder))
     Path(paths[0]).unlink()  # removed between the scan and the read
     Path(paths[1]).unlink()
     Path(paths[1]).mkdir()  # a folder where a file was expected
-    readings = {Path(p).name: r for p, r, _ in reader.read_index(paths, config.profiles, known={})}
+    readings = {Path(p).name: r for p, r, _ in read_index(paths, config.profiles, known={})}
     gone, folder_instead, kept = (readings[Path(p).name] for p in paths)
     message = "removed or renamed while the articles were read: left out"
-    assert gone == (None, [reader.Diagnostic(paths[0], None, Severity.WARNING, message)])
+    assert gone == (None, [Diagnostic(paths[0], None, Severity.WARNING, message)])
     message = "a folder where an article file was expected: not read"
-    assert folder_instead == (None, [reader.Diagnostic(paths[1], None, Severity.ERROR, message)])
+    assert folder_instead == (None, [Diagnostic(paths[1], None, Severity.ERROR, message)])
     assert kept[0] is not None and kept[1] == []
 
 

@@ -23,6 +23,7 @@ from types import ModuleType
 
 PACKAGE = Path(__file__).resolve().parent
 RECORD = ".compiled.json"  # module name (below the package) -> sha256 of its source
+_SAID = "SYNDICATE_STALE_SAID"  # set once the warning was given, for the processes started
 
 
 def source_of(package: Path, name: str) -> Path:
@@ -77,7 +78,9 @@ def install(package: Path = PACKAGE, environ: Mapping[str, str] = os.environ) ->
         sources = {f"{prefix}.{name}": source_of(package, name) for name in found}
         sys.meta_path.insert(0, _FromSource(sources))
     stale = sorted(name for name, why in found.items() if why != "SYNDICATE_PURE_PYTHON")
-    if stale:
+    if stale and not environ.get(_SAID):
+        # Once: processes this one starts (workers, commands under test) stay quiet.
+        os.environ[_SAID] = "1"
         warnings.warn(
             f"{', '.join(f'{package.name}.{n}' for n in stale)}: changed since compiled, "
             "running as Python (slower, same results) until the next install (make test)",
