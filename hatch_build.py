@@ -46,7 +46,7 @@ class BuildHook(BuildHookInterface):
     def _compile(self, package: Path, names: tuple[str, ...]) -> list[str]:
         """The extension files built into ``package``, relative to it; none when the modules
         stay Python. Extensions of modules no longer listed are removed too."""
-        for old in [*_extensions(package), package / RECORD]:
+        for old in [*_extensions(package), package / RECORD, package / ".compiled-stale.json"]:
             old.unlink(missing_ok=True)  # never leave an extension older than its source
         if os.environ.get("SYNDICATE_PURE_PYTHON") == "1":
             return []

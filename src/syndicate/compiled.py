@@ -10,6 +10,7 @@ those only as Python, which is how ``bench/`` compares the two in one run.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -23,7 +24,7 @@ from types import ModuleType
 
 PACKAGE = Path(__file__).resolve().parent
 RECORD = ".compiled.json"  # module name (below the package) -> sha256 of its source
-_SAID = "SYNDICATE_STALE_SAID"  # set once the warning was given, for the processes started
+_SAID = ".compiled-stale.json"  # the stale sources a warning was given for
 
 
 def source_of(package: Path, name: str) -> Path:
@@ -70,7 +71,7 @@ class _FromSource:
 
 
 def install(package: Path = PACKAGE, environ: Mapping[str, str] = os.environ) -> dict[str, str]:
-    """Run ``as_python``'s modules from their sources in this process; warn once for those
+    """Run ``as_python``'s modules from their sources in this process, and warn for those
     whose extension is older than their source. Returns ``as_python``."""
     found = as_python(package, environ)
     if found:
@@ -78,9 +79,7 @@ def install(package: Path = PACKAGE, environ: Mapping[str, str] = os.environ) ->
         sources = {f"{prefix}.{name}": source_of(package, name) for name in found}
         sys.meta_path.insert(0, _FromSource(sources))
     stale = sorted(name for name, why in found.items() if why != "SYNDICATE_PURE_PYTHON")
-    if stale and not environ.get(_SAID):
-        # Once: processes this one starts (workers, commands under test) stay quiet.
-        os.environ[_SAID] = "1"
+    if stale and _first_to_see(package, stale):
         warnings.warn(
             f"{', '.join(f'{package.name}.{n}' for n in stale)}: changed since compiled, "
             "running as Python (slower, same results) until the next install (make test)",
@@ -88,3 +87,21 @@ def install(package: Path = PACKAGE, environ: Mapping[str, str] = os.environ) ->
             stacklevel=2,
         )
     return found
+
+
+def _first_to_see(package: Path, stale: list[str]) -> bool:
+    """Whether no process has said yet that these sources, as they are now, run as Python:
+    said once per edit, not by every command and worker started after it. Kept in a file
+    beside the record; where that cannot be written, every process says so."""
+    sources = {
+        name: hashlib.sha256(source_of(package, name).read_bytes()).hexdigest() for name in stale
+    }
+    said = package / _SAID
+    try:
+        if json.loads(said.read_text("utf-8")) == sources:
+            return False
+    except (OSError, ValueError):
+        pass
+    with contextlib.suppress(OSError):
+        said.write_text(json.dumps(sources), "utf-8")
+    return True

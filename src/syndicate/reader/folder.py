@@ -75,39 +75,52 @@ def scan(
                     if listed is not None:
                         listed(entry.path)
                     try:
-                        if entry.is_symlink():
-                            target = _link_target(entry.path, inside, problems)
-                            if target is None:
-                                continue
-                            st = os.stat(target)
-                            if stat.S_ISDIR(st.st_mode):
-                                continue  # links to folders are not followed
-                        elif entry.is_dir(follow_symlinks=False):
+                        if not entry.is_symlink() and entry.is_dir(follow_symlinks=False):
                             folders.append((entry.path, f"{prefix}{entry.name}\0"))
                             continue
-                        else:
-                            st = entry.stat(follow_symlinks=False)
-                        if not stat.S_ISREG(st.st_mode):
-                            message = "not a regular file (a pipe, socket or device): left out"
-                            _note(problems, entry.path, (Severity.WARNING, message))
-                            continue
+                        st = _regular_file(entry, inside, problems)
                     except OSError as exc:
                         _note(problems, entry.path, _unreadable(exc))
                         continue
-                    if max_bytes is not None and st.st_size > max_bytes:
-                        message = (
-                            f"{st.st_size:,} bytes, over site.max_article_bytes "
-                            f"({max_bytes:,}): not read"
-                        )
-                        _note(problems, entry.path, (Severity.ERROR, message))
-                        continue
-                    found.append((prefix + entry.name, entry.path, st.st_size, st.st_mtime_ns))
+                    if st is not None and _within(entry.path, st.st_size, max_bytes, problems):
+                        found.append((prefix + entry.name, entry.path, st.st_size, st.st_mtime_ns))
         except OSError as exc:
             _note(problems, directory, _unreadable(exc, "cannot list the folder"))
     found.sort()
     if problems is not None:  # in a stable order too, not the folder's
         problems[first_problem:] = sorted(problems[first_problem:], key=lambda p: p.file)
     return {path: (size, mtime) for _, path, size, mtime in found}
+
+
+def _regular_file(
+    entry: os.DirEntry[str], inside: str, problems: list[Diagnostic] | None
+) -> os.stat_result | None:
+    """The status of the regular file ``entry`` is, or links to inside the article folder
+    (``inside``); None for anything else, with a diagnostic (but for a link to a folder: links
+    to folders are not followed). Raises OSError when the entry cannot be looked at."""
+    if entry.is_symlink():
+        target = _link_target(entry.path, inside, problems)
+        if target is None:
+            return None
+        st = os.stat(target)
+        if stat.S_ISDIR(st.st_mode):
+            return None
+    else:
+        st = entry.stat(follow_symlinks=False)
+    if not stat.S_ISREG(st.st_mode):
+        message = "not a regular file (a pipe, socket or device): left out"
+        _note(problems, entry.path, (Severity.WARNING, message))
+        return None
+    return st
+
+
+def _within(path: str, size: int, max_bytes: int | None, problems: list[Diagnostic] | None) -> bool:
+    """Whether a file of ``size`` bytes is to be read; a diagnostic when it is over the limit."""
+    if max_bytes is None or size <= max_bytes:
+        return True
+    message = f"{size:,} bytes, over site.max_article_bytes ({max_bytes:,}): not read"
+    _note(problems, path, (Severity.ERROR, message))
+    return False
 
 
 def _note(problems: list[Diagnostic] | None, path: str, problem: tuple[Severity, str]) -> None:
@@ -169,14 +182,14 @@ def _read_file(source: str, profiles: Mapping[str, LanguageProfile], keep: _Keep
     return parse_article(data, source, profiles, **keep)
 
 
-# Parsing is pure Python, so one process reads on one core. A large set is read by one process
-# per core: worker processes take batches, and this one reads the next batch itself whenever
-# the batch due next is not back yet; results come out in path order. Below PARALLEL_FROM
-# files, starting a worker costs more than it saves. Batches are small and several are handed
-# out ahead: a worker waits whenever its queue runs dry, and a result reaches this process
-# only when its busy thread lets the pool's threads run. Measured at 30,000 files on two
-# cores: batches of 50, four ahead, left the worker idle 0.05 s instead of 0.2 (100, two),
-# and the reading took 1.61 s instead of 1.70 (median of four).
+# Parsing holds the interpreter, so one process reads on one core. A large set is read by one
+# process per core: worker processes take batches, and this one reads the next batch itself
+# whenever the batch due next is not back yet; results come out in path order. Below
+# PARALLEL_FROM files, starting a worker costs more than it saves. Batches are small and several
+# are handed out ahead: a worker waits whenever its queue runs dry, and a result reaches this
+# process only when its busy thread lets the pool's threads run. Measured at 30,000 files on two
+# cores: batches of 50, four ahead, left the worker idle 0.05 s instead of 0.2 (100, two), and
+# the reading took 1.61 s instead of 1.70 (median of four).
 PARALLEL_FROM = 2000
 _BATCH = 50
 _AHEAD = 4

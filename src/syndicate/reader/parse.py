@@ -744,6 +744,46 @@ def _parse(
     second_opinion: bool,
     warn: list[tuple[int, str]],
 ) -> Article:
+    """The phases of ``parse_article``, each a function below: the paragraphs, the language,
+    the head, where each section starts, then each section."""
+    paras = _paragraphs(data, profiles, warn)
+    lang = detect_language(paras, profiles, warn, second_opinion=second_opinion)
+    m = _markers(profiles[lang])
+    updated, summary, body_start = _head(paras, lang, profiles[lang].date_line[0], m, warn)
+    raws = paras.raws(body_start)
+    starts = _section_starts(paras, raws, body_start, m)
+    body_end = starts[0][0] if starts else len(paras)
+    spans = _spans(paras, starts, warn)
+    takeaway_paras, heads, seo_paras = _within_takeaways(paras, spans, m)
+    takeaways, shown = _key_takeaways(
+        paras, starts, spans, body_end, (takeaway_paras, heads), m, warn, bullets
+    )
+    references, tail = _references_and_tail(paras, spans, raws, body_start, body, warn)
+    seo = _seo(tail + seo_paras, m, warn)
+    blocks = _blocks(paras[body_start:body_end], references, warn) if body else ()
+    title = strip_marks(paras[0].text)
+    digest = content_digest(lang, title, updated, shown)
+    slug, seo = _slugs(seo, paras[0], digest, warn)
+    return Article(
+        source=source,
+        lang=lang,
+        slug=slug,
+        title=title,
+        updated=updated,
+        summary=strip_marks(paras[summary].text),
+        blocks=blocks,
+        takeaways=takeaways,
+        references=references,
+        seo=seo,
+        digest=digest,
+    )
+
+
+def _paragraphs(
+    data: bytes, profiles: Mapping[str, LanguageProfile], warn: list[tuple[int, str]]
+) -> Paragraphs:
+    """The file's paragraphs, the head split where title, date line and summary share one.
+    Raises ArticleProblem for a file with no text, no title or too little to be an article."""
     if data.startswith(b"\xef\xbb\xbf"):
         data = data[3:]
     paras = Paragraphs(clean(decode(data), warn, data))
@@ -761,10 +801,16 @@ def _parse(
         raise ArticleProblem(
             "too short: expected a title, a date line and a summary paragraph", paras[-1].line
         )
-    lang = detect_language(paras, profiles, warn, second_opinion=second_opinion)
-    m = _markers(profiles[lang])
+    return paras
 
-    # The date line is the second paragraph (a subtitle may sit between it and the title).
+
+def _head(
+    paras: Paragraphs, lang: str, expected: str, m: _Markers, warn: list[tuple[int, str]]
+) -> tuple[date, int, int]:
+    """The date line's date, the summary's paragraph and the body's first. The date line is
+    the second paragraph (a subtitle may sit between it and the title); ``expected`` is the
+    date line's words, for the messages. Without a "<Month year> Update:" paragraph, the first
+    body paragraph is also the summary."""
     at = (
         2
         if _starts_with(paras[2].text, m.date_line) and not _starts_with(paras[1].text, m.date_line)
@@ -775,11 +821,11 @@ def _parse(
     if not _starts_with(date_para.text, m.date_line):
         if updated is None:
             raise ArticleProblem(
-                f"missing date line: expected {profiles[lang].date_line[0]!r} and a date, "
+                f"missing date line: expected {expected!r} and a date, "
                 f"found {date_para.text[:60]!r}",
                 date_para.line,
             )
-        warn.append((date_para.line, f"date line without {profiles[lang].date_line[0]!r}"))
+        warn.append((date_para.line, f"date line without {expected!r}"))
     if updated is None:
         raise ArticleProblem(f"cannot read the date in {date_para.text[:80]!r}", date_para.line)
     if at == 2:
@@ -788,15 +834,21 @@ def _parse(
         )
     if len(paras) <= at + 1:
         raise ArticleProblem("too short: no summary paragraph after the date line", date_para.line)
-    summary_para = paras[at + 1]
-    # Without a "<Month year> Update:" paragraph, the first body paragraph is also the summary.
-    body_start = at + 2 if _SUMMARY_LABEL.match(summary_para.text) else at + 1
+    summary = at + 1
+    return updated, summary, summary + 1 if _SUMMARY_LABEL.match(paras[summary].text) else summary
 
-    # Sections: each runs from its heading to the next; the body ends at the first of them.
-    # Takeaways without their heading start at the first audience-label line. The scan reads
-    # the paragraphs as written: most are passed over without being made.
-    raws = paras.raws(body_start)
-    starts: list[tuple[int, str, int]] = []  # (heading index, kind, first content index)
+
+_Start = tuple[int, str, int]  # a section's heading index, its kind, its first content index
+
+
+def _section_starts(
+    paras: Paragraphs, raws: list[str], body_start: int, m: _Markers
+) -> list[_Start]:
+    """Where each section after the body starts. Each runs from its heading to the next; the
+    body ends at the first of them. Takeaways without their heading start at the first
+    audience-label line. The scan reads the paragraphs as written (``raws``, from
+    ``body_start`` on): most are passed over without being made."""
+    starts: list[_Start] = []
     for index, raw in enumerate(raws, body_start):
         if len(raw) <= _LABEL_MAX:  # the text is no longer than as written
             word = raw.split(None, 1)  # a heading's first word tells most lines apart
@@ -815,24 +867,45 @@ def _parse(
             kind = m.headings.get(_fold(text).rstrip(":")) if len(text) <= _LABEL_MAX else None
         if kind is not None:
             starts.append((index, kind, index + 1))
-        elif not starts:
-            row = _first_row(raw)
-            label = _audience_label(row, m) if row.find(":", 0, _LABEL_MAX) > 0 else None
-            if label is not None and label[0] is not None:
-                starts.append((index, "takeaways", index))
-    body_end = starts[0][0] if starts else len(paras)
-    spans: dict[str, tuple[int, int]] = {}  # section kind -> (first, end) paragraph index
+        elif not starts and _labels_an_audience(raw, m):
+            starts.append((index, "takeaways", index))
+    return starts
+
+
+def _labels_an_audience(raw: str, m: _Markers) -> bool:
+    """Whether the paragraph written ``raw`` starts with a known audience's label."""
+    row = _first_row(raw)
+    label = _audience_label(row, m) if row.find(":", 0, _LABEL_MAX) > 0 else None
+    return label is not None and label[0] is not None
+
+
+def _spans(
+    paras: Paragraphs, starts: list[_Start], warn: list[tuple[int, str]]
+) -> dict[str, tuple[int, int]]:
+    """Each section kind's (first, end) paragraph index; a second section of a kind is
+    ignored, with a warning."""
+    spans: dict[str, tuple[int, int]] = {}
     for number, (index, kind, first) in enumerate(starts):
         end = starts[number + 1][0] if number + 1 < len(starts) else len(paras)
         if kind in spans:
             warn.append((paras[index].line, f"second {kind} section ignored"))
             continue
         spans[kind] = (first, end)
+    return spans
 
-    # Within the takeaways, a numbered list is the references and labelled SEO lines the tail.
+
+_Label = tuple[str | None, str, str]  # _audience_label's: audience id, label, rest of the row
+
+
+def _within_takeaways(
+    paras: Paragraphs, spans: dict[str, tuple[int, int]], m: _Markers
+) -> tuple[list[Paragraph], list[_Label | None], list[Paragraph]]:
+    """The takeaways' paragraphs with each one's audience label (if it starts with one), and
+    the SEO tail's paragraphs. Within the takeaways, a numbered list starts the references
+    (recorded in ``spans``) and labelled SEO lines the tail."""
     seo_paras = paras[slice(*spans["seo"])] if "seo" in spans else []
     first, end = spans.get("takeaways", (0, 0))
-    heads = []  # each takeaways paragraph's audience label, if it starts with one
+    heads: list[_Label | None] = []
     for index in range(first, end):
         row = paras[index].rows[0]
         heads.append(_audience_label(row, m))
@@ -847,70 +920,77 @@ def _parse(
         end = index
         break
     takeaway_paras = paras[first:end]
-    heads = heads[: len(takeaway_paras)]
+    return takeaway_paras, heads[: len(takeaway_paras)], seo_paras
 
-    takeaways: tuple[Takeaways, ...] = ()
-    shown: list[str] = []
-    if "takeaways" in spans:
-        takeaways, shown = _takeaways(takeaway_paras, heads, m, warn, split=bullets)
-        if not takeaway_paras:
-            heading = next(index for index, kind, _ in starts if kind == "takeaways")
-            warn.append((paras[heading].line, "key-takeaways section is empty"))
-    else:
-        warn.append(
-            (paras[body_end - 1].line, "no key-takeaways section: the article goes to feeds only")
-        )
 
-    # The references run from the section's start for as long as paragraphs start numbered.
-    references: tuple[Reference, ...] = ()
-    tail: list[Paragraph] = []
-    if "references" in spans:
-        first, end = spans["references"]
-        listed = next(
-            (i for i in range(first, end) if not _REF_HEAD.match(raws[i - body_start])), end
-        )
-        if body:
-            references = _references(paras[first:listed], warn)
-        tail = paras[listed:end]
-    seo = _seo(tail + seo_paras, m, warn)
+def _key_takeaways(
+    paras: Paragraphs,
+    starts: list[_Start],
+    spans: dict[str, tuple[int, int]],
+    body_end: int,
+    section: tuple[list[Paragraph], list[_Label | None]],
+    m: _Markers,
+    warn: list[tuple[int, str]],
+    bullets: bool,
+) -> tuple[tuple[Takeaways, ...], list[str]]:
+    """``_takeaways`` of the ``section`` ``_within_takeaways`` found, with a warning when the
+    article has no takeaways (it goes to feeds only) or an empty section."""
+    if "takeaways" not in spans:
+        line = paras[body_end - 1].line
+        warn.append((line, "no key-takeaways section: the article goes to feeds only"))
+        return (), []
+    found, heads = section
+    if not found:
+        heading = next(index for index, kind, _ in starts if kind == "takeaways")
+        warn.append((paras[heading].line, "key-takeaways section is empty"))
+    return _takeaways(found, heads, m, warn, split=bullets)
 
-    # The body, and the checks only it needs, only when asked for.
+
+def _references_and_tail(
+    paras: Paragraphs,
+    spans: dict[str, tuple[int, int]],
+    raws: list[str],
+    body_start: int,
+    body: bool,
+    warn: list[tuple[int, str]],
+) -> tuple[tuple[Reference, ...], list[Paragraph]]:
+    """The references (made only with ``body``), and the paragraphs after them: they run
+    from the section's start for as long as paragraphs start numbered."""
+    if "references" not in spans:
+        return (), []
+    first, end = spans["references"]
+    listed = next((i for i in range(first, end) if not _REF_HEAD.match(raws[i - body_start])), end)
+    references = _references(paras[first:listed], warn) if body else ()
+    return references, paras[listed:end]
+
+
+def _blocks(
+    paras: list[Paragraph], references: tuple[Reference, ...], warn: list[tuple[int, str]]
+) -> tuple[Block, ...]:
+    """The body's headings and paragraphs, with a warning for each footnote mark that no
+    reference answers."""
     numbers = frozenset(r.number for r in references)
     blocks: list[Block] = []
-    for para in paras[body_start:body_end] if body else ():
+    for para in paras:
         parts = split_marks(para.text)
         for note in parts:
             if isinstance(note, int) and note not in numbers:
                 warn.append((para.line, f"footnote mark {note} has no reference"))
         kind = "heading" if _is_heading(para) else "paragraph"
         blocks.append(Block(kind, parts, para.line))
+    return tuple(blocks)
 
-    title = strip_marks(paras[0].text)
-    digest = content_digest(lang, title, updated, shown)
+
+def _slugs(seo: Seo, title: Paragraph, digest: str, warn: list[tuple[int, str]]) -> tuple[str, Seo]:
+    """The article's slug (the SEO tail's primary slug, else one made from the title) and the
+    SEO tail with its alternative slugs made URL slugs."""
     slug = seo.primary_slug
     if slug is not None and not _SLUG.fullmatch(slug):
         warn.append((1, f"primary slug {slug!r} is not a URL slug; using {slugify(slug)!r}"))
         slug = slugify(slug)
     if not slug:
-        slug = slugify(seo.title or paras[0].text) or f"article-{digest[:12]}"
-        warn.append(
-            (paras[0].line, f"no primary slug in the SEO tail; using {slug!r} from the title")
-        )
+        slug = slugify(seo.title or title.text) or f"article-{digest[:12]}"
+        warn.append((title.line, f"no primary slug in the SEO tail; using {slug!r} from the title"))
     alt_slugs = tuple(dict.fromkeys(a if _SLUG.fullmatch(a) else slugify(a) for a in seo.alt_slugs))
-    seo = Seo(
-        seo.title, seo.description, seo.excerpt, seo.primary_slug, tuple(a for a in alt_slugs if a)
-    )
-
-    return Article(
-        source=source,
-        lang=lang,
-        slug=slug,
-        title=title,
-        updated=updated,
-        summary=strip_marks(summary_para.text),
-        blocks=tuple(blocks),
-        takeaways=takeaways,
-        references=references,
-        seo=seo,
-        digest=digest,
-    )
+    alts = tuple(a for a in alt_slugs if a)
+    return slug, Seo(seo.title, seo.description, seo.excerpt, seo.primary_slug, alts)
