@@ -24,7 +24,7 @@ PACKAGE = Path(syndicate.__file__).parent
 
 def _runs_compiled(name: str) -> bool:
     module = importlib.import_module(f"syndicate.{name}")
-    return bool(module.__file__) and not module.__file__.endswith(".py")
+    return module.__file__ is not None and not module.__file__.endswith(".py")
 
 
 @pytest.mark.parametrize("name", COMPILED)

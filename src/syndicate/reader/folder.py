@@ -293,7 +293,7 @@ def _read_in_pool(
     keep: _Keep,
     processes: int,
     encoded: bool,
-) -> Iterator[list[_Read]]:
+) -> Generator[list[_Read], None, None]:
     """The readings of ``paths`` by ``processes`` (this one and workers), batch by batch in
     path order."""
     context = _context()
