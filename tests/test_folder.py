@@ -3,7 +3,9 @@ processes, and what a folder being edited while it is read leaves out."""
 
 from __future__ import annotations
 
+import gc
 import json
+import multiprocessing
 import os
 import shutil
 import subprocess
@@ -12,7 +14,9 @@ import threading
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
+from syndicate.cli import main
 from syndicate.config import Config
 from syndicate.model import Diagnostic, Severity
 from syndicate.reader import article_files, read_articles, read_index
@@ -286,3 +290,46 @@ def test_killing_a_build_leaves_no_reader_processes(tmp_path: Path, command: str
             break
         threading.Event().wait(0.01)
     assert not survivors
+
+
+def _recording_collection(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """Whether the cycle collector was on as each file was parsed (in this process)."""
+    seen: list[bool] = []
+    parse = reader_folder.parse_article
+
+    def recorded(*args, **kwargs):
+        seen.append(gc.isenabled())
+        return parse(*args, **kwargs)
+
+    monkeypatch.setattr(reader_folder, "parse_article", recorded)
+    return seen
+
+
+def test_reading_leaves_the_process_switches_alone(
+    config: Config, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The reader also runs on the scheduler's threads and in the web server: it turns
+    neither the cycle collector nor the start method of processes."""
+    seen = _recording_collection(monkeypatch)
+    method = multiprocessing.get_start_method(allow_none=True)
+    assert gc.isenabled()
+    found = read_articles(ARTICLES, config.profiles, processes=1)
+    assert len(found) == 3 and seen == [True, True, True]
+    assert gc.isenabled() and multiprocessing.get_start_method(allow_none=True) == method
+
+
+@pytest.mark.parametrize("command", ["check", "build"])
+def test_check_and_build_read_without_cycle_collection_and_restore_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, command: str
+) -> None:
+    """The commands that own their process choose for it while they run, and leave it as
+    they found it (under a test runner, the process goes on)."""
+    shutil.copytree(ARTICLES, tmp_path / "articles")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("SYNDICATE_CONFIG", raising=False)
+    seen = _recording_collection(monkeypatch)
+    method = multiprocessing.get_start_method(allow_none=True)
+    result = CliRunner().invoke(main, [command], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    assert seen == [False, False, False]
+    assert gc.isenabled() and multiprocessing.get_start_method(allow_none=True) == method
