@@ -680,7 +680,8 @@ def test_a_build_failing_while_rendering_leaves_nothing_staged(
     out = tmp_path / "feeds"
     before, kept = outputs(out), mtimes(out)
     last = config.site.languages[-1]
-    render, staged = feeds.render_feeds, []
+    render = feeds.render_feeds
+    staged: list[Path] = []
 
     def fails_last(
         config: Config, articles: ArticleSet, published: Any

@@ -41,9 +41,8 @@ def test_duplicate_language_and_slug_and_bad_files_are_skipped(
     (articles_dir / "empty.txt").write_bytes(b"")
     found = read_articles(articles_dir, config.profiles)
     assert sorted(a.lang for a in found) == ["de", "en", "nl"]
-    assert found.get("en", "amazon-trainium3-aws-nvidia-ai-chip-competition").source.endswith(
-        "003_f25c1f93821d1bd3.txt"
-    )
+    first = found.get("en", "amazon-trainium3-aws-nvidia-ai-chip-competition")
+    assert first is not None and first.source.endswith("003_f25c1f93821d1bd3.txt")
     assert [(Path(p.file).name, p.line, str(p.severity)) for p in found.problems] == [
         ("broken.txt", 1, "error"),
         ("empty.txt", None, "error"),
