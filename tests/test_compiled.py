@@ -3,7 +3,9 @@ edited since runs from its source, saying so once, so that an edit needs no rein
 
 from __future__ import annotations
 
+import hashlib
 import importlib
+import json
 import os
 import shutil
 import subprocess
@@ -107,3 +109,14 @@ def test_pure_python_on_request_is_quiet(installed_copy: Path) -> None:
     done = _import_in(installed_copy, code, SYNDICATE_PURE_PYTHON="1")
     assert all(line.endswith(".py") for line in done.stdout.split())
     assert done.stderr == ""
+
+
+def test_a_record_from_before_packages_were_compiled_still_counts(tmp_path: Path) -> None:
+    """An install made before the reader was a package recorded "feeds.py": its extension,
+    still beside the source until the next install, must not run an edited feeds.py."""
+    (tmp_path / "feeds.py").write_text("EDITED = True\n")
+    (tmp_path / "language.py").write_text("SAME = True\n")
+    same = hashlib.sha256(b"SAME = True\n").hexdigest()
+    record = {"feeds.py": "0" * 64, "language.py": same}
+    (tmp_path / compiled.RECORD).write_text(json.dumps(record))
+    assert compiled.as_python(tmp_path, {}) == {"feeds": "changed since it was compiled"}

@@ -43,7 +43,8 @@ def as_python(package: Path, environ: Mapping[str, str]) -> dict[str, str]:
     chosen = environ.get("SYNDICATE_PURE_PYTHON", "")
     named = {n.strip() for n in chosen.split(",") if n.strip()}
     found: dict[str, str] = {}
-    for name, digest in record.items():
+    for key, digest in record.items():
+        name = key.removesuffix(".py")  # an install before packages were compiled: "feeds.py"
         if chosen == "1" or name in named:
             found[name] = "SYNDICATE_PURE_PYTHON"
             continue
