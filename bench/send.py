@@ -30,7 +30,8 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 
 from syndicate.deliver import SendOptions, SmtpMailer, deliver
 from syndicate.signing import DkimSigner
-from syndicate.store import Claim, Issue, Store, open_store
+from syndicate.state import Claim, Issue, Store, open_store
+from syndicate.subscribers import ReaderRow
 from syndicate.tokens import PREFERENCES, UNSUBSCRIBE, make_token
 
 MESSAGES = int(sys.argv[1]) if len(sys.argv) > 1 else 20_000
@@ -82,7 +83,7 @@ def message_id(issue_id: int, subscriber_id: int) -> str:
 
 def prepare(folder: Path, count: int, tag: str) -> Store:
     store = open_store(f"sqlite:///{folder}/{tag}.db")
-    rows = [(f"reader{n}@example.com", "en", ("cost",)) for n in range(count)]
+    rows = [ReaderRow(f"reader{n}@example.com", "en", ("cost",)) for n in range(count)]
     store.import_subscribers(rows, status="active", consent_source="bench", now=NOW)
     readers = list(store.subscribers())
     store.create_issue(

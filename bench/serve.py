@@ -70,7 +70,7 @@ def serve(kind: str, port: int, root: Path) -> None:
 
         from syndicate.config import parse_config
         from syndicate.model import ArticleSet
-        from syndicate.store import open_store
+        from syndicate.state import open_store
         from syndicate.web import create_app
 
         config = parse_config({}, root=root, source="(bench)", env={})
@@ -81,7 +81,7 @@ def serve(kind: str, port: int, root: Path) -> None:
         app = create_app(
             config,
             store=open_store(config.database_url),
-            mailer=no_mail,
+            send_message=no_mail,
             articles=ArticleSet,
             secret=b"bench",
             now=lambda: datetime.now(UTC),

@@ -20,7 +20,7 @@ SCHEMAS = Path(__file__).resolve().parent / "schemas"
 
 # Real parts as fixtures: `smtp_server` (aiosmtpd), `database_url` (SQLite file | PostgreSQL),
 # `hubs` (WebSub hub endpoints, Starlette under uvicorn).
-pytest_plugins = ["tests.mailserver", "tests.databases", "tests.hubserver"]
+pytest_plugins = ["tests.mailserver", "tests.databases", "tests.hubserver", "tests.websites"]
 
 
 ARTIFACTS = Path(__file__).resolve().parent / "artifacts"

@@ -4,21 +4,26 @@ aiosmtpd's Controller cannot take port 0, so a free port is picked first. The se
 every accepted message; ``script`` maps (stage, recipient) to the answers to give instead of
 accepting, in order: an SMTP reply such as ``"451 4.3.0 later"``, ``"DROP"`` (cut the
 connection) or ``"HOLD"`` (accept the message, then keep the 250 back until ``release`` is
-set, like a server whose reply never reaches a sender that dies meanwhile).
+set, like a server whose reply never reaches a sender that dies meanwhile). The stages:
+``rcpt``; ``body`` (only ``DROP``: close the connection right after the 354, inside DATA,
+before the end of data can arrive); ``data`` (the whole message has arrived); ``accepted``
+(only ``DROP``: keep the message, then close without a reply).
 """
 
 from __future__ import annotations
 
+import re
 import socket
 import threading
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from email import message_from_bytes
-from email.message import Message
+from email import message_from_bytes, policy
+from email.message import EmailMessage
 
 import pytest
 from aiosmtpd.controller import Controller
+from aiosmtpd.smtp import SMTP
 
 
 def free_port() -> int:
@@ -38,14 +43,31 @@ class Inbox:
     holding: threading.Event = field(default_factory=threading.Event)
     release: threading.Event = field(default_factory=threading.Event)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    sessions: int = 0
+    """Connections open now."""
+    idle: threading.Condition = field(default_factory=threading.Condition)
 
     def counts(self) -> Counter[str]:
         with self.lock:
             return Counter(rcpt for rcpt, _ in self.received)
 
-    def messages(self) -> list[Message]:
+    @property
+    def messages(self) -> list[EmailMessage]:
+        """What arrived, parsed (headers decoded, as ``email.policy.default`` reads them)."""
         with self.lock:
-            return [message_from_bytes(data) for _, data in self.received]
+            return [message_from_bytes(data, policy=policy.default) for _, data in self.received]
+
+    def link(self, index: int = -1) -> str:
+        """The first link in the text of a message (by default the last one that arrived)."""
+        body = self.messages[index].get_content()
+        found = re.search(r"https?://\S+", body)
+        assert found, f"no link in {body!r}"
+        return found[0]
+
+    def wait_idle(self, timeout: float = 60) -> bool:
+        """Wait until every connection is closed (a killed sender's too)."""
+        with self.idle:
+            return self.idle.wait_for(lambda: self.sessions == 0, timeout)
 
     def _next(self, stage: str, address: str) -> str | None:
         with self.lock:
@@ -76,7 +98,45 @@ class Inbox:
         if action == "HOLD":  # queued, but the sender hears nothing yet
             self.holding.set()
             await _wait(self.release)
+        if self._next("accepted", rcpt) == "DROP":
+            server.transport.abort()
         return f"250 2.0.0 queued as {len(self.received)}"
+
+
+class ScriptedSMTP(SMTP):
+    """aiosmtpd's server, counting its connections and able to close inside DATA."""
+
+    def connection_made(self, transport) -> None:
+        inbox: Inbox = self.event_handler
+        with inbox.idle:
+            inbox.sessions += 1
+        super().connection_made(transport)
+
+    def connection_lost(self, error) -> None:
+        super().connection_lost(error)
+        inbox: Inbox = self.event_handler
+        with inbox.idle:
+            inbox.sessions -= 1
+            inbox.idle.notify_all()
+
+    async def smtp_DATA(self, arg: str) -> None:
+        inbox: Inbox = self.event_handler
+        rcpts = self.envelope.rcpt_tos if self.envelope else []
+        if rcpts and not arg and inbox._next("body", rcpts[0]) == "DROP":
+            # 354, then the connection is closed at once: corked, the reply and the close go
+            # in one segment, so the sender sees the close as soon as it has read the 354
+            sock = self.transport.get_extra_info("socket")
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_CORK, 1)
+            self.transport.write(b"354 End data with <CR><LF>.<CR><LF>\r\n")
+            sock.shutdown(socket.SHUT_RDWR)
+            self.transport.abort()
+            return
+        await super().smtp_DATA(arg)
+
+
+class ScriptedController(Controller):
+    def factory(self) -> SMTP:
+        return ScriptedSMTP(self.handler, **self.SMTP_kwargs)
 
 
 async def _wait(event: threading.Event) -> None:
@@ -86,12 +146,29 @@ async def _wait(event: threading.Event) -> None:
         await asyncio.sleep(0.01)
 
 
-@pytest.fixture
-def smtp_server() -> Iterator[tuple[Inbox, int]]:
+def start_server(*, smtputf8: bool = True) -> tuple[Inbox, int, Controller]:
     inbox = Inbox()
     port = free_port()
-    controller = Controller(inbox, hostname="127.0.0.1", port=port)
+    controller = ScriptedController(
+        inbox, hostname="127.0.0.1", port=port, enable_SMTPUTF8=smtputf8
+    )
     controller.start()
+    return inbox, port, controller
+
+
+@pytest.fixture
+def smtp_server() -> Iterator[tuple[Inbox, int]]:
+    """A server that offers SMTPUTF8 (as aiosmtpd does by default)."""
+    inbox, port, controller = start_server()
+    yield inbox, port
+    inbox.release.set()
+    controller.stop()
+
+
+@pytest.fixture
+def ascii_smtp_server() -> Iterator[tuple[Inbox, int]]:
+    """A server that does not offer SMTPUTF8."""
+    inbox, port, controller = start_server(smtputf8=False)
     yield inbox, port
     inbox.release.set()
     controller.stop()

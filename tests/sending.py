@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from email.message import EmailMessage
 
 from syndicate.deliver import SendOptions, SmtpMailer, deliver
-from syndicate.store import Claim, Issue, Store, Subscriber, open_store
+from syndicate.state import Claim, Issue, Store, Subscriber, open_store
 
 NOW = datetime(2025, 12, 15, 8, 0, tzinfo=UTC)
 SENDER = "digest@news.example.org"
@@ -39,7 +39,7 @@ def make_issue(store: Store, readers: list[Subscriber], *, content: str = "one")
         content_hash=f"hash-{content}",
         subject=f"Digest {content}",
         rendered=content,
-        articles=[("en", "a", f"digest-{content}")],
+        articles=[("en", "a", f"article-{content}")],
         readers=readers,
         message_id=lambda issue_id, reader_id: f"<{issue_id}.{reader_id}@news.example.org>",
         now=NOW,

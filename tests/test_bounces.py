@@ -25,7 +25,7 @@ from syndicate.cli import main
 from syndicate.config import Config, load_config, parse_config
 from syndicate.deliver import SmtpMailer
 from syndicate.errors import ConfigError
-from syndicate.store import Bounced, Store, open_store
+from syndicate.state import Bounced, Store, open_store
 from syndicate.tokens import secret_key
 from tests.conftest import ARTICLES
 from tests.sending import NOW, add_readers, make_issue
@@ -105,9 +105,9 @@ def test_a_permanent_bounce_counts_once_per_delivery(database_url: str) -> None:
         for i in (first, second)
     )
 
-    def record(target: Bounced, digest: str, kind: str = PERMANENT) -> str:
+    def record(target: Bounced, message_hash: str, kind: str = PERMANENT) -> str:
         return store.record_bounce(
-            digest=digest,
+            message_hash=message_hash,
             target=target,
             kind=kind,
             status="5.1.1",

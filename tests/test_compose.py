@@ -9,11 +9,11 @@ from email.message import EmailMessage
 
 import pytest
 
-from syndicate.compose import HeaderError, compose_message, reference_message
+from syndicate.compose import HeaderError, compose_message, compose_note, reference_message
 from syndicate.config import Config
 from syndicate.digest import select_digest
 from syndicate.reader import read_articles
-from syndicate.render import RenderedDigest, render_digest
+from syndicate.render import RenderedDigest, render_digest, render_note
 from tests.conftest import ARTICLES
 
 BOUNDARY = "=_test-boundary"
@@ -166,3 +166,49 @@ def test_no_header_injection(
 def test_header_errors_are_syndicate_errors(rendered: dict[str, RenderedDigest]) -> None:
     with pytest.raises(HeaderError, match="To: control character"):
         compose_message(rendered["en"], **{**READER, "to": "a@b.c\r\nBcc: d@e.f"})
+
+
+# -- notes to one reader (the web side's confirmations) --------------------------------------
+
+
+def test_a_note_is_plain_text_auto_generated_and_in_the_readers_language(config: Config) -> None:
+    note = render_note(config, "de", "confirm", link="https://example.org/confirm/t", days=7)
+    message = compose_note(
+        note,
+        to="leser@example.org",
+        sender="Syndicate <digest@example.com>",
+        message_id="<n1@example.com>",
+        date=datetime(2025, 12, 15, 9, 0, tzinfo=timezone(timedelta(hours=1))),
+        reply_to="editors@example.com",
+    )
+    again = parsed(message.as_bytes(policy=email.policy.SMTP))
+    assert again["Subject"] == "Bestätigen Sie Ihr Abonnement bei Syndicate"
+    assert again["Date"] == "Mon, 15 Dec 2025 08:00:00 +0000"
+    assert (again["Auto-Submitted"], again["Reply-To"]) == ("auto-generated", "editors@example.com")
+    assert again.get_content_type() == "text/plain"
+    assert "https://example.org/confirm/t" in again.get_content()
+    assert "7 Tage" in again.get_content()
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "error"),
+    [
+        ("to", "a@example.org\r\nBcc: b@example.org", "To: control character"),
+        ("sender", "x@example.com\n", "From: control character"),
+        ("message_id", "no-brackets-or-domain", "Message-ID: not of the form"),
+        ("date", datetime(2025, 12, 15, 9, 0), "Date: needs a time zone"),
+    ],
+)
+def test_a_note_refuses_what_would_break_a_header(
+    config: Config, field: str, value: object, error: str
+) -> None:
+    note = render_note(config, "en", "subscribed", link="https://example.org/p/t", days=7)
+    values = {
+        "to": "a@example.org",
+        "sender": "x@example.com",
+        "message_id": "<n1@example.com>",
+        "date": datetime(2025, 12, 15, 9, 0, tzinfo=UTC),
+        field: value,
+    }
+    with pytest.raises(HeaderError, match=error):
+        compose_note(note, **values)  # type: ignore[arg-type]

@@ -34,7 +34,7 @@ def with_second_article(seeds: ArticleSet, lang: str = "en") -> ArticleSet:
         title="An older piece",
         updated=date(2025, 11, 2),
         takeaways=tuple(t for t in first.takeaways if t.audience == "cost"),
-        digest="0" * 32,
+        content_hash="0" * 32,
     )
     return ArticleSet((*seeds.articles, older))
 
@@ -93,11 +93,11 @@ def test_since_window(seeds: ArticleSet, since: date | None, slugs: list[str] | 
 
 def test_sent_articles_are_skipped_and_revisions_marked(seeds: ArticleSet) -> None:
     article = seeds.get("de", SLUG)
-    assert select_digest(seeds, "de", ["cost"], sent={("de", SLUG): article.digest}) is None
+    assert select_digest(seeds, "de", ["cost"], sent={("de", SLUG): article.content_hash}) is None
     revised = select_digest(seeds, "de", ["cost"], sent={("de", SLUG): "an-older-hash"})
     assert revised is not None and revised.items[0].revised
     # What was sent in another language does not count.
-    other = select_digest(seeds, "de", ["cost"], sent={("nl", SLUG): article.digest})
+    other = select_digest(seeds, "de", ["cost"], sent={("nl", SLUG): article.content_hash})
     assert other is not None and not other.items[0].revised
 
 
@@ -108,7 +108,7 @@ def test_content_hash_follows_what_the_digest_shows(seeds: ArticleSet) -> None:
     assert revised.content_hash != plain.content_hash
     assert select_digest(seeds, "en", ["strategy"]).content_hash != plain.content_hash
     edited = ArticleSet(
-        tuple(replace(a, digest="f" * 32) if a.lang == "en" else a for a in seeds.articles)
+        tuple(replace(a, content_hash="f" * 32) if a.lang == "en" else a for a in seeds.articles)
     )
     assert select_digest(edited, "en", ["cost"]).content_hash != plain.content_hash
 
@@ -149,7 +149,7 @@ def test_the_cap_lists_the_newest_and_counts_the_rest(tmp_path, config: Config) 
     assert digest.more == 290
     assert select_digest(archive, "en", ["cost"]).more == 0
     # Within a window, and without what the group already had (nor its revision mark).
-    sent = {("en", "piece-0"): archive.get("en", "piece-0").digest}
+    sent = {("en", "piece-0"): archive.get("en", "piece-0").content_hash}
     windowed = select_digest(archive, "en", ["cost"], since=date(2025, 12, 1), sent=sent, limit=4)
     assert [i.article.slug for i in windowed.items] == ["piece-1", "piece-2", "piece-3", "piece-4"]
     assert windowed.more == 6  # December 1 to 10: ten articles, four listed

@@ -9,7 +9,6 @@ import smtplib
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from datetime import UTC, date, datetime
-from email import message_from_bytes, policy
 from email.message import EmailMessage
 from pathlib import Path
 
@@ -28,7 +27,7 @@ from syndicate.model import ArticleSet
 from syndicate.pipeline import build_feeds, digest_variants
 from syndicate.reader import read_articles
 from syndicate.render import RenderedDigest, render_digest
-from syndicate.store import open_store
+from syndicate.state import open_store
 from syndicate.tokens import CONFIRM, PREFERENCES, UNSUBSCRIBE, make_token
 from syndicate.web import create_app
 from tests.conftest import ARTICLES, DATA, ROOT
@@ -152,7 +151,7 @@ def pages(site, smtp_server, tmp_path) -> Iterator[tuple[Callable[[str], list[st
         made = create_app(
             config,
             store=store,
-            mailer=mailer,
+            send_message=mailer,
             articles=lambda: found,
             secret=SECRET,
             now=lambda: NOW,
@@ -223,7 +222,7 @@ def test_every_page_and_mail_speaks_the_readers_language(site, pages, lang: str)
         assert_reads_as(lang, text, BUILT_IN, f"page {number}")
         assert_all_read_as(lang, passages, BUILT_IN, f"page {number}")
 
-    mails = [message_from_bytes(m.as_bytes(), policy=policy.default) for m in inbox.messages()]
+    mails = inbox.messages
     assert len(mails) == 2  # the confirmation and the note to a known address
     for mail in mails:
         text = f"{mail['Subject']}\n{mail.get_content()}"
@@ -282,7 +281,7 @@ def test_a_page_in_a_language_without_catalog_is_wholly_in_the_fallback(tmp_path
     app = create_app(
         config,
         store=store,
-        mailer=lambda message: None,
+        send_message=lambda message: None,
         articles=lambda: italian,
         secret=SECRET,
         now=lambda: NOW,
@@ -380,7 +379,7 @@ def test_the_readmes_language_block_and_a_catalog_add_a_language(
     app = create_app(
         config,
         store=store,
-        mailer=smtp_mailer(port),
+        send_message=smtp_mailer(port),
         articles=lambda: found,
         secret=SECRET,
         now=lambda: NOW,
@@ -394,7 +393,7 @@ def test_the_readmes_language_block_and_a_catalog_add_a_language(
     csrf = lxml.html.fromstring(client.get("/es/").text).xpath("//input[@name='csrf']/@value")[0]
     data = {"email": "lector@example.org", "lang": "es", "audiences": ["cost"], "csrf": csrf}
     assert "Revisa tu bandeja de entrada" in client.post("/subscribe", data=data).text
-    [mail] = [message_from_bytes(m.as_bytes(), policy=policy.default) for m in inbox.messages()]
+    [mail] = inbox.messages
     assert mail["Subject"] == "Confirma tu suscripción a Syndicate"
     store.close()
 

@@ -163,7 +163,7 @@ def test_an_index_reading_keeps_the_audiences_not_their_bullets(config: Config) 
         (t.audience, t.label) for t in light.takeaways
     ]
     assert all(t.bullets == () for t in index.takeaways)
-    assert dataclasses.replace(index, takeaways=light.takeaways) == light  # digest included
+    assert dataclasses.replace(index, takeaways=light.takeaways) == light  # content_hash included
 
 
 # --- diagnostics -----------------------------------------------------------------------------

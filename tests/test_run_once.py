@@ -10,7 +10,7 @@ import sys
 from email import message_from_bytes, policy
 from pathlib import Path
 
-from syndicate.store import FileLock
+from syndicate.state import FileLock
 from tests.conftest import ARTICLES, ROOT
 
 ENV = {"PATH": "/usr/bin:/bin"}

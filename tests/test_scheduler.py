@@ -27,7 +27,7 @@ from syndicate.cli import JsonLines, main
 from syndicate.config import Config, DigestJob, load_config, parse_config
 from syndicate.errors import ConfigError, SchedulerBusyError
 from syndicate.scheduler import Jobs, Report, Scheduler, describe_trigger, job_specs
-from syndicate.store import create_engine, open_store, scheduler_lock
+from syndicate.state import create_engine, open_store, scheduler_lock
 from tests.conftest import ARTICLES, ROOT
 
 AMSTERDAM = ZoneInfo("Europe/Amsterdam")
@@ -577,12 +577,10 @@ def test_sigterm_during_a_stuck_send_exits_0_in_bound_and_the_rerun_completes_it
 # -- the whole process: scheduler, delivery ledger, a real SMTP server ---------------------
 
 
-def test_sigterm_mid_send_then_a_rerun_delivers_everyone_exactly_once(
-    tmp_path: Path, database_url: str, smtp_server: tuple[Any, int]
-) -> None:
-    inbox, port = smtp_server
-    readers = [f"reader{n}@example.com" for n in range(6)]
-    inbox.script[("data", readers[2])] = ["HOLD"]  # accepted, but the 250 is kept back
+def _due_send(
+    tmp_path: Path, database_url: str, port: int, readers: list[str], stop_timeout: float
+) -> tuple[Path, list[str]]:
+    """A config whose daily send fell due an hour ago, readers subscribed; the run command."""
     now = datetime.now(UTC)
     at = (now - timedelta(hours=1)).astimezone(AMSTERDAM)
     path = tmp_path / "config.toml"
@@ -591,7 +589,7 @@ def test_sigterm_mid_send_then_a_rerun_delivers_everyone_exactly_once(
         f'[state]\ndatabase = "{database_url}"\n'
         f'[email]\nsender = "News <digest@news.example.org>"\n'
         f'[smtp]\nurl = "smtp://127.0.0.1:{port}"\npool_size = 1\nretry_backoff = 0\n'
-        f"[schedule]\nstop_timeout_seconds = 0.5\n"
+        f"[schedule]\nstop_timeout_seconds = {stop_timeout}\n"
         f'[[schedule.digests]]\nname = "daily"\nday_of_week = "*"\n'
         f"hour = {at.hour}\nminute = {at.minute}\n",
         encoding="utf-8",
@@ -603,9 +601,17 @@ def test_sigterm_mid_send_then_a_rerun_delivers_everyone_exactly_once(
     store.close()
     # the daily send fell due an hour ago, while the process was down
     Scheduler(config, Recorder().jobs, clock=clock(now - timedelta(hours=2))).run_once()
+    return path, [sys.executable, "-m", "syndicate", "run", "--config", str(path)]
 
+
+def test_sigterm_mid_send_then_a_rerun_delivers_everyone_exactly_once(
+    tmp_path: Path, database_url: str, smtp_server: tuple[Any, int]
+) -> None:
+    inbox, port = smtp_server
+    readers = [f"reader{n}@example.com" for n in range(6)]
+    inbox.script[("data", readers[2])] = ["HOLD"]  # accepted, but the 250 is kept back
+    _, command = _due_send(tmp_path, database_url, port, readers, stop_timeout=0.5)
     env = {k: v for k, v in os.environ.items() if not k.startswith("SYNDICATE_")}
-    command = [sys.executable, "-m", "syndicate", "run", "--config", str(path)]
     with (tmp_path / "run.log").open("w") as log:
         process = subprocess.Popen(command, cwd=tmp_path, env=env, stderr=log)
     try:
@@ -629,3 +635,69 @@ def test_sigterm_mid_send_then_a_rerun_delivers_everyone_exactly_once(
     assert inbox.counts() == dict.fromkeys(readers, 1)
     # the held reader's message arrived but its 250 never did: uncertain, so never resent
     assert rerun.returncode == 1 and "uncertain=1" in rerun.stderr
+
+
+def test_sigterm_mid_send_under_run_drains_the_send_and_exits_0(
+    tmp_path: Path, database_url: str, smtp_server: tuple[Any, int]
+) -> None:
+    inbox, port = smtp_server
+    readers = [f"reader{n}@example.com" for n in range(6)]
+    inbox.script[("data", readers[2])] = ["HOLD"]  # slow: its 250 comes after the stop
+    _, command = _due_send(tmp_path, database_url, port, readers, stop_timeout=60)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SYNDICATE_")}
+    log = tmp_path / "run.log"
+    with log.open("w") as out:
+        process = subprocess.Popen(command, cwd=tmp_path, env=env, stderr=out)
+    try:
+        assert inbox.holding.wait(60), log.read_text()
+        process.send_signal(signal.SIGTERM)
+        assert wait_for(lambda: "stopping:" in log.read_text()), log.read_text()
+        inbox.release.set()
+        assert process.wait(timeout=60) == 0, log.read_text()
+    finally:
+        inbox.release.set()
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert inbox.counts() == dict.fromkeys(readers[:3], 1)  # the one on the wire finished
+    store = open_store(database_url)
+    states = {d.email: d.status for d in store.deliveries()}
+    store.close()
+    assert states == {r: "sent" if r in readers[:3] else "pending" for r in readers}
+    rerun = subprocess.run(
+        [*command, "--once"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert "job digest:daily was interrupted; running it again now" in rerun.stderr
+    assert rerun.returncode == 0, rerun.stderr
+    assert inbox.counts() == dict.fromkeys(readers, 1)
+
+
+def test_sigterm_mid_send_under_run_once_drains_and_the_next_start_resumes_it(
+    tmp_path: Path, database_url: str, smtp_server: tuple[Any, int]
+) -> None:
+    inbox, port = smtp_server
+    readers = [f"reader{n}@example.com" for n in range(6)]
+    inbox.script[("data", readers[2])] = ["HOLD"]
+    _, command = _due_send(tmp_path, database_url, port, readers, stop_timeout=60)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SYNDICATE_")}
+    log = tmp_path / "once.log"
+    with log.open("w") as out:
+        process = subprocess.Popen([*command, "--once"], cwd=tmp_path, env=env, stderr=out)
+    try:
+        assert inbox.holding.wait(60), log.read_text()
+        process.send_signal(signal.SIGTERM)
+        assert wait_for(lambda: "stopping:" in log.read_text()), log.read_text()
+        inbox.release.set()
+        assert process.wait(timeout=60) == 1, log.read_text()  # the send was partial
+    finally:
+        inbox.release.set()
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert inbox.counts() == dict.fromkeys(readers[:3], 1)
+    rerun = subprocess.run(
+        [*command, "--once"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert "job digest:daily was interrupted; running it again now" in rerun.stderr
+    assert rerun.returncode == 0, rerun.stderr
+    assert inbox.counts() == dict.fromkeys(readers, 1)

@@ -3,26 +3,38 @@
 from __future__ import annotations
 
 import base64
+import json
+import os
 import re
 import shutil
+import signal
+import subprocess
+import sys
+import threading
 from datetime import date, timedelta
 from email import message_from_bytes
 from email.policy import default
 from pathlib import Path
 
 import dkim
+import pytest
+import sqlalchemy as sa
 from click.testing import CliRunner
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
 from syndicate import pipeline
 from syndicate.cli import default_jobs, main
-from syndicate.config import DigestJob, load_config, parse_config
-from syndicate.deliver import SmtpMailer
-from syndicate.store import open_store
+from syndicate.config import Config, DigestJob, load_config, parse_config
+from syndicate.deliver import SmtpMailer, deliver
+from syndicate.errors import DeliveryError
+from syndicate.state import open_store
+from syndicate.state.locks import run_lock
+from syndicate.subscribers import read_subscriber_csv
 from syndicate.tokens import UNSUBSCRIBE, read_token, secret_key
 from tests.conftest import ARTICLES, write_archive
-from tests.sending import NOW
+from tests.databases import POSTGRES_URL
+from tests.sending import NOW, add_readers, compose, mailer, make_issue, options
 
 
 def test_each_reader_gets_one_signed_message_and_a_rerun_sends_nothing(
@@ -82,6 +94,345 @@ def test_each_reader_gets_one_signed_message_and_a_rerun_sends_nothing(
     again = pipeline.send_digests(config, NOW, mailer=mailer, store=store)
     assert again.issues == [] and again.sent == 0 and len(inbox.received) == 3
     store.close()
+
+
+# -- international addresses ---------------------------------------------------------------
+
+
+def _config(tmp_path: Path, database_url: str, port: int | None, **smtp) -> Config:
+    data: dict = {
+        "site": {"articles": str(ARTICLES), "base_url": "https://news.example.org"},
+        "state": {"database": database_url},
+        "email": {"sender": "News <digest@news.example.org>"},
+        "smtp": {"retry_backoff": 0, **smtp},
+    }
+    if port is not None:
+        data["smtp"]["url"] = f"smtp://127.0.0.1:{port}"
+    return parse_config(data, root=tmp_path, source="(test)", env={})
+
+
+def _subscribe(store, *emails: str) -> None:
+    for email in emails:
+        store.add_subscriber(email, "en", ["cost"], status="active", consent_source="t", now=NOW)
+
+
+INTERNATIONAL = ("idn@bücher.example", "josé@bücher.example", "plain@example.com")
+
+
+def test_international_addresses_go_out_in_their_smtp_form(
+    tmp_path: Path, database_url: str, smtp_server
+) -> None:
+    inbox, port = smtp_server
+    config = _config(tmp_path, database_url, port)
+    store = open_store(config.database_url)
+    _subscribe(store, *INTERNATIONAL)
+    report = pipeline.send_digests(config, NOW, mailer=pipeline.open_mailer(config), store=store)
+    store.close()
+    assert (report.sent, report.failed, report.uncertain) == (3, 0, 0)
+    assert inbox.counts() == {
+        "idn@xn--bcher-kva.example": 1,
+        "josé@xn--bcher-kva.example": 1,
+        "plain@example.com": 1,
+    }
+    heads = {rcpt: data.split(b"\r\n\r\n")[0].split(b"\r\n") for rcpt, data in inbox.received}
+    assert b"To: idn@xn--bcher-kva.example" in heads["idn@xn--bcher-kva.example"]
+    # RFC 6532: the address itself in UTF-8, as the SMTPUTF8 envelope carries it
+    assert "To: josé@xn--bcher-kva.example".encode() in heads["josé@xn--bcher-kva.example"]
+    assert all(line.isascii() for line in heads["idn@xn--bcher-kva.example"])
+
+
+def test_without_smtputf8_only_the_reader_who_needs_it_fails(
+    tmp_path: Path, database_url: str, ascii_smtp_server
+) -> None:
+    inbox, port = ascii_smtp_server
+    config = _config(tmp_path, database_url, port)
+    store = open_store(config.database_url)
+    _subscribe(store, *INTERNATIONAL)
+    report = pipeline.send_digests(config, NOW, mailer=pipeline.open_mailer(config), store=store)
+    assert (report.sent, report.failed, report.uncertain) == (2, 1, 0)
+    [(email, reason)] = report.failures
+    assert email == "josé@bücher.example"
+    assert reason == (
+        f"not sent: 127.0.0.1:{port} does not offer SMTPUTF8, which an address with a "
+        "non-ASCII part before @ needs"
+    )
+    assert store.subscriber("josé@bücher.example").bounces == 0  # not the mailbox's fault
+    store.close()
+    assert set(inbox.counts()) == {"idn@xn--bcher-kva.example", "plain@example.com"}
+
+
+def test_an_import_warns_about_addresses_that_need_smtputf8(
+    tmp_path: Path, database_url: str
+) -> None:
+    text = "email,lang,audiences\njosé@bücher.example,en,cost\nidn@bücher.example,en,cost\n"
+    rows, problems = read_subscriber_csv(text, "readers.csv", langs=["en"], known=["cost"])
+    assert [r.email for r in rows] == ["josé@bücher.example", "idn@bücher.example"]
+    warning = (
+        "warning: josé@bücher.example: the part before @ is not ASCII: only mail servers that "
+        "offer SMTPUTF8 can deliver to it"
+    )
+    assert [str(p) for p in problems] == [f"readers.csv:2: {warning}"]
+
+    (tmp_path / "readers.csv").write_text(text, "utf-8")
+    path = _config_file(tmp_path, database_url, 25)
+    command = ["subscribers", "import", str(tmp_path / "readers.csv"), "--config", str(path)]
+    result = CliRunner().invoke(main, command)
+    assert result.exit_code == 0 and result.stdout == "2 added, 0 updated, 0 unchanged\n"
+    assert result.stderr == f"{tmp_path / 'readers.csv'}:2: {warning}\n"
+
+
+# -- sample readers ------------------------------------------------------------------------
+
+
+def test_sample_readers_are_never_sent_through_a_real_server(
+    tmp_path: Path, database_url: str, smtp_server
+) -> None:
+    inbox, port = smtp_server
+    first = _config(tmp_path, database_url, None)
+    store = open_store(first.database_url)
+    added = pipeline.add_sample_readers(first, store, NOW)
+    samples = list(store.subscribers())
+    make_issue(store, samples[:2], content="left pending by an earlier run")
+    # a group with no issue yet (en-cost had one just now: its window is empty)
+    store.add_subscriber(
+        "real@example.org", "en", ["strategy"], status="active", consent_source="t", now=NOW
+    )
+
+    config = _config(tmp_path, database_url, port)
+    report = pipeline.send_digests(config, NOW, mailer=pipeline.open_mailer(config), store=store)
+    assert report.samples == added and report.sent == 1
+    assert inbox.counts() == {"real@example.org": 1}
+    skipped = store.deliveries("skipped")
+    assert [d.email for d in skipped] == [s.email for s in samples[:2]]
+    assert {d.reply for d in skipped} == {"sample reader: not sent through an SMTP server"}
+    store.close()
+
+    path = _config_file(tmp_path, database_url, port)
+    result = CliRunner().invoke(main, ["send", "--config", str(path)])
+    assert result.exit_code == 0, result.output
+    assert f"{added} sample reader(s) (added by the first `syndicate run --once`) are not" in (
+        result.stderr
+    )
+    result = CliRunner().invoke(main, ["subscribers", "remove", "--samples", "--config", str(path)])
+    assert result.output == f"removed {added} sample reader(s)\n"
+    store = open_store(config.database_url)
+    assert [s.email for s in store.subscribers()] == ["real@example.org"]
+    store.close()
+
+
+# -- the send command ----------------------------------------------------------------------
+
+
+def _config_file(tmp_path: Path, database_url: str, port: int, *, pool_size: int = 1) -> Path:
+    path = tmp_path / "config.toml"
+    path.write_text(
+        f'[site]\narticles = "{ARTICLES}"\nbase_url = "https://news.example.org"\n'
+        f'[state]\ndatabase = "{database_url}"\n'
+        f'[email]\nsender = "News <digest@news.example.org>"\n'
+        f'[smtp]\nurl = "smtp://127.0.0.1:{port}"\npool_size = {pool_size}\nretry_backoff = 0\n',
+        encoding="utf-8",
+    )
+    return path
+
+
+def _with_uncertain(tmp_path: Path, database_url: str, smtp_server) -> tuple[Path, list[int]]:
+    """Five readers, two of whose messages were cut off after their end of data."""
+    inbox, port = smtp_server
+    store = open_store(database_url)
+    make_issue(store, add_readers(store, 5))
+    for n in (1, 3):
+        inbox.script[("accepted", f"reader{n}@example.com")] = ["DROP"]
+    deliver(store, mailer(port), compose, options(workers=1), NOW)
+    ids = [d.id for d in store.deliveries("uncertain")]
+    store.close()
+    assert len(ids) == 2
+    return _config_file(tmp_path, database_url, port), ids
+
+
+def test_send_status_fits_the_terminal_and_has_json(
+    tmp_path: Path, database_url: str, smtp_server
+) -> None:
+    path, ids = _with_uncertain(tmp_path, database_url, smtp_server)
+    for width in (60, 100):
+        result = CliRunner().invoke(
+            main, ["send", "--status", "--config", str(path)], env={"COLUMNS": str(width)}
+        )
+        assert result.exit_code == 0, result.output
+        lines = result.output.splitlines()
+        assert max(map(len, lines)) <= width and "reader1@" in result.output
+    result = CliRunner().invoke(main, ["send", "--status", "--json", "--config", str(path)])
+    status = json.loads(result.stdout)
+    [issue] = status["issues"]
+    assert issue["key"] == "en-cost"
+    assert issue["deliveries"] == {
+        "pending": 0,
+        "sending": 0,
+        "sent": 3,
+        "failed": 0,
+        "uncertain": 2,
+        "skipped": 0,
+    }
+    assert [(u["id"], u["email"], u["issue"]) for u in status["uncertain"]] == [
+        (ids[0], "reader1@example.com", issue["id"]),
+        (ids[1], "reader3@example.com", issue["id"]),
+    ]
+
+
+def test_resend_refuses_unknown_ids_and_ids_that_are_not_uncertain(
+    tmp_path: Path, database_url: str, smtp_server
+) -> None:
+    path, ids = _with_uncertain(tmp_path, database_url, smtp_server)
+    store = open_store(database_url)
+    [sent, *_] = store.deliveries("sent")
+    store.close()
+    command = ["send", "--config", str(path), "--resend", str(ids[0])]
+    result = CliRunner().invoke(main, [*command, "--resend", "999", "--resend", str(sent.id)])
+    assert result.exit_code == 1
+    assert result.stderr.splitlines() == [
+        "no such delivery: 999",
+        f"not uncertain, so not resent: {sent.id} (sent)",
+        "nothing queued",
+    ]
+    result = CliRunner().invoke(main, command)
+    assert result.exit_code == 0 and "1 uncertain delivery(ies) queued again" in result.stderr
+    store = open_store(database_url)
+    assert [d.id for d in store.deliveries("pending")] == [ids[0]]
+    assert [d.id for d in store.deliveries("uncertain")] == [ids[1]]
+    store.close()
+
+
+def test_resend_uncertain_requeues_them_all(tmp_path: Path, database_url: str, smtp_server) -> None:
+    inbox, _ = smtp_server
+    path, ids = _with_uncertain(tmp_path, database_url, smtp_server)
+    store = open_store(database_url)
+    [issue_id] = {d.issue_id for d in store.deliveries()}
+    store.close()
+    other = ["send", "--config", str(path), "--resend-uncertain", "--issue", str(issue_id + 1)]
+    assert "0 uncertain delivery(ies) of issue" in CliRunner().invoke(main, other).stderr
+    result = CliRunner().invoke(main, ["send", "--config", str(path), "--resend-uncertain"])
+    assert result.exit_code == 0 and "2 uncertain delivery(ies) queued again" in result.stderr
+    store = open_store(database_url)
+    assert sorted(d.id for d in store.deliveries("pending")) == ids
+    deliver(store, mailer(smtp_server[1]), compose, options(), NOW)
+    store.close()
+    # the operator decided they had not arrived: the server now has them twice, as asked
+    assert inbox.counts()["reader1@example.com"] == 2
+
+
+def _run_sessions(url: str) -> list[int]:
+    """Server pids of every session holding a send run's liveness lock in this schema."""
+    engine = sa.create_engine(url)
+    with engine.connect() as db:
+        key = run_lock(db)
+        pids = db.execute(
+            sa.text("SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND classid::int = :key"),
+            {"key": key},
+        ).scalars()
+        pids = list(pids)
+    engine.dispose()
+    return pids
+
+
+@pytest.mark.parametrize("database_url", ["postgresql"], indirect=True)  # sessions: PostgreSQL's
+def test_a_lost_database_connection_ends_send_with_one_line(
+    tmp_path: Path, database_url: str, smtp_server
+) -> None:
+    inbox, port = smtp_server
+    path = _config_file(tmp_path, database_url, port)
+    store = open_store(database_url)
+    _subscribe(store, *(f"reader{n}@example.com" for n in range(6)))
+    store.close()
+    inbox.script[("data", "reader2@example.com")] = ["HOLD"]
+
+    def cut_off() -> None:
+        if inbox.holding.wait(60):
+            pids = _run_sessions(database_url)
+            engine = sa.create_engine(POSTGRES_URL)
+            with engine.connect() as db:
+                for pid in pids:
+                    db.execute(sa.text("SELECT pg_terminate_backend(:pid)"), {"pid": pid})
+            engine.dispose()
+        inbox.release.set()
+
+    killer = threading.Thread(target=cut_off)
+    killer.start()
+    result = CliRunner().invoke(main, ["send", "--config", str(path)])
+    killer.join()
+    assert result.exit_code == 1
+    assert len(result.stderr.splitlines()) == 1, result.stderr
+    line = result.stderr.strip()
+    assert line.startswith("syndicate: database connection lost (")
+    assert line.endswith("; 3 sent, 3 left for the next run")
+    assert inbox.counts() == {f"reader{n}@example.com": 1 for n in range(3)}
+
+
+def test_sigterm_mid_send_drains_and_exits_0_then_a_rerun_sends_the_rest(
+    tmp_path: Path, database_url: str, smtp_server
+) -> None:
+    inbox, port = smtp_server
+    path = _config_file(tmp_path, database_url, port, pool_size=3)
+    store = open_store(database_url)
+    readers = [f"reader{n}@example.com" for n in range(20)]
+    _subscribe(store, *readers)
+    store.close()
+    inbox.script[("data", "reader4@example.com")] = ["HOLD"]  # slow: its 250 is kept back
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SYNDICATE_")}
+    command = [sys.executable, "-m", "syndicate", "send", "--config", str(path)]
+    sender = subprocess.Popen(command, cwd=tmp_path, env=env, stderr=subprocess.PIPE, text=True)
+    lines: list[str] = []
+    stopping = threading.Event()
+
+    def read() -> None:
+        for line in sender.stderr:
+            lines.append(line)
+            if line.startswith("stopping:"):
+                stopping.set()
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    try:
+        assert inbox.holding.wait(60), "".join(lines)
+        sender.send_signal(signal.SIGTERM)
+        assert stopping.wait(60), "".join(lines)
+        inbox.release.set()  # the message on the wire finishes after the stop
+        assert sender.wait(60) == 0, "".join(lines)
+    finally:
+        inbox.release.set()
+        if sender.poll() is None:
+            sender.kill()
+        reader.join()
+    summary = lines[-1]
+    assert summary.startswith("stopped: sent "), "".join(lines)
+    arrived = inbox.counts()
+    store = open_store(database_url)
+    assert {d.email for d in store.deliveries("sent")} == set(arrived)  # every reply recorded
+    assert "reader4@example.com" in arrived and max(arrived.values()) == 1
+    assert store.deliveries("uncertain") == [] and len(arrived) < len(readers)
+    assert {d.status for d in store.deliveries()} == {"sent", "pending"}
+    store.close()
+
+    rerun = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, timeout=120)
+    assert rerun.returncode == 0, rerun.stderr
+    assert inbox.counts() == dict.fromkeys(readers, 1)  # nobody twice, nobody skipped
+
+
+def test_an_unreachable_server_ends_send_with_one_line(tmp_path: Path, database_url: str) -> None:
+    from tests.mailserver import free_port
+
+    port = free_port()  # nobody listens there
+    path = _config_file(tmp_path, database_url, port)
+    path.write_text(path.read_text("utf-8") + "retries = 1\n", "utf-8")
+    store = open_store(database_url)
+    _subscribe(store, "a@example.com", "b@example.com")
+    store.close()
+    result = CliRunner().invoke(main, ["send", "--config", str(path)])
+    assert result.exit_code == 1
+    assert result.stderr == (
+        f"syndicate: cannot reach the SMTP server 127.0.0.1:{port} ([Errno 111] Connection "
+        "refused); 0 sent, 2 left for the next run\n"
+    )
+    result = CliRunner().invoke(main, ["send", "--config", str(path), "--debug"])
+    assert isinstance(result.exception, DeliveryError)  # --debug: the traceback, not one line
 
 
 # --- windows, the cap, and one group failing -------------------------------------------------

@@ -21,7 +21,7 @@ import pytest
 
 from syndicate.web import base_url_elsewhere, listening_url
 from tests.conftest import ARTICLES
-from tests.test_web import free_port
+from tests.mailserver import free_port
 
 
 @pytest.mark.parametrize(

@@ -11,7 +11,8 @@ import sqlalchemy as sa
 from click.testing import CliRunner
 
 from syndicate.cli import main
-from syndicate.store import open_store, subscribers
+from syndicate.state import open_store
+from syndicate.state.schema import subscribers
 from syndicate.subscribers import mask_email
 from tests.conftest import ARTICLES
 

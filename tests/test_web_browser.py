@@ -9,33 +9,30 @@ from collections.abc import Iterator
 import pytest
 import uvicorn
 
-from syndicate.tokens import UNSUBSCRIBE, link, make_token
+from syndicate.routes import reader_url
+from syndicate.tokens import UNSUBSCRIBE, make_token
 from syndicate.web import create_app
 from tests.conftest import ARTIFACTS
-from tests.test_web import (  # noqa: F401  (fixtures)
+from tests.websites import (
     SECRET,
     SLUG,
     Clock,
-    article_set,
-    clock,
     free_port,
-    smtp,
     smtp_mailer,
-    store,
     web_config,
 )
 
 
 @pytest.fixture
-def live(tmp_path, store, smtp, article_set, clock: Clock) -> Iterator[tuple]:  # noqa: F811
+def live(tmp_path, store, smtp_server, article_set, clock: Clock) -> Iterator[tuple]:
     """The app under uvicorn on a loopback port, as `syndicate serve` runs it."""
-    inbox, smtp_port = smtp
+    inbox, smtp_port = smtp_server
     port = free_port()
     config = web_config(tmp_path, base_url=f"http://127.0.0.1:{port}")
     app = create_app(
         config,
         store=store,
-        mailer=smtp_mailer(smtp_port),
+        send_message=smtp_mailer(smtp_port),
         articles=lambda: article_set,
         secret=SECRET,
         now=clock,
@@ -90,7 +87,7 @@ def test_subscribe_confirm_and_unsubscribe_in_chromium(live, browser):
 
     # The link a digest carries in its footer and List-Unsubscribe header.
     token = make_token(SECRET, UNSUBSCRIBE, reader.id, issued=now())
-    page.goto(link(config, UNSUBSCRIBE, token))
+    page.goto(reader_url(config, UNSUBSCRIBE, token))
     expect(page.locator("h1")).to_have_text("Afmelden")
     masked = page.get_by_text("Voor het adres l•••@example.org")
     expect(masked).to_be_visible()

@@ -34,7 +34,7 @@ from .model import ArticleSet, Severity
 from .pipeline import FeedReport, build_feeds, message_sender, write_digest, write_previews
 from .reader import read_articles, scan
 from .skeleton import in_the_way
-from .store import database_errors
+from .state import database_errors
 
 if TYPE_CHECKING:
     from .scheduler import Jobs, Report, Scheduler
@@ -303,12 +303,14 @@ def run(config: Config, articles: Path | None, once: bool, standby: bool, log_js
         init = "to start a site here: syndicate init"
         hint = "put article files in it" if in_the_way(Path(".")) else init
         raise UsageError(f"{where} {folder}: nothing to publish ({hint})")
-    jobs = default_jobs(config)
+    stop = threading.Event()  # set by SIGTERM/SIGINT: a send in progress drains
+    jobs = default_jobs(config, stop)
     scheduler = Scheduler(config, jobs)
     scheduler.debug = options().debug
     with logging_to_stderr(log_json):
         if not once:
-            run_scheduler(scheduler, standby=standby)  # does not return: it exits the process
+            # does not return: it exits the process
+            run_scheduler(scheduler, standby=standby, stop=stop)
         # The lock is taken before any of this; feeds, previews and sends are separate steps.
         previews = config.path(config.email.outbox) / "preview"
         steps: dict[str, Callable[[datetime], Report | None]] = {
@@ -316,7 +318,9 @@ def run(config: Config, articles: Path | None, once: bool, standby: bool, log_js
         }
         if not config.smtp.url:
             steps["samples"] = lambda now: sample_step(config, jobs, now)
-        ok = scheduler.run_once(steps)
+        # a send cut short by the stop resumes at the next start, as under `run`
+        with stopping_on_signals(stop, config.smtp.timeout, also=scheduler.request_stop):
+            ok = scheduler.run_once(steps)
         outcome = "ok" if ok else "partial"
         failed = f"; failed: {', '.join(scheduler.failed)}" if scheduler.failed else ""
         feeds_out = config.path(config.feeds.out)
@@ -362,7 +366,7 @@ def sample_step(config: Config, jobs: Jobs, now: datetime) -> Report | None:
     deliveries, Maildir) shows; no line at all on later runs."""
     from .pipeline import add_sample_readers
     from .scheduler import Report
-    from .store import open_store
+    from .state import open_store
 
     store = open_store(config.database_url)
     try:
@@ -376,12 +380,25 @@ def sample_step(config: Config, jobs: Jobs, now: datetime) -> Report | None:
 
 
 def run_scheduler(
-    scheduler: Scheduler, *, standby: bool = False, poll_seconds: float = 10.0
+    scheduler: Scheduler,
+    *,
+    standby: bool = False,
+    poll_seconds: float = 10.0,
+    stop: threading.Event | None = None,
 ) -> None:
     """Act as the scheduler until SIGTERM or SIGINT, then exit 0 within the stop bound
-    (1 if the lock was lost, so that the service manager restarts the process)."""
+    (1 if the lock was lost, so that the service manager restarts the process). ``stop`` is
+    set too, so that a send in progress takes no new delivery and drains."""
+
+    def request_stop(*_: Any) -> None:
+        if stop is not None and not stop.is_set():
+            stop.set()
+            # os.write: nothing here may wait for a lock the interrupted code holds
+            os.write(2, b"stopping: no new runs; a send takes no new delivery and drains\n")
+        scheduler.request_stop()
+
     for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, lambda *_: scheduler.request_stop())
+        signal.signal(signum, request_stop)
     scheduler.run(standby=standby, poll_seconds=poll_seconds)
     status = 1 if scheduler.lost_lock else 0  # lost lock: let the service manager restart us
     if scheduler.interrupted:
@@ -421,11 +438,11 @@ def schedule(config: Config, as_json: bool) -> None:
         click.echo(f"{row.id:{width}}  {when:28}  {row.trigger}{note}")
 
 
-def default_jobs(config: Config) -> Jobs:
+def default_jobs(config: Config, stop: threading.Event | None = None) -> Jobs:
     """What the schedule triggers: the pipeline's feed rebuild and digest send.
 
     The one place the scheduler is joined to the pipeline; the scheduler itself only knows
-    the ``Jobs`` interface.
+    the ``Jobs`` interface. Once ``stop`` is set, a send takes no new delivery.
     """
     from .scheduler import Jobs, Report
 
@@ -449,7 +466,7 @@ def default_jobs(config: Config) -> Jobs:
 
     def send_digest(job: DigestJob, now: datetime) -> Report:
         from .pipeline import open_mailer, send_digests
-        from .store import open_store
+        from .state import open_store
 
         store = open_store(config.database_url)
         try:
@@ -460,6 +477,7 @@ def default_jobs(config: Config) -> Jobs:
                 store=store,
                 langs=job.languages or None,
                 audiences=job.audiences or None,
+                stop=stop,
             )
         finally:
             store.close()
@@ -470,6 +488,7 @@ def default_jobs(config: Config) -> Jobs:
             "uncertain": sent.uncertain,
             "skipped": sent.skipped,
             "deferred": sent.deferred,
+            "left": sent.left,
             "refused": len(sent.refused),
             "problems": len(sent.problems),
         }
@@ -481,7 +500,7 @@ def default_jobs(config: Config) -> Jobs:
             audiences = ", ".join(job.audiences) or "all audiences"
             return Report(counts, f"no new content for {langs} / {audiences}")
         refused = "; ".join(f"{key}: {reason}" for key, _, reason in sent.refused)
-        return Report(counts, refused or None, complete=not sent.partial)
+        return Report(counts, refused or None, complete=not (sent.partial or sent.stopped))
 
     return Jobs(build_feeds=rebuild_feeds, send_digest=send_digest)
 
@@ -567,7 +586,7 @@ def digest(
     found = load_articles(config, articles, bodies=False)  # a digest shows no body
     print_problems(found)
     out = out if out is not None else config.path(config.email.outbox) / "preview"
-    from .store import open_store
+    from .state import open_store
 
     day = since.date() if since else None
     store = open_store(config.database_url)
@@ -642,7 +661,7 @@ def serve(
     """Serve the feeds, article pages and readers' subscription links over HTTP."""
     import tempfile
 
-    from .store import open_store
+    from .state import open_store
     from .tokens import secret_key
     from .web import base_url_elsewhere, create_app, listening_url, watch_articles
 
@@ -664,7 +683,7 @@ def serve(
         app = create_app(
             config,
             store=open_store(config.database_url),
-            mailer=message_sender(config),
+            send_message=message_sender(config),
             articles=watch_articles(folder, config),
             secret=secret_key(config),
             now=lambda: datetime.now(UTC),
@@ -742,6 +761,39 @@ class _Bar:
         self.progress.advance(self.task)
 
 
+@contextlib.contextmanager
+def stopping_on_signals(
+    stop: threading.Event, timeout: float, also: Callable[[], None] | None = None
+) -> Iterator[None]:
+    """SIGTERM and SIGINT set ``stop`` (and call ``also``): a send takes no new delivery and
+    lets the messages on the wire finish. A second signal acts as it did before. Outside the
+    main thread (where no handler can be set) nothing changes."""
+    signals = (signal.SIGTERM, signal.SIGINT)
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    saved = {signum: signal.getsignal(signum) for signum in signals}
+
+    def handler(signum: int, _frame: Any) -> None:
+        stop.set()
+        if also is not None:
+            also()
+        for each in signals:
+            signal.signal(each, saved[each])
+        click.echo(
+            f"stopping: no new deliveries; the messages on the wire finish (at most {timeout:g} s)",
+            err=True,
+        )
+
+    for signum in signals:
+        signal.signal(signum, handler)
+    try:
+        yield
+    finally:
+        for signum in signals:
+            signal.signal(signum, saved[signum])
+
+
 def send_now(
     config: Config,
     now: datetime,
@@ -750,19 +802,31 @@ def send_now(
     audiences: tuple[str, ...] = (),
     since: date | None = None,
     dry_run: bool = False,
+    stop: threading.Event | None = None,
 ) -> int:
     """Issue and deliver the due digests with a progress bar and a summary; the exit status:
-    1 when the run was partial (a group refused, deliveries failed, uncertain or left)."""
+    1 when the run was partial (a group refused, deliveries failed, uncertain or left).
+
+    SIGTERM or SIGINT stops it cleanly (exit 0 unless a group was refused or a delivery
+    failed): what is on the wire finishes and is recorded, the rest stays for the next run.
+    A caller that passes ``stop`` has set the signals to it already.
+    """
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
     from .pipeline import open_mailer, send_digests
-    from .store import open_store
+    from .state import open_store
 
+    signals: contextlib.AbstractContextManager[None] = contextlib.nullcontext()
+    if stop is None:
+        stop = threading.Event()
+        signals = stopping_on_signals(stop, config.smtp.timeout)
     store = open_store(config.database_url)
     try:
         columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn())
-        with Progress(*columns, console=Console(stderr=True), transient=True) as progress:
+        console = Console(stderr=True)
+        bar = Progress(*columns, console=console, transient=True, disable=not console.is_terminal)
+        with signals, bar as progress:
             report = send_digests(
                 config,
                 now,
@@ -773,11 +837,19 @@ def send_now(
                 since=since,
                 dry_run=dry_run,
                 progress=_Bar(progress),
+                stop=stop,
             )
     finally:
         store.close()
     for problem in report.problems:
         click.echo(str(problem), err=True)
+    if report.samples:
+        click.echo(
+            f"{report.samples} sample reader(s) (added by the first `syndicate run --once`) are "
+            "not sent to through an SMTP server; `syndicate subscribers remove --samples` "
+            "removes them",
+            err=True,
+        )
     verb = "would issue" if dry_run else "issued"
     for key, readers in report.issues:
         click.echo(f"{verb} {key} to {readers} reader(s)", err=True)
@@ -790,8 +862,9 @@ def send_now(
         click.echo(f"{report.pending} delivery(ies) pending; nothing sent (dry run)", err=True)
         return Exit.FAILED if report.refused else Exit.OK
     click.echo(
-        f"sent {report.sent}, failed {report.failed}, uncertain {report.uncertain}, "
-        f"skipped {report.skipped}, left for the next run {report.deferred}",
+        f"{'stopped: ' if report.stopped else ''}sent {report.sent:,}, failed {report.failed:,}, "
+        f"uncertain {report.uncertain:,}, skipped {report.skipped:,}, "
+        f"left for the next run {report.left:,}",
         err=True,
     )
     if report.refused:
@@ -801,7 +874,9 @@ def send_now(
         )
     if report.uncertain:
         click.echo("uncertain deliveries are never resent blindly: see `syndicate send --status`")
-    return Exit.FAILED if report.partial else Exit.OK
+    if report.refused or report.failed or report.uncertain:
+        return Exit.FAILED
+    return Exit.OK if report.stopped or not report.deferred else Exit.FAILED
 
 
 @main.command()
@@ -820,6 +895,7 @@ def send_now(
 )
 @click.option("--dry-run", is_flag=True, help="Show what would be issued; record and send nothing.")
 @click.option("--status", "show_status", is_flag=True, help="List issues and uncertain deliveries.")
+@click.option("--json", "as_json", is_flag=True, help="With --status: one JSON document on stdout.")
 @click.option(
     "--resend",
     type=int,
@@ -827,6 +903,12 @@ def send_now(
     metavar="ID",
     help="Queue an uncertain delivery again, once you know it did not arrive (repeatable).",
 )
+@click.option(
+    "--resend-uncertain",
+    is_flag=True,
+    help="Queue every uncertain delivery again (of one issue with --issue), once you checked.",
+)
+@click.option("--issue", "issue_id", type=int, metavar="N", help="With --resend-uncertain.")
 def send(
     config: Config,
     articles: Path | None,
@@ -835,54 +917,124 @@ def send(
     since: datetime | None,
     dry_run: bool,
     show_status: bool,
+    as_json: bool,
     resend: tuple[int, ...],
+    resend_uncertain: bool,
+    issue_id: int | None,
 ) -> None:
     """Issue the digests with new content and deliver them: each reader gets each one once."""
-    from .store import open_store
+    from .state import open_store
 
     check_known(config, langs=langs, audiences=audiences)
-    if not (show_status or resend):
+    if as_json and not show_status:
+        raise UsageError("--json goes with --status")
+    if issue_id is not None and not resend_uncertain:
+        raise UsageError("--issue goes with --resend-uncertain")
+    sending = not (show_status or resend or resend_uncertain)
+    if sending:
         article_folder(config, articles)
     config = with_articles(config, articles)
 
     now = datetime.now(UTC)
-    if not (show_status or resend):
+    if sending:
         day = since.date() if since else None
         sys.exit(
             send_now(config, now, langs=langs, audiences=audiences, since=day, dry_run=dry_run)
         )
     store = open_store(config.database_url)
     try:
+        status = 0
         if resend:
-            queued = store.resend_uncertain(resend, now)
-            click.echo(f"{queued} uncertain delivery(ies) queued again", err=True)
+            status = requeue(store, resend, now)
+        if resend_uncertain:
+            lost = store.deliveries("uncertain", issue_id=issue_id)
+            queued = store.resend_uncertain([d.id for d in lost], now)
+            of = f" of issue {issue_id}" if issue_id is not None else ""
+            click.echo(f"{queued} uncertain delivery(ies){of} queued again", err=True)
         if show_status:
-            print_send_status(store)
+            if as_json:
+                click.echo(json.dumps(send_status(store), ensure_ascii=False, indent=2))
+            else:
+                print_send_status(store)
     finally:
         store.close()
+    sys.exit(status)
+
+
+def requeue(store: Any, ids: tuple[int, ...], now: datetime) -> int:
+    """Queue the given uncertain deliveries again; refuse (exit 1, nothing queued) when one is
+    unknown or not uncertain."""
+    found = {d.id: d.status for d in store.deliveries(ids=ids)}
+    unknown = [str(i) for i in ids if i not in found]
+    settled = [f"{i} ({found[i]})" for i in ids if i in found and found[i] != "uncertain"]
+    if unknown or settled:
+        if unknown:
+            click.echo(f"no such delivery: {', '.join(unknown)}", err=True)
+        if settled:
+            click.echo(f"not uncertain, so not resent: {', '.join(settled)}", err=True)
+        click.echo("nothing queued", err=True)
+        return 1
+    queued = store.resend_uncertain(ids, now)
+    click.echo(f"{queued} uncertain delivery(ies) queued again", err=True)
+    return 0
+
+
+_STATUSES = ("pending", "sending", "sent", "failed", "uncertain", "skipped")
+
+
+def send_status(store: Any) -> dict[str, Any]:
+    """The ``send --status --json`` contract: deliveries per issue, then the uncertain ones."""
+    counts = store.delivery_counts()
+    issues = sorted({(issue_id, key) for issue_id, key, _ in counts})
+    return {
+        "issues": [
+            {
+                "id": issue_id,
+                "key": key,
+                "deliveries": {s: counts.get((issue_id, key, s), 0) for s in _STATUSES},
+            }
+            for issue_id, key in issues
+        ],
+        "uncertain": [
+            {
+                "id": d.id,
+                "issue": d.issue_id,
+                "issue_key": d.issue_key,
+                "email": d.email,
+                "message_id": d.message_id,
+                "since": d.updated_at.isoformat(),
+                "reason": d.reply,
+            }
+            for d in store.deliveries("uncertain")
+        ],
+    }
 
 
 def print_send_status(store: Any) -> None:
+    """The status as tables that fit the terminal (long cells wrap inside their column)."""
     from rich.console import Console
     from rich.table import Table
 
-    counts = store.delivery_counts()
-    statuses = ("pending", "sending", "sent", "failed", "uncertain", "skipped")
+    status = send_status(store)
+    console = Console()
     table = Table(title="deliveries per issue")
-    for column in ("issue", *statuses):
-        table.add_column(column)
-    for key in sorted({key for key, _ in counts}):
-        table.add_row(key, *(str(counts.get((key, status), 0)) for status in statuses))
-    console = Console(soft_wrap=True)
+    table.add_column("id", justify="right")
+    table.add_column("issue", overflow="fold")
+    for name in _STATUSES:
+        table.add_column(name, justify="right")
+    for issue in status["issues"]:
+        counts = issue["deliveries"]
+        table.add_row(str(issue["id"]), issue["key"], *(str(counts[s]) for s in _STATUSES))
     console.print(table, markup=False)
-    uncertain = store.deliveries("uncertain")
-    if uncertain:
+    if status["uncertain"]:
         table = Table(title="uncertain: may or may not have arrived (send --resend ID to requeue)")
-        for column in ("id", "issue", "email", "message-id", "since", "reason"):
-            table.add_column(column)
-        for d in uncertain:
+        table.add_column("id", justify="right")
+        table.add_column("issue", justify="right")
+        for column in ("email", "message-id", "since", "reason"):
+            table.add_column(column, overflow="fold")
+        for d in status["uncertain"]:
             table.add_row(
-                str(d.id), d.issue_key, d.email, d.message_id, d.updated_at.isoformat(), d.reply
+                str(d["id"]), str(d["issue"]), d["email"], d["message_id"], d["since"], d["reason"]
             )
         console.print(table, markup=False)
     reports = store.bounce_counts()
@@ -910,7 +1062,7 @@ def bounces_process(config: Config, path: Path, dry_run: bool) -> None:
     """Act on the bounces and complaints in a Maildir or mbox at PATH, then move each message
     to a processed/ subfolder (a rerun changes nothing)."""
     from .pipeline import BounceBox, process_bounces
-    from .store import open_store
+    from .state import open_store
 
     box = BounceBox(path)
     store = open_store(config.database_url)
@@ -936,7 +1088,7 @@ def _processed(path: Path) -> Path:
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
 def bounces_list(config: Config, as_json: bool) -> None:
     """Readers with bounces or complaints on record, and the latest reason."""
-    from .store import open_store
+    from .state import open_store
 
     store = open_store(config.database_url)
     try:
@@ -1011,7 +1163,7 @@ def subscribers_add(
 ) -> None:
     """Add a reader (or change the language and audiences of a known one, in any letter case;
     a reader who left keeps their status unless --resubscribe)."""
-    from .store import open_store
+    from .state import open_store
     from .subscribers import ReaderRow, check_reader
 
     try:
@@ -1065,7 +1217,7 @@ def subscribers_import(
     same file again changes nothing; a known address (in any letter case) keeps its consent
     and never gets a less restrictive status, unless --resubscribe.
     """
-    from .store import open_store
+    from .state import open_store
     from .subscribers import read_subscriber_csv
 
     try:
@@ -1078,8 +1230,9 @@ def subscribers_import(
     )
     for problem in problems:
         click.echo(str(problem), err=True)
-    if problems:
-        click.echo(f"{len(problems)} bad row(s): nothing imported", err=True)
+    bad = sum(p.severity is Severity.ERROR for p in problems)
+    if bad:
+        click.echo(f"{bad} bad row(s): nothing imported", err=True)
         sys.exit(1)
     store = open_store(config.database_url)
     try:
@@ -1101,7 +1254,7 @@ def subscribers_import(
 @click.option("--status", type=click.Choice(["pending", "active", "unsubscribed", "bounced"]))
 def subscribers_list(config: Config, as_json: bool, status: str | None) -> None:
     """List readers."""
-    from .store import open_store
+    from .state import open_store
 
     store = open_store(config.database_url)
     try:
@@ -1117,13 +1270,28 @@ def subscribers_list(config: Config, as_json: bool, status: str | None) -> None:
 
 @subscribers.command("remove")
 @with_config
-@click.argument("email")
-def subscribers_remove(config: Config, email: str) -> None:
+@click.argument("email", required=False)
+@click.option(
+    "--samples", is_flag=True, help="Remove the sample readers the first `run --once` added."
+)
+def subscribers_remove(config: Config, email: str | None, samples: bool) -> None:
     """Delete a reader and their address, in any letter case (the delivery ledger keeps what
-    was sent)."""
-    from .store import open_store
+    was sent); or, with ``--samples``, the sample readers."""
+    from .pipeline import SAMPLE_SOURCE
+    from .state import open_store
     from .subscribers import normalise_email
 
+    if samples == (email is not None):
+        raise UsageError("give either an EMAIL or --samples")
+    if samples:
+        store = open_store(config.database_url)
+        try:
+            removed = store.remove_consent_source(SAMPLE_SOURCE)
+        finally:
+            store.close()
+        click.echo(f"removed {removed} sample reader(s)")
+        return
+    assert email is not None
     try:
         address = normalise_email(email)
     except ValueError as exc:
@@ -1148,7 +1316,7 @@ def subscribers_export(config: Config, file: Path) -> None:
     import io
     import os
 
-    from .store import open_store
+    from .state import open_store
     from .subscribers import EXPORT_COLUMNS
 
     store = open_store(config.database_url)

@@ -2,8 +2,9 @@
 
 The parts that are the same for every reader of a variant (headers folded and RFC 2047-encoded
 by the standard library, the quoted-printable bodies) are built once and cached; a reader then
-costs a few short encodings and one join. CRLF line ends, 7-bit clean, ready for SMTP and for
-DKIM signing by delivery. No I/O.
+costs a few short encodings and one join. CRLF line ends, 7-bit clean (but for the To header
+of an address that needs SMTPUTF8), ready for SMTP and for DKIM signing by delivery.
+``compose_note`` builds the short mails the web side sends one reader (confirmations). No I/O.
 """
 
 from __future__ import annotations
@@ -12,13 +13,14 @@ import binascii
 import email.policy
 import html
 import re
-from datetime import datetime
+from datetime import UTC, datetime
 from email.message import EmailMessage
 from email.utils import format_datetime
 from functools import lru_cache
 
 from .errors import SyndicateError
-from .render import PLACEHOLDERS, RenderedDigest, check_url
+from .render import PLACEHOLDERS, RenderedDigest, RenderedNote, check_url
+from .subscribers import smtp_address
 
 CRLF = b"\r\n"
 _POLICY = email.policy.SMTP
@@ -26,6 +28,10 @@ _SIMPLE_ADDRESS = re.compile(
     r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+(?:\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+)*"
     r"@[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)+"
 )
+_INTERNATIONAL_ADDRESS = re.compile(r"[^\s\"(),:;<>@\[\\\]]+@[^\s\"(),:;<>@\[\\\]]+")
+"""A bare address (no display name, no quoting) with non-ASCII characters in it."""
+_UTF8_LOCAL = re.compile(r"[\w!#$%&'*+/=?^`{|}~-]+(?:\.[\w!#$%&'*+/=?^`{|}~-]+)*")
+"""A dot-atom local part of RFC 6531: atext or any non-ASCII character."""
 _MESSAGE_ID = re.compile(r"<[!-;=?-~]+@[!-;=?-~]+>")
 
 
@@ -121,9 +127,23 @@ def _skeleton(
 
 
 def _address(to: str) -> bytes:
-    """The To header of exactly one reader; plain addresses skip the slow parser."""
+    """The To header of exactly one reader; plain addresses skip the slow parser.
+
+    An international address is written as it goes over SMTP: the domain in its IDNA form
+    (encoded-words are not allowed in an address), a non-ASCII local part as UTF-8 (RFC 6532,
+    the message then needs SMTPUTF8, as its envelope does).
+    """
     if _SIMPLE_ADDRESS.fullmatch(to):
         return b"To: " + to.encode("ascii") + CRLF
+    if not to.isascii() and _INTERNATIONAL_ADDRESS.fullmatch(to):
+        try:
+            wire = smtp_address(to)[0]
+        except ValueError as exc:
+            raise HeaderError(f"To: {exc}") from None
+        local, _, domain = wire.rpartition("@")
+        if _UTF8_LOCAL.fullmatch(local) and _SIMPLE_ADDRESS.fullmatch(f"x@{domain}"):
+            return b"To: " + wire.encode() + CRLF
+        raise HeaderError(f"To: not a single plain address: {to!r}")
     if len(_POLICY.header_factory("To", to).addresses) != 1:
         raise HeaderError(f"To: must name exactly one reader: {to!r}")
     return _fold("To", to)
@@ -133,6 +153,30 @@ def _link(name: str, url: str) -> str:
     if not url.isascii() or not url.isprintable() or any(c in url for c in " <>,"):
         raise HeaderError(f"{name}: must be a URL of printable ASCII without spaces: {url!r}")
     return url
+
+
+def _dated(date: datetime) -> datetime:
+    if date.tzinfo is None:
+        raise HeaderError("Date: needs a time zone")
+    return date
+
+
+def _message_id(message_id: str) -> str:
+    """``<local@domain>``, angle brackets added when missing."""
+    message_id = _printable("Message-ID", message_id.strip())
+    if not message_id.startswith("<"):
+        message_id = f"<{message_id}>"
+    if not _MESSAGE_ID.fullmatch(message_id):
+        raise HeaderError(f"Message-ID: not of the form <local@domain>: {message_id!r}")
+    return message_id
+
+
+def _unsubscribe(url: str, mailto: str | None) -> str:
+    """The List-Unsubscribe value: the one-click URL, then the mailto address if any."""
+    if not mailto:
+        return f"<{url}>"
+    mailto = _link("unsubscribe_mailto", mailto)
+    return f"<{url}>,\r\n <{mailto if mailto.startswith('mailto:') else 'mailto:' + mailto}>"
 
 
 def compose_message(
@@ -160,22 +204,14 @@ def compose_message(
     from_, subject, middle, text, html_head, body, end = _skeleton(
         rendered, sender, list_id, reply_to, boundary
     )
-    if date.tzinfo is None:
-        raise HeaderError("Date: needs a time zone")
-    message_id = _printable("Message-ID", message_id.strip())
-    if not message_id.startswith("<"):
-        message_id = f"<{message_id}>"
-    if not _MESSAGE_ID.fullmatch(message_id):
-        raise HeaderError(f"Message-ID: not of the form <local@domain>: {message_id!r}")
+    _dated(date)
+    message_id = _message_id(message_id)
     urls = {
         "unsubscribe_url": _link("unsubscribe_url", check_url("unsubscribe_url", unsubscribe_url)),
         "preferences_url": check_url("preferences_url", preferences_url),
         "view_url": check_url("view_url", view_url),
     }
-    unsubscribe = f"<{urls['unsubscribe_url']}>"
-    if unsubscribe_mailto:
-        mailto = _link("unsubscribe_mailto", unsubscribe_mailto)
-        unsubscribe += f",\r\n <{mailto if mailto.startswith('mailto:') else 'mailto:' + mailto}>"
+    unsubscribe = _unsubscribe(urls["unsubscribe_url"], unsubscribe_mailto)
     text_values = {name: _soft(_qp(urls[name])) for name in PLACEHOLDERS}
     html_values = {name: _soft(_qp(html.escape(urls[name]))) for name in PLACEHOLDERS}
     pieces = [
@@ -241,3 +277,27 @@ def reference_message(
     msg.set_content(personal.text)
     msg.add_alternative(personal.html, subtype="html")
     return msg.as_bytes(policy=_POLICY)
+
+
+def compose_note(
+    rendered: RenderedNote,
+    *,
+    to: str,
+    sender: str,
+    message_id: str,
+    date: datetime,
+    reply_to: str | None = None,
+) -> EmailMessage:
+    """A reader's confirmation or note as a plain-text message, marked auto-generated (RFC
+    3834) so that vacation responders stay quiet. Raises HeaderError like ``compose_message``."""
+    message = EmailMessage()
+    message["From"] = _printable("From", sender)
+    message["To"] = _printable("To", to)
+    message["Subject"] = _printable("Subject", rendered.subject)
+    message["Date"] = format_datetime(_dated(date).astimezone(UTC))
+    message["Message-ID"] = _message_id(message_id)
+    message["Auto-Submitted"] = "auto-generated"
+    if reply_to:
+        message["Reply-To"] = _printable("Reply-To", reply_to)
+    message.set_content(rendered.text)
+    return message

@@ -22,6 +22,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import (
     AfterValidator,
+    AliasChoices,
     BaseModel,
     ConfigDict,
     Field,
@@ -323,8 +324,9 @@ class Web(Section):
     from anyone else the header is ignored, so a client cannot pick its own rate limit."""
     secret_key_file: Path = Path("state/secret_key")
     """Where a generated key is kept when no secret_key is given (created on first use)."""
-    archive: Path = Path("archive")
-    """Folder of past digest issues as web pages: <archive>/<lang>/<issue>.html."""
+    issues: Path = Field(Path("archive"), validation_alias=AliasChoices("issues", "archive"))
+    """Folder of sent newsletter issues as web pages: <issues>/<lang>/<issue>.html. (Its
+    key was ``archive``, which still works; the RFC 5005 archives are the feeds'.)"""
 
     @field_validator("trusted_proxies")
     @classmethod
@@ -415,9 +417,6 @@ class Config(Section):
         site = self.site.description
         shared = site if isinstance(site, str) else site.get(lang, "")
         return (profile and profile.description) or shared or self.title(lang)
-
-    def article_url(self, lang: str, slug: str) -> str:
-        return self.site.article_url.format(base_url=self.site.base_url, lang=lang, slug=slug)
 
 
 def builtin_profiles() -> dict[str, Any]:

@@ -1,6 +1,6 @@
 """Delivery stage: hand finished messages to a mail server (or a local Maildir), exactly once.
 
-``deliver`` works through the delivery rows the store holds: each worker claims one row, sends
+``deliver`` works through the delivery rows the store holds: each worker takes one row, sends
 it over its own persistent connection and records the server's reply straight away. It never
 builds a message itself; a ``compose`` callable turns (issue, claim) into bytes.
 """
@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import mailbox
 import re
+import select
 import smtplib
+import socket
 import ssl
 import threading
 import time
@@ -17,16 +19,18 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from email.utils import parseaddr
+from functools import partial
 from pathlib import Path
 from typing import Protocol
 from urllib.parse import unquote, urlsplit
 
-from .errors import DeliveryError
-from .store import Claim, Issue, Ledger, Store
+from .errors import DatabaseError, DeliveryError
+from .state import Claim, Issue, Ledger, Store
+from .subscribers import smtp_address
 
 
 class TemporaryFailure(Exception):
-    """4xx or a dropped connection before the message was complete: safe to send again."""
+    """4xx or a dropped connection before the end of data: safe to send again."""
 
     def __init__(self, reply: str, *, reconnect: bool = False) -> None:
         super().__init__(reply)
@@ -35,22 +39,35 @@ class TemporaryFailure(Exception):
 
 
 class PermanentFailure(Exception):
-    """5xx for this recipient or this message: the reader does not get it."""
+    """5xx for this recipient or this message, or an address this server cannot take: the
+    reader does not get it. ``bounce`` counts it against the reader's mailbox."""
 
-    def __init__(self, reply: str) -> None:
+    def __init__(self, reply: str, *, bounce: bool = True) -> None:
         super().__init__(reply)
         self.reply = reply
+        self.bounce = bounce
 
 
 class LostInFlight(Exception):
-    """The whole message went out but no reply came back: it may have been accepted."""
+    """The end of data was written but no reply came back: it may have been accepted."""
+
+
+def _nothing() -> None:
+    pass
 
 
 class Transport(Protocol):
     """One open connection; used by one worker at a time."""
 
-    def send(self, sender: str, recipient: str, message: bytes) -> str:
-        """Deliver ``message``; return the server's reply or raise one of the failures above."""
+    def send(
+        self, sender: str, recipient: str, message: bytes, ending: Callable[[], None] = _nothing
+    ) -> str:
+        """Deliver ``message``; return the server's reply or raise one of the failures above.
+
+        ``ending`` is called once everything but the end of data is written, right before
+        the point from which the server may accept the message; if it raises, nothing more
+        is written.
+        """
         ...
 
     def close(self) -> None: ...
@@ -108,6 +125,7 @@ class SmtpMailer:
     def open(self) -> SmtpTransport:
         context = self.tls_context or ssl.create_default_context()
         try:
+            smtp: smtplib.SMTP
             if self.security == "tls":
                 smtp = smtplib.SMTP_SSL(self.host, self.port, timeout=self.timeout, context=context)
             else:
@@ -118,12 +136,17 @@ class SmtpMailer:
                 smtp.ehlo()
             if self.username:
                 smtp.login(self.username, self.password or "")
+            # The end of data goes out on its own, at once: not held back (Nagle) behind a
+            # body the server acknowledges only later.
+            assert smtp.sock is not None  # connected above
+            smtp.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         except smtplib.SMTPAuthenticationError as exc:
             reply = _reply(exc.smtp_code, exc.smtp_error)
             raise DeliveryError(f"SMTP login to {self.host}:{self.port} refused: {reply}") from None
         except (smtplib.SMTPException, OSError) as exc:
-            raise TemporaryFailure(f"cannot connect to {self.host}:{self.port}: {exc}") from None
-        return SmtpTransport(smtp)
+            reply = f"cannot reach the SMTP server {self.host}:{self.port} ({exc})"
+            raise TemporaryFailure(reply) from None
+        return SmtpTransport(smtp, f"{self.host}:{self.port}")
 
 
 def _reply(code: int, text: bytes | str) -> str:
@@ -138,40 +161,99 @@ class SmtpTransport:
     """One persistent SMTP connection.
 
     The DATA step is spelled out (not ``sendmail``) to tell the two kinds of dropped connection
-    apart: before the final dot nothing can have been accepted, so the message is retried;
-    after it, the server may have queued it, so it is reported as lost in flight instead.
+    apart. The message is written in two steps: the body, then, once ``ending`` has recorded
+    that the end is near and the connection is seen to be still open, the final dot on its own.
+    A connection lost before the dot was written is retried: the server cannot have accepted
+    a message whose end it never saw. One lost after it is reported as lost in flight.
+
+    What is left: the dot can be written into the socket after the server has closed the
+    connection but before its close has reached us (the body is only in the kernel's buffers
+    when it is written). Such a message was not accepted but is still reported uncertain: the
+    error can only ever keep a message back, never send it twice.
     """
 
-    def __init__(self, smtp: smtplib.SMTP) -> None:
+    def __init__(self, smtp: smtplib.SMTP, server: str = "the server") -> None:
         self.smtp = smtp
+        self.server = server
+        self._in_data = False
+        """Between the 354 and the reply to the end of data: a QUIT now would be data."""
 
-    def send(self, sender: str, recipient: str, message: bytes) -> str:
-        if "\r" in recipient or "\n" in recipient or "\r" in sender or "\n" in sender:
-            raise PermanentFailure(f"refused: line break in address {recipient!r}")
-        smtp = self.smtp
+    def send(
+        self, sender: str, recipient: str, message: bytes, ending: Callable[[], None] = _nothing
+    ) -> str:
+        mail_from, rcpt_to, utf8 = self._envelope(sender, recipient)
         try:
-            code, text = smtp.mail(sender)
-            if code != 250:
-                self._refused(code, text, sender_step=True)
-            code, text = smtp.rcpt(recipient)
-            if code not in (250, 251):
-                self._refused(code, text)
-            code, text = smtp.docmd("DATA")
-            if code != 354:
-                self._refused(code, text)
+            self._begin_data(mail_from, rcpt_to, utf8)
             body = _LEADING_DOT.sub(b"..", message)
             if not body.endswith(b"\r\n"):
                 body += b"\r\n"
-            smtp.send(body + b".\r\n")
+            self._write(body)
         except (smtplib.SMTPServerDisconnected, OSError) as exc:
             raise TemporaryFailure(f"connection lost: {exc}", reconnect=True) from None
+        ending()
         try:
-            code, text = smtp.getreply()
+            self._check_open()
+            self._write(b".\r\n")
         except (smtplib.SMTPServerDisconnected, OSError) as exc:
-            raise LostInFlight(f"connection lost after the message was sent: {exc}") from None
+            reply = f"connection lost before the end of data: {exc}"
+            raise TemporaryFailure(reply, reconnect=True) from None
+        try:
+            code, text = self.smtp.getreply()
+        except Exception as exc:  # the end of data is out: whatever happens, it may have arrived
+            raise LostInFlight(f"connection lost after the end of data: {exc}") from None
+        self._in_data = False
         if code != 250:
             self._refused(code, text)
         return _reply(code, text)
+
+    def _envelope(self, sender: str, recipient: str) -> tuple[str, str, bool]:
+        """MAIL FROM and RCPT TO as they travel, and whether they need SMTPUTF8; a
+        PermanentFailure (not a bounce) when this server cannot take them."""
+        if "\r" in recipient or "\n" in recipient or "\r" in sender or "\n" in sender:
+            raise PermanentFailure(f"refused: line break in address {recipient!r}", bounce=False)
+        try:
+            mail_from, utf8_sender = smtp_address(sender)
+            rcpt_to, utf8_recipient = smtp_address(recipient)
+        except ValueError as exc:
+            raise PermanentFailure(f"not sent: {exc}", bounce=False) from None
+        utf8 = utf8_sender or utf8_recipient
+        if utf8 and not self.smtp.has_extn("smtputf8"):
+            raise PermanentFailure(
+                f"not sent: {self.server} does not offer SMTPUTF8, which an address with a "
+                "non-ASCII part before @ needs",
+                bounce=False,
+            )
+        return mail_from, rcpt_to, utf8
+
+    def _begin_data(self, mail_from: str, rcpt_to: str, utf8: bool) -> None:
+        """MAIL, RCPT and DATA, up to the 354; a refusal raises (see ``_refused``)."""
+        smtp = self.smtp
+        code, text = smtp.mail(mail_from, ["SMTPUTF8"] if utf8 else ())
+        if code != 250:
+            self._refused(code, text, sender_step=True)
+        code, text = smtp.rcpt(rcpt_to)
+        if code not in (250, 251):
+            self._refused(code, text)
+        code, text = smtp.docmd("DATA")
+        if code != 354:
+            self._refused(code, text)
+        self._in_data = True
+
+    def _write(self, data: bytes) -> None:
+        if self.smtp.sock is None:
+            raise smtplib.SMTPServerDisconnected("not connected")
+        self.smtp.sock.sendall(data)
+
+    def _check_open(self) -> None:
+        """Raise OSError if the server has already closed the connection (nothing is to be read
+        during DATA but its end or a reset). Under TLS, bytes waiting may be a TLS record, so
+        only the end of the stream counts."""
+        sock = self.smtp.sock
+        if sock is None:
+            raise smtplib.SMTPServerDisconnected("not connected")
+        waiting = select.select([sock], [], [], 0)[0]
+        if waiting and not socket.socket.recv(sock, 1, socket.MSG_PEEK):
+            raise OSError("closed by the server during the data")
 
     def _refused(self, code: int, text: bytes, *, sender_step: bool = False) -> None:
         reply = _reply(code, text)
@@ -189,6 +271,11 @@ class SmtpTransport:
         raise PermanentFailure(reply)
 
     def close(self) -> None:
+        """QUIT, or, in the middle of the data, drop the connection: the server then discards
+        the message whose end it never saw."""
+        if self._in_data:
+            self.smtp.close()
+            return
         try:
             self.smtp.quit()
         except (smtplib.SMTPException, OSError):
@@ -213,9 +300,12 @@ class MaildirMailer:
     def open(self) -> MaildirMailer:
         return self
 
-    def send(self, sender: str, recipient: str, message: bytes) -> str:
+    def send(
+        self, sender: str, recipient: str, message: bytes, ending: Callable[[], None] = _nothing
+    ) -> str:
         if "\r" in recipient or "\n" in recipient:
-            raise PermanentFailure(f"refused: line break in address {recipient!r}")
+            raise PermanentFailure(f"refused: line break in address {recipient!r}", bounce=False)
+        ending()
         with self._lock:
             if self._box is None:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -242,6 +332,10 @@ class DeliveryCounts:
     """Temporary failures left pending for the next run."""
     failures: list[tuple[str, str]] = field(default_factory=list)
     """(email, reply) of every failed or uncertain delivery of this run."""
+    stopped: bool = False
+    """The run was asked to stop: what was not taken yet stays pending."""
+    left: int = 0
+    """Deliveries still pending when the run ended (for the next run)."""
 
     def add(self, status: str, email: str = "", reply: str = "") -> None:
         setattr(self, status, getattr(self, status) + 1)
@@ -264,6 +358,10 @@ class SendOptions:
     """The envelope sender of each delivery (VERP, for bounces); ``sender`` when None."""
 
 
+Pause = Callable[[float], bool]
+"""Wait so many seconds; False (at once) when the run is stopping."""
+
+
 class Pacer:
     """Spaces sends ``1/rate`` seconds apart across threads."""
 
@@ -272,13 +370,13 @@ class Pacer:
         self.next = time.monotonic()
         self.lock = threading.Lock()
 
-    def wait(self) -> None:
+    def wait(self, pause: Pause) -> bool:
+        """Wait for this sender's slot; False when the run stops meanwhile."""
         with self.lock:
             now = time.monotonic()
             slot = max(self.next, now)
             self.next = slot + self.interval
-        if slot > now:
-            time.sleep(slot - now)
+        return pause(slot - now) if slot > now else True
 
 
 Compose = Callable[[Issue, Claim], bytes]
@@ -301,144 +399,280 @@ def deliver(
     *,
     progress: Progress | None = None,
     counts: DeliveryCounts | None = None,
+    stop: threading.Event | None = None,
 ) -> DeliveryCounts:
     """Send every pending delivery, each recorded right after the server's answer.
 
-    Deliveries left in flight by a run that died are marked uncertain first, never resent.
-    ``progress`` hears the outcome of each delivery; ``counts`` (a new one by default)
-    adds them up. Raises DeliveryError when the server cannot be used at all (login
-    refused, sender refused); rows not yet sent stay pending.
+    Deliveries left in flight by a run that died (their end of data was written) are marked
+    uncertain first, never resent. ``progress`` hears the outcome of each delivery; ``counts``
+    (a new one by default) adds them up. Once ``stop`` is set, no delivery is taken any
+    more; the messages on the wire finish (bounded by the transport's timeout)
+    and their replies are recorded. Raises DeliveryError when the server cannot be used at all
+    (unreachable, login or sender refused) and DatabaseError when the database fails; both say
+    how many were sent and how many are left for the next run, which are kept pending.
     """
     counts = DeliveryCounts() if counts is None else counts
-    lock = threading.Lock()
-    stop = threading.Event()
-    fatal: list[BaseException] = []
-    pacer = Pacer(options.rate)
-    issues: dict[int, Issue] = {}
+    return _Run(store, mailer, compose, options, now, progress, counts, stop).go()
 
-    def outcome(status: str, email: str = "", reply: str = "") -> None:
-        with lock:
-            counts.add(status, email, reply)
-        if progress is not None:
-            progress.advance(status)
 
-    def issue_of(issue_id: int) -> Issue:
-        with lock:
-            if issue_id not in issues:
-                found = store.issue(issue_id)
-                assert found is not None, f"delivery of unknown issue {issue_id}"
-                issues[issue_id] = found
-            return issues[issue_id]
+class _Run:
+    """One call of ``deliver``: what its workers share (the pace, the issues, the counts, the
+    stop), and how it ends."""
 
-    def work(run_id: int) -> None:
-        transport: Transport | None = None
-        done: tuple[int, str, str] | None = None  # recorded together with the next claim
+    def __init__(
+        self,
+        store: Store,
+        mailer: Mailer,
+        compose: Compose,
+        options: SendOptions,
+        now: datetime,
+        progress: Progress | None,
+        counts: DeliveryCounts,
+        stop: threading.Event | None,
+    ) -> None:
+        self.store = store
+        self.mailer = mailer
+        self.compose = compose
+        self.options = options
+        self.now = now
+        self.progress = progress
+        self.counts = counts
+        self.stop = stop
+        self.pacer = Pacer(options.rate)
+        self.lock = threading.Lock()
+        self.halt = threading.Event()
+        """Set when a worker met a failure that stops them all."""
+        self.fatal: list[BaseException] = []
+        self.settled = 0
+        """Deliveries that ended this run (sent, failed, uncertain, skipped: not deferred)."""
+        self.issues: dict[int, Issue] = {}
+        self.senders: list[_Sender] = []
+
+    def go(self) -> DeliveryCounts:
+        store, now, counts = self.store, self.now, self.counts
+        pending = workers = 0
         try:
-            with store.ledger() as ledger:
-                while not stop.is_set():
-                    claim = ledger.claim(run_id, now, finished=done)
-                    done = None
+            with store.send_run(now) as run_id:
+                counts.uncertain += store.mark_lost(run_id, now)
+                counts.skipped += store.skip_inactive(now)
+                pending = store.pending_count()
+                if self.progress is not None:
+                    self.progress.start(pending)
+                workers = min(self.options.workers, pending)
+                threads = [
+                    threading.Thread(target=self.work, args=(run_id,)) for _ in range(workers)
+                ]
+                for thread in threads:
+                    thread.start()
+                for thread in threads:
+                    thread.join()
+        except DatabaseError as exc:  # before the workers started, or after they ended
+            self.fatal.append(exc)
+        return self._ended(pending, workers)
+
+    def _ended(self, pending: int, workers: int) -> DeliveryCounts:
+        """The counts, or the failure that stopped the run, saying what it kept."""
+        counts = self.counts
+        counts.stopped = self.stop is not None and self.stop.is_set()
+        counts.left = pending - self.settled
+        kept = f"{counts.sent:,} sent, {counts.left:,} left for the next run"
+        if not pending and self.fatal:
+            kept = f"{counts.sent:,} sent; what is pending is kept for the next run"
+        if self.fatal:
+            first = self.fatal[0]
+            if isinstance(first, DatabaseError | DeliveryError):
+                raise type(first)(f"{first}; {kept}") from first
+            raise first
+        unreachable = [sender.unreachable for sender in self.senders if sender.unreachable]
+        if workers and len(unreachable) == workers:  # no worker could connect any more
+            raise DeliveryError(f"{unreachable[0]}; {kept}")
+        return counts
+
+    def work(self, run_id: int) -> None:
+        """One worker: its own connection to the server and to the database, for the run."""
+        sender = _Sender(self)
+        with self.lock:
+            self.senders.append(sender)
+        try:
+            with self.store.ledger(run_id) as ledger:
+                # Wait for the slot and the connection first, then take a row: nothing waits
+                # while it is reserved, and it is in flight only once its end of data goes.
+                while not self.stopping() and self.pacer.wait(self.pause):
+                    if sender.transport is None and not sender.reconnect():
+                        break
+                    claim = ledger.take()
                     if claim is None:
-                        return
-                    try:
-                        transport, done = _send_one(
-                            ledger,
-                            mailer,
-                            transport,
-                            compose,
-                            issue_of,
-                            claim,
-                            options,
-                            pacer,
-                            now,
-                            outcome,
-                        )
-                    except DeliveryError as exc:
-                        ledger.finish(claim.id, "pending", str(exc), now)
-                        raise
-                if done is not None:
-                    ledger.finish(*done, now)
+                        break
+                    sender.send(ledger, claim)
+                ledger.flush()
         except BaseException as exc:
-            # Anything else (the database gone, a bug) stops every worker; a row it left in
-            # flight is found at the next run and marked uncertain, never resent blindly.
-            fatal.append(exc)
-            stop.set()
+            # The database gone, the server refusing us, a bug: every worker stops. A row left
+            # in flight is settled at the next run, never resent blindly.
+            self.fatal.append(exc)
+            self.halt.set()
         finally:
-            if transport is not None:
-                transport.close()
+            sender.close()
 
-    with store.send_run(now) as run_id:
-        counts.uncertain += store.mark_lost(run_id, now)
-        counts.skipped += store.skip_inactive(now)
-        pending = store.pending_count()
-        if progress is not None:
-            progress.start(pending)
-        workers = max(1, min(options.workers, pending))
-        threads = [threading.Thread(target=work, args=(run_id,)) for _ in range(workers)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-    if fatal:
-        raise fatal[0]
-    return counts
+    def stopping(self) -> bool:
+        return self.halt.is_set() or (self.stop is not None and self.stop.is_set())
+
+    def pause(self, seconds: float) -> bool:
+        """A ``Pause``: wait so many seconds; False (at once) when the run is stopping."""
+        end = time.monotonic() + seconds
+        while not self.stopping():
+            left = end - time.monotonic()
+            if left <= 0:
+                return True
+            self.halt.wait(min(left, 0.1))
+        return False
+
+    def outcome(self, status: str, email: str = "", reply: str = "") -> None:
+        with self.lock:
+            self.counts.add(status, email, reply)
+            if status != "deferred":
+                self.settled += 1
+        if self.progress is not None:
+            self.progress.advance(status)
+
+    def issue_of(self, issue_id: int) -> Issue:
+        with self.lock:
+            if issue_id not in self.issues:
+                found = self.store.issue(issue_id)
+                assert found is not None, f"delivery of unknown issue {issue_id}"
+                self.issues[issue_id] = found
+            return self.issues[issue_id]
+
+    def connect(self) -> Transport | str | None:
+        """A new connection, retried with backoff; else why the server cannot be reached, or
+        None when the run stops meanwhile."""
+        last = ""
+        for attempt in range(self.options.retries + 1):
+            if attempt and not self.pause(self.options.backoff * 2 ** (attempt - 1)):
+                return None
+            try:
+                return self.mailer.open()
+            except TemporaryFailure as exc:
+                last = exc.reply
+        return last
 
 
-def _send_one(
-    store: Ledger,
-    mailer: Mailer,
-    transport: Transport | None,
-    compose: Compose,
-    issue_of: Callable[[int], Issue],
-    claim: Claim,
-    options: SendOptions,
-    pacer: Pacer,
-    now: datetime,
-    outcome: Callable[[str, str, str], None],
-) -> tuple[Transport | None, tuple[int, str, str] | None]:
-    """Send one claimed delivery with retries and record how it ended.
+class _Sender:
+    """One worker's connection and the sending of the deliveries it takes, with retries."""
 
-    Returns the transport to keep using (None when it had to be dropped) and, after a 250,
-    the outcome still to record (with the worker's next claim, or on its own).
-    """
-    try:
-        message = compose(issue_of(claim.issue_id), claim)
-    except Exception as exc:  # a message that cannot be built must not stop the others
-        reply = f"cannot build the message: {exc}"
-        store.finish(claim.id, "failed", reply, now)
-        outcome("failed", claim.email, reply)
-        return transport, None
-    sender = options.return_path(claim) if options.return_path else options.sender
-    last = ""
-    for attempt in range(options.retries + 1):
-        if attempt:
-            time.sleep(options.backoff * 2 ** (attempt - 1))
+    def __init__(self, run: _Run) -> None:
+        self.run = run
+        self.transport: Transport | None = None
+        self.unreachable = ""
+        """Why the server could not be reached, once this worker gave up on it."""
+        self.ended = False
+        """The current message's end of data is out, or about to be."""
+
+    def reconnect(self) -> bool:
+        """A new connection; False when the server is out of reach or the run stops."""
+        self.close()
+        if self.unreachable:
+            return False
+        got = self.run.connect()
+        if isinstance(got, str):
+            self.unreachable = got
+        elif got is not None:
+            self.transport = got
+        return self.transport is not None
+
+    def close(self) -> None:
+        if self.transport is not None:
+            transport, self.transport = self.transport, None
+            transport.close()
+
+    def send(self, ledger: Ledger, claim: Claim) -> None:
+        """Send one reserved delivery and record how it ended (a 250 with the next commit).
+
+        Whatever goes wrong with this one message fails this one delivery only (the database
+        failing is not about the message: it stops the run). Between retries the row is given
+        back (pending), so nothing is held while the worker waits.
+        """
+        run = self.run
+        issue = run.issue_of(claim.issue_id)
         try:
-            if transport is None:
-                transport = mailer.open()
-            pacer.wait()
-            reply = transport.send(sender, claim.email, message)
+            message = run.compose(issue, claim)
+        except Exception as exc:  # a message that cannot be built must not stop the others
+            reply = f"cannot build the message: {exc}"
+            ledger.finish(claim.id, "failed", reply, run.now)
+            run.outcome("failed", claim.email, reply)
+            return
+        options = run.options
+        sender = options.return_path(claim) if options.return_path else options.sender
+        last: str | None = ""
+        for attempt in range(options.retries + 1):
+            if attempt and not self._again(ledger, claim, attempt):
+                break
+            last = self._attempt(ledger, claim, sender, message)
+            if last is None:
+                return
+        run.outcome("deferred", claim.email, last or "")  # already given back
+
+    def _attempt(self, ledger: Ledger, claim: Claim, sender: str, message: bytes) -> str | None:
+        """One try: None when the delivery is settled, else the temporary failure's reply (the
+        row is given back)."""
+        run, now = self.run, self.run.now
+        self.ended = False
+        assert self.transport is not None
+        try:
+            reply = self.transport.send(
+                sender, claim.email, message, partial(self._end_of_data, ledger, claim.id)
+            )
         except TemporaryFailure as exc:
-            last = exc.reply
-            if exc.reconnect and transport is not None:
-                transport.close()
-                transport = None
-            continue
+            if exc.reconnect:
+                self.close()
+            ledger.give_back(claim.id, exc.reply, now)
+            return exc.reply
         except PermanentFailure as exc:
-            store.bounce(claim.id, claim.subscriber_id, exc.reply, options.max_bounces, now)
-            outcome("failed", claim.email, exc.reply)
-            return transport, None
-        except LostInFlight as exc:
-            store.finish(claim.id, "uncertain", str(exc), now)
-            outcome("uncertain", claim.email, str(exc))
-            if transport is not None:
-                transport.close()
-            return None, None
-        outcome("sent", claim.email, reply)
-        return transport, (claim.id, "sent", reply)
-    store.finish(claim.id, "pending", last, now)
-    outcome("deferred", claim.email, last)
-    return transport, None
+            if exc.bounce:
+                bounces = run.options.max_bounces
+                ledger.bounce(claim.id, claim.subscriber_id, exc.reply, bounces, now)
+            else:
+                ledger.finish(claim.id, "failed", exc.reply, now)
+            run.outcome("failed", claim.email, exc.reply)
+            return None
+        except DatabaseError:
+            raise
+        except DeliveryError as exc:  # the server refuses us: give the row back, stop
+            ledger.give_back(claim.id, str(exc), now)
+            raise
+        except Exception as exc:
+            self._broken(ledger, claim, exc)
+            return None
+        ledger.sent(claim.id, reply, now)
+        run.outcome("sent", claim.email, reply)
+        return None
+
+    def _end_of_data(self, ledger: Ledger, delivery_id: int) -> None:
+        """The transport's ``ending``: record ``sending`` before the end of data goes out."""
+        ledger.sending(delivery_id, self.run.now)
+        self.ended = True
+
+    def _broken(self, ledger: Ledger, claim: Claim, exc: Exception) -> None:
+        """Anything else went wrong: uncertain if the end of data may be out, else failed."""
+        self.close()  # the connection is in an unknown state
+        if isinstance(exc, LostInFlight):
+            status, reply = "uncertain", str(exc)
+        elif self.ended:  # the end of data may be out
+            status, reply = "uncertain", f"after the end of data: {exc!r}"
+        else:
+            status, reply = "failed", f"not sent: {exc!r}"
+        ledger.finish(claim.id, status, reply, self.run.now)
+        self.run.outcome(status, claim.email, reply)
+
+    def _again(self, ledger: Ledger, claim: Claim, attempt: int) -> bool:
+        """Wait out the backoff, reconnect if needed and take the row back; False when the
+        run stops, the server stays out of reach or another run took the row."""
+        run = self.run
+        backoff = run.options.backoff * 2 ** (attempt - 1)
+        if not run.pause(backoff) or not run.pacer.wait(run.pause):
+            return False
+        if self.transport is None and not self.reconnect():
+            return False
+        return ledger.take_back(claim.id)
 
 
 def envelope_sender(sender: str) -> str:

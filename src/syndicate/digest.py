@@ -57,7 +57,7 @@ def select_digest(
         if since is not None and article.updated < since:
             continue
         before = sent.get(article.key)
-        if before == article.digest:
+        if before == article.content_hash:
             continue
         takeaways = tuple(t for a in chosen if (t := article.takeaways_for(a)) is not None)
         if takeaways:

@@ -65,7 +65,8 @@ class OutputError(SyndicateError):
 
 
 class DatabaseError(SyndicateError):
-    """The state database could not be reached, or the connection to it was lost."""
+    """The state database could not be reached, or failed mid-command (connection lost, disk
+    full, read-only file)."""
 
 
 class SchedulerBusyError(SyndicateError):

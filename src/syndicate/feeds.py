@@ -33,6 +33,7 @@ from lxml import etree
 
 from .config import Config
 from .model import Article, ArticleSet
+from .routes import article_url, feed_archive_name, feed_url, home_url, site_url
 
 GENERATOR = "syndicate"
 ATOM_MIME = "application/atom+xml"
@@ -110,17 +111,8 @@ def entry_id(config: Config, lang: str, slug: str) -> str:
     return f"tag:{tagging_entity(config)}:{lang}/{slug}"
 
 
-def feed_url(config: Config, name: str) -> str:
-    """Absolute URL of an output file; the output folder is served at ``/feeds/``."""
-    return f"{config.site.base_url}/feeds/{name}"
-
-
 def feed_names(lang: str) -> dict[str, str]:
     return {"atom": f"{lang}.atom.xml", "rss": f"{lang}.rss.xml", "json": f"{lang}.json"}
-
-
-def archive_name(lang: str, number: int) -> str:
-    return f"archive/{lang}-{number}.atom.xml"
 
 
 def updated_at(config: Config, day: date) -> datetime:
@@ -215,7 +207,7 @@ def make_entry(
     """The feed values of one article; ``published`` comes from the state database."""
     zone = ZoneInfo(config.site.timezone)
     profile = config.languages[article.lang]
-    url = config.article_url(article.lang, article.slug)
+    url = article_url(config, article.lang, article.slug)
     return Entry(
         id=entry_id(config, article.lang, article.slug),
         title=_safe(article.title),
@@ -228,7 +220,7 @@ def make_entry(
             (t.audience, _label(profile.audience_names.get(t.audience, t.label)))
             for t in article.takeaways
         ),
-        translations=tuple((t.lang, config.article_url(t.lang, t.slug)) for t in translations),
+        translations=tuple((t.lang, article_url(config, t.lang, t.slug)) for t in translations),
     )
 
 
@@ -352,11 +344,6 @@ def _feed_links(fg: FeedGenerator, config: Config, page: Page, mime: str) -> Non
         fg.link(href=href, rel="alternate", type=mime, hreflang=other)
     lang = fg.language()
     fg.link(href=home_url(config, lang), rel="alternate", type="text/html", hreflang=lang)
-
-
-def home_url(config: Config, lang: str) -> str:
-    """The language's index page, which the web side serves."""
-    return f"{config.site.base_url}/{lang}/"
 
 
 def atom_document(
@@ -519,7 +506,7 @@ def opml_document(config: Config, langs: Sequence[str]) -> bytes:
                 text=_safe(text),
                 title=_safe(text),
                 xmlUrl=feed_url(config, name),
-                htmlUrl=f"{config.site.base_url}/",
+                htmlUrl=site_url(config),
                 language=lang,
             )
     return etree.tostring(root, pretty_print=True, xml_declaration=True, encoding="UTF-8")
@@ -577,7 +564,9 @@ def language_documents(
     names = feed_names(lang)
     others = [other for other in langs if other != lang]
     entries = [make_entry(config, a, published[a.key], articles.translations(a)) for a in current]
-    archive_urls = [feed_url(config, archive_name(lang, n)) for n in range(1, len(pages) + 1)]
+    archive_urls = [
+        feed_url(config, feed_archive_name(lang, n)) for n in range(1, len(pages) + 1)
+    ]
     atom_url = feed_url(config, names["atom"])
     translations = tuple((o, feed_url(config, feed_names(o)["atom"])) for o in others)
     docs[names["atom"]] = atom_document(
@@ -603,5 +592,5 @@ def language_documents(
             prev_archive=archive_urls[number - 2] if number > 1 else None,
             next_archive=archive_urls[number] if number < len(pages) else None,
         )
-        docs[archive_name(lang, number)] = archive_document(config, lang, older, where)
+        docs[feed_archive_name(lang, number)] = archive_document(config, lang, older, where)
     return docs

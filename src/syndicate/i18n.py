@@ -291,8 +291,8 @@ def _merge(lang: str, files: tuple[tuple[Path, tuple[int, int]], ...]) -> Langua
     if compiled:
         # A fresh object for the merge: the compiled files stay as they were, for other merges.
         translations = Translations(domain=DOMAIN)
-        translations._catalog = dict(compiled[0].translations._catalog)  # type: ignore[attr-defined]
-        translations.plural = compiled[0].translations.plural  # type: ignore[attr-defined]
+        translations._catalog = dict(compiled[0].translations._catalog)
+        translations.plural = compiled[0].translations.plural
         for extra in compiled[1:]:
             translations.merge(extra.translations)
     translated = frozenset().union(*(c.translated for c in compiled))

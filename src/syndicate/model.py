@@ -86,7 +86,7 @@ class Article:
     """One language version of one article.
 
     ``slug`` is the translation key shared by every language version; ``(lang, slug)`` is unique
-    in an ArticleSet. ``digest`` is a hash of what a digest shows (title, date, takeaways), so
+    in an ArticleSet. ``content_hash`` is a hash of what a digest shows (title, date, takeaways), so
     an edit to the body alone, or lines wrapped anew, do not count as revisions in digests.
     """
 
@@ -100,7 +100,7 @@ class Article:
     takeaways: tuple[Takeaways, ...]
     references: tuple[Reference, ...]
     seo: Seo
-    digest: str
+    content_hash: str
 
     @property
     def key(self) -> tuple[str, str]:
@@ -189,7 +189,9 @@ class Digest:
         """Changes exactly when what the digest shows changes."""
         h = hashlib.sha256(self.key.encode())
         for item in self.items:
-            h.update(f"\n{item.article.slug}:{item.article.digest}:{int(item.revised)}".encode())
+            h.update(
+                f"\n{item.article.slug}:{item.article.content_hash}:{int(item.revised)}".encode()
+            )
         if self.more:
             h.update(f"\n+{self.more}".encode())
         return h.hexdigest()[:32]

@@ -12,6 +12,7 @@ import json
 import mailbox
 import os
 import tempfile
+import threading
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -58,10 +59,11 @@ from .reader import (
     scan,
 )
 from .render import RenderedDigest, render_digest
+from .routes import issue_name, issue_url, issues_url, reader_url, site_url
 from .signing import DkimSigner
-from .store import Bounced, Claim, Issue, Store, Subscriber, database_errors, open_store
+from .state import Bounced, Claim, Issue, Store, Subscriber, database_errors, open_store
 from .subscribers import ReaderRow
-from .tokens import PREFERENCES, UNSUBSCRIBE, link, reader_link, secret_key
+from .tokens import PREFERENCES, UNSUBSCRIBE, reader_link, secret_key
 from .websub import Notify
 
 MANIFEST = ".manifest.json"
@@ -518,9 +520,9 @@ def preview_links(config: Config, lang: str) -> dict[str, str]:
     """Reader links for a preview: the real routes, with a token that is plainly not real
     (the web side answers it like any forged token), and the language's archive to view."""
     return {
-        "unsubscribe_url": link(config, UNSUBSCRIBE, PREVIEW_TOKEN),
-        "preferences_url": link(config, PREFERENCES, PREVIEW_TOKEN),
-        "view_url": f"{config.site.base_url}/archive/{lang}/",
+        "unsubscribe_url": reader_url(config, UNSUBSCRIBE, PREVIEW_TOKEN),
+        "preferences_url": reader_url(config, PREFERENCES, PREVIEW_TOKEN),
+        "view_url": issues_url(config, lang),
     }
 
 
@@ -642,6 +644,8 @@ class SendReport(DeliveryCounts):
     """Deliveries waiting (dry run only: nothing is sent)."""
     problems: tuple[Diagnostic, ...] = ()
     """Article files that could not be read (the others were still used)."""
+    samples: int = 0
+    """Sample readers left out because a real SMTP server is set."""
     refused: list[tuple[str, int, str]] = field(default_factory=list)
     """(variant key, readers, reason) per group whose digest could not be rendered; every
     other group was still issued (in a dry run: would fail)."""
@@ -746,20 +750,20 @@ def _restore(issue: Issue) -> RenderedDigest:
 
 
 def archive_name(issue: Issue) -> str:
-    return f"{issue.id}-{issue.key}"
+    return issue_name(issue.id, issue.key)
 
 
 def view_url(config: Config, issue: Issue) -> str:
-    return f"{config.site.base_url}/archive/{issue.lang}/{archive_name(issue)}/"
+    return issue_url(config, issue.lang, archive_name(issue))
 
 
 def write_archive(config: Config, issue: Issue, rendered: RenderedDigest) -> Path:
     """The issue as a public web page (no reader's links in it), written atomically."""
-    base = config.site.base_url + "/"
+    base = site_url(config)
     page = rendered.personalise(
         unsubscribe_url=base, preferences_url=base, view_url=view_url(config, issue)
     ).html
-    path = config.path(config.web.archive) / issue.lang / f"{archive_name(issue)}.html"
+    path = config.path(config.web.issues) / issue.lang / f"{archive_name(issue)}.html"
     write_atomic(path, page.encode())
     return path
 
@@ -775,6 +779,7 @@ def send_digests(
     since: date | None = None,
     dry_run: bool = False,
     progress: Progress | None = None,
+    stop: threading.Event | None = None,
 ) -> SendReport:
     """Issue every digest variant with new content and deliver what is pending.
 
@@ -786,7 +791,9 @@ def send_digests(
     An issue and its delivery rows are committed together before any message leaves; a rerun
     after a crash sends what is still pending, from the stored issue, and never re-issues the
     same content. Pending deliveries of earlier runs are sent too, whatever the filters.
-    ``dry_run`` reports what would be issued and writes nothing.
+    ``dry_run`` reports what would be issued and writes nothing. Once ``stop`` is set, no
+    more deliveries start (see ``deliver``). The sample readers of a first run are never sent
+    to through a real SMTP server.
     """
     # A digest shows titles, dates and takeaways: the summaries hold them.
     articles = read_articles(
@@ -797,7 +804,12 @@ def send_digests(
     )
     report = SendReport(problems=articles.problems)
     domain = _domain(config.email.sender)
-    readers = variants(store.subscribers("active"), langs, audiences)
+    active = list(store.subscribers("active"))
+    if config.smtp.url:
+        real = [r for r in active if r.consent_source != SAMPLE_SOURCE]
+        report.samples = len(active) - len(real)
+        active = real
+    readers = variants(active, langs, audiences)
     for (lang, chosen), group in readers.items():
         digest = next_digest(config, articles, lang, chosen, now=now, since=since, store=store)
         if digest is None:
@@ -820,7 +832,7 @@ def send_digests(
             content_hash=digest.content_hash,
             subject=rendered.subject,
             rendered=_serialise(rendered),
-            articles=[(i.article.lang, i.article.slug, i.article.digest) for i in digest.items],
+            articles=[(*i.article.key, i.article.content_hash) for i in digest.items],
             readers=group,
             message_id=lambda issue_id, reader_id: message_id(domain, issue_id, reader_id),
             now=now,
@@ -873,11 +885,17 @@ def send_digests(
         max_bounces=smtp.max_bounces,
         return_path=verp if config.email.verp else None,
     )
-    deliver(store, mailer, compose, options, now, progress=progress, counts=report)
+    if config.smtp.url:
+        report.skipped += store.skip_consent_source(
+            SAMPLE_SOURCE, "sample reader: not sent through an SMTP server", now
+        )
+    deliver(store, mailer, compose, options, now, progress=progress, counts=report, stop=stop)
     return report
 
 
 SAMPLE_AUDIENCES = (("architects",), ("cost", "procurement"), ("strategy", "ecosystem"))
+SAMPLE_SOURCE = "sample"
+"""The consent source of the sample readers: ``subscribers remove --samples`` removes them."""
 
 
 def add_sample_readers(config: Config, store: Store, now: datetime) -> int:
@@ -890,7 +908,9 @@ def add_sample_readers(config: Config, store: Store, now: datetime) -> int:
         for lang in config.site.languages
         for chosen in SAMPLE_AUDIENCES
     ]
-    added, _ = store.import_subscribers(rows, status="active", consent_source="sample", now=now)
+    added, _ = store.import_subscribers(
+        rows, status="active", consent_source=SAMPLE_SOURCE, now=now
+    )
     return added
 
 
@@ -1019,7 +1039,7 @@ def _act(
         action = _would(finding.kind, store.bounce_known(digest))
     else:
         action = store.record_bounce(
-            digest=digest,
+            message_hash=digest,
             target=target,
             kind=finding.kind,
             status=finding.status,

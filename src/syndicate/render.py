@@ -4,6 +4,7 @@ Jinja2 renders the MJML and text templates (the publisher's before the built-in 
 from the catalogs, in the language ``i18n.interface_language`` picks); mjml-python turns the
 MJML into HTML. Per-reader links are left as
 placeholders that ``RenderedDigest.personalise`` fills in without rendering again.
+``render_note`` renders the short plain-text mails the web side sends one reader.
 Reads templates and catalogs; writes nothing.
 """
 
@@ -14,7 +15,7 @@ import re
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, Literal, NamedTuple
 
 from babel import UnknownLocaleError
 from babel.lists import format_list
@@ -23,8 +24,8 @@ from mjml import mjml2html
 
 from .config import Config
 from .errors import RenderError
-from .feeds import home_url
 from .i18n import (
+    SOURCE_LANGUAGE,
     catalog_files,
     environment,
     interface_language,
@@ -39,6 +40,7 @@ from .i18n import (
     template_roots,
 )
 from .model import Digest
+from .routes import article_url, home_url, site_url
 
 PLACEHOLDERS = ("unsubscribe_url", "preferences_url", "view_url")
 """Per-reader values, filled in after rendering."""
@@ -136,7 +138,7 @@ def digest_context(digest: Digest, config: Config, ui_lang: str) -> dict[str, ob
         "lang": ui_lang,
         "article_lang": digest.lang,
         "site_title": config.title(ui_lang),
-        "site_url": config.site.base_url + "/",
+        "site_url": site_url(config),
         "language_name": language_name(config, digest.lang, ui_lang),
         "every_audience": set(digest.audiences) >= set(config.audiences),
         "for_audiences": for_audiences,
@@ -147,7 +149,7 @@ def digest_context(digest: Digest, config: Config, ui_lang: str) -> dict[str, ob
         "items": [
             {
                 "title": item.article.title,
-                "url": config.article_url(digest.lang, item.article.slug),
+                "url": article_url(config, digest.lang, item.article.slug),
                 "date": long_date(item.article.updated, ui_lang),
                 "revised": item.revised,
                 "sections": [
@@ -251,7 +253,6 @@ def render_digest(
     digest: Digest,
     config: Config,
     *,
-    articles: object = None,
     templates: Path | None = None,
 ) -> RenderedDigest:
     """Render one variant. Raises RenderError naming template and line, or when the
@@ -260,7 +261,6 @@ def render_digest(
     ``templates`` replaces the built-in template folder (site.templates still comes first).
     A digest whose HTML would pass ``HTML_LIMIT`` lists its newest items that fit and counts
     the others in its closing line ("and 14 more articles"): it is never refused for its size.
-    ``articles`` is accepted for callers that pass the whole set; the digest holds what it needs.
     """
     roots = template_roots(config, templates)
     ui_lang = interface_language(config, digest.lang, "mail", roots)
@@ -332,3 +332,30 @@ def _render(
         marker=rf"@@({'|'.join(PLACEHOLDERS)})\.{nonce}@@",
         listed=len(digest.items),
     )
+
+
+@dataclass(frozen=True)
+class RenderedNote:
+    """A short plain-text mail to one reader: its subject and text, in ``ui_lang``."""
+
+    subject: str
+    text: str
+    ui_lang: str
+
+
+NOTES = {"confirm": "email/confirm.txt", "subscribed": "email/subscribed.txt"}
+"""The double opt-in mail, and the note to an address that is already subscribed."""
+
+
+def render_note(
+    config: Config, lang: str, kind: Literal["confirm", "subscribed"], *, link: str, days: int
+) -> RenderedNote:
+    """One of ``NOTES`` in the reader's language when its mail catalog is complete, else in
+    the fallback language (English without one: a reader is never left without the mail)."""
+    ui_lang = interface_language(config, lang, "mail") or SOURCE_LANGUAGE
+    env = environment(template_roots(config), ui_lang, language(config, ui_lang).translations)
+    template = env.get_template(NOTES[kind])
+    values = {"site_title": config.title(ui_lang), "link": link, "days": days}
+    module: Any = template.make_module(values)  # its macros are the template's own
+    subject = one_line(module.subject())
+    return RenderedNote(subject, template.render(values).rstrip() + "\n", ui_lang)

@@ -37,7 +37,7 @@ from apscheduler.triggers.interval import IntervalTrigger
 
 from .config import Config, DigestJob
 from .errors import SchedulerBusyError, SyndicateError, describe
-from .store import create_engine, database_errors, scheduler_lock
+from .state import create_engine, database_errors, scheduler_lock
 
 log = logging.getLogger("syndicate.scheduler")
 
@@ -520,7 +520,9 @@ class Scheduler:
             self._mark_interrupted(spec.id)  # cleared below; left behind if the process dies
             digest = spec.digest
             self._report(spec.id, lambda now: self.jobs.send_digest(digest, now))
-            self._clear_interrupted(spec.id)
+            if not self._stopping.is_set():
+                # a send that ran into a stop may have left deliveries: it resumes at next start
+                self._clear_interrupted(spec.id)
         else:
             self._report(spec.id, self.jobs.build_feeds)
 

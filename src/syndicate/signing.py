@@ -85,9 +85,9 @@ class DkimSigner:
             head, body = message.removesuffix(b"\r\n"), b""
         fields = _fields(head)
         names: list[bytes] = []
-        for name in SIGNED:
-            count = sum(f[0] == name.encode() for f in fields) + (name in OVERSIGNED)
-            names += [name.encode()] * count
+        for signed_name in SIGNED:
+            count = sum(f[0] == signed_name.encode() for f in fields) + (signed_name in OVERSIGNED)
+            names += [signed_name.encode()] * count
         # Each name takes the last instance not yet used, from the bottom up.
         unused = list(fields)
         signed = b""

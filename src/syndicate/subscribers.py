@@ -9,7 +9,9 @@ import io
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
+import idna
 from email_validator import EmailNotValidError, validate_email
 
 from .model import Diagnostic, Severity
@@ -46,6 +48,27 @@ def normalise_email(value: str) -> str:
         return validate_email(value, check_deliverability=False).normalized
     except EmailNotValidError as exc:
         raise ValueError(f"invalid email address {value!r}: {exc}") from None
+
+
+def smtp_address(address: str) -> tuple[str, bool]:
+    """The address as it travels over SMTP and in the To header: an international domain in
+    its IDNA (punycode) form, which every server takes; and whether the local part is not
+    ASCII, which only a server that offers SMTPUTF8 can deliver. ValueError when the domain
+    has no IDNA form."""
+    if address.isascii():
+        return address, False
+    local, _, domain = address.rpartition("@")
+    if not domain.isascii():
+        try:
+            domain = idna.encode(domain, uts46=True).decode("ascii")
+        except idna.IDNAError as exc:
+            raise ValueError(f"{address!r}: the domain has no IDNA form ({exc})") from None
+    return f"{local}@{domain}", not local.isascii()
+
+
+SMTPUTF8_WARNING = (
+    "the part before @ is not ASCII: only mail servers that offer SMTPUTF8 can deliver to it"
+)
 
 
 def mask_email(address: str) -> str:
@@ -92,7 +115,7 @@ def read_subscriber_csv(
     """Rows of a CSV file with a header naming at least ``email,lang,audiences`` (an export's
     other columns are read too; unknown ones are ignored); every bad row is reported with its
     line number, and an address listed twice, in any letter case, is an error (which line
-    would win?)."""
+    would win?). An address that needs SMTPUTF8 is kept, with a warning."""
     problems: list[Diagnostic] = []
 
     def problem(line: int | None, message: str) -> None:
@@ -131,12 +154,15 @@ def read_subscriber_csv(
             continue
         seen[key] = start
         rows.append(row)
+        if not row.email.rpartition("@")[0].isascii():
+            warning = f"{row.email}: {SMTPUTF8_WARNING}"
+            problems.append(Diagnostic(source, start, Severity.WARNING, warning))
     return rows, problems
 
 
-def _exported(record: dict[str, str]) -> dict[str, object]:
+def _exported(record: dict[str, str]) -> dict[str, Any]:
     """The columns beyond the three an import needs, checked; empty cells are None."""
-    found: dict[str, object] = {}
+    found: dict[str, Any] = {}
     status = record.get("status", "").strip()
     if status:
         if status not in STATUSES:

@@ -18,13 +18,17 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from .config import Config
+from .routes import CONFIRM, PREFERENCES, UNSUBSCRIBE, reader_url
 
-CONFIRM = "confirm"
-UNSUBSCRIBE = "unsubscribe"
-PREFERENCES = "preferences"
-
-PATHS = {CONFIRM: "/confirm/", UNSUBSCRIBE: "/u/", PREFERENCES: "/preferences/"}
-"""Where the web app answers each purpose's links."""
+__all__ = [
+    "CONFIRM",
+    "PREFERENCES",
+    "UNSUBSCRIBE",
+    "make_token",
+    "read_token",
+    "reader_link",
+    "secret_key",
+]
 
 _BODY = struct.Struct(">QQ")  # subscriber id, issued (seconds since the epoch)
 _TOKEN = re.compile(r"[A-Za-z0-9_-]{64}")  # base64 of body + SHA-256 MAC, 48 bytes
@@ -70,16 +74,11 @@ def read_token(
     return subscriber_id
 
 
-def link(config: Config, purpose: str, token: str) -> str:
-    """The absolute URL a reader follows for ``token``."""
-    return f"{config.site.base_url}{PATHS[purpose]}{token}"
-
-
 def reader_link(
     config: Config, secret: bytes, purpose: str, subscriber_id: int, *, issued: datetime
 ) -> str:
     """A reader's own link for ``purpose``: a fresh token of that purpose, at its route."""
-    return link(config, purpose, make_token(secret, purpose, subscriber_id, issued=issued))
+    return reader_url(config, purpose, make_token(secret, purpose, subscriber_id, issued=issued))
 
 
 def secret_key(config: Config) -> bytes:

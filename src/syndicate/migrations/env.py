@@ -1,4 +1,4 @@
-"""Alembic environment: migrations run on the connection syndicate hands over (store.migrate)."""
+"""Alembic environment: migrations run on the connection syndicate hands over (schema.migrate)."""
 
 from alembic import context
 

@@ -36,7 +36,7 @@ def encode_reading(reading: Reading) -> str:
         article.summary,
         [[t.audience, t.label, list(t.bullets)] for t in article.takeaways],
         [seo.title, seo.description, seo.excerpt, seo.primary_slug, list(seo.alt_slugs)],
-        article.digest,
+        article.content_hash,
     ]
     return _JSON.encode([fields, found])
 
@@ -51,7 +51,7 @@ def decode_reading(source: str, line: str) -> Reading:
         ]
         if fields is None:
             return None, problems
-        lang, slug, title, updated, summary, takeaways, seo, digest = fields
+        lang, slug, title, updated, summary, takeaways, seo, hashed = fields
         article = Article(
             source=source,
             lang=lang,
@@ -66,7 +66,7 @@ def decode_reading(source: str, line: str) -> Reading:
             ),
             references=(),
             seo=Seo(seo[0], seo[1], seo[2], seo[3], alt_slugs=tuple(seo[4])),
-            digest=digest,
+            content_hash=hashed,
         )
     except (TypeError, KeyError) as exc:
         raise ValueError(f"not an encoded reading: {exc}") from None

@@ -679,7 +679,7 @@ def slugify(text: str) -> str:
     return "-".join(re.findall(r"[a-z0-9]+", ascii_text.lower()))[:80].strip("-")
 
 
-def content_digest(lang: str, title: str, updated: date, takeaways: Sequence[str]) -> str:
+def content_hash(lang: str, title: str, updated: date, takeaways: Sequence[str]) -> str:
     """A hash of what a digest shows of the article: its title, date and takeaways (each
     audience's id, label and text, as ``_takeaways`` gives them).
 
@@ -714,7 +714,7 @@ def parse_article(
     matches, the language model's second opinion is not asked. Everything else is, which is
     what summaries, digests and feed indexes need, at a fraction of the time and memory. With
     ``bullets=False`` each audience's takeaways keep their label but not their bullets, which
-    is all a feed index shows (the article's ``digest`` still covers them). With
+    is all a feed index shows (the article's ``content_hash`` still covers them). With
     ``second_opinion=False`` the language model is not asked either when the body is read: for
     a caller that has the file's diagnostics from an earlier reading.
     """
@@ -762,8 +762,8 @@ def _parse(
     seo = _seo(tail + seo_paras, m, warn)
     blocks = _blocks(paras[body_start:body_end], references, warn) if body else ()
     title = strip_marks(paras[0].text)
-    digest = content_digest(lang, title, updated, shown)
-    slug, seo = _slugs(seo, paras[0], digest, warn)
+    hashed = content_hash(lang, title, updated, shown)
+    slug, seo = _slugs(seo, paras[0], hashed, warn)
     return Article(
         source=source,
         lang=lang,
@@ -775,7 +775,7 @@ def _parse(
         takeaways=takeaways,
         references=references,
         seo=seo,
-        digest=digest,
+        content_hash=hashed,
     )
 
 
@@ -981,7 +981,7 @@ def _blocks(
     return tuple(blocks)
 
 
-def _slugs(seo: Seo, title: Paragraph, digest: str, warn: list[tuple[int, str]]) -> tuple[str, Seo]:
+def _slugs(seo: Seo, title: Paragraph, hashed: str, warn: list[tuple[int, str]]) -> tuple[str, Seo]:
     """The article's slug (the SEO tail's primary slug, else one made from the title) and the
     SEO tail with its alternative slugs made URL slugs."""
     slug = seo.primary_slug
@@ -989,7 +989,7 @@ def _slugs(seo: Seo, title: Paragraph, digest: str, warn: list[tuple[int, str]])
         warn.append((1, f"primary slug {slug!r} is not a URL slug; using {slugify(slug)!r}"))
         slug = slugify(slug)
     if not slug:
-        slug = slugify(seo.title or title.text) or f"article-{digest[:12]}"
+        slug = slugify(seo.title or title.text) or f"article-{hashed[:12]}"
         warn.append((title.line, f"no primary slug in the SEO tail; using {slug!r} from the title"))
     alt_slugs = tuple(dict.fromkeys(a if _SLUG.fullmatch(a) else slugify(a) for a in seo.alt_slugs))
     alts = tuple(a for a in alt_slugs if a)

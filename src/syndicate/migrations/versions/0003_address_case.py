@@ -65,39 +65,48 @@ def upgrade() -> None:
             single,
         )
     for key, rows in groups.items():
-        kept, others = rows[0], rows[1:]
-        if others:
-            latest = max(rows, key=lambda r: (r.updated_at, r.id))
-            values = dict(
-                email_key=key,
-                status=max((r.status for r in rows), key=_rank),
-                lang=latest.lang,
-                audiences=latest.audiences,
-                bounces=max(r.bounces for r in rows),
-            )
-            for other in others:
-                taken = sa.select(deliveries.c.issue_id).where(
-                    deliveries.c.subscriber_id == kept.id
-                )
-                db.execute(
-                    sa.update(deliveries)
-                    .where(deliveries.c.subscriber_id == other.id)
-                    .where(deliveries.c.issue_id.not_in(taken))
-                    .values(subscriber_id=kept.id)
-                )
-                db.execute(sa.delete(table).where(table.c.id == other.id))
-            db.execute(sa.update(table).where(table.c.id == kept.id).values(values))
-            log.warning(
-                "merged %d subscriber rows into %s (id %d, status %s): %s",
-                len(rows),
-                kept.email,
-                kept.id,
-                values["status"],
-                ", ".join(f"{r.email} (id {r.id}, {r.status})" for r in others),
-            )
+        if len(rows) > 1:
+            _merge(db, table, deliveries, key, rows)
     with op.batch_alter_table("subscribers") as batch:
         batch.alter_column("email_key", existing_type=sa.String(320), nullable=False)
         batch.create_index("ix_subscribers_email_key", ["email_key"], unique=True)
+
+
+def _merge(
+    db: sa.Connection,
+    table: sa.TableClause,
+    deliveries: sa.TableClause,
+    key: str,
+    rows: list[sa.Row],
+) -> None:
+    """One reader from the rows of one mailbox (see the module's docstring), logged."""
+    kept, others = rows[0], rows[1:]
+    latest = max(rows, key=lambda r: (r.updated_at, r.id))
+    values = dict(
+        email_key=key,
+        status=max((r.status for r in rows), key=_rank),
+        lang=latest.lang,
+        audiences=latest.audiences,
+        bounces=max(r.bounces for r in rows),
+    )
+    for other in others:
+        taken = sa.select(deliveries.c.issue_id).where(deliveries.c.subscriber_id == kept.id)
+        db.execute(
+            sa.update(deliveries)
+            .where(deliveries.c.subscriber_id == other.id)
+            .where(deliveries.c.issue_id.not_in(taken))
+            .values(subscriber_id=kept.id)
+        )
+        db.execute(sa.delete(table).where(table.c.id == other.id))
+    db.execute(sa.update(table).where(table.c.id == kept.id).values(values))
+    log.warning(
+        "merged %d subscriber rows into %s (id %d, status %s): %s",
+        len(rows),
+        kept.email,
+        kept.id,
+        values["status"],
+        ", ".join(f"{r.email} (id {r.id}, {r.status})" for r in others),
+    )
 
 
 def _rank(status: str) -> int:

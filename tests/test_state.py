@@ -17,8 +17,7 @@ from alembic import command
 from alembic.config import Config as AlembicConfig
 from alembic.script import ScriptDirectory
 
-from syndicate import store as state
-from syndicate.store import Store, open_store
+from syndicate.state import Store, create_engine, open_store, schema
 from tests.conftest import missing_real_part
 
 POSTGRES_URL = os.environ.get(
@@ -80,8 +79,8 @@ def test_the_head_revision_is_the_newest_migration(store: Store) -> None:
     the revision Alembic itself upgrades to."""
     config = AlembicConfig()
     config.set_main_option("script_location", str(resources.files("syndicate") / "migrations"))
-    assert ScriptDirectory.from_config(config).get_current_head() == state.HEAD_REVISION
-    assert state.revision(store.engine) == state.HEAD_REVISION
+    assert ScriptDirectory.from_config(config).get_current_head() == schema.HEAD_REVISION
+    assert schema.revision(store.engine) == schema.HEAD_REVISION
 
 
 def _schema(engine: sa.Engine) -> dict[str, Any]:
@@ -117,21 +116,21 @@ def _schema(engine: sa.Engine) -> dict[str, Any]:
 def test_a_new_database_gets_the_schema_the_migrations_make(
     kind: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
-    """A new database is made from the tables in store.py without loading Alembic: it must
+    """A new database is made from the tables in state/schema.py without loading Alembic: it must
     be the database the migrations make, or the next migration would meet another schema."""
     schemas = []
-    for made_by in (state.upgrade, state.migrate):
+    for made_by in (schema.upgrade, schema.migrate):
         url = (
             f"sqlite:///{tmp_path}/{made_by.__name__}.db"
             if kind == "sqlite"
             else _fresh_postgres(request)
         )
-        engine = state.create_engine(url)
+        engine = create_engine(url)
         made_by(engine)
         schemas.append(_schema(engine))
         engine.dispose()
     assert schemas[0] == schemas[1]
-    assert schemas[1]["revision"] == [(state.HEAD_REVISION,)]
+    assert schemas[1]["revision"] == [(schema.HEAD_REVISION,)]
 
 
 def test_threads_may_open_the_store_at_once(store: Store) -> None:
@@ -172,7 +171,7 @@ def test_subscriber_round_trip(store: Store, now: datetime) -> None:
 
 
 def _upgrade_to(url: str, target: str) -> sa.Engine:
-    engine = state.create_engine(url)
+    engine = create_engine(url)
     config = AlembicConfig()
     config.set_main_option("script_location", str(resources.files("syndicate") / "migrations"))
     with engine.begin() as connection:
@@ -198,21 +197,21 @@ def test_the_migration_merges_readers_who_differ_in_letter_case_only(
     with engine.begin() as db:
         for email, lang, audiences, status, source, created, updated in rows:
             db.execute(
-                state.subscribers.insert().values(
+                schema.subscribers.insert().values(
                     email=email, lang=lang, audiences=audiences, status=status,
                     consent_source=source, created_at=created, updated_at=updated,
                 )
             )  # fmt: skip
-        ids = dict(db.execute(sa.select(state.subscribers.c.email, state.subscribers.c.id)).all())
+        ids = dict(db.execute(sa.select(schema.subscribers.c.email, schema.subscribers.c.id)).all())
         issue = db.execute(
-            state.issues.insert().values(
+            schema.issues.insert().values(
                 key="en-cost", lang="en", audiences="cost", content_hash="h", subject="s",
                 rendered="{}", created_at=day,
             )
         ).inserted_primary_key[0]  # fmt: skip
         for email in ("Reader@Example.org", "READER@example.org", "other@example.org"):
             db.execute(
-                state.deliveries.insert().values(
+                schema.deliveries.insert().values(
                     issue_id=issue, subscriber_id=ids[email], email=email, status="pending",
                     message_id=f"<{ids[email]}@x>", updated_at=day,
                 )
@@ -237,7 +236,7 @@ def test_the_migration_merges_readers_who_differ_in_letter_case_only(
     assert store.subscriber("READER@EXAMPLE.ORG").id == reader.id
     with pytest.raises(sa.exc.IntegrityError), store.engine.begin() as db:
         db.execute(
-            state.subscribers.insert().values(
+            schema.subscribers.insert().values(
                 email="rEader@example.org", email_key="reader@example.org", lang="en",
                 audiences="cost", status="active", consent_source="x", created_at=day,
                 updated_at=day,

@@ -1,0 +1,40 @@
+"""The state database: every SQL statement of the project lives in this package.
+
+``open_store`` gives the one ``Store`` the rest of the project uses; its parts, one module per
+aggregate: ``published`` (first publication times of feed entries), ``subscribers``,
+``issues``, ``ledger`` (send runs and deliveries, the exactly-once protocol), ``bounce_reports``
+(bounce reports); ``locks`` (the scheduler's and the send run's), ``schema`` (tables and
+migrations), ``database`` (the engine, its errors, the one way to write).
+"""
+
+from .bounce_reports import AtRisk, Bounced
+from .database import create_engine, database_errors, utc
+from .issues import Issue
+from .ledger import Claim, Delivery, Ledger
+from .locks import AdvisoryLock, FileLock, NoLock, SchedulerLock, scheduler_lock
+from .schema import DELIVERY_STATUSES, HEAD_REVISION, SUBSCRIBER_STATUSES
+from .store import Store, open_store
+from .subscribers import Subscriber
+
+__all__ = [
+    "DELIVERY_STATUSES",
+    "HEAD_REVISION",
+    "SUBSCRIBER_STATUSES",
+    "AdvisoryLock",
+    "AtRisk",
+    "Bounced",
+    "Claim",
+    "Delivery",
+    "FileLock",
+    "Issue",
+    "Ledger",
+    "NoLock",
+    "SchedulerLock",
+    "Store",
+    "Subscriber",
+    "create_engine",
+    "database_errors",
+    "open_store",
+    "scheduler_lock",
+    "utc",
+]

@@ -1,0 +1,121 @@
+"""The engine, its failures in one line, and the one way the parts of the store write.
+
+SQLAlchemy Core, so one code path serves SQLite (the default: a file, nothing to install) and
+PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager, nullcontext, suppress
+from datetime import UTC, datetime
+from pathlib import Path
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Engine
+
+from ..errors import DatabaseError
+
+
+def create_engine(url: str) -> Engine:
+    """An engine for ``url``; SQLite files get their folder, WAL and a busy timeout."""
+    if url.startswith("sqlite:///") and url != "sqlite:///:memory:":
+        Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+    engine = sa.create_engine(url, pool_pre_ping=True)
+    if engine.dialect.name == "sqlite":
+
+        @sa.event.listens_for(engine, "connect")
+        def _pragmas(dbapi_connection, _record) -> None:
+            cursor = dbapi_connection.cursor()
+            cursor.execute("PRAGMA journal_mode=WAL")
+            cursor.execute("PRAGMA busy_timeout=30000")
+            # WAL + NORMAL: a commit survives the process being killed (only power loss can
+            # lose the last ones), at a fraction of the cost of an fsync per delivery.
+            cursor.execute("PRAGMA synchronous=NORMAL")
+            cursor.execute("PRAGMA foreign_keys=ON")
+            cursor.close()
+
+    return engine
+
+
+def utc(value: datetime) -> datetime:
+    """SQLite hands back naive datetimes; every stored time is UTC."""
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+def stored_audiences(value: Sequence[str]) -> str:
+    """Audience ids as stored: sorted, ';'-separated (the order never matters)."""
+    return ";".join(sorted(set(value)))
+
+
+def audience_ids(stored: str) -> tuple[str, ...]:
+    return tuple(a for a in stored.split(";") if a)
+
+
+def inserted_id(result: sa.CursorResult) -> int:
+    """The primary key of the one row an INSERT made."""
+    key = result.inserted_primary_key
+    assert key is not None  # an INSERT of one row
+    return key[0]
+
+
+def database_error(exc: BaseException, dialect: str) -> DatabaseError:
+    """One line for a failed database statement: what failed, in the driver's own words."""
+    orig = getattr(exc, "orig", None) or exc
+    detail = next(iter(str(orig).strip().splitlines()), "") or type(orig).__name__
+    kinds = {c.__name__ for c in type(orig).__mro__}
+    lost = dialect == "postgresql" and bool(kinds & {"OperationalError", "InterfaceError"})
+    return DatabaseError(f"{'database connection lost' if lost else 'database error'} ({detail})")
+
+
+@contextmanager
+def database_errors(url: str, kept: str = "") -> Iterator[None]:
+    """A state database that cannot be reached, or whose connection is lost, as one line
+    naming it (without its password), after ``kept``: what the failure left as it was."""
+    try:
+        yield
+    except (sa.exc.OperationalError, sa.exc.InterfaceError) as exc:
+        shown = sa.engine.make_url(url).render_as_string(hide_password=True)
+        reason = str(exc.orig).strip().splitlines()[0] if str(exc.orig).strip() else "lost"
+        raise DatabaseError(f"{kept}state database {shown}: {reason}") from None
+
+
+def end_session(db: sa.Connection) -> None:
+    """Close a connection's session for good (not back into the pool), and with it the session
+    advisory locks it holds; a session already lost is simply dropped."""
+    with suppress(sa.exc.SQLAlchemyError):
+        db.invalidate()
+
+
+class Database:
+    """What every part of the store shares: the engine, and the one way to write.
+
+    Every write is one transaction under ``_write_lock`` (``_transaction``); the per-message
+    statements of a send do the same on their worker's own connection (``Ledger``).
+    """
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        # SQLite has one writer at a time and its busy handler waits by sleeping; threads of
+        # one process queue on this lock instead. PostgreSQL needs none.
+        self._write_lock: AbstractContextManager = (
+            threading.Lock() if engine.dialect.name == "sqlite" else nullcontext()
+        )
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    @contextmanager
+    def _transaction(self) -> Iterator[sa.Connection]:
+        """One write transaction: committed when the block ends, rolled back if it raises."""
+        with self._write_lock, self.engine.begin() as db:
+            yield db
+
+    @contextmanager
+    def _database(self) -> Iterator[None]:
+        """Database failures of the send path, as a DatabaseError that names them in one line."""
+        try:
+            yield
+        except sa.exc.DBAPIError as exc:
+            raise database_error(exc, self.engine.dialect.name) from exc

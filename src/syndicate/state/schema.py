@@ -1,0 +1,184 @@
+"""The tables of the state database and the migrations that keep a database at them.
+
+The schema is owned by the Alembic migrations in ``migrations/``; ``migrate`` brings any
+database up to date before use (a new one straight from the tables below).
+"""
+
+from __future__ import annotations
+
+import threading
+from importlib import resources
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Engine
+
+from ..subscribers import STATUSES
+
+metadata = sa.MetaData()
+
+published = sa.Table(
+    "published",
+    metadata,
+    sa.Column("lang", sa.String(35), primary_key=True),
+    sa.Column("slug", sa.String(200), primary_key=True),
+    sa.Column("published_at", sa.DateTime(timezone=True), nullable=False),
+)
+
+subscribers = sa.Table(
+    "subscribers",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True),
+    sa.Column("email", sa.String(320), nullable=False, unique=True),
+    sa.Column("lang", sa.String(35), nullable=False),
+    sa.Column("audiences", sa.String(400), nullable=False),
+    sa.Column("status", sa.String(20), nullable=False),
+    sa.Column("consent_source", sa.String(200), nullable=False),
+    sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+    sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
+    sa.Column("bounces", sa.Integer, nullable=False, server_default="0"),
+    # The address as the reader gave it is ``email``; ``email_key`` (``address_key``) is what
+    # makes two spellings one reader, unique on both databases alike (SQLite's lower() and
+    # case-insensitive collations stop at ASCII).
+    sa.Column("email_key", sa.String(320), nullable=False),
+    sa.Index("ix_subscribers_email_key", "email_key", unique=True),
+)
+
+issues = sa.Table(
+    "issues",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True),
+    sa.Column("key", sa.String(200), nullable=False),
+    sa.Column("lang", sa.String(35), nullable=False),
+    sa.Column("audiences", sa.String(400), nullable=False),
+    sa.Column("content_hash", sa.String(64), nullable=False),
+    sa.Column("subject", sa.Text, nullable=False),
+    sa.Column("rendered", sa.Text, nullable=False),
+    sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+    sa.UniqueConstraint("lang", "audiences", "content_hash", name="uq_issues_content"),
+)
+
+issue_articles = sa.Table(
+    "issue_articles",
+    metadata,
+    sa.Column("issue_id", sa.Integer, sa.ForeignKey("issues.id"), primary_key=True),
+    sa.Column("lang", sa.String(35), primary_key=True),
+    sa.Column("slug", sa.String(200), primary_key=True),
+    # Python calls it ``content_hash`` (the hash of what a newsletter shows of the article);
+    # the column keeps its first name, so no migration renames it under running deployments.
+    sa.Column("digest", sa.String(64), nullable=False, key="content_hash"),
+)
+
+send_runs = sa.Table(
+    "send_runs",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True),
+    sa.Column("host", sa.String(255), nullable=False),
+    sa.Column("pid", sa.Integer, nullable=False),
+    sa.Column("started_at", sa.DateTime(timezone=True), nullable=False),
+    sa.Column("finished_at", sa.DateTime(timezone=True), nullable=True),
+)
+
+deliveries = sa.Table(
+    "deliveries",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True),
+    sa.Column("issue_id", sa.Integer, sa.ForeignKey("issues.id"), nullable=False),
+    sa.Column("subscriber_id", sa.Integer, nullable=False),
+    sa.Column("email", sa.String(320), nullable=False),
+    sa.Column("message_id", sa.String(255), nullable=False, unique=True),
+    sa.Column("status", sa.String(20), nullable=False),
+    sa.Column("attempts", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("run_id", sa.Integer, nullable=True),
+    sa.Column("reply", sa.Text, nullable=True),
+    sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
+    sa.UniqueConstraint("issue_id", "subscriber_id", name="uq_deliveries_reader"),
+    sa.Index("ix_deliveries_status", "status", "id"),
+)
+
+bounce_reports = sa.Table(
+    "bounce_reports",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True),
+    # ``message_hash`` in Python; the column keeps its first name (see issue_articles).
+    sa.Column("digest", sa.String(64), nullable=False, unique=True, key="message_hash"),
+    sa.Column("subscriber_id", sa.Integer, nullable=False),
+    sa.Column("delivery_id", sa.Integer, nullable=True),
+    sa.Column("kind", sa.String(20), nullable=False),
+    sa.Column("status", sa.String(40), nullable=False),
+    sa.Column("reason", sa.Text, nullable=False),
+    sa.Column("matched_by", sa.String(20), nullable=False),
+    sa.Column("counted", sa.Boolean, nullable=False),
+    sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+    sa.Index("ix_bounce_reports_subscriber", "subscriber_id", "id"),
+)
+"""Every bounce, delay or complaint that arrived as mail and was matched to a reader, once
+(``message_hash``: the SHA-256 of the message); ``counted`` when it added to the reader's
+bounces."""
+
+SUBSCRIBER_STATUSES = STATUSES
+DELIVERY_STATUSES = ("pending", "sending", "sent", "failed", "uncertain", "skipped")
+"""A delivery is ``pending`` until its message is complete but for its end of data; ``sending``
+from just before the end of data (the final dot) is written until the reply is recorded (from
+then on the server may accept it at any moment); then ``sent`` (the server said 250),
+``failed`` (5xx, or the message could not be built or sent at all), ``skipped`` (the reader left
+first, or is a sample reader and a real server is set) or ``uncertain`` (the connection or the
+run died while ``sending``: it may or may not have arrived, so it is never resent without a
+person deciding). Before its end of data a message is only reserved, not recorded: a run that
+dies then leaves the row pending, and the server discards the message it never saw end."""
+
+
+# Alembic runs a migration through module-level proxies (``alembic.context``): two threads
+# migrating at once (the scheduler's jobs each open the store) undo each other's.
+_MIGRATING = threading.Lock()
+
+
+HEAD_REVISION = "0004"
+"""The newest migration's revision; a test holds it to what Alembic finds."""
+
+
+# Alembic's own record of the revision, as its ``upgrade`` creates it.
+_alembic_version = sa.Table(
+    "alembic_version",
+    sa.MetaData(),
+    sa.Column("version_num", sa.String(32), nullable=False),
+    sa.PrimaryKeyConstraint("version_num", name="alembic_version_pkc"),
+)
+
+
+def migrate(engine: Engine) -> None:
+    """Bring the schema to the newest migration (idempotent).
+
+    Loading Alembic costs a fifth of a second, so it is loaded only to upgrade an existing
+    schema: a database already at the head is told by one query, and a new, empty one gets
+    the tables above and the head revision, which a test holds to what the migrations make.
+    """
+    if revision(engine) == HEAD_REVISION:
+        return
+    with _MIGRATING:
+        if sa.inspect(engine).get_table_names():
+            upgrade(engine)
+            return
+        with engine.begin() as db:
+            metadata.create_all(db)
+            _alembic_version.create(db)
+            db.execute(_alembic_version.insert().values(version_num=HEAD_REVISION))
+
+
+def upgrade(engine: Engine) -> None:
+    """Run the Alembic migrations up to the head (under ``_MIGRATING``)."""
+    from alembic import command
+    from alembic.config import Config as AlembicConfig
+
+    config = AlembicConfig()
+    config.set_main_option("script_location", str(resources.files("syndicate") / "migrations"))
+    with engine.begin() as connection:
+        config.attributes["connection"] = connection
+        command.upgrade(config, "head")
+
+
+def revision(engine: Engine) -> str | None:
+    """The database's schema revision; None before the first migration."""
+    if not sa.inspect(engine).has_table("alembic_version"):
+        return None
+    with engine.connect() as db:
+        return db.execute(sa.text("SELECT version_num FROM alembic_version")).scalar()

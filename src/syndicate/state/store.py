@@ -1,0 +1,26 @@
+"""The one façade the rest of the project uses: every part of the state, on one database."""
+
+from __future__ import annotations
+
+from .bounce_reports import BounceReports
+from .database import create_engine
+from .issues import Issues
+from .ledger import Deliveries
+from .published import Publications
+from .schema import migrate
+from .subscribers import Subscribers
+
+
+class Store(Publications, Subscribers, Issues, Deliveries, BounceReports):
+    """The project's persistent state, on one database.
+
+    Each part (its own module) holds the statements of one aggregate; they share the engine
+    and its write lock (``Database``), so callers hold one object and SQL stays in ``state``.
+    """
+
+
+def open_store(url: str) -> Store:
+    """Connect to the state database at ``url`` and migrate it to the current schema."""
+    engine = create_engine(url)
+    migrate(engine)
+    return Store(engine)

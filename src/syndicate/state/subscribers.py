@@ -1,0 +1,242 @@
+"""The readers: who they are, what they read, whether they still want it, and their bounces."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+
+from ..subscribers import ReaderRow, address_key
+from .database import Database, audience_ids, stored_audiences, utc
+from .schema import subscribers
+
+_LEFT = ("unsubscribed", "bounced")
+"""Statuses of a reader who left (or whose mailbox did): only ``--resubscribe`` undoes them."""
+
+
+@dataclass(frozen=True, slots=True)
+class Subscriber:
+    id: int
+    email: str
+    lang: str
+    audiences: tuple[str, ...]
+    status: str
+    consent_source: str
+    created_at: datetime
+    """When the reader gave their consent (``consent_source`` says where)."""
+    bounces: int = 0
+    updated_at: datetime | None = None
+
+
+def _subscriber(row: sa.Row) -> Subscriber:
+    return Subscriber(
+        id=row.id,
+        email=row.email,
+        lang=row.lang,
+        audiences=audience_ids(row.audiences),
+        status=row.status,
+        consent_source=row.consent_source,
+        created_at=utc(row.created_at),
+        bounces=row.bounces,
+        updated_at=utc(row.updated_at),
+    )
+
+
+# One more permanent failure for a reader, who is marked bounced at ``max_bounces``: a 5xx
+# during the send (``Ledger.bounce``, compiled) and a bounce that arrives later by mail
+# (``count_bounce``) count alike.
+COUNT_BOUNCE = (
+    sa.update(subscribers)
+    .where(subscribers.c.id == sa.bindparam("subscriber_id"))
+    .values(bounces=subscribers.c.bounces + 1, updated_at=sa.bindparam("now"))
+)
+
+MARK_BOUNCED = (
+    sa.update(subscribers)
+    .where(
+        subscribers.c.id == sa.bindparam("subscriber_id"),
+        subscribers.c.bounces >= sa.bindparam("max_bounces"),
+    )
+    .values(status="bounced")
+)
+
+
+def count_bounce(db: sa.Connection, subscriber_id: int, max_bounces: int, now: datetime) -> None:
+    """One more permanent failure for a reader (see ``COUNT_BOUNCE``)."""
+    reader = {"subscriber_id": subscriber_id}
+    db.execute(COUNT_BOUNCE, {**reader, "now": now})
+    db.execute(MARK_BOUNCED, {**reader, "max_bounces": max_bounces})
+
+
+def _imported(row: ReaderRow, *, status: str, consent_source: str, now: datetime) -> dict:
+    """The values of a new reader from an import row (the import's options fill its gaps)."""
+    return {
+        "email": row.email,
+        "email_key": address_key(row.email),
+        "lang": row.lang,
+        "audiences": stored_audiences(row.audiences),
+        "status": row.status or status,
+        "consent_source": row.consent_source or consent_source,
+        "created_at": row.created or now,
+        "updated_at": row.updated or now,
+        "bounces": row.bounces or 0,
+    }
+
+
+def _changes(
+    found: sa.Row,
+    row: ReaderRow,
+    *,
+    status: str,
+    consent_source: str,
+    now: datetime,
+    resubscribe: bool,
+) -> dict[str, Any]:
+    """What an import row changes of a known reader (see ``import_subscribers``)."""
+    values: dict[str, Any] = {"lang": row.lang, "audiences": stored_audiences(row.audiences)}
+    wanted = row.status or (status if resubscribe else None)
+    if wanted and (found.status not in _LEFT or resubscribe):
+        values["status"] = wanted
+        if found.status in _LEFT and wanted not in _LEFT:
+            # They come back: this import holds their consent now.
+            values.update(
+                consent_source=row.consent_source or consent_source,
+                created_at=row.created or now,
+                bounces=row.bounces or 0,
+            )
+    return {k: v for k, v in values.items() if getattr(found, k) != v}
+
+
+class Subscribers(Database):
+    """The readers' rows."""
+
+    def add_subscriber(
+        self,
+        email: str,
+        lang: str,
+        audiences: Sequence[str],
+        *,
+        status: str,
+        consent_source: str,
+        now: datetime,
+    ) -> Subscriber:
+        """Insert a reader, or update language/audiences/status of an existing address (in
+        whatever letter case it was first given: that spelling is kept)."""
+        values = {
+            "lang": lang,
+            "audiences": stored_audiences(audiences),
+            "status": status,
+            "updated_at": now,
+        }
+        key = address_key(email)
+        with self._transaction() as db:
+            row = db.execute(sa.select(subscribers).where(subscribers.c.email_key == key)).first()
+            if row is None:
+                db.execute(
+                    sa.insert(subscribers).values(
+                        email=email,
+                        email_key=key,
+                        consent_source=consent_source,
+                        created_at=now,
+                        **values,
+                    )
+                )
+            else:
+                db.execute(sa.update(subscribers).where(subscribers.c.id == row.id).values(values))
+        found = self.subscriber(key)
+        assert found is not None
+        return found
+
+    def subscriber(self, email: str) -> Subscriber | None:
+        """The reader of this address, in any letter case."""
+        query = sa.select(subscribers).where(subscribers.c.email_key == address_key(email))
+        with self.engine.connect() as db:
+            row = db.execute(query).first()
+        return _subscriber(row) if row else None
+
+    def subscriber_by_id(self, subscriber_id: int) -> Subscriber | None:
+        with self.engine.connect() as db:
+            row = db.execute(
+                sa.select(subscribers).where(subscribers.c.id == subscriber_id)
+            ).first()
+        return _subscriber(row) if row else None
+
+    def set_status(self, subscriber_id: int, status: str, now: datetime) -> None:
+        with self._transaction() as db:
+            db.execute(
+                sa.update(subscribers)
+                .where(subscribers.c.id == subscriber_id)
+                .values(status=status, updated_at=now)
+            )
+
+    def remove_subscriber(self, email: str) -> Subscriber | None:
+        """Delete the reader of this address (in any letter case); the one removed, if any."""
+        found = self.subscriber(email)
+        if found is None:
+            return None
+        with self._transaction() as db:
+            db.execute(sa.delete(subscribers).where(subscribers.c.id == found.id))
+        return found
+
+    def remove_consent_source(self, source: str) -> int:
+        """Delete every reader added with consent source ``source`` (the ledger keeps its rows)."""
+        with self._transaction() as db:
+            result = db.execute(
+                sa.delete(subscribers).where(subscribers.c.consent_source == source)
+            )
+        return result.rowcount
+
+    def subscribers(self, status: str | None = None) -> Iterator[Subscriber]:
+        query = sa.select(subscribers).order_by(subscribers.c.id)
+        if status is not None:
+            query = query.where(subscribers.c.status == status)
+        with self.engine.connect() as db:
+            rows = db.execute(query).all()
+        return map(_subscriber, rows)
+
+    def import_subscribers(
+        self,
+        rows: Sequence[ReaderRow],
+        *,
+        status: str,
+        consent_source: str,
+        now: datetime,
+        resubscribe: bool = False,
+    ) -> tuple[int, int]:
+        """Add or update readers in one transaction: all or nothing. Returns (added, updated);
+        rows that change nothing count as neither.
+
+        A new address gets what its row says (status, consent source and date, bounces), else
+        ``status``, ``consent_source`` and ``now``. A known address (in any letter case) takes
+        the row's language, audiences and status (when it has one), and keeps its consent;
+        but a reader who left (unsubscribed, bounced) stays so: an import never re-subscribes
+        anyone. With ``resubscribe`` it does: the row's status (else ``status``) holds, and a
+        reader who comes back gets the row's consent in place of the old one.
+        """
+        added = updated = 0
+        with self._transaction() as db:
+            known = {row.email_key: row for row in db.execute(sa.select(subscribers))}
+            for row in rows:
+                found = known.get(address_key(row.email))
+                if found is None:
+                    new = _imported(row, status=status, consent_source=consent_source, now=now)
+                    db.execute(sa.insert(subscribers).values(new))
+                    added += 1
+                elif changed := _changes(
+                    found,
+                    row,
+                    status=status,
+                    consent_source=consent_source,
+                    now=now,
+                    resubscribe=resubscribe,
+                ):
+                    db.execute(
+                        sa.update(subscribers)
+                        .where(subscribers.c.id == found.id)
+                        .values(updated_at=now, **changed)
+                    )
+                    updated += 1
+        return added, updated
