@@ -317,9 +317,17 @@ def test_reading_leaves_the_process_switches_alone(
     assert gc.isenabled() and multiprocessing.get_start_method(allow_none=True) == method
 
 
-@pytest.mark.parametrize("command", ["check", "build"])
-def test_check_and_build_read_without_cycle_collection_and_restore_it(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, command: str
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["check"],
+        ["build"],
+        ["digest", "--lang", "en", "--audience", "architects", "--since", "2020-01-01"],
+    ],
+    ids=["check", "build", "digest"],
+)
+def test_check_build_and_digest_read_without_cycle_collection_and_restore_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, command: list[str]
 ) -> None:
     """The commands that own their process choose for it while they run, and leave it as
     they found it (under a test runner, the process goes on)."""
@@ -328,7 +336,7 @@ def test_check_and_build_read_without_cycle_collection_and_restore_it(
     monkeypatch.delenv("SYNDICATE_CONFIG", raising=False)
     seen = _recording_collection(monkeypatch)
     method = multiprocessing.get_start_method(allow_none=True)
-    result = CliRunner().invoke(main, [command], catch_exceptions=False)
+    result = CliRunner().invoke(main, command, catch_exceptions=False)
     assert result.exit_code == 0, result.output
     assert seen == [False, False, False]
     assert gc.isenabled() and multiprocessing.get_start_method(allow_none=True) == method

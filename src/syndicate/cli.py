@@ -183,11 +183,12 @@ def summary_line(found: ArticleSet) -> str:
 
 @contextlib.contextmanager
 def owned_process() -> Iterator[None]:
-    """What ``build`` and ``check``, which own their process and read a whole article set at
-    once, choose for it while they run. No cycle collection: articles hold no reference cycles,
-    yet the collector would walk every object made so far, again and again (a fifth of the
-    time). Reader workers forked: a fork starts one at once, with everything this process has
-    loaded; only a process with no other threads may fork (under a test runner it has some)."""
+    """What the commands that own their process and read a whole article set at once
+    (``build``, ``check``, ``digest``) choose for it while they read. No cycle collection:
+    articles hold no reference cycles, yet the collector would walk every object made so far,
+    again and again (a fifth of the time). Reader workers forked: a fork starts one at once,
+    with everything this process has loaded; only a process with no other threads may fork
+    (under a test runner it has some)."""
     collecting = gc.isenabled()
     method = multiprocessing.get_start_method(allow_none=True)
     gc.disable()
@@ -583,7 +584,8 @@ def digest(
     Without --since it holds what the group's next issue would: what is new since its last one.
     """
     check_known(config, langs=[lang], audiences=audiences)
-    found = load_articles(config, articles, bodies=False)  # a digest shows no body
+    with owned_process():
+        found = load_articles(config, articles, bodies=False)  # a digest shows no body
     print_problems(found)
     out = out if out is not None else config.path(config.email.outbox) / "preview"
     from .state import open_store
