@@ -9,8 +9,11 @@ two, also as a multiple of the floor; the peak memory of the build's processes t
 (summed PSS, sampled in a build of its own); a rebuild with nothing changed; and the Atom
 writing of the newest entries against raw feedgen writing the same entries. Targets: full
 build < 4 s and < 300 MiB at n=10000, rebuild < 1/10 of the full build, Atom within 1.5x.
-Where Hugo is installed, it builds the same articles too (newest-50 RSS per language only,
-what the issue's reference figure covers), and the full build is compared with it.
+Each of these but the memory is measured twice, in processes of its own: with the compiled
+modules (those the install compiled) and with every module as Python (SYNDICATE_PURE_PYTHON=1),
+the figures that decide which modules stay compiled (pyproject.toml). Where Hugo is
+installed, it builds the same articles too (newest-50 RSS per language only, what the issue's
+reference figure covers), and the full build is compared with it.
 """
 
 from __future__ import annotations
@@ -38,17 +41,20 @@ ROOT = Path(__file__).resolve().parent.parent
 SEED_SLUG = "amazon-trainium3-aws-nvidia-ai-chip-competition"
 DATE_LINES = {"en": "Updated", "nl": "Bijgewerkt op", "de": "Aktualisiert am"}
 
-# As `syndicate build` runs it: the collector skips what the imports made (cli.main).
+# As `syndicate build` runs it: the collector skips what the imports made (cli.main), and the
+# command makes its choices for the process (cli.owned_process).
 CHILD = """
 import gc, json, resource, sys, time
 from pathlib import Path
+from syndicate.cli import owned_process
 from syndicate.config import parse_config
 from syndicate.build import build_feeds
 gc.freeze()
 root = Path(sys.argv[1])
 config = parse_config({}, root=root, source="(bench)", env={})
 start = time.perf_counter()
-report = build_feeds(config, root / "articles")
+with owned_process():
+    report = build_feeds(config, root / "articles")
 seconds = time.perf_counter() - start
 peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 worker = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
@@ -123,15 +129,34 @@ def floor(folder: Path) -> float:
     return time.perf_counter() - start
 
 
-def build_in_child(root: Path, *, fresh: bool = False) -> dict:
+def python_env(pure: bool) -> dict[str, str] | None:
+    """A child's environment: every module as Python with ``pure``, else as installed."""
+    return {**os.environ, "SYNDICATE_PURE_PYTHON": "1"} if pure else None
+
+
+def compiled_now() -> list[str]:
+    """The modules that run compiled in the first run of each pair."""
+    from syndicate import compiled
+
+    record = compiled.PACKAGE / compiled.RECORD
+    names = json.loads(record.read_text("utf-8")) if record.exists() else {}
+    pure = compiled.as_python(compiled.PACKAGE, os.environ)
+    return [name for name in names if name not in pure]
+
+
+def build_in_child(root: Path, *, fresh: bool = False, pure: bool = False) -> dict:
     """One build in a fresh interpreter, so that its peak memory is its own; with ``fresh``,
-    from scratch (no feeds, no state database)."""
+    from scratch (no feeds, no state database); with ``pure``, every module as Python."""
     if fresh:
         for made in ("feeds", "state"):
             shutil.rmtree(root / made, ignore_errors=True)
     start = time.perf_counter()
     done = subprocess.run(
-        [sys.executable, "-c", CHILD, str(root)], check=True, capture_output=True, text=True
+        [sys.executable, "-c", CHILD, str(root)],
+        check=True,
+        capture_output=True,
+        text=True,
+        env=python_env(pure),
     )
     result = json.loads(done.stdout)
     result["wall"] = time.perf_counter() - start
@@ -195,7 +220,7 @@ def atom_ratio(root: Path, rounds: int = 10) -> dict[str, float]:
     the same entries, and our whole path from articles (HTML content model included)."""
     config = parse_config({}, root=root, source="(bench)", env={})
     sample = root / "sample"
-    sample.mkdir()
+    sample.mkdir(exist_ok=True)
     for path in sorted((root / "articles").glob("en-*.txt"))[-50:]:
         (sample / path.name).write_bytes(path.read_bytes())
     articles = read_articles(sample, config.profiles)
@@ -229,6 +254,18 @@ def atom_ratio(root: Path, rounds: int = 10) -> dict[str, float]:
     return timings
 
 
+def atom_in_child(root: Path, *, pure: bool) -> dict[str, float]:
+    """``atom_ratio`` in a fresh interpreter; with ``pure``, every module as Python."""
+    done = subprocess.run(
+        [sys.executable, __file__, "--atom", str(root)],
+        check=True,
+        capture_output=True,
+        text=True,
+        env=python_env(pure),
+    )
+    return json.loads(done.stdout)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=2_000, help="articles per language")
@@ -242,7 +279,10 @@ def main() -> None:
         floor_s = min(floor(root / "articles"), floor(root / "articles"))
         print(f"floor: {floor_s:.2f} s ({floor_s / (3 * n) * 1e6:.1f} µs per article file)")
 
-        full = min((build_in_child(root, fresh=True) for _ in range(2)), key=lambda r: r["seconds"])
+        print(f"compiled: {', '.join(compiled_now()) or 'none (all Python)'}")
+        runs = [build_in_child(root, fresh=True, pure=pure) for _ in range(2) for pure in (0, 1)]
+        full = min(runs[::2], key=lambda r: r["seconds"])
+        python = min(runs[1::2], key=lambda r: r["seconds"])
         per_file = full["seconds"] / (3 * n) * 1e3
         print(
             f"full build: {full['seconds']:.2f} s in build_feeds = "
@@ -253,16 +293,25 @@ def main() -> None:
             f"(target at n=10000: < 4 s, < 300 MiB; "
             f"linear projection: {per_file * 30:.0f} s)"
         )
+        print(
+            f"full build, every module as Python: {python['seconds']:.2f} s = "
+            f"{python['seconds'] / floor_s:.1f} x floor: compiled "
+            f"{python['seconds'] / full['seconds']:.2f} x faster"
+        )
         if Path("/proc/self/smaps_rollup").exists():
             print(
                 f"peak memory of the build's processes together (summed PSS, its own run): "
                 f"{tree_pss_peak(root):.0f} MiB (target < 300 MiB)"
             )
+        build_in_child(root)  # the PSS run built from scratch: this one sets the state again
         again = build_in_child(root)
-        assert again["skipped"], "a rebuild with no change should read and write nothing"
+        again_py = build_in_child(root, pure=True)
+        for run in (again, again_py):
+            assert run["skipped"], "a rebuild with no change should read and write nothing"
         print(
             f"rebuild, nothing changed: {again['seconds']:.3f} s = "
-            f"{again['seconds'] / full['seconds']:.3f} x full build (target < 0.1)"
+            f"{again['seconds'] / full['seconds']:.3f} x full build (target < 0.1); "
+            f"as Python {again_py['seconds']:.3f} s"
         )
         newest = max((root / "articles").glob("en-*.txt"))
         newest.write_text(newest.read_text("utf-8").replace("Trainium3", "Trainium 3", 1))
@@ -272,11 +321,17 @@ def main() -> None:
             f"{one['seconds'] / full['seconds']:.2f} x full build (the other files are taken "
             "from the last build's index)"
         )
-        t = atom_ratio(root)
+        t = atom_in_child(root, pure=False)
+        p = atom_in_child(root, pure=True)
         print(
             f"Atom writing, same entries: {t['ours']:.0f} µs/entry vs raw feedgen "
             f"{t['raw']:.0f} µs/entry = {t['ours'] / t['raw']:.2f} x (target < 1.5); "
             f"with the HTML content model: {t['whole']:.0f} µs/entry"
+        )
+        print(
+            f"Atom writing, every module as Python: {p['ours'] / p['raw']:.2f} x raw feedgen; "
+            f"with the HTML content model: {p['whole']:.0f} µs/entry: compiled "
+            f"{p['whole'] / t['whole']:.2f} x faster"
         )
         if shutil.which("hugo") is None:
             print("Hugo: not installed (Debian: apt-get install hugo), no comparison")
@@ -291,4 +346,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:2] == ["--atom"]:
+        print(json.dumps(atom_ratio(Path(sys.argv[2]))))
+    else:
+        main()

@@ -6,15 +6,21 @@ temporary folder, then times:
   summaries    read_articles(bodies=False), what digests need, as the reader runs by default:
                one process per core for a set this large (worker processes and this one);
   summaries/1  the same in this one process, no workers;
-  full         read_articles(bodies=True), what `syndicate check` does.
+  full         read_articles(bodies=True), what `syndicate check` does (as it does: without
+               cycle collection, workers forked: cli.owned_process).
 Each read runs in a fresh child process, which reports its peak memory (ru_maxrss) and that of
 its largest worker; a worker's peak counts the pages it shares with the process it forked from.
+Each runs twice, interleaved: with the compiled modules (those the install compiled) and with
+every module as Python (SYNDICATE_PURE_PYTHON=1); "compiled" is how many times faster the
+first is, the figure that decides whether the reader stays compiled (pyproject.toml).
 Run: .venv/bin/python bench/parse.py [files-per-language]
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import re
 import resource
 import subprocess
@@ -71,15 +77,20 @@ def floor(folder: Path) -> tuple[float, int]:
 def child(folder: str, mode: str) -> None:
     """One timed read in this (fresh) process; prints seconds, articles, problems, peak RSS."""
     kind, _, workers = mode.partition("/")
+    from syndicate.cli import owned_process
     from syndicate.config import load_config
     from syndicate.reader import read_articles
 
     config = load_config(ROOT / "config.toml", env={})
     read_articles(ROOT / "articles", config.profiles)  # load the language model outside the clock
     start = time.perf_counter()
-    found = read_articles(
-        Path(folder), config.profiles, bodies=kind == "full", processes=int(workers or 0) or None
-    )
+    with owned_process() if kind == "full" else contextlib.nullcontext():
+        found = read_articles(
+            Path(folder),
+            config.profiles,
+            bodies=kind == "full",
+            processes=int(workers or 0) or None,
+        )
     seconds = time.perf_counter() - start
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     worker_peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
@@ -96,14 +107,26 @@ def child(folder: str, mode: str) -> None:
     )
 
 
-def measure(folder: Path, mode: str) -> dict[str, float]:
+def measure(folder: Path, mode: str, *, pure: bool = False) -> dict[str, float]:
+    env = {**os.environ, "SYNDICATE_PURE_PYTHON": "1"} if pure else None
     out = subprocess.run(
         [sys.executable, __file__, "--child", str(folder), mode],
         check=True,
         capture_output=True,
         text=True,
+        env=env,
     )
     return json.loads(out.stdout)
+
+
+def compiled_now() -> list[str]:
+    """The modules that run compiled in the first run of each pair."""
+    from syndicate import compiled
+
+    record = compiled.PACKAGE / compiled.RECORD
+    names = json.loads(record.read_text("utf-8")) if record.exists() else {}
+    pure = compiled.as_python(compiled.PACKAGE, os.environ)
+    return [name for name in names if name not in pure]
 
 
 def main() -> None:
@@ -119,9 +142,12 @@ def main() -> None:
             f"floor        {files / floor_s:9.0f} files/s  {floor_s / files * 1e6:6.1f} µs/file"
             f"  ({paragraphs} paragraphs)"
         )
+        print(f"compiled: {', '.join(compiled_now()) or 'none (all Python)'}")
         for mode in ("summaries", "summaries/1", "full"):
             got = measure(folder, mode)
-            assert got["articles"] == files and got["problems"] == 0, got
+            python = measure(folder, mode, pure=True)
+            for run in (got, python):
+                assert run["articles"] == files and run["problems"] == 0, run
             per_file = got["seconds"] / files
             workers = (
                 f" (+ largest worker {got['worker_peak_mib']:.0f} MiB)"
@@ -132,6 +158,8 @@ def main() -> None:
                 f"{mode:12} {files / got['seconds']:9.0f} articles/s"
                 f"  {per_file * 1e6:6.1f} µs/file  {got['seconds'] / floor_s:5.1f}x floor"
                 f"  peak {got['peak_mib']:.0f} MiB{workers}"
+                f"  | Python {python['seconds'] / floor_s:5.1f}x floor:"
+                f" compiled {python['seconds'] / got['seconds']:.2f}x faster"
             )
 
 

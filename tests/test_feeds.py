@@ -469,7 +469,7 @@ def test_a_rebuild_reads_only_the_files_that_changed(
         read.append(source)
         return parse(data, source, *args, **kwargs)
 
-    monkeypatch.setattr(reader, "parse_article", counted)
+    monkeypatch.setattr(reader.folder, "parse_article", counted)  # what reads each file
     changed = next(p for p in sorted(articles_dir.iterdir()) if p.name != "broken.txt")
     changed.write_text(changed.read_text("utf-8").replace("2025", "2026", 1), "utf-8")
     report = build_feeds(config, articles_dir)
@@ -681,7 +681,8 @@ def test_a_build_failing_while_rendering_leaves_nothing_staged(
     out = tmp_path / "feeds"
     before, kept = outputs(out), mtimes(out)
     last = config.site.languages[-1]
-    render, staged = feeds.render_feeds, []
+    render = feeds.render_feeds
+    staged: list[Path] = []
 
     def fails_last(
         config: Config, articles: ArticleSet, published: Any

@@ -31,7 +31,9 @@ def library() -> LanguageIdentifier:
 def test_answers_as_py3langid_does(tmp_path: Path, library: LanguageIdentifier) -> None:
     model = LanguageModel.load(LANGS, tmp_path)
     for text in SAMPLES:
-        lang, probability = model.classify(text)
+        found = model.classify(text)
+        assert found is not None, text
+        lang, probability = found
         expected_lang, expected = library.classify(text)
         assert lang == expected_lang, text
         assert probability == pytest.approx(float(expected), abs=1e-4), text
@@ -50,7 +52,8 @@ def test_a_cache_that_cannot_be_written_costs_only_time(tmp_path: Path) -> None:
     blocked = tmp_path / "not-a-folder"
     blocked.write_text("")
     model = LanguageModel.load(LANGS, blocked)
-    assert model.classify(SAMPLES[1])[0] == "nl"
+    found = model.classify(SAMPLES[1])
+    assert found is not None and found[0] == "nl"
     assert blocked.read_text() == ""
 
 
@@ -58,7 +61,8 @@ def test_a_damaged_cache_is_unpacked_again(tmp_path: Path) -> None:
     LanguageModel.load(LANGS, tmp_path)
     (folder,) = tmp_path.iterdir()
     (folder / "weights.npy").write_bytes(b"garbage")
-    assert LanguageModel.load(LANGS, tmp_path).classify(SAMPLES[2])[0] == "de"
+    found = LanguageModel.load(LANGS, tmp_path).classify(SAMPLES[2])
+    assert found is not None and found[0] == "de"
     assert isinstance(LanguageModel.load(LANGS, tmp_path).weights, np.memmap)
 
 

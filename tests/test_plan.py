@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 from syndicate.schedule.plan import (
     FEEDS_JOB,
     INTERRUPTED_PREFIX,
+    RELEASE_JOB,
     JobSpec,
     StoredJob,
     latest_due,
@@ -124,3 +125,21 @@ def test_a_send_overdue_by_more_than_the_grace_is_missed_not_run() -> None:
         [spec("digest:w", MONDAY, "mon")], [stored("digest:w", "mon", monday)], NOW, relaxed
     )
     assert not step.missed and step.note(NOW) == "due: runs at next start"
+
+
+def test_a_stored_release_job_is_kept_after_the_configured_jobs_and_removed_never() -> None:
+    tokyo = datetime(2026, 1, 12, 22, 30, tzinfo=UTC)  # set by a local-time send, overdue
+    jobs = [stored(RELEASE_JOB, "date", tokyo), stored("digest:w", "mon", None)]
+    steps = plan([spec("digest:w", MONDAY, "mon")], jobs, NOW, OPTIONS)
+    assert [(s.id, s.action) for s in steps] == [("digest:w", "keep"), (RELEASE_JOB, "keep")]
+    release = steps[1]
+    assert (release.next_run, release.spec, release.changes, release.missed) == (
+        tokyo,
+        None,
+        {},
+        False,
+    )
+    assert release.first_run(NOW) == tokyo and release.note(NOW) == "the next zone"
+    assert [s.id for s in plan([], [stored(RELEASE_JOB, "date", tokyo)], NOW, OPTIONS)] == [
+        RELEASE_JOB
+    ]

@@ -266,6 +266,7 @@ def test_send_status_fits_the_terminal_and_has_json(
     [issue] = status["issues"]
     assert issue["key"] == "en-cost"
     assert issue["deliveries"] == {
+        "held": 0,
         "pending": 0,
         "sending": 0,
         "sent": 3,

@@ -128,7 +128,7 @@ def test_export_reads_back_with_import_and_remove_deletes(cli, tmp_path: Path) -
     exported = tmp_path / "export.csv"
     assert cli("subscribers", "export", str(exported)).exit_code == 0
     assert exported.read_text("utf-8").splitlines()[0] == (
-        "email,lang,audiences,status,consent_source,created,updated,bounces"
+        "email,lang,audiences,status,consent_source,created,updated,bounces,timezone"
     )
     assert cli("subscribers", "remove", "nobody@example.com").exit_code == 1
     removed = cli("subscribers", "remove", "ONE@Example.com")  # any letter case
@@ -136,6 +136,43 @@ def test_export_reads_back_with_import_and_remove_deletes(cli, tmp_path: Path) -
     assert [r["email"] for r in listed(cli)] == ["two@example.com"]
     back = cli("subscribers", "import", str(exported))
     assert back.exit_code == 0 and "1 added, 0 updated, 1 unchanged" in back.output
+
+
+def test_a_readers_time_zone_is_checked_and_survives_export_and_import(
+    cli, tmp_path: Path, database_url: str
+) -> None:
+    added = cli("subscribers", "add", "tokyo@example.com", "--lang", "en", "--audience", "cost",
+                "--timezone", "Asia/Tokyo")  # fmt: skip
+    assert added.exit_code == 0, added.output
+    wrong = cli("subscribers", "add", "x@example.com", "--lang", "en", "--audience", "cost",
+                "--timezone", "Asia/Atlantis")  # fmt: skip
+    assert wrong.exit_code == 2 and "unknown time zone 'Asia/Atlantis'" in wrong.output
+    file = tmp_path / "readers.csv"
+    file.write_text(
+        "email,lang,audiences,timezone\n"
+        "ams@example.com,en,cost,\n"
+        "ny@example.com,en,cost,America/New_York\n"
+        "bad@example.com,en,cost,Europe/Atlantis\n",
+        "utf-8",
+    )
+    result = cli("subscribers", "import", str(file))
+    assert result.exit_code == 1
+    assert f"{file}:4: error: unknown time zone 'Europe/Atlantis'" in result.output
+    file.write_text("\n".join(file.read_text("utf-8").splitlines()[:3]) + "\n", "utf-8")
+    assert cli("subscribers", "import", str(file)).exit_code == 0
+    zones = {r["email"]: r["timezone"] for r in listed(cli)}
+    assert zones == {
+        "tokyo@example.com": "Asia/Tokyo",
+        "ams@example.com": "",  # the site's
+        "ny@example.com": "America/New_York",
+    }
+
+    exported = tmp_path / "export.csv"
+    assert cli("subscribers", "export", str(exported)).exit_code == 0
+    for email in list(zones):
+        cli("subscribers", "remove", email)
+    assert cli("subscribers", "import", str(exported)).exit_code == 0
+    assert {r["email"]: r["timezone"] for r in listed(cli)} == zones
 
 
 @pytest.mark.parametrize(

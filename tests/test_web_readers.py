@@ -161,7 +161,7 @@ def test_preferences_change_language_and_audiences(site, active, clock):
     assert "reader@example.org" not in response.text
     page = html(response)
     assert page.xpath("//main/p[1]/text()") == ["Für die Adresse r•••@example.org"]
-    assert page.xpath("//option[@selected]/@value") == ["de"]
+    assert page.xpath("//select[@name='lang']/option[@selected]/@value") == ["de"]
     assert page.xpath("//input[@name='audiences'][@checked]/@value") == ["cost"]
     token = page.xpath("//input[@name='csrf']/@value")[0]
     saved = client.post(url, data={"csrf": token, "lang": "nl", "audiences": ["strategy", "cost"]})
@@ -171,6 +171,22 @@ def test_preferences_change_language_and_audiences(site, active, clock):
     assert (after.lang, after.audiences, after.status) == ("nl", ("cost", "strategy"), "active")
     unsubscribe = html(saved).xpath("//a[contains(@href, '/u/')]/@href")[0]
     assert client.get(unsubscribe).status_code == 200
+
+
+def test_preferences_set_the_readers_time_zone(site, active, clock):
+    client, store, *_ = site
+    url = f"/preferences/{make_token(SECRET, PREFERENCES, active.id, issued=clock())}"
+    page = html(client.get(url))
+    zone = "//select[@name='timezone']/option[@selected]/@value"
+    assert page.xpath(zone) == ["Europe/Amsterdam"]  # the site's, until the reader picks one
+    assert "Asia/Tokyo" in page.xpath("//select[@name='timezone']/option/@label")
+    token = page.xpath("//input[@name='csrf']/@value")[0]
+    form = {"csrf": token, "lang": "de", "audiences": ["cost"]}
+    saved = client.post(url, data={**form, "timezone": "Asia/Tokyo"})
+    assert html(saved).xpath(zone) == ["Asia/Tokyo"]
+    assert store.subscriber_by_id(active.id).timezone == "Asia/Tokyo"
+    client.post(url, data={**form, "timezone": "Mars/Olympus_Mons"})  # not a zone: kept
+    assert store.subscriber_by_id(active.id).timezone == "Asia/Tokyo"
 
 
 def test_bad_tokens_get_one_plain_page(site, active, clock, store):

@@ -27,7 +27,6 @@ from .model import Article, ArticleSet, Diagnostic, Severity
 from .reader import (
     Reading,
     article_set,
-    no_cycle_collection,
     parse_article,
     read_index,
     scan,
@@ -134,10 +133,7 @@ def build_feeds(
     place; what a hub could not be told is kept in the manifest and told at the next build,
     whether or not that one changes anything. A hub never fails the build.
     """
-    # A large set makes many objects, none of them in cycles. Collection resumes only once the
-    # build's objects are gone: objects made meanwhile would all be walked at the next one.
-    with no_cycle_collection():
-        report = _build_feeds(config, articles_dir, out, now, store)
+    report = _build_feeds(config, articles_dir, out, now, store)
     if notify is None or not report.unannounced:
         return report
     left = {

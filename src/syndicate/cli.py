@@ -14,6 +14,7 @@ import functools
 import gc
 import json
 import logging
+import multiprocessing
 import os
 import signal
 import socket
@@ -188,6 +189,27 @@ def summary_line(found: ArticleSet) -> str:
     return f"{len(found)} article(s){counts}, {errors} error(s), {warnings} warning(s)"
 
 
+@contextlib.contextmanager
+def owned_process() -> Iterator[None]:
+    """What the commands that own their process and read a whole article set at once
+    (``build``, ``check``, ``digest``) choose for it while they read. No cycle collection:
+    articles hold no reference cycles, yet the collector would walk every object made so far,
+    again and again (a fifth of the time). Reader workers forked: a fork starts one at once,
+    with everything this process has loaded; only a process with no other threads may fork
+    (under a test runner it has some)."""
+    collecting = gc.isenabled()
+    method = multiprocessing.get_start_method(allow_none=True)
+    gc.disable()
+    if threading.active_count() == 1 and "fork" in multiprocessing.get_all_start_methods():
+        multiprocessing.set_start_method("fork", force=True)
+    try:
+        yield
+    finally:
+        multiprocessing.set_start_method(method, force=True)
+        if collecting:
+            gc.enable()
+
+
 @click.group(
     context_settings={"help_option_names": ["-h", "--help"]},
     epilog="Exit status: 0 done, 1 failed or partly done, 2 bad command line or configuration, "
@@ -212,7 +234,8 @@ def main(ctx: click.Context, config_path: Path | None, debug: bool) -> None:
 @click.option("--summary", is_flag=True, help="One line of counts instead of the table.")
 def check(config: Config, articles: Path | None, as_json: bool, summary: bool) -> None:
     """Read the article set and report what was found and every problem."""
-    found = load_articles(config, articles)
+    with owned_process():
+        found = load_articles(config, articles)
     found = ArticleSet(found.articles, found.problems + tuple(catalog_problems(config)))
     if as_json:
         click.echo(json.dumps(check_report(found), ensure_ascii=False, indent=2))
@@ -463,7 +486,8 @@ def digest(
     Without --since it holds what the group's next issue would: what is new since its last one.
     """
     check_known(config, langs=[lang], audiences=audiences)
-    found = load_articles(config, articles, bodies=False)  # a digest shows no body
+    with owned_process():
+        found = load_articles(config, articles, bodies=False)  # a digest shows no body
     print_problems(found)
     out = out if out is not None else config.path(config.email.outbox) / "preview"
     from .state import open_store
@@ -497,7 +521,8 @@ def build(config: Config, articles: Path | None, out: Path | None) -> None:
     left alone)."""
     from .websub import HubNotifier
 
-    report = build_feeds(config, articles, out, now=datetime.now(UTC), notify=HubNotifier())
+    with owned_process():
+        report = build_feeds(config, articles, out, now=datetime.now(UTC), notify=HubNotifier())
     print_feed_report(report)
     sys.exit(1 if report.has_errors else 0)
 
@@ -683,6 +708,7 @@ def send_now(
     since: date | None = None,
     dry_run: bool = False,
     stop: threading.Event | None = None,
+    issue: bool = True,
 ) -> int:
     """Issue and deliver the due digests with a progress bar and a summary; the exit status:
     1 when the run was partial (a group refused, deliveries failed, uncertain or left).
@@ -713,6 +739,7 @@ def send_now(
             dry_run=dry_run,
             progress=_Bar(progress),
             stop=stop,
+            issue=issue,
         )
     return print_send_report(report, dry_run=dry_run)
 
@@ -729,12 +756,7 @@ def print_send_report(report: SendReport, *, dry_run: bool) -> int:
             "removes them",
             err=True,
         )
-    verb = "would issue" if dry_run else "issued"
-    for key, readers in report.issues:
-        click.echo(f"{verb} {key} to {readers} reader(s)", err=True)
-    refused = "would not issue" if dry_run else "not issued"
-    for key, readers, reason in report.refused:
-        click.echo(f"{refused} {key} to {readers} reader(s): {reason}", err=True)
+    print_issued(report, dry_run=dry_run)
     for email, reply in report.failures:
         click.echo(f"{email}: {reply}", err=True)
     if dry_run:
@@ -746,6 +768,12 @@ def print_send_report(report: SendReport, *, dry_run: bool) -> int:
         f"left for the next run {report.left:,}",
         err=True,
     )
+    if report.waiting:
+        click.echo(
+            f"{report.waiting:,} delivery(ies) wait for their readers' local time "
+            "(`syndicate send --status`)",
+            err=True,
+        )
     if report.refused:
         click.echo(
             f"partial run: {len(report.refused)} group(s) not issued, every other one was",
@@ -788,6 +816,13 @@ def print_send_report(report: SendReport, *, dry_run: bool) -> int:
     help="Queue every uncertain delivery again (of one issue with --issue), once you checked.",
 )
 @click.option("--issue", "issue_id", type=int, metavar="N", help="With --resend-uncertain.")
+@click.option(
+    "--approve", type=int, multiple=True, metavar="ISSUE", help="Release a held issue and send it."
+)
+@click.option("--approve-all", is_flag=True, help="Release every held issue and send them.")
+@click.option(
+    "--reject", type=int, multiple=True, metavar="ISSUE", help="Cancel a held issue (repeatable)."
+)
 def send(
     config: Config,
     articles: Path | None,
@@ -800,9 +835,15 @@ def send(
     resend: tuple[int, ...],
     resend_uncertain: bool,
     issue_id: int | None,
+    approve: tuple[int, ...],
+    approve_all: bool,
+    reject: tuple[int, ...],
 ) -> None:
     """Issue the digests with new content and deliver them: each reader gets each one once."""
     from .state import open_store
+
+    if approve or approve_all or reject:
+        sys.exit(judge(config, approve, approve_all, reject, datetime.now(UTC)))
 
     check_known(config, langs=langs, audiences=audiences)
     if as_json and not show_status:
@@ -832,12 +873,50 @@ def send(
             click.echo(f"{queued} uncertain delivery(ies){of} queued again", err=True)
         if show_status:
             if as_json:
-                click.echo(json.dumps(send_status(store), ensure_ascii=False, indent=2))
+                status_json = send_status(store, config.site.timezone)
+                click.echo(json.dumps(status_json, ensure_ascii=False, indent=2))
             else:
-                print_send_status(store)
+                print_send_status(store, config.site.timezone)
     finally:
         store.close()
     sys.exit(status)
+
+
+def judge(
+    config: Config,
+    approve: tuple[int, ...],
+    approve_all: bool,
+    reject: tuple[int, ...],
+    now: datetime,
+) -> int:
+    """Reject and release held issues, then send what was released; exit 1 when an issue
+    named is not held (the others are still acted on)."""
+    from .send import approve_issue
+    from .state import open_store
+
+    store = open_store(config.database_url)
+    try:
+        status: int = Exit.OK
+        for issue_id in reject:
+            if store.withdraw_issue(issue_id, "rejected", "issue rejected by an editor", now):
+                click.echo(f"issue {issue_id} rejected: its content may be issued again", err=True)
+            else:
+                click.echo(f"issue {issue_id} is not held: not rejected", err=True)
+                status = Exit.FAILED
+        chosen = [i.id for i in store.held_issues()] if approve_all else list(approve)
+        released = []
+        for issue_id in chosen:
+            if (issue := approve_issue(config, store, issue_id, now)) is not None:
+                click.echo(f"issue {issue_id} ({issue.key}) approved", err=True)
+                released.append(issue_id)
+            else:
+                click.echo(f"issue {issue_id} is not held: not approved", err=True)
+                status = Exit.FAILED
+    finally:
+        store.close()
+    if released:
+        status = max(status, send_now(config, now, issue=False))
+    return status
 
 
 def requeue(store: Any, ids: tuple[int, ...], now: datetime) -> int:
@@ -858,11 +937,13 @@ def requeue(store: Any, ids: tuple[int, ...], now: datetime) -> int:
     return 0
 
 
-_STATUSES = ("pending", "sending", "sent", "failed", "uncertain", "skipped")
+_STATUSES = ("held", "pending", "sending", "sent", "failed", "uncertain", "skipped")
 
 
-def send_status(store: Any) -> dict[str, Any]:
-    """The ``send --status --json`` contract: deliveries per issue, then the uncertain ones."""
+def send_status(store: Any, site_zone: str = "", now: datetime | None = None) -> dict[str, Any]:
+    """The ``send --status --json`` contract: deliveries per issue, the uncertain ones, the
+    held issues and the deliveries waiting for their readers' local time (a reader without a
+    zone of their own is in ``site_zone``)."""
     counts = store.delivery_counts()
     issues = sorted({(issue_id, key) for issue_id, key, _ in counts})
     return {
@@ -886,15 +967,56 @@ def send_status(store: Any) -> dict[str, Any]:
             }
             for d in store.deliveries("uncertain")
         ],
+        "held": [
+            {
+                "id": issue.id,
+                "key": issue.key,
+                "subject": issue.subject,
+                "lang": issue.lang,
+                "audiences": list(issue.audiences),
+                "readers": counts.get((issue.id, issue.key, "held"), 0),
+                "created": issue.created_at.isoformat(),
+                "changes": store.issue_changes(issue),
+            }
+            for issue in store.held_issues()
+        ],
+        "waiting": [
+            {
+                "issue": issue_id,
+                "issue_key": key,
+                "timezone": zone or site_zone,
+                "not_before": when.isoformat(),
+                "deliveries": n,
+            }
+            for issue_id, key, zone, when, n in store.waiting(now or datetime.now(UTC))
+        ],
     }
 
 
-def print_send_status(store: Any) -> None:
+def print_issued(report: SendReport, *, dry_run: bool) -> None:
+    """The issues a send made (or would make), held, let expire or could not render."""
+    verb = "would issue" if dry_run else "issued"
+    for key, readers in report.issues:
+        click.echo(f"{verb} {key} to {readers} reader(s)", err=True)
+    for issue_id, key in report.expired:
+        click.echo(f"issue {issue_id} ({key}) expired unapproved: cancelled, not sent", err=True)
+    for issue_id, key, readers, copy in report.held:
+        click.echo(
+            f"issue {issue_id} ({key}) held for approval, {readers} reader(s); {copy}; "
+            f"`syndicate send --approve {issue_id}` sends it, `--reject {issue_id}` cancels it",
+            err=True,
+        )
+    refused = "would not issue" if dry_run else "not issued"
+    for key, readers, reason in report.refused:
+        click.echo(f"{refused} {key} to {readers} reader(s): {reason}", err=True)
+
+
+def print_send_status(store: Any, site_zone: str = "") -> None:
     """The status as tables that fit the terminal (long cells wrap inside their column)."""
     from rich.console import Console
     from rich.table import Table
 
-    status = send_status(store)
+    status = send_status(store, site_zone)
     console = Console()
     table = Table(title="deliveries per issue")
     table.add_column("id", justify="right")
@@ -916,6 +1038,10 @@ def print_send_status(store: Any) -> None:
                 str(d["id"]), str(d["issue"]), d["email"], d["message_id"], d["since"], d["reason"]
             )
         console.print(table, markup=False)
+    if status["held"]:
+        console.print(_held_table(status["held"]), markup=False)
+    if status["waiting"]:
+        console.print(_waiting_table(status["waiting"]), markup=False)
     reports = store.bounce_counts()
     if reports:
         click.echo(
@@ -923,6 +1049,38 @@ def print_send_status(store: Any) -> None:
             f"{reports.get('temporary', 0)} temporary, {reports.get('complaint', 0)} "
             "complaint(s) (syndicate bounces list)"
         )
+
+
+def _held_table(held: list[dict[str, Any]]) -> Any:
+    """The held issues, with what each adds, revises and removes against the last one sent."""
+    from rich.table import Table
+
+    table = Table(title="held for approval (send --approve ISSUE, send --reject ISSUE)")
+    for column in ("id", "subject", "audience", "readers", "added", "revised", "removed"):
+        table.add_column(column, overflow="fold")
+    for issue in held:
+        audience = " + ".join(issue["audiences"]) or "everyone"
+        table.add_row(
+            str(issue["id"]),
+            issue["subject"],
+            f"{issue['lang']}: {audience}",
+            str(issue["readers"]),
+            *("\n".join(issue["changes"][k]) or "-" for k in ("added", "revised", "removed")),
+        )
+    return table
+
+
+def _waiting_table(waiting: list[dict[str, Any]]) -> Any:
+    """The deliveries waiting for their readers' local time, per issue and zone."""
+    from rich.table import Table
+
+    table = Table(title="waiting for their readers' local time")
+    for column in ("issue", "time zone", "not before (UTC)", "deliveries"):
+        table.add_column(column, overflow="fold")
+    for w in waiting:
+        issue = f"{w['issue']} {w['issue_key']}"
+        table.add_row(issue, w["timezone"], w["not_before"], str(w["deliveries"]))
+    return table
 
 
 # -- bounces -------------------------------------------------------------------------------------
@@ -1027,6 +1185,7 @@ def subscribers() -> None:
     is_flag=True,
     help="Re-activate a reader who unsubscribed or bounced (only with their new consent).",
 )
+@click.option("--timezone", "zone", default=None, help="IANA time zone (default: site.timezone).")
 def subscribers_add(
     config: Config,
     email: str,
@@ -1035,22 +1194,24 @@ def subscribers_add(
     status: str,
     source: str,
     resubscribe: bool,
+    zone: str | None,
 ) -> None:
     """Add a reader (or change the language and audiences of a known one, in any letter case;
     a reader who left keeps their status unless --resubscribe)."""
     from .state import open_store
-    from .subscribers import ReaderRow, check_reader
+    from .subscribers import ReaderRow, check_reader, check_timezone
 
     try:
         address, lang, chosen = check_reader(
             email, lang, audiences, langs=config.site.languages, known=config.audiences
         )
+        zone = check_timezone(zone) if zone is not None else None
     except ValueError as exc:
         raise click.BadParameter(str(exc)) from None
     store = open_store(config.database_url)
     try:
         store.import_subscribers(
-            [ReaderRow(address, lang, chosen, status=status, consent_source=source)],
+            [ReaderRow(address, lang, chosen, status=status, consent_source=source, timezone=zone)],
             status=status,
             consent_source=source,
             now=datetime.now(UTC),
@@ -1222,6 +1383,7 @@ def _subscriber_record(s: Any) -> dict[str, Any]:
         "updated": s.updated_at.isoformat() if s.updated_at else None,
         "source": s.consent_source,
         "bounces": s.bounces,
+        "timezone": s.timezone or "",
     }
 
 

@@ -225,6 +225,11 @@ class Email(Section):
     verp: bool = True
     """Give each delivery its own envelope sender; off for a relay that sends as one address
     only (then return_path, else the sender's address, and bounces match by fallbacks)."""
+    approval: bool = False
+    """Hold every new issue until an editor approves it (send --approve); a test copy of each
+    goes to preview_to."""
+    approval_expires_days: int = Field(7, ge=1)
+    """A held issue older than this is cancelled, never sent stale."""
 
     @field_validator("return_path")
     @classmethod
@@ -276,6 +281,9 @@ class DigestJob(Section):
     """Languages this job sends (all when empty)."""
     audiences: list[str] = []
     """Audiences this job sends (all when empty)."""
+    local_time: bool = False
+    """Send at hour:minute in each reader's own time zone (else in site.timezone): the issue
+    is made when the first zone's time comes, and each zone's deliveries wait for theirs."""
 
     @field_validator("day_of_week")
     @classmethod

@@ -455,7 +455,7 @@ class _Run:
             with store.send_run(now) as run_id:
                 counts.uncertain += store.mark_lost(run_id, now)
                 counts.skipped += store.skip_inactive(now)
-                pending = store.pending_count()
+                pending = store.pending_count(now)
                 if self.progress is not None:
                     self.progress.start(pending)
                 workers = min(self.options.workers, pending)
@@ -500,7 +500,7 @@ class _Run:
                 while not self.stopping() and self.pacer.wait(self.pause):
                     if sender.transport is None and not sender.reconnect():
                         break
-                    claim = ledger.take()
+                    claim = ledger.take(self.now)
                     if claim is None:
                         break
                     sender.send(ledger, claim)

@@ -7,7 +7,8 @@ in as a mapping, so the same rules serve the by-hand preview and the scheduled s
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from datetime import date, timedelta
+from datetime import UTC, date, datetime, time, timedelta
+from zoneinfo import ZoneInfo
 
 from .model import AUDIENCES, ArticleSet, Digest, DigestItem
 
@@ -16,6 +17,17 @@ def audience_order(audiences: Sequence[str]) -> tuple[str, ...]:
     """Distinct audience ids in display order: the standard ones first, then others by name."""
     rank = {a: i for i, a in enumerate(AUDIENCES)}
     return tuple(sorted(set(audiences), key=lambda a: (rank.get(a, len(rank)), a)))
+
+FIRST_ZONE = ZoneInfo("Etc/GMT-14")
+"""UTC+14, the first zone a day reaches: a local-time job fires at its hour there."""
+
+
+def local_send_time(day: date, hour: int, minute: int, zone: ZoneInfo) -> datetime:
+    """``day`` at hour:minute on the clocks of ``zone``, in UTC. On the night the clocks go
+    back the first of the two such moments; in the gap when they go forward, the wall time
+    as it is reached after the gap (02:30 is then 03:30), as the schedule does."""
+    wall = datetime.combine(day, time(hour, minute))
+    return wall.replace(tzinfo=zone, fold=0).astimezone(UTC)
 
 
 def window_start(

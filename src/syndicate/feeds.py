@@ -2,7 +2,8 @@
 
 Atom (with RFC 5005 archives), RSS 2.0 and JSON Feed per language, plus an OPML index. Pure:
 no clock, no files, no database; ``build.build_feeds`` gathers the inputs and writes the
-output. feedgen 1.0.0 is used only here, with its traps worked around (see ``_Entry``).
+output. feedgen 1.0.0 is used only here, with its traps worked around in one place (see
+``FeedgenEntry``, ``AtomExtras``, ``RssExtras``).
 
 Ids: ``tag:<authority>,<date>:<lang>/<slug>`` (RFC 4151). The authority and date come from
 ``feeds.tag`` (default: the host of ``site.base_url`` and 2025-01-01), so an id depends only on
@@ -24,11 +25,13 @@ from functools import cache, lru_cache
 from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo
 
+from feedgen.entry import FeedEntry
+from feedgen.ext.base import BaseExtension
 from feedgen.feed import FeedGenerator
+from feedgen.util import xml_elem
 from lxml import etree
 
 from .config import Config
-from .feedgen_fixes import AtomExtras, FeedgenEntry, RssExtras
 from .model import Article, ArticleSet
 from .routes import article_url, feed_archive_name, feed_url, home_url, site_url
 
@@ -36,6 +39,9 @@ GENERATOR = "syndicate"
 ATOM_MIME = "application/atom+xml"
 RSS_MIME = "application/rss+xml"
 JSON_MIME = "application/feed+json"
+ATOM_NS = "http://www.w3.org/2005/Atom"
+HISTORY_NS = "http://purl.org/syndication/history/1.0"
+DC_NS = "http://purl.org/dc/elements/1.1/"
 
 # XML 1.0 forbids these code points outright; lxml refuses to serialise them.
 _NOT_XML = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
@@ -54,46 +60,21 @@ def _safe(text: str) -> str:
     return _SPACES.sub(" ", _NOT_XML.sub("", text))
 
 
+@dataclass(slots=True)
 class Entry:
-    """One article as every format shows it: computed once, serialised three times.
+    """One article as every format shows it: computed once, serialised three times; never
+    changed (not frozen: a frozen dataclass's ``__init__`` costs a call per field, and a large
+    site makes one per article)."""
 
-    A plain class, which the compiled module makes at C speed (a frozen dataclass's
-    ``__init__`` is Python-level, and a large site makes one per article); never changed.
-    """
-
-    __slots__ = (
-        "categories",
-        "content",
-        "id",
-        "published",
-        "summary",
-        "title",
-        "translations",
-        "updated",
-        "url",
-    )
-
-    def __init__(
-        self,
-        id: str,
-        title: str,
-        url: str,
-        published: datetime,
-        updated: datetime,
-        summary: str,
-        content: str | None,  # HTML; None in archive documents
-        categories: tuple[tuple[str, str], ...],  # (term, label)
-        translations: tuple[tuple[str, str], ...],  # (lang, url)
-    ) -> None:
-        self.id = id
-        self.title = title
-        self.url = url
-        self.published = published
-        self.updated = updated
-        self.summary = summary
-        self.content = content
-        self.categories = categories
-        self.translations = translations
+    id: str
+    title: str
+    url: str
+    published: datetime
+    updated: datetime
+    summary: str
+    content: str | None  # HTML; None in archive documents
+    categories: tuple[tuple[str, str], ...]  # (term, label)
+    translations: tuple[tuple[str, str], ...]  # (lang, url)
 
 
 @dataclass(frozen=True, slots=True)
@@ -244,6 +225,61 @@ def make_entry(
 
 
 # ---------------------------------------------------------------------------------------------
+# feedgen 1.0.0's traps, handled here.
+
+
+class FeedgenEntry(FeedEntry):
+    """feedgen 1.0.0 drops every entry link attribute but href (python-feedgen#135), and
+    writes no RSS author without an e-mail address: re-emit the links (the article's own
+    first), add dc:creator."""
+
+    def atom_entry(self, extensions: bool = True):
+        entry = super().atom_entry(extensions)
+        for old in entry.findall("link"):
+            entry.remove(old)
+        links = self.link() or []
+        # The article's own URL was added last (for RSS); readers take Atom's first alternate.
+        for link in links[-1:] + links[:-1]:
+            xml_elem("link", entry, **{k: str(v) for k, v in link.items() if v})
+        return entry
+
+    def rss_entry(self, extensions: bool = True):
+        item = super().rss_entry(extensions)
+        if item.find("author") is None:
+            for author in self.author() or []:
+                xml_elem(f"{{{DC_NS}}}creator", item).text = author["name"]
+        return item
+
+
+class AtomExtras(BaseExtension):
+    """RFC 5005: an archive document says so with ``<fh:archive/>``."""
+
+    archive = False
+
+    def extend_ns(self) -> dict[str, str]:
+        return {"fh": HISTORY_NS} if self.archive else {}
+
+    def extend_atom(self, feed):
+        if self.archive:
+            xml_elem(f"{{{HISTORY_NS}}}archive", feed)
+        return feed
+
+
+class RssExtras(BaseExtension):
+    """RSS has no hub element: WebSub names it with an atom:link, as Atom does."""
+
+    hubs: Sequence[str] = ()
+
+    def extend_ns(self) -> dict[str, str]:
+        return {"dc": DC_NS}
+
+    def extend_rss(self, feed):
+        for hub in self.hubs:
+            xml_elem(f"{{{ATOM_NS}}}link", feed.find("channel"), rel="hub", href=hub)
+        return feed
+
+
+# ---------------------------------------------------------------------------------------------
 # Documents.
 
 
@@ -323,7 +359,7 @@ def archive_document(config: Config, lang: str, entries: Sequence[Entry], page: 
     """An RFC 5005 archive document: the bytes ``atom_document(..., archive=True)`` writes.
 
     feedgen writes the feed's head; the entries (summary and links, no content) are written
-    here as the text lxml would serialise for the elements ``_Entry.atom_entry`` makes:
+    here as the text lxml would serialise for the elements ``FeedgenEntry.atom_entry`` makes:
     building elements costs ten times that, and the archives hold nearly every entry of a
     large site. Every value is escaped; the tests hold the bytes to feedgen's.
     """

@@ -95,8 +95,8 @@ class LanguageModel:
 
 def _unpack(langs: tuple[str, ...]) -> tuple[tuple[str, ...], dict[str, Any]]:
     import numpy as np
-    from py3langid.langid import MODEL_DIR, MODEL_FILE  # type: ignore[import-untyped]
-    from py3langid.modelio import load_model  # type: ignore[import-untyped]
+    from py3langid.langid import MODEL_DIR, MODEL_FILE
+    from py3langid.modelio import load_model
 
     ptc, pc, classes, nextmove, rows, output = load_model(MODEL_DIR / MODEL_FILE)
     chosen = [index for index, lang in enumerate(classes) if lang in langs]

@@ -7,25 +7,12 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterator
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 from datetime import date
 from enum import StrEnum
-from operator import attrgetter
-from typing import TypeVar
 
 AUDIENCES: tuple[str, ...] = ("architects", "cost", "procurement", "strategy", "ecosystem")
 """Audience ids in the order articles list them and digests show them."""
-
-
-_T = TypeVar("_T")
-
-
-def _pickled_compactly(cls: type[_T]) -> type[_T]:
-    """Pickle as (class, field values). The reader's worker processes send thousands of these,
-    and the default for a slotted dataclass costs a Python-level call per object each way."""
-    values = attrgetter(*(f.name for f in fields(cls)))  # type: ignore[arg-type]
-    cls.__reduce__ = lambda self: (cls, values(self))  # type: ignore[method-assign,assignment]
-    return cls
 
 
 class Severity(StrEnum):
@@ -33,7 +20,6 @@ class Severity(StrEnum):
     WARNING = "warning"
 
 
-@_pickled_compactly
 @dataclass(frozen=True, slots=True)
 class Diagnostic:
     """One problem with one input, reported compiler-style: ``file:line: severity: message``."""
@@ -48,7 +34,6 @@ class Diagnostic:
         return f"{where}: {self.severity}: {self.message}"
 
 
-@_pickled_compactly
 @dataclass(frozen=True, slots=True)
 class Reference:
     number: int
@@ -56,7 +41,6 @@ class Reference:
     url: str | None
 
 
-@_pickled_compactly
 @dataclass(frozen=True, slots=True)
 class Block:
     """A heading or a paragraph of the body.
@@ -79,7 +63,6 @@ class Block:
         return tuple(p for p in self.parts if isinstance(p, int))
 
 
-@_pickled_compactly
 @dataclass(frozen=True, slots=True)
 class Takeaways:
     """The bullets one audience gets from one article."""
@@ -89,7 +72,6 @@ class Takeaways:
     bullets: tuple[str, ...]
 
 
-@_pickled_compactly
 @dataclass(frozen=True, slots=True)
 class Seo:
     title: str | None = None
@@ -99,7 +81,6 @@ class Seo:
     alt_slugs: tuple[str, ...] = ()
 
 
-@_pickled_compactly
 @dataclass(frozen=True, slots=True)
 class Article:
     """One language version of one article.

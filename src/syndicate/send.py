@@ -14,7 +14,7 @@ import threading
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import date, datetime
+from datetime import date, datetime, timedelta
 from email.message import EmailMessage
 from email.policy import SMTP
 from email.utils import parseaddr
@@ -36,7 +36,7 @@ from .deliver import (
     deliver,
     envelope_sender,
 )
-from .digest import audience_order, select_digest, window_start
+from .digest import FIRST_ZONE, audience_order, local_send_time, select_digest, window_start
 from .errors import ConfigError
 from .files import write_atomic
 from .model import ArticleSet, Diagnostic, Digest
@@ -94,6 +94,15 @@ class SendReport(DeliveryCounts):
     refused: list[tuple[str, int, str]] = field(default_factory=list)
     """(variant key, readers, reason) per group whose digest could not be rendered; every
     other group was still issued (in a dry run: would fail)."""
+    held: list[tuple[int, str, int, str]] = field(default_factory=list)
+    """(issue id, variant key, readers, what became of its test copy) per new issue held for
+    approval (``email.approval``)."""
+    expired: list[tuple[int, str]] = field(default_factory=list)
+    """(issue id, key) per held issue cancelled by ``email.approval_expires_days``."""
+    waiting: int = 0
+    """Deliveries whose local time has not come yet."""
+    wake: datetime | None = None
+    """When the first of them is due (the scheduler wakes then)."""
 
     @property
     def partial(self) -> bool:
@@ -224,6 +233,8 @@ def send_due(
     dry_run: bool = False,
     progress: Progress | None = None,
     stop: threading.Event | None = None,
+    issue: bool = True,
+    local_time: tuple[int, int] | None = None,
 ) -> SendReport:
     """``send_digests`` on the configured state database and mailer: what the schedule, the
     ``send`` command and a worker call."""
@@ -240,6 +251,8 @@ def send_due(
             dry_run=dry_run,
             progress=progress,
             stop=stop,
+            issue=issue,
+            local_time=local_time,
         )
     finally:
         store.close()
@@ -257,13 +270,20 @@ def send_digests(
     dry_run: bool = False,
     progress: Progress | None = None,
     stop: threading.Event | None = None,
+    issue: bool = True,
+    local_time: tuple[int, int] | None = None,
 ) -> SendReport:
     """Issue every digest variant with new content and deliver what is pending.
+
+    With ``email.approval`` a new issue is held, its test copy sent to ``email.preview_to``,
+    until ``approve_issue``; a held issue past ``email.approval_expires_days`` is cancelled
+    first. ``issue=False`` only delivers what is pending (after an approval).
 
     Each group's window is what is new since its last issue (its first: the newest
     ``email.max_articles``, within ``email.first_window_days`` when set); ``since`` sets the
     first day of every window instead. A group whose digest cannot be rendered is reported in
-    ``SendReport.refused`` and the others go ahead.
+    ``SendReport.refused`` and the others go ahead. ``local_time`` (hour, minute): each
+    reader's delivery waits for that time of the day in their own zone (``local_send_time``).
 
     An issue and its delivery rows are committed together before any message leaves; a rerun
     after a crash sends what is still pending, from the stored issue, and never re-issues the
@@ -280,18 +300,43 @@ def send_digests(
         max_bytes=config.site.max_article_bytes,
     )
     report = SendReport(problems=articles.problems)
-    active = list(store.subscribers("active"))
-    if config.smtp.url:
-        real = [r for r in active if r.consent_source != SAMPLE_SOURCE]
-        report.samples = len(active) - len(real)
-        active = real
-    for (lang, chosen), group in variants(active, langs, audiences).items():
+    readers = variants(_readers(config, store, report), langs, audiences) if issue else {}
+    if not dry_run:
+        report.expired = expire_held(config, store, now)
+    not_before = local_times(config, now, *local_time) if local_time else None
+    for (lang, chosen), group in readers.items():
         digest = next_digest(config, articles, lang, chosen, now=now, since=since, store=store)
         if digest is not None:
-            _issue(config, store, digest, group, now, report, dry_run=dry_run)
+            _issue(config, store, mailer, digest, group, now, report, dry_run, not_before)
     if dry_run:
         report.pending = store.pending_count()
         return report
+    _deliver(config, store, mailer, now, report, progress, stop)
+    return report
+
+
+def _readers(config: Config, store: Store, report: SendReport) -> list[Subscriber]:
+    """The active readers; with a real SMTP server, without the sample readers of a first
+    run (counted in ``report.samples``)."""
+    active = list(store.subscribers("active"))
+    if not config.smtp.url:
+        return active
+    real = [r for r in active if r.consent_source != SAMPLE_SOURCE]
+    report.samples = len(active) - len(real)
+    return real
+
+
+def _deliver(
+    config: Config,
+    store: Store,
+    mailer: Mailer,
+    now: datetime,
+    report: SendReport,
+    progress: Progress | None,
+    stop: threading.Event | None,
+) -> None:
+    """Send what is pending and due (counted into ``report``), then note what waits for its
+    readers' local time and when the first of it is due."""
     if config.smtp.url:
         report.skipped += store.skip_consent_source(
             SAMPLE_SOURCE, "sample reader: not sent through an SMTP server", now
@@ -299,22 +344,27 @@ def send_digests(
     compose = _composer(config, now)
     options = send_options(config)
     deliver(store, mailer, compose, options, now, progress=progress, counts=report, stop=stop)
-    return report
+    waiting = store.waiting(now)
+    report.waiting = sum(n for *_, n in waiting)
+    report.wake = waiting[0][3] if waiting else None
 
 
 def _issue(
     config: Config,
     store: Store,
+    mailer: Mailer,
     digest: Digest,
     group: list[Subscriber],
     now: datetime,
     report: SendReport,
-    *,
     dry_run: bool,
+    not_before: Callable[[Subscriber], datetime] | None,
 ) -> None:
     """Render one group's digest and record it as an issue with a delivery per reader (in a
-    dry run: count it). A digest that fails to render (no catalog for its language, a
-    template error) is this group's alone: it is reported, and every other group goes ahead."""
+    dry run: count it); a held one sends its test copy, any other is published in the web
+    archive. A digest that fails to render (no catalog for its language, a template error)
+    is this group's alone: it is reported, and every other group goes ahead. ``not_before``
+    gives each reader's delivery the time it waits for."""
     try:
         rendered = render_digest(digest, config)
     except Exception as exc:  # whatever it is, it is this variant's alone
@@ -336,10 +386,16 @@ def _issue(
         readers=group,
         message_id=lambda issue_id, reader_id: message_id(domain, issue_id, reader_id),
         now=now,
+        held=config.email.approval,
+        not_before=not_before,
     )
-    if issue is not None:
+    if issue is None:
+        return
+    report.issues.append((issue.key, len(group)))
+    if issue.state == "held":
+        report.held.append((issue.id, issue.key, len(group), test_copy(config, mailer, issue)))
+    else:
         write_archive(config, issue, rendered)
-        report.issues.append((issue.key, len(group)))
 
 
 def _composer(config: Config, now: datetime) -> Callable[[Issue, Claim], bytes]:
@@ -397,6 +453,62 @@ def send_options(config: Config) -> SendOptions:
         max_bounces=smtp.max_bounces,
         return_path=verp,
     )
+
+
+def local_times(
+    config: Config, now: datetime, hour: int, minute: int
+) -> Callable[[Subscriber], datetime]:
+    """Each reader's time for a local-time job fired at ``now``: that job's day (the date in
+    ``FIRST_ZONE``) at hour:minute in the reader's zone, else the site's."""
+    day = now.astimezone(FIRST_ZONE).date()
+    zones: dict[str, ZoneInfo] = {}
+
+    def when(reader: Subscriber) -> datetime:
+        name = reader.timezone or config.site.timezone
+        zone = zones.setdefault(name, ZoneInfo(name))
+        return max(local_send_time(day, hour, minute, zone), now)
+
+    return when
+
+
+def test_copy(config: Config, mailer: Mailer, issue: Issue) -> str:
+    """Send the editor (``email.preview_to``) one copy of a held issue, through the readers'
+    mailer but outside the ledger, with the preview's links (no reader's); says how it went."""
+    from .previews import preview_files  # previews builds on this module's digest selection
+
+    message = preview_files(_restore(issue), config, now=issue.created_at)[".eml"]
+    sender = config.email.return_path or envelope_sender(config.email.sender)
+    try:
+        transport = mailer.open()
+        try:
+            transport.send(sender, config.email.preview_to, message)
+        finally:
+            transport.close()
+    except Exception as exc:  # the copy is a courtesy: the issue stays held either way
+        return f"test copy to {config.email.preview_to} not sent: {str(exc) or type(exc).__name__}"
+    return f"test copy sent to {config.email.preview_to}"
+
+
+def expire_held(config: Config, store: Store, now: datetime) -> list[tuple[int, str]]:
+    """Cancel the held issues older than ``email.approval_expires_days``: never sent stale."""
+    limit = now - timedelta(days=config.email.approval_expires_days)
+    reply = f"held longer than {config.email.approval_expires_days} day(s) without approval"
+    return [
+        (held.id, held.key)
+        for held in store.held_issues()
+        if held.created_at < limit and store.withdraw_issue(held.id, "expired", reply, now)
+    ]
+
+
+def approve_issue(config: Config, store: Store, issue_id: int, now: datetime) -> Issue | None:
+    """Release a held issue (its deliveries go out with the next send) and publish it in the
+    web archive, which shows only what was sent; None when it is not held."""
+    if not store.release_issue(issue_id, now):
+        return None
+    released = store.issue(issue_id)
+    assert released is not None
+    write_archive(config, released, _restore(released))
+    return released
 
 
 SAMPLE_AUDIENCES = (("architects",), ("cost", "procurement"), ("strategy", "ecosystem"))

@@ -10,6 +10,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import idna
 from email_validator import EmailNotValidError, validate_email
@@ -18,9 +19,12 @@ from .model import Diagnostic, Severity
 
 CSV_COLUMNS = ("email", "lang", "audiences")
 """Columns an import needs; audiences split by ';'."""
-EXPORT_COLUMNS = (*CSV_COLUMNS, "status", "consent_source", "created", "updated", "bounces")
-"""Columns an export writes and an import reads back (the four after ``audiences`` may be
-left out or empty: the import's options and the time of the import stand in for them)."""
+EXPORT_COLUMNS = (
+    *CSV_COLUMNS, "status", "consent_source", "created", "updated", "bounces", "timezone"
+)
+"""Columns an export writes and an import reads back (those after ``audiences`` may be left
+out or empty: the import's options and the time of the import stand in for them; an empty
+``timezone`` is the site's)."""
 STATUSES = ("pending", "active", "unsubscribed", "bounced")
 """A reader's statuses: ``unsubscribed`` and ``bounced`` are readers who left."""
 
@@ -40,6 +44,18 @@ class ReaderRow:
     """When the reader gave their consent."""
     updated: datetime | None = None
     bounces: int | None = None
+    timezone: str | None = None
+    """The reader's IANA time zone; None: the site's (``site.timezone``)."""
+
+
+def check_timezone(value: str) -> str:
+    """An IANA time zone name as zoneinfo knows it; ValueError says what is wrong."""
+    name = value.strip()
+    try:
+        ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise ValueError(f"unknown time zone {value!r} (an IANA name: Asia/Tokyo)") from None
+    return name
 
 
 def normalise_email(value: str) -> str:
@@ -184,4 +200,7 @@ def _exported(record: dict[str, str]) -> dict[str, Any]:
         if not bounces.isdigit():
             raise ValueError(f"bounces: not a whole number of 0 or more: {bounces!r}")
         found["bounces"] = int(bounces)
+    zone = record.get("timezone", "").strip()
+    if zone:
+        found["timezone"] = check_timezone(zone)
     return found

@@ -1,6 +1,7 @@
-"""The work the schedule triggers, joined to the stages: the feed rebuild, the digest send and
-the extra steps of ``run --once`` (previews, the first run's sample readers), each reported as
-the counts and reason of its one log line. The scheduler itself only knows ``Jobs``."""
+"""The work the schedule triggers, joined to the stages: the feed rebuild, the digest send, the
+release of deliveries waiting for their readers' local time, and the extra steps of
+``run --once`` (previews, the first run's sample readers), each reported as the counts and
+reason of its one log line. The scheduler itself only knows ``Jobs``."""
 
 from __future__ import annotations
 
@@ -9,12 +10,12 @@ import threading
 from datetime import datetime
 from pathlib import Path
 
-from ..build import build_feeds
+from ..build import FeedReport, build_feeds
 from ..config import Config, DigestJob
 from ..model import Severity
 from ..previews import write_previews
 from ..reader import read_articles
-from ..send import add_sample_readers, send_due
+from ..send import SendReport, add_sample_readers, send_due
 from ..state import open_store
 from ..websub import HubNotifier
 from .scheduler import Jobs, Report, Step
@@ -23,51 +24,89 @@ log = logging.getLogger("syndicate")
 
 
 def default_jobs(config: Config, stop: threading.Event | None = None) -> Jobs:
-    """What the schedule triggers: the feed rebuild and the digest send, each reported as
-    the counts of its log line. Once ``stop`` is set, a send takes no new delivery."""
+    """What the schedule triggers: the feed rebuild, the digest send and the release of
+    deliveries whose readers' local time has come, each reported as the counts of its log
+    line. Once ``stop`` is set, a send takes no new delivery."""
 
     def rebuild_feeds(now: datetime) -> Report:
-        report = build_feeds(config, now=now, notify=HubNotifier())
-        for problem in report.problems if not report.skipped else ():
-            if problem.severity is Severity.ERROR:  # a file left out of the feeds
-                fields = {"file": problem.file, "line": problem.line, "message": problem.message}
-                log.warning("%s", problem, extra={"fields": {"problem": "article", **fields}})
-        counts = {
-            "entries": sum(report.entries.values()),
-            "written": len(report.written),
-            "unchanged": len(report.unchanged),
-            "removed": len(report.removed),
-            "problems": len(report.problems),
-            "unannounced": sum(map(len, report.unannounced.values())),
-        }
-        return Report(counts, "no input changed since the last build" if report.skipped else None)
+        return feeds_report(build_feeds(config, now=now, notify=HubNotifier()))
 
     def send_digest(job: DigestJob, now: datetime) -> Report:
         sent = send_due(
-            config, now, langs=job.languages or None, audiences=job.audiences or None, stop=stop
+            config,
+            now,
+            langs=job.languages or None,
+            audiences=job.audiences or None,
+            stop=stop,
+            local_time=(job.hour, job.minute) if job.local_time else None,
         )
-        counts = {
-            "issues": len(sent.issues),
-            "sent": sent.sent,
-            "failed": sent.failed,
-            "uncertain": sent.uncertain,
-            "skipped": sent.skipped,
-            "deferred": sent.deferred,
-            "left": sent.left,
-            "refused": len(sent.refused),
-            "problems": len(sent.problems),
-        }
-        for variant, _, why in sent.refused:
-            fields = {"digest": variant, "outcome": "error", "reason": why}
-            log.warning("digest %s not rendered: %s", variant, why, extra={"fields": fields})
-        if not any(counts.values()):
-            langs = ", ".join(job.languages) or "all languages"
-            audiences = ", ".join(job.audiences) or "all audiences"
-            return Report(counts, f"no new content for {langs} / {audiences}")
-        refused = "; ".join(f"{key}: {reason}" for key, _, reason in sent.refused)
-        return Report(counts, refused or None, complete=not (sent.partial or sent.stopped))
+        return digest_report(job, sent)
 
-    return Jobs(build_feeds=rebuild_feeds, send_digest=send_digest)
+    def deliver_due(now: datetime) -> Report:
+        """The deliveries of local-time digests whose readers' time has come."""
+        sent = send_due(config, now, stop=stop, issue=False)
+        counts = {"sent": sent.sent, "failed": sent.failed, "uncertain": sent.uncertain}
+        counts |= {"skipped": sent.skipped, "left": sent.left, "waiting": sent.waiting}
+        complete = not (sent.partial or sent.stopped)
+        return Report(counts, None, complete=complete, wake=sent.wake)
+
+    return Jobs(build_feeds=rebuild_feeds, send_digest=send_digest, deliver_due=deliver_due)
+
+
+def feeds_report(report: FeedReport) -> Report:
+    """A feed rebuild as its log line: the counts, and a warning per file left out."""
+    for problem in report.problems if not report.skipped else ():
+        if problem.severity is Severity.ERROR:  # a file left out of the feeds
+            fields = {"file": problem.file, "line": problem.line, "message": problem.message}
+            log.warning("%s", problem, extra={"fields": {"problem": "article", **fields}})
+    counts = {
+        "entries": sum(report.entries.values()),
+        "written": len(report.written),
+        "unchanged": len(report.unchanged),
+        "removed": len(report.removed),
+        "problems": len(report.problems),
+        "unannounced": sum(map(len, report.unannounced.values())),
+    }
+    return Report(counts, "no input changed since the last build" if report.skipped else None)
+
+
+def digest_report(job: DigestJob, sent: SendReport) -> Report:
+    """A digest send as its log line, with a line of its own per issue held, expired or not
+    rendered; it wakes the schedule when deliveries wait for their readers' local time."""
+    counts = {
+        "issues": len(sent.issues),
+        "sent": sent.sent,
+        "failed": sent.failed,
+        "uncertain": sent.uncertain,
+        "skipped": sent.skipped,
+        "deferred": sent.deferred,
+        "left": sent.left,
+        "refused": len(sent.refused),
+        "problems": len(sent.problems),
+        "held": len(sent.held),
+        "expired": len(sent.expired),
+        "waiting": sent.waiting,
+    }
+    for issue_id, variant, readers, copy in sent.held:
+        fields = {"issue": issue_id, "digest": variant, "readers": readers, "held": copy}
+        log.info(
+            "issue %s (%s) held for approval, %s reader(s); %s",
+            *(issue_id, variant, readers, copy),
+            extra={"fields": fields},
+        )
+    for issue_id, variant in sent.expired:
+        fields = {"issue": issue_id, "digest": variant, "outcome": "expired"}
+        log.warning("issue %s (%s) expired unapproved", issue_id, variant, extra={"fields": fields})
+    for variant, _, why in sent.refused:
+        fields = {"digest": variant, "outcome": "error", "reason": why}
+        log.warning("digest %s not rendered: %s", variant, why, extra={"fields": fields})
+    if not any(counts.values()):
+        langs = ", ".join(job.languages) or "all languages"
+        audiences = ", ".join(job.audiences) or "all audiences"
+        return Report(counts, f"no new content for {langs} / {audiences}")
+    refused = "; ".join(f"{key}: {reason}" for key, _, reason in sent.refused)
+    complete = not (sent.partial or sent.stopped)
+    return Report(counts, refused or None, complete=complete, wake=sent.wake)
 
 
 def once_steps(config: Config, jobs: Jobs) -> dict[str, Step]:

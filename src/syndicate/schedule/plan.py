@@ -18,6 +18,10 @@ FEEDS_JOB = "feeds"
 DIGEST_PREFIX = "digest:"
 INTERRUPTED_PREFIX = "interrupted:"
 """A paused marker job saying "this run started and never finished"; the next start reruns it."""
+RELEASE_JOB = "release"
+"""A one-off job at the time the next deliveries of a local-time digest are due: it sends what
+is due then and sets itself for the next zone. Set by a run, not by the config, so a start
+keeps it as it is."""
 
 
 class Trigger(Protocol):
@@ -80,6 +84,8 @@ class JobPlan:
         """What ``schedule`` says of the job, beside its next run."""
         if self.action == "remove":
             return "removed at next start"
+        if self.id == RELEASE_JOB:
+            return "the next zone"
         if self.interrupted:
             return "interrupted: runs again at next start"
         if self.missed:
@@ -104,7 +110,8 @@ def plan(
     New jobs are added, removed ones dropped, changed ones updated in place, keeping the stored
     next run; a new trigger replaces that run only when it is not overdue (a send missed while
     down and then moved still goes out once). The feed rebuild, and any run left unfinished by
-    the previous process, run at once. ``options`` are set on every job.
+    the previous process, run at once. ``options`` are set on every job. A stored release job
+    is kept with its run (after the configured jobs: it runs after the due sends).
     """
     found = {job.id: job for job in stored}
     interrupted = {
@@ -114,10 +121,12 @@ def plan(
     }
     configured = {spec.id for spec in specs}
     plans = [_one(spec, found.get(spec.id), spec.id in interrupted, now, options) for spec in specs]
+    if RELEASE_JOB in found:
+        plans.append(JobPlan(RELEASE_JOB, "keep", found[RELEASE_JOB].next_run))
     return plans + [
         JobPlan(job_id, "remove", None)
         for job_id in found
-        if job_id.startswith(INTERRUPTED_PREFIX) or job_id not in configured
+        if job_id.startswith(INTERRUPTED_PREFIX) or job_id not in configured | {RELEASE_JOB}
     ]
 
 

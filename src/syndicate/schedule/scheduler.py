@@ -18,6 +18,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
+import sqlalchemy as sa
 from apscheduler.events import (
     EVENT_JOB_MAX_INSTANCES,
     EVENT_JOB_MISSED,
@@ -32,15 +33,18 @@ from apscheduler.schedulers.base import STATE_STOPPED
 from apscheduler.schedulers.blocking import BlockingScheduler
 from apscheduler.triggers.base import BaseTrigger
 from apscheduler.triggers.cron import CronTrigger
+from apscheduler.triggers.date import DateTrigger
 from apscheduler.triggers.interval import IntervalTrigger
 
 from ..config import Config, DigestJob
+from ..digest import FIRST_ZONE
 from ..errors import SchedulerBusyError, SyndicateError, describe
-from ..state import create_engine, database_errors, scheduler_lock
+from ..state import SchedulerLock, create_engine, database_errors, scheduler_lock
 from .plan import (
     DIGEST_PREFIX,
     FEEDS_JOB,
     INTERRUPTED_PREFIX,
+    RELEASE_JOB,
     JobPlan,
     JobSpec,
     StoredJob,
@@ -63,6 +67,8 @@ class Report:
     reason: str | None = None
     complete: bool = True
     """False when part of the work failed (e.g. deliveries); the counts say which."""
+    wake: datetime | None = None
+    """When deliveries left waiting for their readers' local time are due."""
 
 
 Step = Callable[[datetime], "Report | None"]
@@ -76,6 +82,8 @@ class Jobs:
 
     build_feeds: Step
     send_digest: Callable[[DigestJob, datetime], Report]
+    deliver_due: Step | None = None
+    """Send the deliveries whose local time has come (nothing new is issued)."""
 
 
 # -- when it runs --------------------------------------------------------------------------
@@ -118,8 +126,13 @@ def job_specs(config: Config, now: datetime) -> list[JobSpec]:
     )
     specs = [JobSpec(FEEDS_JOB, every, _trigger_key(every))]
     for digest in schedule.digests:
+        # a local-time job is issued when the first zone reaches its time; each reader's
+        # delivery then waits for it in their own zone
         trigger = WallClockCronTrigger(
-            day_of_week=digest.day_of_week, hour=digest.hour, minute=digest.minute, timezone=zone
+            day_of_week=digest.day_of_week,
+            hour=digest.hour,
+            minute=digest.minute,
+            timezone=FIRST_ZONE if digest.local_time else zone,
         )
         specs.append(JobSpec(DIGEST_PREFIX + digest.name, trigger, _trigger_key(trigger), digest))
     return specs
@@ -148,7 +161,8 @@ def describe_trigger(trigger: BaseTrigger) -> str:
         hour, minute = fields["hour"], fields["minute"]
         if hour.isdigit() and minute.isdigit():
             days = _describe_days(fields["day_of_week"])
-            return f"{days} {int(hour):02d}:{int(minute):02d} {trigger.timezone}"
+            zone = "each reader's time" if trigger.timezone == FIRST_ZONE else trigger.timezone
+            return f"{days} {int(hour):02d}:{int(minute):02d} {zone}"
     return str(trigger)
 
 
@@ -244,7 +258,8 @@ class Scheduler:
         waits for the lock, polling every ``poll_seconds``.
         """
         database = database_errors(self.config.database_url)
-        with database, self._locked(standby, poll_seconds) as acquired:
+        holding = _holding(self.lock, self.engine, self._stopping, standby, poll_seconds)
+        with database, holding as acquired:
             if acquired:
                 self._session(self._start_running)
 
@@ -257,7 +272,7 @@ class Scheduler:
         self.failed = []
         self._steps = dict(steps or {})
         database = database_errors(self.config.database_url)
-        with database, self._locked(standby=False, poll_seconds=0):
+        with database, _holding(self.lock, self.engine, self._stopping, False, 0):
             self._session(self._run_due)
         return not self.failed
 
@@ -287,26 +302,6 @@ class Scheduler:
         threading.Thread(target=self._stop, name="syndicate-stop", daemon=True).start()
 
     # -- the APScheduler session -------------------------------------------------------
-
-    @contextlib.contextmanager
-    def _locked(self, standby: bool, poll_seconds: float) -> Iterator[bool]:
-        waiting = False
-        while not self.lock.acquire():
-            if not standby:
-                raise SchedulerBusyError(f"another scheduler is active: {self.lock.holder()}")
-            if not waiting:
-                log.info("standby: another scheduler is active: %s", self.lock.holder())
-                waiting = True
-            if self._stopping.wait(poll_seconds):
-                yield False
-                return
-        if waiting:
-            log.info("lock acquired: this scheduler is now acting")
-        try:
-            yield True
-        finally:
-            self.lock.release()
-            self.engine.dispose()
 
     def _session(self, work: Callable[[BlockingScheduler], bool], *, lock: bool = True) -> None:
         """Start a paused scheduler and hand it to ``work`` once the store is open; unless
@@ -362,7 +357,10 @@ class Scheduler:
         reconcile(sched, self.specs, steps, now)
         for step in steps:
             first = step.first_run(now)
-            if step.action != "remove" and first is not None and first <= now:
+            if step.id == RELEASE_JOB and first is not None and first <= now:
+                sched.remove_job(RELEASE_JOB)  # the run sets the next one
+                self.execute(RELEASE_JOB)
+            elif step.action != "remove" and step.spec and first is not None and first <= now:
                 if step.missed:
                     reason = f"{step.late:.0f} s late, over the grace"
                     log_run(step.id, now, 0.0, "missed", reason=reason)
@@ -407,6 +405,8 @@ class Scheduler:
     def execute(self, job_id: str) -> None:
         """Run one job now and log one line about it; never raises (the log says why)."""
         spec = self.specs.get(job_id)
+        if job_id == RELEASE_JOB:
+            spec = JobSpec(RELEASE_JOB, DateTrigger(self.clock()), ())
         if spec is None:
             log_run(job_id, self.clock(), 0.0, "error", reason="not in the config")
             return
@@ -432,21 +432,57 @@ class Scheduler:
         if spec.digest is not None:
             _mark_interrupted(self._sched, spec.id)  # cleared below unless the process dies
             digest = spec.digest
-            self._report(spec.id, lambda now: self.jobs.send_digest(digest, now))
+            sent = self._report(spec.id, lambda now: self.jobs.send_digest(digest, now))
+            _wake(self._sched, sent, self._options())
             if not self._stopping.is_set():
                 # a send that ran into a stop may have left deliveries: it resumes at next start
                 _clear_interrupted(self._sched, spec.id)
+        elif spec.id == RELEASE_JOB:
+            if self.jobs.deliver_due is not None:
+                _wake(self._sched, self._report(spec.id, self.jobs.deliver_due), self._options())
         else:
             self._report(spec.id, self.jobs.build_feeds)
 
-    def _report(self, name: str, work: Step) -> None:
-        if run_and_log(name, work, self.clock(), debug=self.debug) in ("error", "partial"):
+    def _report(self, name: str, work: Step) -> Report | None:
+        outcome, report = run_and_log(name, work, self.clock(), debug=self.debug)
+        if outcome in ("error", "partial"):
             self.failed.append(name)
+        return report
 
     def _missed(self, event: JobExecutionEvent) -> None:
         late = self.clock() - event.scheduled_run_time
         reason = f"{late.total_seconds():.0f} s late, over the grace"
         log_run(event.job_id, event.scheduled_run_time, 0.0, "missed", reason=reason)
+
+
+@contextlib.contextmanager
+def _holding(
+    lock: SchedulerLock,
+    engine: sa.Engine,
+    stopping: threading.Event,
+    standby: bool,
+    poll_seconds: float,
+) -> Iterator[bool]:
+    """Hold the single-scheduler lock for the block (True). Without ``standby`` a lock held
+    elsewhere raises SchedulerBusyError; with it, wait for the lock, polling, until
+    ``stopping`` is set (False)."""
+    waiting = False
+    while not lock.acquire():
+        if not standby:
+            raise SchedulerBusyError(f"another scheduler is active: {lock.holder()}")
+        if not waiting:
+            log.info("standby: another scheduler is active: %s", lock.holder())
+            waiting = True
+        if stopping.wait(poll_seconds):
+            yield False
+            return
+    if waiting:
+        log.info("lock acquired: this scheduler is now acting")
+    try:
+        yield True
+    finally:
+        lock.release()
+        engine.dispose()
 
 
 def _mark_interrupted(sched: BlockingScheduler | None, job_id: str) -> None:
@@ -455,6 +491,23 @@ def _mark_interrupted(sched: BlockingScheduler | None, job_id: str) -> None:
     if sched is not None and sched.state != STATE_STOPPED:
         marker = INTERRUPTED_PREFIX + job_id
         sched.add_job(fire, args=(job_id,), id=marker, next_run_time=None, replace_existing=True)
+
+
+def _wake(sched: BlockingScheduler | None, report: Report | None, options: dict[str, Any]) -> None:
+    """Set the release job for when the next deliveries waiting for their readers' local time
+    are due (``report.wake``)."""
+    if report is None or report.wake is None or sched is None or sched.state == STATE_STOPPED:
+        return
+    sched.add_job(
+        fire,
+        DateTrigger(report.wake),
+        args=(RELEASE_JOB,),
+        id=RELEASE_JOB,
+        name=RELEASE_JOB,
+        replace_existing=True,
+        # late (the process was down) is better than never: it runs at the next start
+        **{**options, "misfire_grace_time": None},
+    )
 
 
 def _clear_interrupted(sched: BlockingScheduler | None, job_id: str) -> None:
@@ -499,6 +552,8 @@ def reconcile(
             if not step.id.startswith(INTERRUPTED_PREFIX):
                 log.info("job %s removed (no longer in the config)", step.id)
             continue
+        if step.spec is None:  # the release job: set by a run, kept as it is
+            continue
         spec = specs[step.id]
         if step.interrupted:
             log.info("job %s was interrupted; running it again now", step.id)
@@ -538,19 +593,22 @@ def planned_rows(
         if step.action == "remove" and step.id.startswith(INTERRUPTED_PREFIX):
             continue
         trigger = specs[step.id].trigger if step.spec else stored[step.id].trigger
+        said = "local-time deliveries" if step.id == RELEASE_JOB else describe_trigger(trigger)
         first = step.first_run(now) if step.action == "add" else step.next_run
         when = first and first.astimezone(zone)
-        rows.append(Planned(step.id, describe_trigger(trigger), when, step.note(now)))
+        rows.append(Planned(step.id, said, when, step.note(now)))
     return rows
 
 
 # -- one run -------------------------------------------------------------------------------
 
 
-def run_and_log(name: str, work: Step, now: datetime, *, debug: bool) -> str | None:
-    """Run ``work`` and log its one line; the outcome (None: nothing worth a line). Never
-    raises: a SyndicateError or an OSError is for the operator and needs no traceback
-    (unless ``debug``); anything else gets one."""
+def run_and_log(
+    name: str, work: Step, now: datetime, *, debug: bool
+) -> tuple[str | None, Report | None]:
+    """Run ``work`` and log its one line; the outcome and the report (None, None: nothing
+    worth a line). Never raises: a SyndicateError or an OSError is for the operator and needs
+    no traceback (unless ``debug``); anything else gets one."""
     started = time.monotonic()
     failure: BaseException | None = None
     try:
@@ -563,12 +621,12 @@ def run_and_log(name: str, work: Step, now: datetime, *, debug: bool) -> str | N
         outcome, report, failure = "error", Report(reason=f"{type(exc).__name__}: {exc}"), exc
     else:
         if report is None:
-            return None
+            return None, None
         outcome = "ok" if report.reason is None else "nothing"
         outcome = outcome if report.complete else "partial"
     duration = time.monotonic() - started
     log_run(name, now, duration, outcome, report.counts, report.reason, failure)
-    return outcome
+    return outcome, report
 
 
 def _shutdown(sched: BlockingScheduler, *, wait: bool) -> None:

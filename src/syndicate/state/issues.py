@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 import sqlalchemy as sa
 
@@ -27,6 +28,34 @@ class Issue:
     """The rendered variant as the pipeline serialised it; every reader's message is built
     from it, so a run that resumes after a crash sends exactly what was issued."""
     created_at: datetime
+    state: str = "issued"
+
+
+_STANDING = ("issued", "held")
+"""Issue states whose content counts as issued (the window, the same-content rule)."""
+
+
+def _deliveries(
+    issue_id: int,
+    readers: Sequence[Subscriber],
+    message_id: Callable[[int, int], str],
+    now: datetime,
+    held: bool,
+    not_before: Callable[[Subscriber], datetime | None] | None,
+) -> list[dict[str, Any]]:
+    """The delivery rows of a new issue, one per reader (see ``Issues.create_issue``)."""
+    return [
+        {
+            "issue_id": issue_id,
+            "subscriber_id": reader.id,
+            "email": reader.email,
+            "message_id": message_id(issue_id, reader.id),
+            "status": "held" if held else "pending",
+            "updated_at": now,
+            "not_before": not_before(reader) if not_before else None,
+        }
+        for reader in readers
+    ]
 
 
 class Issues(Database):
@@ -37,7 +66,11 @@ class Issues(Database):
         query = (
             sa.select(issue_articles.c.lang, issue_articles.c.slug, issue_articles.c.content_hash)
             .join(issues, issues.c.id == issue_articles.c.issue_id)
-            .where(issues.c.lang == lang, issues.c.audiences == stored_audiences(audiences))
+            .where(
+                issues.c.lang == lang,
+                issues.c.audiences == stored_audiences(audiences),
+                issues.c.state.in_(_STANDING),
+            )
             .order_by(issues.c.id)
         )
         with self.engine.connect() as db:
@@ -46,7 +79,9 @@ class Issues(Database):
     def last_issue(self, lang: str, audiences: Sequence[str]) -> datetime | None:
         """When this variant was last issued; None if never."""
         query = sa.select(sa.func.max(issues.c.created_at)).where(
-            issues.c.lang == lang, issues.c.audiences == stored_audiences(audiences)
+            issues.c.lang == lang,
+            issues.c.audiences == stored_audiences(audiences),
+            issues.c.state.in_(_STANDING),
         )
         with self.engine.connect() as db:
             found = db.execute(query).scalar()
@@ -65,13 +100,17 @@ class Issues(Database):
         readers: Sequence[Subscriber],
         message_id: Callable[[int, int], str],
         now: datetime,
+        held: bool = False,
+        not_before: Callable[[Subscriber], datetime | None] | None = None,
     ) -> Issue | None:
         """Record a new issue, the (lang, slug, content hash) of its ``articles`` and one
         pending delivery per reader, in one transaction.
 
         Nothing leaves before this commits, so a crash can never lose track of a reader.
         Returns None when this variant already had an issue with the same content (also when
-        a concurrent run recorded it first).
+        a concurrent run recorded it first). ``held``: the issue and its deliveries wait for
+        ``release_issue``; ``not_before`` gives each reader's delivery the time before which
+        it is not sent.
         """
         values = {
             "key": key,
@@ -81,6 +120,7 @@ class Issues(Database):
             "subject": subject,
             "rendered": rendered,
             "created_at": now,
+            "state": "held" if held else "issued",
         }
         try:
             with self._transaction() as db:
@@ -94,20 +134,8 @@ class Issues(Database):
                         ],
                     )
                 if readers:
-                    db.execute(
-                        sa.insert(deliveries),
-                        [
-                            {
-                                "issue_id": issue_id,
-                                "subscriber_id": reader.id,
-                                "email": reader.email,
-                                "message_id": message_id(issue_id, reader.id),
-                                "status": "pending",
-                                "updated_at": now,
-                            }
-                            for reader in readers
-                        ],
-                    )
+                    rows = _deliveries(issue_id, readers, message_id, now, held, not_before)
+                    db.execute(sa.insert(deliveries), rows)
         except sa.exc.IntegrityError:
             return None
         return self.issue(issue_id)
@@ -115,7 +143,7 @@ class Issues(Database):
     def issue_times(self, lang: str) -> dict[tuple[int, str], datetime]:
         """When each issue of ``lang`` was made, by (id, key): the dates the web archive shows."""
         query = sa.select(issues.c.id, issues.c.key, issues.c.created_at).where(
-            issues.c.lang == lang
+            issues.c.lang == lang, issues.c.state == "issued"
         )
         with self.engine.connect() as db:
             return {(row.id, row.key): utc(row.created_at) for row in db.execute(query)}
@@ -134,4 +162,76 @@ class Issues(Database):
             subject=row.subject,
             rendered=row.rendered,
             created_at=utc(row.created_at),
+            state=row.state,
         )
+
+    # -- approval --------------------------------------------------------------------------
+
+    def held_issues(self) -> list[Issue]:
+        """The issues waiting for an editor, oldest first."""
+        query = sa.select(issues.c.id).where(issues.c.state == "held").order_by(issues.c.id)
+        with self.engine.connect() as db:
+            ids = db.execute(query).scalars().all()
+        return [issue for issue in map(self.issue, ids) if issue is not None]
+
+    def release_issue(self, issue_id: int, now: datetime) -> bool:
+        """An editor approved a held issue: it and its deliveries go out with the next send.
+        False when it is not held (unknown, released already, rejected or expired)."""
+        with self._database(), self._transaction() as db:
+            released = db.execute(
+                sa.update(issues)
+                .where(issues.c.id == issue_id, issues.c.state == "held")
+                .values(state="issued")
+            ).rowcount
+            db.execute(
+                sa.update(deliveries)
+                .where(deliveries.c.issue_id == issue_id, deliveries.c.status == "held")
+                .values(status="pending", updated_at=now)
+            )
+        return bool(released)
+
+    def withdraw_issue(self, issue_id: int, state: str, reply: str, now: datetime) -> bool:
+        """A held issue is ``rejected`` or ``expired``: none of its deliveries is sent, and as
+        it was never issued its articles and content may be issued again. False when the
+        issue is not held."""
+        with self._database(), self._transaction() as db:
+            withdrawn = db.execute(
+                sa.update(issues)
+                .where(issues.c.id == issue_id, issues.c.state == "held")
+                .values(state=state)
+            ).rowcount
+            db.execute(
+                sa.update(deliveries)
+                .where(deliveries.c.issue_id == issue_id, deliveries.c.status == "held")
+                .values(status="skipped", reply=reply, updated_at=now)
+            )
+        return bool(withdrawn)
+
+    def issue_changes(self, issue: Issue) -> dict[str, list[str]]:
+        """The articles of ``issue`` against the previous issue of its variant (rejected and
+        expired ones aside): added, revised (a new content hash) and removed, as lang/slug."""
+        previous = (
+            sa.select(sa.func.max(issues.c.id))
+            .where(
+                issues.c.lang == issue.lang,
+                issues.c.audiences == stored_audiences(issue.audiences),
+                issues.c.id < issue.id,
+                issues.c.state.in_(_STANDING),
+            )
+            .scalar_subquery()
+        )
+        query = sa.select(
+            issue_articles.c.issue_id,
+            issue_articles.c.lang,
+            issue_articles.c.slug,
+            issue_articles.c.content_hash,
+        ).where(issue_articles.c.issue_id.in_([issue.id, previous]))
+        with self.engine.connect() as db:
+            rows = db.execute(query).all()
+        current = {f"{r.lang}/{r.slug}": r.content_hash for r in rows if r.issue_id == issue.id}
+        before = {f"{r.lang}/{r.slug}": r.content_hash for r in rows if r.issue_id != issue.id}
+        return {
+            "added": sorted(current.keys() - before.keys()),
+            "revised": sorted(k for k in current.keys() & before.keys() if current[k] != before[k]),
+            "removed": sorted(before.keys() - current.keys()),
+        }

@@ -50,6 +50,9 @@ class Delivery:
     updated_at: datetime
 
 
+_DUE = sa.or_(deliveries.c.not_before.is_(None), deliveries.c.not_before <= sa.bindparam("now"))
+"""A delivery's time has come (a local-time digest's rows wait for their reader's hour)."""
+
 # The statements of every delivery, built once (SQLAlchemy then reuses their compiled form).
 _TAKE = (
     sa.select(
@@ -66,6 +69,7 @@ _TAKE = (
         .exists(),
         # what this run gave back after its retries waits for the next run
         sa.or_(deliveries.c.run_id.is_(None), deliveries.c.run_id != sa.bindparam("run_id")),
+        _DUE,
     )
     .order_by(deliveries.c.id)
     .limit(sa.bindparam("n", type_=sa.Integer))
@@ -214,14 +218,15 @@ class Ledger:
             schema = self._query(self._schema, {})[0][0]
         self._commit((self._hold_run, {"key": run_lock_key(schema), "run_id": self._run_id}))
 
-    def take(self) -> Claim | None:
-        """Reserve the next pending delivery of an active reader (nothing is recorded yet)."""
+    def take(self, now: datetime) -> Claim | None:
+        """Reserve the next pending delivery of an active reader whose time has come at
+        ``now`` (nothing is recorded yet)."""
         with self._lock, self._statements():
             if self._dialect == "postgresql":
-                rows = self._query(self._take, {"run_id": self._run_id, "n": 1})
+                rows = self._query(self._take, {"run_id": self._run_id, "n": 1, "now": now})
             else:  # skip what the other workers hold
                 n = len(self._reserved) + 1
-                rows = self._query(self._take, {"run_id": self._run_id, "n": n})
+                rows = self._query(self._take, {"run_id": self._run_id, "n": n, "now": now})
                 rows = [row for row in rows if row[0] not in self._reserved][:1]
                 self._reserved.update(row[0] for row in rows)
         return Claim(*rows[0]) if rows else None
@@ -379,11 +384,36 @@ class Deliveries(Database):
             )
         return result.rowcount
 
-    def pending_count(self) -> int:
+    def pending_count(self, now: datetime | None = None) -> int:
+        """Pending deliveries; with ``now``, only those whose time has come."""
+        query = sa.select(sa.func.count()).where(deliveries.c.status == "pending")
+        if now is not None:
+            query = query.where(_DUE).params(now=now)
         with self._database(), self.engine.connect() as db:
-            return db.execute(
-                sa.select(sa.func.count()).where(deliveries.c.status == "pending")
-            ).scalar_one()
+            return db.execute(query).scalar_one()
+
+    def waiting(self, now: datetime) -> list[tuple[int, str, str | None, datetime, int]]:
+        """(issue id, issue key, time zone, not before, deliveries) of the pending deliveries
+        whose time has not come, soonest first: a local-time digest waiting for its zones."""
+        query = (
+            sa.select(
+                issues.c.id,
+                issues.c.key,
+                subscribers.c.timezone,
+                deliveries.c.not_before,
+                sa.func.count(),
+            )
+            .join(issues, issues.c.id == deliveries.c.issue_id)
+            .outerjoin(subscribers, subscribers.c.id == deliveries.c.subscriber_id)
+            .where(
+                deliveries.c.status.in_(("pending", "held")),
+                deliveries.c.not_before > now,
+            )
+            .group_by(issues.c.id, issues.c.key, subscribers.c.timezone, deliveries.c.not_before)
+            .order_by(deliveries.c.not_before, issues.c.id)
+        )
+        with self.engine.connect() as db:
+            return [(i, k, z, utc(t), n) for i, k, z, t, n in db.execute(query)]
 
     @contextmanager
     def ledger(self, run_id: int) -> Iterator[Ledger]:

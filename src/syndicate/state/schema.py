@@ -40,6 +40,7 @@ subscribers = sa.Table(
     # makes two spellings one reader, unique on both databases alike (SQLite's lower() and
     # case-insensitive collations stop at ASCII).
     sa.Column("email_key", sa.String(320), nullable=False),
+    sa.Column("timezone", sa.String(64), nullable=True),  # IANA name; none: the site's
     sa.Index("ix_subscribers_email_key", "email_key", unique=True),
 )
 
@@ -54,8 +55,20 @@ issues = sa.Table(
     sa.Column("subject", sa.Text, nullable=False),
     sa.Column("rendered", sa.Text, nullable=False),
     sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
-    sa.UniqueConstraint("lang", "audiences", "content_hash", name="uq_issues_content"),
+    sa.Column("state", sa.String(20), nullable=False, server_default="issued"),
+    # the same content is never issued twice; a rejected or expired issue was never issued
+    sa.Index(
+        "uq_issues_content",
+        "lang",
+        "audiences",
+        "content_hash",
+        unique=True,
+        sqlite_where=sa.text("state IN ('issued', 'held')"),
+        postgresql_where=sa.text("state IN ('issued', 'held')"),
+    ),
 )
+"""An issue is ``issued``, or with ``email.approval`` first ``held`` (its deliveries too) until
+an editor approves it (``issued``), rejects it (``rejected``) or it ``expired``."""
 
 issue_articles = sa.Table(
     "issue_articles",
@@ -91,6 +104,8 @@ deliveries = sa.Table(
     sa.Column("run_id", sa.Integer, nullable=True),
     sa.Column("reply", sa.Text, nullable=True),
     sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
+    # not taken before this time: a local-time digest reaches each zone at its hour
+    sa.Column("not_before", sa.DateTime(timezone=True), nullable=True),
     sa.UniqueConstraint("issue_id", "subscriber_id", name="uq_deliveries_reader"),
     sa.Index("ix_deliveries_status", "status", "id"),
 )
@@ -116,7 +131,7 @@ bounce_reports = sa.Table(
 bounces."""
 
 SUBSCRIBER_STATUSES = STATUSES
-DELIVERY_STATUSES = ("pending", "sending", "sent", "failed", "uncertain", "skipped")
+DELIVERY_STATUSES = ("held", "pending", "sending", "sent", "failed", "uncertain", "skipped")
 """A delivery is ``pending`` until its message is complete but for its end of data; ``sending``
 from just before the end of data (the final dot) is written until the reply is recorded (from
 then on the server may accept it at any moment); then ``sent`` (the server said 250),
@@ -124,7 +139,8 @@ then on the server may accept it at any moment); then ``sent`` (the server said 
 first, or is a sample reader and a real server is set) or ``uncertain`` (the connection or the
 run died while ``sending``: it may or may not have arrived, so it is never resent without a
 person deciding). Before its end of data a message is only reserved, not recorded: a run that
-dies then leaves the row pending, and the server discards the message it never saw end."""
+dies then leaves the row pending, and the server discards the message it never saw end.
+``held``: its issue waits for an editor's approval; released, it is pending."""
 
 
 # Alembic runs a migration through module-level proxies (``alembic.context``): two threads
@@ -132,7 +148,7 @@ dies then leaves the row pending, and the server discards the message it never s
 _MIGRATING = threading.Lock()
 
 
-HEAD_REVISION = "0004"
+HEAD_REVISION = "0005"
 """The newest migration's revision; a test holds it to what Alembic finds."""
 
 

@@ -29,6 +29,8 @@ class Subscriber:
     """When the reader gave their consent (``consent_source`` says where)."""
     bounces: int = 0
     updated_at: datetime | None = None
+    timezone: str | None = None
+    """IANA time zone; None: the site's."""
 
 
 def _subscriber(row: sa.Row) -> Subscriber:
@@ -42,6 +44,7 @@ def _subscriber(row: sa.Row) -> Subscriber:
         created_at=utc(row.created_at),
         bounces=row.bounces,
         updated_at=utc(row.updated_at),
+        timezone=row.timezone,
     )
 
 
@@ -83,6 +86,7 @@ def _imported(row: ReaderRow, *, status: str, consent_source: str, now: datetime
         "created_at": row.created or now,
         "updated_at": row.updated or now,
         "bounces": row.bounces or 0,
+        "timezone": row.timezone,
     }
 
 
@@ -97,6 +101,8 @@ def _changes(
 ) -> dict[str, Any]:
     """What an import row changes of a known reader (see ``import_subscribers``)."""
     values: dict[str, Any] = {"lang": row.lang, "audiences": stored_audiences(row.audiences)}
+    if row.timezone:
+        values["timezone"] = row.timezone
     wanted = row.status or (status if resubscribe else None)
     if wanted and (found.status not in _LEFT or resubscribe):
         values["status"] = wanted
@@ -122,15 +128,19 @@ class Subscribers(Database):
         status: str,
         consent_source: str,
         now: datetime,
+        timezone: str | None = None,
     ) -> Subscriber:
-        """Insert a reader, or update language/audiences/status of an existing address (in
-        whatever letter case it was first given: that spelling is kept)."""
+        """Insert a reader, or update language/audiences/status (and time zone, when given)
+        of an existing address (in whatever letter case it was first given: that spelling is
+        kept)."""
         values = {
             "lang": lang,
             "audiences": stored_audiences(audiences),
             "status": status,
             "updated_at": now,
         }
+        if timezone is not None:
+            values["timezone"] = timezone
         key = address_key(email)
         with self._transaction() as db:
             row = db.execute(sa.select(subscribers).where(subscribers.c.email_key == key)).first()

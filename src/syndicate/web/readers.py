@@ -14,7 +14,8 @@ from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
 from email.message import EmailMessage
 from email.utils import parseaddr
-from functools import wraps
+from functools import cache, wraps
+from zoneinfo import available_timezones
 
 from email_validator import EmailNotValidError, validate_email
 from starlette.concurrency import run_in_threadpool
@@ -209,17 +210,29 @@ def preferences(request: Request, form: FormData | None) -> Response:
         reader=reader,
         address=mask_email(reader.email),
         saved=saved,
+        zones=_zone_names(ctx.config.site.timezone),
+        reader_zone=reader.timezone or ctx.config.site.timezone,
         unsubscribe=unsubscribe_url,
     )
 
 
+@cache
+def _zone_names(site_zone: str) -> tuple[str, ...]:
+    """The time zones a reader may pick, sorted (read from the system once)."""
+    return tuple(sorted(available_timezones() | {site_zone}))
+
+
 def _changed_preferences(ctx: WebContext, reader: Subscriber, form: FormData) -> Subscriber | None:
-    """The reader with the form's language and audiences saved; None when the form names no
-    published language or no audience (nothing is saved then)."""
+    """The reader with the form's language, audiences and time zone saved; None when the form
+    names no published language or no audience (nothing is saved then)."""
     chosen = form.get("lang")
     audiences = [a for a in ctx.config.audiences if a in form.getlist("audiences")]
     if not (isinstance(chosen, str) and chosen in ctx.languages and audiences):
         return None
+    site_zone = ctx.config.site.timezone
+    zone = form.get("timezone")
+    if not (isinstance(zone, str) and zone in _zone_names(site_zone)):
+        zone = None  # a forged one changes nothing
     changed = ctx.store.add_subscriber(
         reader.email,
         chosen,
@@ -227,6 +240,7 @@ def _changed_preferences(ctx: WebContext, reader: Subscriber, form: FormData) ->
         status=reader.status,
         consent_source=reader.consent_source,
         now=ctx.now(),
+        timezone=None if zone == (reader.timezone or site_zone) else zone,
     )
     log.info("reader %d changed preferences", changed.id)
     return changed

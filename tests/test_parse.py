@@ -1,4 +1,5 @@
-"""The reader: seeds pinned field by field, every diagnostic, format variations, robustness."""
+"""The parser (reader/parse.py): seeds pinned field by field, every diagnostic, format
+variations, robustness, and the summary reading agreeing with the full one."""
 
 from __future__ import annotations
 
@@ -7,26 +8,17 @@ import json
 import os
 import re
 import shutil
-import subprocess
-import sys
-import threading
 from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from syndicate import reader
 from syndicate.config import Config
 from syndicate.model import Article, Severity
-from syndicate.reader import (
-    article_files,
-    paragraphs,
-    parse_article,
-    parse_date,
-    read_articles,
-    split_marks,
-)
+from syndicate.reader import parse as reader_parse
+from syndicate.reader import parse_article, read_articles
+from syndicate.reader.parse import paragraphs, split_marks
 from tests.conftest import ARTICLES
 
 GOLDEN = Path(__file__).parent / "golden" / "articles"
@@ -153,14 +145,6 @@ def test_seed_facts_by_eye(config: Config) -> None:
     assert nl.seo.description.startswith("AWS Trainium3 levert 362 petaflops")
 
 
-def test_read_articles_reads_the_bundled_set(config: Config) -> None:
-    found = read_articles(ARTICLES, config.profiles)
-    assert found.problems == ()
-    assert sorted(a.key for a in found) == [
-        (lang, "amazon-trainium3-aws-nvidia-ai-chip-competition") for lang in ("de", "en", "nl")
-    ]
-
-
 def test_summaries_drop_the_body_and_the_references_and_nothing_else(config: Config) -> None:
     full, _ = parse(config, seed("en"))
     light, _ = parse(config, seed("en"), body=False)
@@ -179,7 +163,7 @@ def test_an_index_reading_keeps_the_audiences_not_their_bullets(config: Config) 
         (t.audience, t.label) for t in light.takeaways
     ]
     assert all(t.bullets == () for t in index.takeaways)
-    assert dataclasses.replace(index, takeaways=light.takeaways) == light  # digest included
+    assert dataclasses.replace(index, takeaways=light.takeaways) == light  # content_hash included
 
 
 # --- diagnostics -----------------------------------------------------------------------------
@@ -319,35 +303,6 @@ def test_control_characters_are_dropped_with_a_warning(config: Config) -> None:
     ]
 
 
-def test_duplicate_language_and_slug_and_bad_files_are_skipped(
-    config: Config, articles_dir: Path
-) -> None:
-    shutil.copy(SEEDS["en"], articles_dir / "zz-copy.txt")
-    (articles_dir / "broken.txt").write_bytes(b"\xfe\xff")
-    (articles_dir / "empty.txt").write_bytes(b"")
-    found = read_articles(articles_dir, config.profiles)
-    assert sorted(a.lang for a in found) == ["de", "en", "nl"]
-    assert found.get("en", "amazon-trainium3-aws-nvidia-ai-chip-competition").source.endswith(
-        "003_f25c1f93821d1bd3.txt"
-    )
-    assert [(Path(p.file).name, p.line, str(p.severity)) for p in found.problems] == [
-        ("broken.txt", 1, "error"),
-        ("empty.txt", None, "error"),
-        ("zz-copy.txt", 1, "error"),
-    ]
-    assert found.problems[2].message == (
-        f"duplicate article: {articles_dir / '003_f25c1f93821d1bd3.txt'} already has "
-        "language 'en' and slug 'amazon-trainium3-aws-nvidia-ai-chip-competition'"
-    )
-    assert found.has_errors
-
-
-def test_missing_folder_is_one_error(config: Config, tmp_path: Path) -> None:
-    found = read_articles(tmp_path / "nope", config.profiles)
-    assert len(found) == 0
-    assert [p.message for p in found.problems] == ["article folder not found"]
-
-
 # --- variations of the format ---------------------------------------------------------------
 
 SHORT = """\
@@ -407,11 +362,8 @@ def test_variations_one_bullet_a_line_wrapped_text_and_lists(config: Config) -> 
 
 
 def test_references_one_a_line_and_seo_heading(config: Config) -> None:
-    text = SHORT.replace("link.\n2.", "link.\n2.").replace(
-        "\nSEO Title", "\nSEO Elements\n\nSEO Title"
-    )
-    text = text.replace("1. A source without a link.\n2.", "1. A source without a link.\n2.")
-    article, found = parse(config, text.replace("link.\n\n2.", "link.\n2."))
+    assert "link.\n2." in SHORT  # its references are one a line
+    article, found = parse(config, SHORT.replace("\nSEO Title", "\nSEO Elements\n\nSEO Title"))
     assert problems(found) == []
     assert article is not None and [r.number for r in article.references] == [1, 2]
     assert article.seo.title == "Chips and costs explained"
@@ -443,28 +395,6 @@ def test_takeaways_written_inline_split_only_on_spaced_hyphens(config: Config) -
     assert article is not None
     cost = article.takeaways_for("cost")
     assert cost is not None and cost.bullets == ("GPU-Alternativen stay", "4-fach", "x-y", "last")
-
-
-@pytest.mark.parametrize(
-    ("text", "lang", "expected"),
-    [
-        ("Updated December 11, 2025", "en", "2025-12-11"),
-        ("Updated Dec. 11, 2025", "en", "2025-12-11"),
-        ("Updated 11 December 2025", "en", "2025-12-11"),
-        ("Bijgewerkt op 1 mrt. 2026", "nl", "2026-03-01"),
-        ("Bijgewerkt op 11 december 2025", "nl", "2025-12-11"),
-        ("Aktualisiert am 3. März 2026", "de", "2026-03-03"),
-        ("Aktualisiert am 3. Mär. 2026", "de", "2026-03-03"),
-        ("Mis à jour le 1er mars 2026", "fr", "2026-03-01"),
-        ("Actualizado el 3 de marzo de 2026", "es", "2026-03-03"),
-        ("Updated 2026-03-04", "en", "2026-03-04"),
-        ("Updated February 30, 2026", "en", None),
-        ("Updated sometime", "en", None),
-    ],
-)
-def test_parse_date_uses_cldr_names(text: str, lang: str, expected: str | None) -> None:
-    found = parse_date(text, lang)
-    assert (found.isoformat() if found else None) == expected
 
 
 def test_paragraph_lines_count_blank_runs() -> None:
@@ -504,7 +434,7 @@ def test_cleaning_a_clean_file_skips_only_what_changes_nothing(text: str) -> Non
     must give exactly what the full work gives, and the same warnings."""
     quick: list[tuple[int, str]] = []
     full: list[tuple[int, str]] = []
-    assert reader.clean(text, quick, text.encode()) == reader.clean(text, full)
+    assert reader_parse.clean(text, quick, text.encode()) == reader_parse.clean(text, full)
     assert quick == full
 
 
@@ -729,53 +659,6 @@ def test_the_summary_reading_agrees_on_mutated_seeds(
     assert_summary_agrees(config, mutated(lang, edits))
 
 
-def test_article_files_are_every_visible_file_in_path_order(tmp_path: Path) -> None:
-    for name in ("b.txt", "a-c", "a/b", "a/z/deep.md", ".hidden", ".git/x", "a/.skip/y", "c/.z"):
-        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / name).write_text("x")
-    (tmp_path / "link.txt").symlink_to(tmp_path / "b.txt")
-    (tmp_path / "linked-dir").symlink_to(tmp_path / "a", target_is_directory=True)
-    found = [str(p.relative_to(tmp_path)) for p in article_files(tmp_path)]
-    # As paths order: part by part, so "a/b" comes before "a-c" ('-' sorts before '/').
-    assert found == ["a/b", "a/z/deep.md", "a-c", "b.txt", "link.txt"]
-
-
-def test_worker_processes_read_as_this_process_does(
-    config: Config, tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch
-) -> None:
-    """Same articles, same problems, same order; a duplicate is still caught across batches,
-    whichever process read them."""
-    monkeypatch.setattr(reader, "_BATCH", 4)
-    for number in range(30):
-        for lang, path in SEEDS.items():
-            text = path.read_text("utf-8").replace(
-                "amazon-trainium3-aws-nvidia-ai-chip-competition", f"chips-{number % 25}"
-            )
-            (tmp_path / f"{number:02d}-{lang}.txt").write_text(text, "utf-8")
-    (tmp_path / "broken.txt").write_bytes(b"\xff\xfe not text")
-    alone = read_articles(tmp_path, config.profiles, bodies=False, processes=1)
-    with caplog.at_level("WARNING", logger="syndicate.reader"):
-        shared = read_articles(tmp_path, config.profiles, bodies=False, processes=2)
-    assert caplog.records == []  # the workers did the reading
-    assert shared.articles == alone.articles and len(alone) == 75
-    assert shared.problems == alone.problems
-    assert sum("duplicate article" in p.message for p in alone.problems) == 15
-
-    # A process with threads (the scheduler, the web server) starts its workers from a fork
-    # server instead of forking itself; the reading is the same.
-    found: list = []
-    with caplog.at_level("WARNING", logger="syndicate.reader"):
-        thread = threading.Thread(
-            target=lambda: found.append(
-                read_articles(tmp_path, config.profiles, bodies=False, processes=2)
-            )
-        )
-        thread.start()
-        thread.join(60)
-    assert caplog.records == []
-    assert found[0].articles == alone.articles and found[0].problems == alone.problems
-
-
 @settings(max_examples=500, deadline=None)
 @example(raw="²¹")  # a run of marks is one number, with no text after it
 @example(raw=" \n 12) x")
@@ -788,8 +671,8 @@ def test_worker_processes_read_as_this_process_does(
 def test_a_reference_is_recognised_as_written_as_on_its_first_line(raw: str) -> None:
     """The summary reading counts references on the text as written; it must agree with the
     full reading, which parses each first line."""
-    as_written = reader._REF_HEAD.match(raw) is not None
-    assert as_written == (reader._reference(reader._first_row(raw)) is not None)
+    as_written = reader_parse._REF_HEAD.match(raw) is not None
+    assert as_written == (reader_parse._reference(reader_parse._first_row(raw)) is not None)
 
 
 @settings(
@@ -803,196 +686,13 @@ def test_date_lines_are_found_as_trying_every_profile_finds_them(
     config: Config, word: str, rest: str
 ) -> None:
     """The date words are looked up by their first word; the answer is the plain search's."""
-    head = reader._fold(f"{word}{rest}"[:80])
+    head = reader_parse._fold(f"{word}{rest}"[:80])
     plain = {
         lang
         for lang, profile in config.profiles.items()
-        if reader._folded_starts_with(head, reader._markers(profile).date_line)
+        if reader_parse._folded_starts_with(head, reader_parse._markers(profile).date_line)
     }
-    assert reader._dated((head,), config.profiles) == plain
+    assert reader_parse._dated((head,), config.profiles) == plain
 
 
 # -- a folder a person edits while it is read ------------------------------------------------
-
-
-def problems_of(found: object) -> dict[str, tuple[Severity, str]]:
-    """Each diagnostic by the name of its file (a test folder has one per file)."""
-    return {Path(p.file).name: (p.severity, p.message) for p in found.problems}  # type: ignore[attr-defined]
-
-
-def seeded(folder: Path) -> Path:
-    folder.mkdir(parents=True, exist_ok=True)
-    for path in SEEDS.values():
-        shutil.copy(path, folder / path.name)
-    return folder
-
-
-def test_links_that_lead_nowhere_in_a_loop_or_outside_and_pipes_are_one_diagnostic_each(
-    config: Config, tmp_path: Path
-) -> None:
-    folder = seeded(tmp_path / "articles")
-    (folder / "loop-a.txt").symlink_to(folder / "loop-b.txt")
-    (folder / "loop-b.txt").symlink_to(folder / "loop-a.txt")
-    (folder / "self.txt").symlink_to(folder / "self.txt")
-    (folder / "dangling.txt").symlink_to(folder / "gone.txt")
-    outside = seeded(tmp_path / "elsewhere")
-    (folder / "outside.txt").symlink_to(outside / SEEDS["en"].name)
-    (folder / "outside-dir").symlink_to(outside, target_is_directory=True)
-    (folder / "inside.txt").symlink_to(folder / SEEDS["de"].name)  # a second name: duplicate
-    os.mkfifo(folder / "pipe.txt")  # reading it would wait for a writer forever
-    found = read_articles(folder, config.profiles)
-    assert len(found) == 3
-    problems = problems_of(found)
-    assert problems["loop-a.txt"] == (Severity.ERROR, "symbolic link loop: not read")
-    assert problems["loop-b.txt"] == (Severity.ERROR, "symbolic link loop: not read")
-    assert problems["self.txt"] == (Severity.ERROR, "symbolic link loop: not read")
-    assert problems["dangling.txt"] == (
-        Severity.ERROR,
-        f"symbolic link to {str(folder / 'gone.txt')!r}, which does not exist: not read",
-    )
-    for name, target in (("outside.txt", outside / SEEDS["en"].name), ("outside-dir", outside)):
-        assert problems[name] == (
-            Severity.WARNING,
-            f"symbolic link leads outside the article folder (to {target}): not followed",
-        )
-    assert "duplicate article" in problems["inside.txt"][1]
-    assert problems["pipe.txt"] == (
-        Severity.WARNING,
-        "not a regular file (a pipe, socket or device): left out",
-    )
-    assert len(found.problems) == 8
-
-
-def test_a_file_removed_mid_scan_is_left_out_with_a_warning(config: Config, tmp_path: Path) -> None:
-    folder = seeded(tmp_path / "articles")
-    (folder / "sub").mkdir()
-    (folder / "sub" / "draft.txt").write_text("draft")
-    doomed = [folder / SEEDS["nl"].name, folder / "sub"]
-
-    def listed(path: str) -> None:  # an editor removes the file and the folder just now
-        if Path(path) in doomed:
-            target = Path(path)
-            shutil.rmtree(target) if target.is_dir() else target.unlink()
-
-    problems: list = []
-    files = reader.scan(folder, problems, listed=listed)
-    assert [Path(p).name for p in files] == [SEEDS["de"].name, SEEDS["en"].name]
-    message = "removed or renamed while the articles were read: left out"
-    assert sorted((Path(p.file).name, p.severity, p.message) for p in problems) == [
-        (SEEDS["nl"].name, Severity.WARNING, message),
-        ("sub", Severity.WARNING, message),
-    ]
-
-
-def test_a_file_gone_or_turned_folder_by_the_time_it_is_read(
-    config: Config, tmp_path: Path
-) -> None:
-    folder = seeded(tmp_path / "articles")
-    paths = list(reader.scan(folder))
-    Path(paths[0]).unlink()  # removed between the scan and the read
-    Path(paths[1]).unlink()
-    Path(paths[1]).mkdir()  # a folder where a file was expected
-    readings = {Path(p).name: r for p, r, _ in reader.read_index(paths, config.profiles, known={})}
-    gone, folder_instead, kept = (readings[Path(p).name] for p in paths)
-    message = "removed or renamed while the articles were read: left out"
-    assert gone == (None, [reader.Diagnostic(paths[0], None, Severity.WARNING, message)])
-    message = "a folder where an article file was expected: not read"
-    assert folder_instead == (None, [reader.Diagnostic(paths[1], None, Severity.ERROR, message)])
-    assert kept[0] is not None and kept[1] == []
-
-
-def test_an_unreadable_file_is_an_error_and_the_rest_is_read(tmp_path: Path) -> None:
-    folder = seeded(tmp_path / "articles")
-    secret = folder / "secret.txt"
-    shutil.copy(SEEDS["en"], secret)
-    secret.chmod(0)
-    command = [sys.executable, "-m", "syndicate", "check", "--json", "--articles", str(folder)]
-    if os.geteuid() == 0:  # root reads anything: run without the capabilities that allow it
-        command = ["setpriv", "--inh-caps=-all", "--bounding-set=-dac_override,-dac_read_search"]
-        command += [sys.executable, "-m", "syndicate", "check", "--json", "--articles", str(folder)]
-    result = subprocess.run(command, capture_output=True, text=True, cwd=tmp_path, timeout=120)
-    document = json.loads(result.stdout)
-    assert result.returncode == 1, result.stderr
-    assert len(document["articles"]) == 3
-    assert document["problems"] == [
-        {"file": str(secret), "line": None, "severity": "error",
-         "message": "cannot read: Permission denied"}
-    ]  # fmt: skip
-
-
-def test_files_over_the_size_limit_and_overlong_titles_are_skipped(
-    config: Config, tmp_path: Path
-) -> None:
-    folder = seeded(tmp_path / "articles")
-    text = SEEDS["en"].read_text("utf-8")
-    (folder / "huge.txt").write_text(text.replace("amazon-trainium3", "huge") + "x" * 3_000_000)
-    (folder / "long-title.txt").write_text(
-        "A" * 301 + text[text.index("\n") :].replace("amazon-trainium3", "long"), "utf-8"
-    )
-    found = read_articles(folder, config.profiles, max_bytes=2_000_000)
-    assert len(found) == 3
-    problems = problems_of(found)
-    size = (folder / "huge.txt").stat().st_size
-    assert problems["huge.txt"] == (
-        Severity.ERROR,
-        f"{size:,} bytes, over site.max_article_bytes (2,000,000): not read",
-    )
-    assert problems["long-title.txt"] == (
-        Severity.ERROR,
-        "title is 301 characters long, over 300: not published (is a blank line missing after it?)",
-    )
-    assert len(found.problems) == 2
-
-
-def _children(pid: int) -> set[int]:
-    found = set()
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                stat = (entry / "stat").read_text()
-            except OSError:
-                continue
-            if int(stat.rpartition(")")[2].split()[1]) == pid:
-                found.add(int(entry.name))
-    return found
-
-
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
-    except OSError:
-        return False
-    return state != "Z"  # a zombie has ended; only its exit status is left
-
-
-@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc")
-@pytest.mark.parametrize("command", ["build", "check"])
-def test_killing_a_build_leaves_no_reader_processes(tmp_path: Path, command: str) -> None:
-    if (os.cpu_count() or 1) < 2:
-        pytest.skip("one core: the set is read in one process")
-    folder = tmp_path / "articles"
-    folder.mkdir()
-    for number in range(4000):
-        seed = list(SEEDS.values())[number % 3]
-        (folder / f"{number:05d}-{seed.name}").write_bytes(seed.read_bytes())
-    build = subprocess.Popen(
-        [sys.executable, "-m", "syndicate", command, "--articles", str(folder)],
-        cwd=tmp_path,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    workers: set[int] = set()
-    try:
-        while not workers and build.poll() is None:  # until the reader processes are started
-            workers = _children(build.pid)
-        assert workers, "the set was read before its reader processes could be seen"
-    finally:
-        build.kill()  # SIGKILL: no handler runs, nothing is cleaned up
-        build.wait()
-    survivors = set(workers)
-    for _ in range(3000):  # they end as soon as the kernel delivers their parent's death
-        survivors = {pid for pid in survivors if _alive(pid)}
-        if not survivors:
-            break
-        threading.Event().wait(0.01)
-    assert not survivors

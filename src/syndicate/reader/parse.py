@@ -1,50 +1,28 @@
-"""Read stage: article files → ``Article`` values plus diagnostics.
+"""Text → ``Article``: pure, bytes in and values out, no I/O (the one compiled module).
 
-``parse_article`` is pure (bytes in, values out); ``read_articles`` is the only function that
-touches the file system. A broken file yields diagnostics and is skipped; it never stops the rest.
-
-The format: paragraphs separated by blank lines. Title; date line; update summary; body
-(single-line headings and paragraphs with superscript footnote marks); the key-takeaways
-section ("<audience label>: - bullet - bullet", or one bullet a line); numbered references;
-an optional SEO tail. Which words mark each part is per-language data (``LanguageProfile``),
-never code.
+A broken file yields diagnostics, never an exception. The format: paragraphs separated by
+blank lines. Title; date line; update summary; body (single-line headings and paragraphs with
+superscript footnote marks); the key-takeaways section ("<audience label>: - bullet - bullet",
+or one bullet a line); numbered references; an optional SEO tail. Which words mark each part
+is per-language data (``LanguageProfile``), never code.
 """
 
 from __future__ import annotations
 
-import errno
-import gc
 import hashlib
-import json
-import logging
-import multiprocessing
-import os
 import re
-import signal
-import stat
 import sys
-import threading
-import time
 import unicodedata
-from collections import deque
-from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
-from concurrent.futures import Future, ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
-from contextlib import closing, contextmanager
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date
 from functools import cache, lru_cache
-from pathlib import Path
-from typing import Literal, cast, overload
+from typing import overload
 
-from babel import Locale, UnknownLocaleError
-from babel.dates import get_date_format, get_month_names
-
-from .config import LanguageProfile
-from .language import identify
-from .model import (
+from ..config import LanguageProfile
+from ..language import identify
+from ..model import (
     Article,
-    ArticleSet,
     Block,
     Diagnostic,
     Reference,
@@ -52,8 +30,7 @@ from .model import (
     Severity,
     Takeaways,
 )
-
-_log = logging.getLogger(__name__)
+from .dates import parse_date
 
 SUPERSCRIPTS = "⁰¹²³⁴⁵⁶⁷⁸⁹"
 _SUPER_DIGIT = str.maketrans(SUPERSCRIPTS, "0123456789")
@@ -274,72 +251,6 @@ def split_marks(text: str) -> tuple[str | int, ...]:
 def strip_marks(text: str) -> str:
     # Marks are rare in a title or a summary: ten substring tests cost less than the regex.
     return _MARKS.sub("", text) if any(mark in text for mark in SUPERSCRIPTS) else text
-
-
-# ---------------------------------------------------------------------------------------------
-# Dates: the language's own date formats and month names, from Babel's CLDR data.
-
-
-@cache
-def _date_patterns(lang: str) -> tuple[tuple[re.Pattern[str], ...], dict[str, int]] | None:
-    """Regexes for the language's long and medium dates, then common orders; months from CLDR."""
-    try:
-        locale = Locale.parse(lang.replace("-", "_"))
-    except (UnknownLocaleError, ValueError):
-        return None
-    months: dict[str, int] = {}
-    for width in ("wide", "abbreviated"):
-        for context in ("format", "stand-alone"):
-            for number, name in get_month_names(width, context, locale).items():
-                months.setdefault(_fold(name).rstrip("."), number)
-    month = "(?P<month>{})\\.?".format(
-        "|".join(sorted((re.escape(m) for m in months), key=len, reverse=True))
-    )
-    day = r"(?P<day>\d{1,2})(?:\.|st|nd|rd|th|er|º|ª)?"
-    year = r"(?P<year>\d{4})"
-    patterns = []
-    widths: tuple[Literal["long", "medium"], ...] = ("long", "medium")
-    for width in widths:
-        out: list[str] = []
-        for token in re.finditer(
-            r"'([^']*)'|(d+|M+|L+|y+)|([^'dMLy]+)", get_date_format(width, locale).pattern
-        ):
-            literal, part, other = token.groups()
-            if literal is not None:
-                out.append(r"\s*" + re.escape(literal) + r"\s*")
-            elif part:
-                out.append({"d": day, "M": month, "L": month, "y": year}[part[0]])
-            else:
-                out.append(r"[\s,.]*" if other.strip(" ,.") == "" else re.escape(other.strip()))
-        patterns.append("".join(out))
-    patterns += [rf"{day}\s+{month},?\s+{year}", rf"{month}\s+{day},?\s+{year}"]
-    compiled = tuple(re.compile(rf"(?<!\w){p}(?!\w)", re.I) for p in dict.fromkeys(patterns))
-    return compiled, months
-
-
-_ISO_DATE = re.compile(r"(?<!\d)(\d{4})-(\d{2})-(\d{2})(?!\d)")
-
-
-def parse_date(text: str, lang: str) -> date | None:
-    """The first date in ``text`` written the way ``lang`` writes dates (or ISO 8601), or None."""
-    compiled = _date_patterns(lang)
-    if compiled is not None:
-        regexes, months = compiled
-        for regex in regexes:
-            found = regex.search(text)
-            if found:
-                try:
-                    month = months[_fold(found["month"]).rstrip(".")]
-                    return date(int(found["year"]), month, int(found["day"]))
-                except ValueError:
-                    return None
-    iso = _ISO_DATE.search(text)
-    if iso:
-        try:
-            return date(int(iso[1]), int(iso[2]), int(iso[3]))
-        except ValueError:
-            return None
-    return None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -605,7 +516,7 @@ def _audience_label(row: str, m: _Markers) -> tuple[str | None, str, str] | None
 
 
 @lru_cache(maxsize=1024)
-def _unlisted(audience: str, label: str) -> Takeaways:
+def unlisted(audience: str, label: str) -> Takeaways:
     """An audience's takeaways without their bullets, as summary readings keep them: the
     articles of a language repeat the same few, so each is made once and shared."""
     return Takeaways(audience, label, ())
@@ -640,7 +551,7 @@ def _takeaways(
                 bullets = [b for first, rows in pieces for b in _bullets(first, rows)]
                 found[audience] = Takeaways(audience, sys.intern(label), tuple(bullets))
             else:
-                found[audience] = _unlisted(audience, label)
+                found[audience] = unlisted(audience, label)
             text = " ".join(t for first, rows in pieces for t in (first.strip(), *rows) if t)
             shown.extend((audience, label, text))
 
@@ -833,6 +744,46 @@ def _parse(
     second_opinion: bool,
     warn: list[tuple[int, str]],
 ) -> Article:
+    """The phases of ``parse_article``, each a function below: the paragraphs, the language,
+    the head, where each section starts, then each section."""
+    paras = _paragraphs(data, profiles, warn)
+    lang = detect_language(paras, profiles, warn, second_opinion=second_opinion)
+    m = _markers(profiles[lang])
+    updated, summary, body_start = _head(paras, lang, profiles[lang].date_line[0], m, warn)
+    raws = paras.raws(body_start)
+    starts = _section_starts(paras, raws, body_start, m)
+    body_end = starts[0][0] if starts else len(paras)
+    spans = _spans(paras, starts, warn)
+    takeaway_paras, heads, seo_paras = _within_takeaways(paras, spans, m)
+    takeaways, shown = _key_takeaways(
+        paras, starts, spans, body_end, (takeaway_paras, heads), m, warn, bullets
+    )
+    references, tail = _references_and_tail(paras, spans, raws, body_start, body, warn)
+    seo = _seo(tail + seo_paras, m, warn)
+    blocks = _blocks(paras[body_start:body_end], references, warn) if body else ()
+    title = strip_marks(paras[0].text)
+    hashed = content_hash(lang, title, updated, shown)
+    slug, seo = _slugs(seo, paras[0], hashed, warn)
+    return Article(
+        source=source,
+        lang=lang,
+        slug=slug,
+        title=title,
+        updated=updated,
+        summary=strip_marks(paras[summary].text),
+        blocks=blocks,
+        takeaways=takeaways,
+        references=references,
+        seo=seo,
+        content_hash=hashed,
+    )
+
+
+def _paragraphs(
+    data: bytes, profiles: Mapping[str, LanguageProfile], warn: list[tuple[int, str]]
+) -> Paragraphs:
+    """The file's paragraphs, the head split where title, date line and summary share one.
+    Raises ArticleProblem for a file with no text, no title or too little to be an article."""
     if data.startswith(b"\xef\xbb\xbf"):
         data = data[3:]
     paras = Paragraphs(clean(decode(data), warn, data))
@@ -850,10 +801,16 @@ def _parse(
         raise ArticleProblem(
             "too short: expected a title, a date line and a summary paragraph", paras[-1].line
         )
-    lang = detect_language(paras, profiles, warn, second_opinion=second_opinion)
-    m = _markers(profiles[lang])
+    return paras
 
-    # The date line is the second paragraph (a subtitle may sit between it and the title).
+
+def _head(
+    paras: Paragraphs, lang: str, expected: str, m: _Markers, warn: list[tuple[int, str]]
+) -> tuple[date, int, int]:
+    """The date line's date, the summary's paragraph and the body's first. The date line is
+    the second paragraph (a subtitle may sit between it and the title); ``expected`` is the
+    date line's words, for the messages. Without a "<Month year> Update:" paragraph, the first
+    body paragraph is also the summary."""
     at = (
         2
         if _starts_with(paras[2].text, m.date_line) and not _starts_with(paras[1].text, m.date_line)
@@ -864,11 +821,11 @@ def _parse(
     if not _starts_with(date_para.text, m.date_line):
         if updated is None:
             raise ArticleProblem(
-                f"missing date line: expected {profiles[lang].date_line[0]!r} and a date, "
+                f"missing date line: expected {expected!r} and a date, "
                 f"found {date_para.text[:60]!r}",
                 date_para.line,
             )
-        warn.append((date_para.line, f"date line without {profiles[lang].date_line[0]!r}"))
+        warn.append((date_para.line, f"date line without {expected!r}"))
     if updated is None:
         raise ArticleProblem(f"cannot read the date in {date_para.text[:80]!r}", date_para.line)
     if at == 2:
@@ -877,15 +834,21 @@ def _parse(
         )
     if len(paras) <= at + 1:
         raise ArticleProblem("too short: no summary paragraph after the date line", date_para.line)
-    summary_para = paras[at + 1]
-    # Without a "<Month year> Update:" paragraph, the first body paragraph is also the summary.
-    body_start = at + 2 if _SUMMARY_LABEL.match(summary_para.text) else at + 1
+    summary = at + 1
+    return updated, summary, summary + 1 if _SUMMARY_LABEL.match(paras[summary].text) else summary
 
-    # Sections: each runs from its heading to the next; the body ends at the first of them.
-    # Takeaways without their heading start at the first audience-label line. The scan reads
-    # the paragraphs as written: most are passed over without being made.
-    raws = paras.raws(body_start)
-    starts: list[tuple[int, str, int]] = []  # (heading index, kind, first content index)
+
+_Start = tuple[int, str, int]  # a section's heading index, its kind, its first content index
+
+
+def _section_starts(
+    paras: Paragraphs, raws: list[str], body_start: int, m: _Markers
+) -> list[_Start]:
+    """Where each section after the body starts. Each runs from its heading to the next; the
+    body ends at the first of them. Takeaways without their heading start at the first
+    audience-label line. The scan reads the paragraphs as written (``raws``, from
+    ``body_start`` on): most are passed over without being made."""
+    starts: list[_Start] = []
     for index, raw in enumerate(raws, body_start):
         if len(raw) <= _LABEL_MAX:  # the text is no longer than as written
             word = raw.split(None, 1)  # a heading's first word tells most lines apart
@@ -904,24 +867,45 @@ def _parse(
             kind = m.headings.get(_fold(text).rstrip(":")) if len(text) <= _LABEL_MAX else None
         if kind is not None:
             starts.append((index, kind, index + 1))
-        elif not starts:
-            row = _first_row(raw)
-            label = _audience_label(row, m) if row.find(":", 0, _LABEL_MAX) > 0 else None
-            if label is not None and label[0] is not None:
-                starts.append((index, "takeaways", index))
-    body_end = starts[0][0] if starts else len(paras)
-    spans: dict[str, tuple[int, int]] = {}  # section kind -> (first, end) paragraph index
+        elif not starts and _labels_an_audience(raw, m):
+            starts.append((index, "takeaways", index))
+    return starts
+
+
+def _labels_an_audience(raw: str, m: _Markers) -> bool:
+    """Whether the paragraph written ``raw`` starts with a known audience's label."""
+    row = _first_row(raw)
+    label = _audience_label(row, m) if row.find(":", 0, _LABEL_MAX) > 0 else None
+    return label is not None and label[0] is not None
+
+
+def _spans(
+    paras: Paragraphs, starts: list[_Start], warn: list[tuple[int, str]]
+) -> dict[str, tuple[int, int]]:
+    """Each section kind's (first, end) paragraph index; a second section of a kind is
+    ignored, with a warning."""
+    spans: dict[str, tuple[int, int]] = {}
     for number, (index, kind, first) in enumerate(starts):
         end = starts[number + 1][0] if number + 1 < len(starts) else len(paras)
         if kind in spans:
             warn.append((paras[index].line, f"second {kind} section ignored"))
             continue
         spans[kind] = (first, end)
+    return spans
 
-    # Within the takeaways, a numbered list is the references and labelled SEO lines the tail.
+
+_Label = tuple[str | None, str, str]  # _audience_label's: audience id, label, rest of the row
+
+
+def _within_takeaways(
+    paras: Paragraphs, spans: dict[str, tuple[int, int]], m: _Markers
+) -> tuple[list[Paragraph], list[_Label | None], list[Paragraph]]:
+    """The takeaways' paragraphs with each one's audience label (if it starts with one), and
+    the SEO tail's paragraphs. Within the takeaways, a numbered list starts the references
+    (recorded in ``spans``) and labelled SEO lines the tail."""
     seo_paras = paras[slice(*spans["seo"])] if "seo" in spans else []
     first, end = spans.get("takeaways", (0, 0))
-    heads = []  # each takeaways paragraph's audience label, if it starts with one
+    heads: list[_Label | None] = []
     for index in range(first, end):
         row = paras[index].rows[0]
         heads.append(_audience_label(row, m))
@@ -936,485 +920,77 @@ def _parse(
         end = index
         break
     takeaway_paras = paras[first:end]
-    heads = heads[: len(takeaway_paras)]
+    return takeaway_paras, heads[: len(takeaway_paras)], seo_paras
 
-    takeaways: tuple[Takeaways, ...] = ()
-    shown: list[str] = []
-    if "takeaways" in spans:
-        takeaways, shown = _takeaways(takeaway_paras, heads, m, warn, split=bullets)
-        if not takeaway_paras:
-            heading = next(index for index, kind, _ in starts if kind == "takeaways")
-            warn.append((paras[heading].line, "key-takeaways section is empty"))
-    else:
-        warn.append(
-            (paras[body_end - 1].line, "no key-takeaways section: the article goes to feeds only")
-        )
 
-    # The references run from the section's start for as long as paragraphs start numbered.
-    references: tuple[Reference, ...] = ()
-    tail: list[Paragraph] = []
-    if "references" in spans:
-        first, end = spans["references"]
-        listed = next(
-            (i for i in range(first, end) if not _REF_HEAD.match(raws[i - body_start])), end
-        )
-        if body:
-            references = _references(paras[first:listed], warn)
-        tail = paras[listed:end]
-    seo = _seo(tail + seo_paras, m, warn)
+def _key_takeaways(
+    paras: Paragraphs,
+    starts: list[_Start],
+    spans: dict[str, tuple[int, int]],
+    body_end: int,
+    section: tuple[list[Paragraph], list[_Label | None]],
+    m: _Markers,
+    warn: list[tuple[int, str]],
+    bullets: bool,
+) -> tuple[tuple[Takeaways, ...], list[str]]:
+    """``_takeaways`` of the ``section`` ``_within_takeaways`` found, with a warning when the
+    article has no takeaways (it goes to feeds only) or an empty section."""
+    if "takeaways" not in spans:
+        line = paras[body_end - 1].line
+        warn.append((line, "no key-takeaways section: the article goes to feeds only"))
+        return (), []
+    found, heads = section
+    if not found:
+        heading = next(index for index, kind, _ in starts if kind == "takeaways")
+        warn.append((paras[heading].line, "key-takeaways section is empty"))
+    return _takeaways(found, heads, m, warn, split=bullets)
 
-    # The body, and the checks only it needs, only when asked for.
+
+def _references_and_tail(
+    paras: Paragraphs,
+    spans: dict[str, tuple[int, int]],
+    raws: list[str],
+    body_start: int,
+    body: bool,
+    warn: list[tuple[int, str]],
+) -> tuple[tuple[Reference, ...], list[Paragraph]]:
+    """The references (made only with ``body``), and the paragraphs after them: they run
+    from the section's start for as long as paragraphs start numbered."""
+    if "references" not in spans:
+        return (), []
+    first, end = spans["references"]
+    listed = next((i for i in range(first, end) if not _REF_HEAD.match(raws[i - body_start])), end)
+    references = _references(paras[first:listed], warn) if body else ()
+    return references, paras[listed:end]
+
+
+def _blocks(
+    paras: list[Paragraph], references: tuple[Reference, ...], warn: list[tuple[int, str]]
+) -> tuple[Block, ...]:
+    """The body's headings and paragraphs, with a warning for each footnote mark that no
+    reference answers."""
     numbers = frozenset(r.number for r in references)
     blocks: list[Block] = []
-    for para in paras[body_start:body_end] if body else ():
+    for para in paras:
         parts = split_marks(para.text)
         for note in parts:
             if isinstance(note, int) and note not in numbers:
                 warn.append((para.line, f"footnote mark {note} has no reference"))
         kind = "heading" if _is_heading(para) else "paragraph"
         blocks.append(Block(kind, parts, para.line))
+    return tuple(blocks)
 
-    title = strip_marks(paras[0].text)
-    hashed = content_hash(lang, title, updated, shown)
+
+def _slugs(seo: Seo, title: Paragraph, hashed: str, warn: list[tuple[int, str]]) -> tuple[str, Seo]:
+    """The article's slug (the SEO tail's primary slug, else one made from the title) and the
+    SEO tail with its alternative slugs made URL slugs."""
     slug = seo.primary_slug
     if slug is not None and not _SLUG.fullmatch(slug):
         warn.append((1, f"primary slug {slug!r} is not a URL slug; using {slugify(slug)!r}"))
         slug = slugify(slug)
     if not slug:
-        slug = slugify(seo.title or paras[0].text) or f"article-{hashed[:12]}"
-        warn.append(
-            (paras[0].line, f"no primary slug in the SEO tail; using {slug!r} from the title")
-        )
+        slug = slugify(seo.title or title.text) or f"article-{hashed[:12]}"
+        warn.append((title.line, f"no primary slug in the SEO tail; using {slug!r} from the title"))
     alt_slugs = tuple(dict.fromkeys(a if _SLUG.fullmatch(a) else slugify(a) for a in seo.alt_slugs))
-    seo = Seo(
-        seo.title, seo.description, seo.excerpt, seo.primary_slug, tuple(a for a in alt_slugs if a)
-    )
-
-    return Article(
-        source=source,
-        lang=lang,
-        slug=slug,
-        title=title,
-        updated=updated,
-        summary=strip_marks(summary_para.text),
-        blocks=tuple(blocks),
-        takeaways=takeaways,
-        references=references,
-        seo=seo,
-        content_hash=hashed,
-    )
-
-
-def article_files(folder: Path) -> list[Path]:
-    """Every visible regular file below ``folder``, in a stable order. Names carry no meaning.
-
-    Visible: no part of the path below ``folder`` starts with a dot. Symbolic links to files
-    inside ``folder`` count; links to folders are not followed, nor links that lead outside.
-    """
-    return [Path(path) for path in scan(folder)]
-
-
-def scan(
-    folder: Path,
-    problems: list[Diagnostic] | None = None,
-    *,
-    max_bytes: int | None = None,
-    listed: Callable[[str], object] | None = None,
-) -> dict[str, tuple[int, int]]:
-    """``article_files`` as strings, each with its (size, mtime_ns), in the same order: what
-    tells a build whether a file changed. Walked with scandir, which costs a fraction of
-    pathlib's rglob, and ordered as paths order (part by part): by the path below ``folder``
-    with NUL, which sorts before any character a name can hold, between its parts.
-
-    The folder is one a person edits while it is read: a file removed meanwhile, a link that
-    leads nowhere or in a loop, a file or folder that cannot be read, a file over
-    ``max_bytes``: each is left out with one diagnostic in ``problems``, and the walk goes on.
-    ``listed`` is called with each entry's path before it is looked at (for tests).
-    """
-    found: list[tuple[str, str, int, int]] = []
-    first_problem = len(problems) if problems is not None else 0
-    inside = os.path.join(os.path.realpath(folder), "")
-    # A loop, not a recursive closure: that would be a reference cycle holding every entry
-    # until the next cycle collection.
-    folders = [(str(folder), "")]
-    while folders:
-        directory, prefix = folders.pop()
-        try:
-            with os.scandir(directory) as entries:
-                for entry in entries:
-                    if entry.name.startswith("."):
-                        continue
-                    if listed is not None:
-                        listed(entry.path)
-                    try:
-                        if entry.is_symlink():
-                            target = _link_target(entry.path, inside, problems)
-                            if target is None:
-                                continue
-                            st = os.stat(target)
-                            if stat.S_ISDIR(st.st_mode):
-                                continue  # links to folders are not followed
-                        elif entry.is_dir(follow_symlinks=False):
-                            folders.append((entry.path, f"{prefix}{entry.name}\0"))
-                            continue
-                        else:
-                            st = entry.stat(follow_symlinks=False)
-                        if not stat.S_ISREG(st.st_mode):
-                            message = "not a regular file (a pipe, socket or device): left out"
-                            _note(problems, entry.path, (Severity.WARNING, message))
-                            continue
-                    except OSError as exc:
-                        _note(problems, entry.path, _unreadable(exc))
-                        continue
-                    if max_bytes is not None and st.st_size > max_bytes:
-                        message = (
-                            f"{st.st_size:,} bytes, over site.max_article_bytes "
-                            f"({max_bytes:,}): not read"
-                        )
-                        _note(problems, entry.path, (Severity.ERROR, message))
-                        continue
-                    found.append((prefix + entry.name, entry.path, st.st_size, st.st_mtime_ns))
-        except OSError as exc:
-            _note(problems, directory, _unreadable(exc, "cannot list the folder"))
-    found.sort()
-    if problems is not None:  # in a stable order too, not the folder's
-        problems[first_problem:] = sorted(problems[first_problem:], key=lambda p: p.file)
-    return {path: (size, mtime) for _, path, size, mtime in found}
-
-
-def _note(problems: list[Diagnostic] | None, path: str, problem: tuple[Severity, str]) -> None:
-    if problems is not None:
-        problems.append(Diagnostic(path, None, problem[0], problem[1]))
-
-
-def _unreadable(exc: OSError, doing: str = "cannot read") -> tuple[Severity, str]:
-    """The diagnostic of a file or folder that could not be read: one removed or renamed
-    meanwhile is only left out (the next build sees the change), anything else is an error."""
-    if isinstance(exc, FileNotFoundError):
-        return Severity.WARNING, "removed or renamed while the articles were read: left out"
-    if isinstance(exc, IsADirectoryError):
-        return Severity.ERROR, "a folder where an article file was expected: not read"
-    return Severity.ERROR, f"{doing}: {exc.strerror or exc}"
-
-
-def _link_target(path: str, inside: str, problems: list[Diagnostic] | None) -> str | None:
-    """Where the symbolic link ``path`` leads, if that is a place inside the article folder
-    (``inside`` ends with a separator); None, with a diagnostic, when it leads nowhere, in a
-    loop or outside: an article folder publishes only what it holds."""
-    try:
-        target = os.path.realpath(path, strict=True)
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            _note(problems, path, (Severity.ERROR, "symbolic link loop: not read"))
-        elif not os.path.lexists(path):
-            _note(problems, path, _unreadable(exc))
-        else:
-            message = f"symbolic link to {os.readlink(path)!r}, which does not exist: not read"
-            _note(problems, path, (Severity.ERROR, message))
-        return None
-    if not target.startswith(inside):
-        message = f"symbolic link leads outside the article folder (to {target}): not followed"
-        _note(problems, path, (Severity.WARNING, message))
-        return None
-    return target
-
-
-def _read_bytes(path: str) -> bytes:
-    """The file's bytes, through the system calls alone: pathlib and buffered files add
-    more than the read itself costs for a file this size."""
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_BINARY", 0))
-    try:
-        chunks = []
-        while chunk := os.read(fd, 1 << 20):
-            chunks.append(chunk)
-        return chunks[0] if len(chunks) == 1 else b"".join(chunks)
-    finally:
-        os.close(fd)
-
-
-def _read_file(source: str, profiles: Mapping[str, LanguageProfile], keep: _Keep) -> Reading:
-    try:
-        data = _read_bytes(source)
-    except OSError as exc:
-        severity, message = _unreadable(exc)
-        return None, [Diagnostic(source, None, severity, message)]
-    return parse_article(data, source, profiles, **keep)
-
-
-# Parsing is pure Python, so one process reads on one core. A large set is read by one process
-# per core: worker processes take batches, and this one reads the next batch itself whenever
-# the batch due next is not back yet; results come out in path order. Below PARALLEL_FROM
-# files, starting a worker costs more than it saves. Batches are small and several are handed
-# out ahead: a worker waits whenever its queue runs dry, and a result reaches this process
-# only when its busy thread lets the pool's threads run. Measured at 30,000 files on two
-# cores: batches of 50, four ahead, left the worker idle 0.05 s instead of 0.2 (100, two),
-# and the reading took 1.61 s instead of 1.70 (median of four).
-PARALLEL_FROM = 2000
-_BATCH = 50
-_AHEAD = 4
-_Keep = dict[str, bool]  # parse_article's keyword arguments: what to keep of each file
-_worker: tuple[Mapping[str, LanguageProfile], _Keep, bool] = ({}, {}, False)  # set in each worker
-_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
-
-
-def _start_worker(
-    profiles: Mapping[str, LanguageProfile], keep: _Keep, encoded: bool, parent: int
-) -> None:
-    global _worker
-    _worker = (profiles, keep, encoded)
-    _end_with_parent(parent or os.getppid())
-
-
-def _end_with_parent(parent: int) -> None:
-    """End this worker when ``parent``, the process it reads for, ends, even by SIGKILL:
-    otherwise it blocks forever writing a result nobody reads (its siblings keep the pipe
-    open). Linux sends the parent's death as a signal; elsewhere a thread watches."""
-    if sys.platform == "linux":
-        import ctypes
-
-        libc = ctypes.CDLL(None, use_errno=True)
-        if libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) == 0:
-            if os.getppid() != parent:  # it ended before the signal was asked for
-                os._exit(1)
-            return
-    threading.Thread(target=_watch_parent, args=(parent,), daemon=True).start()
-
-
-def _watch_parent(parent: int) -> None:
-    while os.getppid() == parent:
-        time.sleep(1.0)
-    os._exit(1)
-
-
-def _read_batch(paths: list[str]) -> list[Reading] | list[str]:
-    """A worker's readings of ``paths``; only their encoded forms when those are asked for:
-    the process that gets them decodes them, which costs less than pickling the objects."""
-    profiles, keep, encoded = _worker
-    readings = [_read_file(path, profiles, keep) for path in paths]
-    return [encode_reading(r) for r in readings] if encoded else readings
-
-
-_Read = tuple[Reading, str | None]  # a reading, and its encoded form when one is asked for
-
-
-def _read_here(
-    paths: list[str], profiles: Mapping[str, LanguageProfile], keep: _Keep, encoded: bool
-) -> list[_Read]:
-    readings = [_read_file(path, profiles, keep) for path in paths]
-    return [(r, encode_reading(r) if encoded else None) for r in readings]
-
-
-def _read_files(
-    paths: list[str],
-    profiles: Mapping[str, LanguageProfile],
-    keep: _Keep,
-    processes: int | None,
-    *,
-    encoded: bool = False,
-) -> Generator[_Read, None, None]:
-    """Each file's reading (and its encoded form if ``encoded``), in path order."""
-    if processes is None:
-        processes = (os.cpu_count() or 1) if len(paths) >= PARALLEL_FROM else 1
-    done = 0
-    if processes > 1:
-        # A fork starts a worker at once, with everything this process has loaded; a process
-        # with threads (the scheduler, the web server) must not fork, and asks a fork server.
-        methods = multiprocessing.get_all_start_methods()
-        method = "fork" if threading.active_count() == 1 else "forkserver"
-        context = multiprocessing.get_context(method if method in methods else None)
-        forkserver = context.get_start_method() == "forkserver"
-        if forkserver:
-            context.set_forkserver_preload([__name__])
-        batches = deque(paths[i : i + _BATCH] for i in range(0, len(paths), _BATCH))
-        # In path order: a batch out with a worker, or one read here.
-        queue: deque[tuple[list[str], Future[list[Reading] | list[str]]] | list[_Read]] = deque()
-        ahead = _AHEAD * (processes - 1)  # batches handed to the workers and not yet back
-        try:
-            with ProcessPoolExecutor(
-                processes - 1,
-                context,
-                initializer=_start_worker,
-                # A fork server's workers are its children, and it ends with this process.
-                initargs=(profiles, keep, encoded, 0 if forkserver else os.getpid()),
-            ) as pool:
-                while queue or batches:
-                    while batches and sum(isinstance(q, tuple) for q in queue) < ahead:
-                        batch = batches.popleft()
-                        queue.append((batch, pool.submit(_read_batch, batch)))
-                    head = queue[0]
-                    if isinstance(head, tuple) and not head[1].done() and batches:
-                        # The workers are busy: read the next batch here meanwhile.
-                        queue.append(_read_here(batches.popleft(), profiles, keep, encoded))
-                        continue
-                    item = queue.popleft()
-                    if isinstance(item, tuple):
-                        batch, future = item
-                        back = future.result()
-                        if encoded:
-                            lines = cast(list[str], back)
-                            item = [
-                                (decode_reading(path, line), line)
-                                for path, line in zip(batch, lines, strict=True)
-                            ]
-                        else:
-                            item = [(r, None) for r in cast(list[Reading], back)]
-                    yield from item
-                    done += len(item)
-            return
-        except (OSError, BrokenProcessPool) as exc:
-            _log.warning("reader workers failed (%s): reading the rest in this process", exc)
-    for path in paths[done:]:
-        yield from _read_here([path], profiles, keep, encoded)
-
-
-@contextmanager
-def no_cycle_collection() -> Iterator[None]:
-    """Articles hold no reference cycles, yet while a large set is built or used the cycle
-    collector would walk every object made so far, again and again: a fifth of the time."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
-
-
-def read_articles(
-    folder: Path,
-    profiles: Mapping[str, LanguageProfile],
-    *,
-    bodies: bool = True,
-    bullets: bool = True,
-    processes: int | None = None,
-    max_bytes: int | None = None,
-) -> ArticleSet:
-    """Read every file of the article set; bad files become diagnostics, the rest articles.
-
-    ``bodies`` and ``bullets`` are ``parse_article``'s ``body`` and ``bullets``. ``processes``
-    read, this one included (default: one per core from PARALLEL_FROM files on). A file over
-    ``max_bytes`` is not read (a diagnostic says so).
-    """
-    if not folder.is_dir():
-        problem = Diagnostic(str(folder), None, Severity.ERROR, "article folder not found")
-        return ArticleSet((), (problem,))
-    keep: _Keep = {"body": bodies, "bullets": bullets}
-    scanned: list[Diagnostic] = []
-    paths = list(scan(folder, scanned, max_bytes=max_bytes))
-    found = article_set(reading for reading, _ in _read_files(paths, profiles, keep, processes))
-    return ArticleSet(found.articles, (*scanned, *found.problems)) if scanned else found
-
-
-def read_index(
-    paths: Sequence[str],
-    profiles: Mapping[str, LanguageProfile],
-    *,
-    known: Mapping[str, str],
-    processes: int | None = None,
-) -> Iterator[tuple[str, Reading, str]]:
-    """Each file's index reading (no body, no bullets) and its encoded form, in the order of
-    ``paths``, as they come. A path in ``known``, which holds its encoded reading from an
-    earlier build, is decoded instead of read (the caller knows the file has not changed
-    since), unless that reading cannot be decoded."""
-    keep: _Keep = {"body": False, "bullets": False}
-    fresh = _read_files(
-        [p for p in paths if p not in known], profiles, keep, processes, encoded=True
-    )
-    # Closed as soon as the last reading is out, not when collected: its worker processes
-    # and their threads end then (a process with threads may not fork).
-    with no_cycle_collection(), closing(fresh):
-        for path in paths:
-            if path in known:
-                line = known[path]
-                try:
-                    reading = decode_reading(path, line)
-                except ValueError:  # a damaged entry: the file is read again
-                    reading = _read_file(path, profiles, keep)
-                    line = encode_reading(reading)
-            else:
-                reading, encoded = next(fresh)
-                line = encoded or encode_reading(reading)
-            yield path, reading, line
-
-
-# A summary reading as one line of JSON: how the feed build keeps each file's index reading
-# until the next build, and how reader processes hand index readings back. The body and the
-# references, which a summary reading leaves out, are not kept.
-_JSON = json.JSONEncoder(separators=(",", ":"))
-
-
-def encode_reading(reading: Reading) -> str:
-    article, problems = reading
-    found = [[p.line, p.severity.value, p.message] for p in problems]
-    if article is None:
-        return _JSON.encode([None, found])
-    seo = article.seo
-    fields = [
-        article.lang,
-        article.slug,
-        article.title,
-        article.updated.isoformat(),
-        article.summary,
-        [[t.audience, t.label, list(t.bullets)] for t in article.takeaways],
-        [seo.title, seo.description, seo.excerpt, seo.primary_slug, list(seo.alt_slugs)],
-        article.content_hash,
-    ]
-    return _JSON.encode([fields, found])
-
-
-def decode_reading(source: str, line: str) -> Reading:
-    """``encode_reading``'s reading of the file ``source``. Raises ValueError if ``line`` is
-    not such a reading."""
-    try:
-        fields, found = json.loads(line)
-        problems = [
-            Diagnostic(source, number, Severity(level), text) for number, level, text in found
-        ]
-        if fields is None:
-            return None, problems
-        lang, slug, title, updated, summary, takeaways, seo, hashed = fields
-        article = Article(
-            source=source,
-            lang=lang,
-            slug=slug,
-            title=title,
-            updated=date.fromisoformat(updated),
-            summary=summary,
-            blocks=(),
-            takeaways=tuple(
-                Takeaways(a, label, tuple(b)) if b else _unlisted(a, label)
-                for a, label, b in takeaways
-            ),
-            references=(),
-            seo=Seo(seo[0], seo[1], seo[2], seo[3], alt_slugs=tuple(seo[4])),
-            content_hash=hashed,
-        )
-    except (TypeError, KeyError) as exc:
-        raise ValueError(f"not an encoded reading: {exc}") from None
-    return article, problems
-
-
-def article_set(readings: Iterable[Reading]) -> ArticleSet:
-    """The articles and diagnostics of readings in path order. Two files with the same
-    language and slug: the first wins, the second is an error."""
-    articles: dict[tuple[str, str], Article] = {}
-    problems: list[Diagnostic] = []
-    with no_cycle_collection():
-        for article, found in readings:
-            problems.extend(found)
-            if article is None:
-                continue
-            first = articles.get(article.key)
-            if first is not None:
-                problems.append(
-                    Diagnostic(
-                        article.source,
-                        1,
-                        Severity.ERROR,
-                        f"duplicate article: {first.source} already has language "
-                        f"'{article.lang}' and slug '{article.slug}'",
-                    )
-                )
-                continue
-            articles[article.key] = article
-    return ArticleSet(tuple(articles.values()), tuple(problems))
+    alts = tuple(a for a in alt_slugs if a)
+    return slug, Seo(seo.title, seo.description, seo.excerpt, seo.primary_slug, alts)

@@ -1,0 +1,78 @@
+"""Dates: the language's own date formats and month names, from Babel's CLDR data."""
+
+from __future__ import annotations
+
+import re
+from datetime import date
+from functools import cache
+from typing import Literal
+
+from babel import Locale, UnknownLocaleError
+from babel.dates import get_date_format, get_month_names
+
+
+def _fold(text: str) -> str:
+    """Case- and space-insensitive form, for comparing month names."""
+    return " ".join(text.casefold().split())
+
+
+@cache
+def _date_patterns(lang: str) -> tuple[tuple[re.Pattern[str], ...], dict[str, int]] | None:
+    """Regexes for the language's long and medium dates, then common orders; months from CLDR."""
+    try:
+        locale = Locale.parse(lang.replace("-", "_"))
+    except (UnknownLocaleError, ValueError):
+        return None
+    months: dict[str, int] = {}
+    for width in ("wide", "abbreviated"):
+        for context in ("format", "stand-alone"):
+            for number, name in get_month_names(width, context, locale).items():
+                months.setdefault(_fold(name).rstrip("."), number)
+    month = "(?P<month>{})\\.?".format(
+        "|".join(sorted((re.escape(m) for m in months), key=len, reverse=True))
+    )
+    day = r"(?P<day>\d{1,2})(?:\.|st|nd|rd|th|er|º|ª)?"
+    year = r"(?P<year>\d{4})"
+    patterns = []
+    widths: tuple[Literal["long", "medium"], ...] = ("long", "medium")
+    for width in widths:
+        out: list[str] = []
+        for token in re.finditer(
+            r"'([^']*)'|(d+|M+|L+|y+)|([^'dMLy]+)", get_date_format(width, locale).pattern
+        ):
+            literal, part, other = token.groups()
+            if literal is not None:
+                out.append(r"\s*" + re.escape(literal) + r"\s*")
+            elif part:
+                out.append({"d": day, "M": month, "L": month, "y": year}[part[0]])
+            else:
+                out.append(r"[\s,.]*" if other.strip(" ,.") == "" else re.escape(other.strip()))
+        patterns.append("".join(out))
+    patterns += [rf"{day}\s+{month},?\s+{year}", rf"{month}\s+{day},?\s+{year}"]
+    compiled = tuple(re.compile(rf"(?<!\w){p}(?!\w)", re.I) for p in dict.fromkeys(patterns))
+    return compiled, months
+
+
+_ISO_DATE = re.compile(r"(?<!\d)(\d{4})-(\d{2})-(\d{2})(?!\d)")
+
+
+def parse_date(text: str, lang: str) -> date | None:
+    """The first date in ``text`` written the way ``lang`` writes dates (or ISO 8601), or None."""
+    compiled = _date_patterns(lang)
+    if compiled is not None:
+        regexes, months = compiled
+        for regex in regexes:
+            found = regex.search(text)
+            if found:
+                try:
+                    month = months[_fold(found["month"]).rstrip(".")]
+                    return date(int(found["year"]), month, int(found["day"]))
+                except ValueError:
+                    return None
+    iso = _ISO_DATE.search(text)
+    if iso:
+        try:
+            return date(int(iso[1]), int(iso[2]), int(iso[3]))
+        except ValueError:
+            return None
+    return None

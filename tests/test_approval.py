@@ -1,0 +1,145 @@
+"""email.approval: issues are held until an editor approves them, at a real server."""
+
+from __future__ import annotations
+
+import json
+from datetime import date, timedelta
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from syndicate import send
+from syndicate.cli import main
+from syndicate.config import load_config
+from syndicate.deliver import SmtpMailer
+from syndicate.state import open_store
+from tests.conftest import write_archive
+from tests.sending import NOW
+from tests.test_send import write_config
+
+EDITOR = "editor@news.example.org"
+
+
+def _site(tmp_path: Path, database_url: str, port: int, *extra: str) -> Path:
+    articles = write_archive(tmp_path / "articles", 2, newest=date(2025, 12, 14))
+    email = ["approval = true", f'preview_to = "{EDITOR}"', *extra]
+    path = write_config(tmp_path, database_url, port, articles, email=email)
+    store = open_store(database_url)
+    for email_address in ("a@example.com", "b@example.com"):
+        store.add_subscriber(
+            email_address, "en", ["cost"], status="active", consent_source="t", now=NOW
+        )
+    store.close()
+    return path
+
+
+def _send(path: Path, *args: str):
+    return CliRunner().invoke(main, ["send", "--config", str(path), *args])
+
+
+def _status(path: Path) -> dict:
+    result = _send(path, "--status", "--json")
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def test_a_held_issue_goes_out_only_once_approved(
+    tmp_path: Path, database_url: str, smtp_server
+) -> None:
+    inbox, port = smtp_server
+    path = _site(tmp_path, database_url, port)
+    archive = tmp_path / "archive" / "en"
+
+    result = _send(path)
+    assert result.exit_code == 0, result.output
+    assert inbox.counts() == {EDITOR: 1}  # the test copy, and no reader's message
+    assert "issue 1 (en-cost) held for approval, 2 reader(s)" in result.stderr
+    assert f"test copy sent to {EDITOR}" in result.stderr
+    assert not archive.exists() or not list(archive.glob("*.html"))
+
+    (held,) = _status(path)["held"]
+    assert (held["id"], held["key"], held["readers"]) == (1, "en-cost", 2)
+    assert held["lang"] == "en" and held["audiences"] == ["cost"]
+    assert held["subject"] == inbox.messages[0]["Subject"]
+    assert held["changes"] == {"added": ["en/piece-0", "en/piece-1"], "revised": [], "removed": []}
+    (issue,) = _status(path)["issues"]
+    assert issue["deliveries"]["held"] == 2 and issue["deliveries"]["pending"] == 0
+    table = _send(path, "--status")
+    assert "held for approval" in table.stdout and "en/piece-0" in table.stdout
+
+    # Another send neither sends nor issues it again.
+    assert _send(path).exit_code == 0 and inbox.counts() == {EDITOR: 1}
+
+    result = _send(path, "--approve", "1")
+    assert result.exit_code == 0, result.output
+    assert inbox.counts() == {EDITOR: 1, "a@example.com": 1, "b@example.com": 1}
+    assert [p.name for p in archive.glob("*.html")] == ["1-en-cost.html"]
+    assert _status(path)["held"] == []
+    assert _send(path, "--approve", "1").exit_code == 1  # no longer held
+    assert _send(path).exit_code == 0 and len(inbox.received) == 3
+
+
+def test_a_rejected_issue_is_never_sent_and_its_content_may_be_issued_again(
+    tmp_path: Path, database_url: str, smtp_server
+) -> None:
+    inbox, port = smtp_server
+    path = _site(tmp_path, database_url, port)
+    assert _send(path).exit_code == 0
+
+    result = _send(path, "--reject", "1")
+    assert result.exit_code == 0, result.output
+    assert "issue 1 rejected" in result.stderr
+    assert _status(path)["issues"][0]["deliveries"]["skipped"] == 2
+
+    # The same articles, the same content hash: a new held issue, with a new test copy.
+    result = _send(path)
+    assert "issue 2 (en-cost) held for approval" in result.stderr
+    (held,) = _status(path)["held"]
+    assert held["changes"]["added"] == ["en/piece-0", "en/piece-1"]  # against nothing sent
+    assert inbox.counts() == {EDITOR: 2}
+
+    assert _send(path, "--approve-all").exit_code == 0
+    assert inbox.counts() == {EDITOR: 2, "a@example.com": 1, "b@example.com": 1}
+    assert _send(path, "--reject", "2").exit_code == 1  # sent, so no longer held
+
+
+def test_a_held_issue_expires_unsent_and_the_next_shows_what_changed(
+    tmp_path: Path, database_url: str, smtp_server
+) -> None:
+    inbox, port = smtp_server
+    path = _site(tmp_path, database_url, port, "approval_expires_days = 3")
+    config = load_config(path)
+    store = open_store(database_url)
+    mailer = SmtpMailer.from_url(config.smtp.url)
+    first = send.send_digests(config, NOW, mailer=mailer, store=store)
+    assert [h[:3] for h in first.held] == [(1, "en-cost", 2)]
+    assert send.approve_issue(config, store, 1, NOW) is not None
+    send.send_digests(config, NOW, mailer=mailer, store=store, issue=False)
+    assert inbox.counts() == {EDITOR: 1, "a@example.com": 1, "b@example.com": 1}
+
+    # A revised piece-1 and a new piece: held, then left past approval_expires_days.
+    articles = tmp_path / "articles"
+    write_archive(articles, 1, newest=date(2025, 12, 16), slug="fresh")
+    revised = articles / "en-piece-0001.txt"
+    lines = revised.read_text("utf-8").split("\n")
+    lines[2] = "Updated December 16, 2025"
+    revised.write_text("\n".join(lines) + "\nA paragraph added in revision.\n", "utf-8")
+    later = NOW + timedelta(days=1)
+    second = send.send_digests(config, later, mailer=mailer, store=store)
+    assert [h[:3] for h in second.held] == [(2, "en-cost", 2)]
+    held = store.held_issues()[0]
+    assert store.issue_changes(held) == {
+        "added": ["en/fresh-0"],
+        "revised": ["en/piece-1"],
+        "removed": ["en/piece-0"],
+    }
+
+    stale = later + timedelta(days=3, minutes=1)
+    third = send.send_digests(config, stale, mailer=mailer, store=store)
+    assert third.expired == [(2, "en-cost")]
+    assert store.issue(2).state == "expired"
+    assert {d.status for d in store.deliveries(issue_id=2)} == {"skipped"}
+    # its content was never sent: it comes again, held for a fresh look
+    assert [h[:2] for h in third.held] == [(3, "en-cost")]
+    assert inbox.counts() == {EDITOR: 3, "a@example.com": 1, "b@example.com": 1}
+    store.close()

@@ -1,0 +1,95 @@
+"""Digests at each reader's local time: one issue, its deliveries released zone by zone by the
+scheduler (its clock injected), across a DST change, at a real server on both databases."""
+
+from __future__ import annotations
+
+from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
+from zoneinfo import ZoneInfo
+
+from click.testing import CliRunner
+
+from syndicate.cli import main, send_status
+from syndicate.config import load_config
+from syndicate.digest import local_send_time
+from syndicate.schedule.jobs import default_jobs
+from syndicate.schedule.plan import RELEASE_JOB
+from syndicate.schedule.scheduler import Scheduler
+from syndicate.state import open_store
+from tests.conftest import write_archive
+from tests.test_send import write_config
+
+AMSTERDAM = ZoneInfo("Europe/Amsterdam")
+
+
+def test_a_local_time_is_found_in_utc_across_the_clock_changes() -> None:
+    spring, autumn = date(2026, 3, 29), date(2026, 10, 25)
+    assert local_send_time(spring, 7, 30, AMSTERDAM) == datetime(2026, 3, 29, 5, 30, tzinfo=UTC)
+    day_before = spring - timedelta(days=1)
+    assert local_send_time(day_before, 7, 30, AMSTERDAM) == datetime(2026, 3, 28, 6, 30, tzinfo=UTC)
+    # 02:30 does not exist that night: it is reached as 03:30 CEST, as the schedule fires
+    assert local_send_time(spring, 2, 30, AMSTERDAM) == datetime(2026, 3, 29, 1, 30, tzinfo=UTC)
+    # 02:30 comes twice: the first
+    assert local_send_time(autumn, 2, 30, AMSTERDAM) == datetime(2026, 10, 25, 0, 30, tzinfo=UTC)
+
+
+def test_each_reader_gets_the_digest_once_at_their_own_0730(
+    tmp_path: Path, database_url: str, smtp_server
+) -> None:
+    inbox, port = smtp_server
+    articles = write_archive(tmp_path / "articles", 2, newest=date(2026, 3, 27))
+    job = ["[[schedule.digests]]", 'name = "sunday"', 'day_of_week = "sun"', "hour = 7",
+           "minute = 30", "local_time = true"]  # fmt: skip
+    path = write_config(tmp_path, database_url, port, articles, rest=job)
+    config = load_config(path)
+    runner = CliRunner()
+    for email, zone in [
+        ("tokyo@example.com", ["--timezone", "Asia/Tokyo"]),
+        ("amsterdam@example.com", []),  # the site's zone, Europe/Amsterdam
+        ("newyork@example.com", ["--timezone", "America/New_York"]),
+    ]:
+        args = ["subscribers", "add", email, "--config", str(path), "--lang", "en"]
+        assert runner.invoke(main, [*args, "--audience", "cost", *zone]).exit_code == 0
+
+    def run_at(when: datetime) -> dict[str, int]:
+        scheduler = Scheduler(config, default_jobs(config), clock=lambda: when)
+        scheduler.run_once()
+        return dict(inbox.counts())
+
+    # Sunday 29 March 2026: Europe moves its clocks forward at 01:00 UTC.
+    assert run_at(datetime(2026, 3, 28, 12, 0, tzinfo=UTC)) == {}
+    # 07:30 in UTC+14, the first zone to reach it: issued once, nobody's time has come yet
+    assert run_at(datetime(2026, 3, 28, 17, 31, tzinfo=UTC)) == {}
+    issued = datetime(2026, 3, 28, 17, 31, tzinfo=UTC)
+    store = open_store(database_url)
+    assert len(store.deliveries()) == 3 and {d.issue_id for d in store.deliveries()} == {1}
+    status = send_status(store, config.site.timezone, issued)
+    store.close()
+    assert [(w["timezone"], w["not_before"], w["deliveries"]) for w in status["waiting"]] == [
+        ("Asia/Tokyo", "2026-03-28T22:30:00+00:00", 1),
+        ("Europe/Amsterdam", "2026-03-29T05:30:00+00:00", 1),  # 07:30 CEST, after the change
+        ("America/New_York", "2026-03-29T11:30:00+00:00", 1),
+    ]
+    planned = Scheduler(config, default_jobs(config), clock=lambda: issued).planned()
+    assert [p.trigger for p in planned if p.id == "digest:sunday"] == [
+        "Sundays 07:30 each reader's time"
+    ]
+    (release,) = [p for p in planned if p.id == RELEASE_JOB]
+    assert release.next_run == datetime(2026, 3, 28, 22, 30, tzinfo=UTC)
+
+    assert run_at(datetime(2026, 3, 28, 22, 31, tzinfo=UTC)) == {"tokyo@example.com": 1}
+    # 07:00 CEST: still 06:00 on the clocks of the day before, and not 07:30 yet either way
+    assert run_at(datetime(2026, 3, 29, 5, 0, tzinfo=UTC)) == {"tokyo@example.com": 1}
+    after = run_at(datetime(2026, 3, 29, 5, 31, tzinfo=UTC))
+    assert after == {"tokyo@example.com": 1, "amsterdam@example.com": 1}
+    after = run_at(datetime(2026, 3, 29, 11, 31, tzinfo=UTC))
+    assert after == {"tokyo@example.com": 1, "amsterdam@example.com": 1, "newyork@example.com": 1}
+    assert run_at(datetime(2026, 3, 29, 20, 0, tzinfo=UTC)) == after  # once each
+    store = open_store(database_url)
+    assert {d.status for d in store.deliveries()} == {"sent"} and store.waiting(
+        datetime(2026, 3, 29, 20, 0, tzinfo=UTC)
+    ) == []
+    store.close()
+    evening = datetime(2026, 3, 29, 20, 0, tzinfo=UTC)
+    done = Scheduler(config, default_jobs(config), clock=lambda: evening)
+    assert not [p for p in done.planned() if p.id == RELEASE_JOB]
