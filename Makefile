@@ -21,6 +21,7 @@ run: $(BIN)/syndicate
 
 test: $(BIN)/syndicate
 	$(BIN)/ruff check
+	$(BIN)/mypy
 	$(BIN)/pytest
 
 golden: $(BIN)/syndicate
