@@ -14,9 +14,10 @@ from syndicate.config import load_config
 from syndicate.digest import local_send_time
 from syndicate.schedule.jobs import default_jobs
 from syndicate.schedule.plan import RELEASE_JOB
-from syndicate.schedule.scheduler import Scheduler
+from syndicate.schedule.scheduler import Jobs, Scheduler
 from syndicate.state import open_store
 from tests.conftest import write_archive
+from tests.mailserver import free_port
 from tests.test_send import write_config
 
 AMSTERDAM = ZoneInfo("Europe/Amsterdam")
@@ -93,3 +94,87 @@ def test_each_reader_gets_the_digest_once_at_their_own_0730(
     evening = datetime(2026, 3, 29, 20, 0, tzinfo=UTC)
     done = Scheduler(config, default_jobs(config), clock=lambda: evening)
     assert not [p for p in done.planned() if p.id == RELEASE_JOB]
+
+
+TOKYO_DUE = datetime(2026, 3, 28, 22, 30, tzinfo=UTC)
+"""07:30 in Tokyo on Sunday 29 March 2026; Amsterdam's is 05:30 UTC the next morning."""
+
+
+def readers_in_three_zones(folder: Path, database_url: str, port: int) -> Path:
+    """A site with a Sunday 07:30 local-time digest and a reader in Tokyo, Amsterdam and New
+    York; its mail goes to ``port``."""
+    folder.mkdir(exist_ok=True)
+    articles = write_archive(folder / "articles", 2, newest=date(2026, 3, 27))
+    job = ["[[schedule.digests]]", 'name = "sunday"', 'day_of_week = "sun"', "hour = 7",
+           "minute = 30", "local_time = true"]  # fmt: skip
+    path = write_config(folder, database_url, port, articles, rest=job)
+    runner = CliRunner()
+    for email, zone in [
+        ("tokyo@example.com", "Asia/Tokyo"),
+        ("amsterdam@example.com", "Europe/Amsterdam"),
+        ("newyork@example.com", "America/New_York"),
+    ]:
+        args = ["subscribers", "add", email, "--config", str(path), "--lang", "en"]
+        assert runner.invoke(main, [*args, "--audience", "cost", "--timezone", zone]).exit_code == 0
+    return path
+
+
+def run_at(path: Path, when: datetime, jobs: Jobs | None = None) -> bool:
+    config = load_config(path)
+    return Scheduler(config, jobs or default_jobs(config), clock=lambda: when).run_once()
+
+
+def issue_for_every_zone(path: Path) -> None:
+    """The schedule's first start, then the issue at 07:30 in UTC+14: everyone waits."""
+    run_at(path, datetime(2026, 3, 28, 12, 0, tzinfo=UTC))
+    run_at(path, datetime(2026, 3, 28, 17, 31, tzinfo=UTC))
+
+
+def test_a_release_deferred_by_a_stop_goes_out_at_the_next_start(
+    tmp_path: Path, database_url: str, smtp_server
+) -> None:
+    inbox, port = smtp_server
+    path = readers_in_three_zones(tmp_path, database_url, port)
+    issue_for_every_zone(path)
+    config = load_config(path)
+    jobs = default_jobs(config)
+    tokyo = TOKYO_DUE + timedelta(minutes=1)
+    stopping = Scheduler(config, jobs, clock=lambda: tokyo)
+    stopping.request_stop()  # a SIGTERM: the release that fires now is deferred, not run
+    stopping.run_once()
+    assert inbox.counts() == {}
+    later = tokyo + timedelta(hours=1)  # before Amsterdam's time
+    (release,) = [
+        p for p in Scheduler(config, jobs, clock=lambda: later).planned() if p.id == RELEASE_JOB
+    ]
+    assert release.next_run == TOKYO_DUE
+    assert run_at(path, later)
+    assert inbox.counts() == {"tokyo@example.com": 1}
+    run_at(path, datetime(2026, 3, 29, 5, 31, tzinfo=UTC))
+    assert inbox.counts() == {"tokyo@example.com": 1, "amsterdam@example.com": 1}
+
+
+def test_a_release_that_fails_leaves_the_next_zone_to_be_released(
+    tmp_path: Path, database_url: str, smtp_server
+) -> None:
+    inbox, port = smtp_server
+    path = readers_in_three_zones(tmp_path, database_url, port)
+    issue_for_every_zone(path)
+    # the same site while its mail server is unreachable
+    (tmp_path / "down").mkdir()
+    down = tmp_path / "down" / "config.toml"
+    down.write_text(path.read_text("utf-8").replace(f":{port}", f":{free_port()}"), "utf-8")
+    assert not run_at(down, TOKYO_DUE + timedelta(minutes=1))  # the release fails
+    assert inbox.counts() == {}
+    store = open_store(database_url)
+    assert {d.status for d in store.deliveries()} == {"pending"}
+    store.close()
+    # Amsterdam's time: its zone goes out, and Tokyo's, left by the failed run, with it
+    assert run_at(path, datetime(2026, 3, 29, 5, 31, tzinfo=UTC))
+    assert inbox.counts() == {"tokyo@example.com": 1, "amsterdam@example.com": 1}
+    assert run_at(path, datetime(2026, 3, 29, 11, 31, tzinfo=UTC))
+    assert inbox.counts() == {
+        "tokyo@example.com": 1,
+        "amsterdam@example.com": 1,
+        "newyork@example.com": 1,
+    }

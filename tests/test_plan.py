@@ -54,7 +54,7 @@ def test_an_overdue_send_moved_to_another_day_keeps_its_run_and_runs_at_once() -
         [spec("digest:w", TUESDAY, "tue")], [stored("digest:w", "mon", monday)], NOW, OPTIONS
     )
     assert (step.action, step.new_trigger, step.next_run) == ("change", True, monday)
-    assert step.first_run(NOW) == monday and step.first_run(NOW) <= NOW
+    assert step.first_run(NOW) == monday and monday <= NOW
     assert step.note(NOW) == "changed at next start; the send it missed runs at once"
 
 
@@ -127,19 +127,20 @@ def test_a_send_overdue_by_more_than_the_grace_is_missed_not_run() -> None:
     assert not step.missed and step.note(NOW) == "due: runs at next start"
 
 
-def test_a_stored_release_job_is_kept_after_the_configured_jobs_and_removed_never() -> None:
-    tokyo = datetime(2026, 1, 12, 22, 30, tzinfo=UTC)  # set by a local-time send, overdue
-    jobs = [stored(RELEASE_JOB, "date", tokyo), stored("digest:w", "mon", None)]
-    steps = plan([spec("digest:w", MONDAY, "mon")], jobs, NOW, OPTIONS)
-    assert [(s.id, s.action) for s in steps] == [("digest:w", "keep"), (RELEASE_JOB, "keep")]
+def test_the_release_job_follows_the_ledger_after_the_configured_jobs() -> None:
+    tokyo = datetime(2026, 1, 12, 22, 30, tzinfo=UTC)  # the first delivery waiting: overdue
+    amsterdam = datetime(2026, 1, 13, 6, 30, tzinfo=UTC)
+    weekly = [spec("digest:w", MONDAY, "mon")]
+    # set by no run (one deferred or failed): the ledger's time sets it, after the sends
+    steps = plan(weekly, [stored("digest:w", "mon", None)], NOW, OPTIONS, tokyo)
+    assert [(s.id, s.action) for s in steps] == [("digest:w", "keep"), (RELEASE_JOB, "add")]
     release = steps[1]
-    assert (release.next_run, release.spec, release.changes, release.missed) == (
-        tokyo,
-        None,
-        {},
-        False,
-    )
+    assert (release.next_run, release.spec, release.changes) == (tokyo, None, OPTIONS)
     assert release.first_run(NOW) == tokyo and release.note(NOW) == "the next zone"
-    assert [s.id for s in plan([], [stored(RELEASE_JOB, "date", tokyo)], NOW, OPTIONS)] == [
-        RELEASE_JOB
-    ]
+    kept = plan([], [stored(RELEASE_JOB, "date", tokyo)], NOW, OPTIONS, tokyo)
+    assert [(s.id, s.action, s.changes) for s in kept] == [(RELEASE_JOB, "keep", {})]
+    moved = plan([], [stored(RELEASE_JOB, "date", amsterdam)], NOW, OPTIONS, tokyo)
+    assert [(s.id, s.action, s.next_run) for s in moved] == [(RELEASE_JOB, "change", tokyo)]
+    # nothing waits any more
+    gone = plan([], [stored(RELEASE_JOB, "date", tokyo)], NOW, OPTIONS, None)
+    assert [(s.id, s.action) for s in gone] == [(RELEASE_JOB, "remove")]

@@ -101,8 +101,6 @@ class SendReport(DeliveryCounts):
     """(issue id, key) per held issue cancelled by ``email.approval_expires_days``."""
     waiting: int = 0
     """Deliveries whose local time has not come yet."""
-    wake: datetime | None = None
-    """When the first of them is due (the scheduler wakes then)."""
 
     @property
     def partial(self) -> bool:
@@ -335,8 +333,8 @@ def _deliver(
     progress: Progress | None,
     stop: threading.Event | None,
 ) -> None:
-    """Send what is pending and due (counted into ``report``), then note what waits for its
-    readers' local time and when the first of it is due."""
+    """Send what is pending and due (counted into ``report``), then count what waits for its
+    readers' local time."""
     if config.smtp.url:
         report.skipped += store.skip_consent_source(
             SAMPLE_SOURCE, "sample reader: not sent through an SMTP server", now
@@ -346,7 +344,6 @@ def _deliver(
     deliver(store, mailer, compose, options, now, progress=progress, counts=report, stop=stop)
     waiting = store.waiting(now)
     report.waiting = sum(n for *_, n in waiting)
-    report.wake = waiting[0][3] if waiting else None
 
 
 def _issue(

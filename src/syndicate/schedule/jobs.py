@@ -48,7 +48,7 @@ def default_jobs(config: Config, stop: threading.Event | None = None) -> Jobs:
         counts = {"sent": sent.sent, "failed": sent.failed, "uncertain": sent.uncertain}
         counts |= {"skipped": sent.skipped, "left": sent.left, "waiting": sent.waiting}
         complete = not (sent.partial or sent.stopped)
-        return Report(counts, None, complete=complete, wake=sent.wake)
+        return Report(counts, None, complete=complete)
 
     return Jobs(build_feeds=rebuild_feeds, send_digest=send_digest, deliver_due=deliver_due)
 
@@ -72,7 +72,7 @@ def feeds_report(report: FeedReport) -> Report:
 
 def digest_report(job: DigestJob, sent: SendReport) -> Report:
     """A digest send as its log line, with a line of its own per issue held, expired or not
-    rendered; it wakes the schedule when deliveries wait for their readers' local time."""
+    rendered."""
     counts = {
         "issues": len(sent.issues),
         "sent": sent.sent,
@@ -106,7 +106,7 @@ def digest_report(job: DigestJob, sent: SendReport) -> Report:
         return Report(counts, f"no new content for {langs} / {audiences}")
     refused = "; ".join(f"{key}: {reason}" for key, _, reason in sent.refused)
     complete = not (sent.partial or sent.stopped)
-    return Report(counts, refused or None, complete=complete, wake=sent.wake)
+    return Report(counts, refused or None, complete=complete)
 
 
 def once_steps(config: Config, jobs: Jobs) -> dict[str, Step]:

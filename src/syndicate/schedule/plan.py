@@ -20,8 +20,9 @@ INTERRUPTED_PREFIX = "interrupted:"
 """A paused marker job saying "this run started and never finished"; the next start reruns it."""
 RELEASE_JOB = "release"
 """A one-off job at the time the next deliveries of a local-time digest are due: it sends what
-is due then and sets itself for the next zone. Set by a run, not by the config, so a start
-keeps it as it is."""
+is due then and is set again for the next zone. Set from the ledger (the earliest time of the
+pending deliveries that wait for one), not by the config, so a run that was deferred or failed
+never leaves a zone waiting for the next send."""
 
 
 class Trigger(Protocol):
@@ -104,14 +105,17 @@ def plan(
     stored: Iterable[StoredJob],
     now: datetime,
     options: Mapping[str, Any],
+    release: datetime | None = None,
 ) -> list[JobPlan]:
     """Make the store match the config without losing a run missed while down.
 
     New jobs are added, removed ones dropped, changed ones updated in place, keeping the stored
     next run; a new trigger replaces that run only when it is not overdue (a send missed while
     down and then moved still goes out once). The feed rebuild, and any run left unfinished by
-    the previous process, run at once. ``options`` are set on every job. A stored release job
-    is kept with its run (after the configured jobs: it runs after the due sends).
+    the previous process, run at once. ``options`` are set on every job. ``release`` is when
+    the first delivery waiting for its reader's local time is due (the ledger's): the release
+    job runs then (after the configured jobs: after the due sends), or is dropped with nothing
+    waiting.
     """
     found = {job.id: job for job in stored}
     interrupted = {
@@ -121,12 +125,18 @@ def plan(
     }
     configured = {spec.id for spec in specs}
     plans = [_one(spec, found.get(spec.id), spec.id in interrupted, now, options) for spec in specs]
-    if RELEASE_JOB in found:
-        plans.append(JobPlan(RELEASE_JOB, "keep", found[RELEASE_JOB].next_run))
+    if release is not None:
+        stored_release = found.get(RELEASE_JOB)
+        action: Action = "add" if stored_release is None else "keep"
+        if stored_release is not None and stored_release.next_run != release:
+            action = "change"
+        changes = options if action != "keep" else {}
+        plans.append(JobPlan(RELEASE_JOB, action, release, changes=changes))
+    keep = configured | ({RELEASE_JOB} if release is not None else set())
     return plans + [
         JobPlan(job_id, "remove", None)
         for job_id in found
-        if job_id.startswith(INTERRUPTED_PREFIX) or job_id not in configured | {RELEASE_JOB}
+        if job_id.startswith(INTERRUPTED_PREFIX) or job_id not in keep
     ]
 
 

@@ -39,7 +39,8 @@ from apscheduler.triggers.interval import IntervalTrigger
 from ..config import Config, DigestJob
 from ..digest import FIRST_ZONE
 from ..errors import SchedulerBusyError, SyndicateError, describe
-from ..state import SchedulerLock, create_engine, database_errors, scheduler_lock
+from ..state import SchedulerLock, Store, create_engine, database_errors, scheduler_lock
+from ..state.schema import migrate
 from .plan import (
     DIGEST_PREFIX,
     FEEDS_JOB,
@@ -67,8 +68,6 @@ class Report:
     reason: str | None = None
     complete: bool = True
     """False when part of the work failed (e.g. deliveries); the counts say which."""
-    wake: datetime | None = None
-    """When deliveries left waiting for their readers' local time are due."""
 
 
 Step = Callable[[datetime], "Report | None"]
@@ -248,6 +247,7 @@ class Scheduler:
         self.debug = False
         """Log the traceback of every failure, not only of unexpected ones."""
         self._steps: dict[str, Step] = {}
+        self._ledger: Store | None = None
 
     # -- entry points ------------------------------------------------------------------
 
@@ -343,7 +343,8 @@ class Scheduler:
     def _start_running(self, sched: BlockingScheduler) -> bool:
         with self._starting:
             now = self.clock()
-            reconcile(sched, self.specs, _plan(sched, self.specs, now, self._options()), now)
+            steps = _plan(sched, self.specs, now, self._options(), self._release())
+            reconcile(sched, self.specs, steps, now)
             if self._stopping.is_set():
                 return False
             sched.resume()
@@ -353,12 +354,12 @@ class Scheduler:
     def _run_due(self, sched: BlockingScheduler) -> bool:
         """Apply the plan, then run what it says is due now, in the order of the config."""
         now = self.clock()
-        steps = _plan(sched, self.specs, now, self._options())
+        steps = _plan(sched, self.specs, now, self._options(), self._release())
         reconcile(sched, self.specs, steps, now)
         for step in steps:
             first = step.first_run(now)
             if step.id == RELEASE_JOB and first is not None and first <= now:
-                sched.remove_job(RELEASE_JOB)  # the run sets the next one
+                sched.remove_job(RELEASE_JOB)  # set again from the ledger after the run
                 self.execute(RELEASE_JOB)
             elif step.action != "remove" and step.spec and first is not None and first <= now:
                 if step.missed:
@@ -396,8 +397,18 @@ class Scheduler:
         """Set on every job explicitly: the store freezes them, so defaults would go stale."""
         return {"misfire_grace_time": self.grace, "coalesce": True, "max_instances": 1}
 
+    def _release(self, after: datetime | None = None) -> datetime | None:
+        """When the release job runs: the first pending delivery waiting for its reader's local
+        time (after ``after``), as the ledger says, whatever became of the last run."""
+        if self.jobs.deliver_due is None:
+            return None  # nothing to release them with
+        if self._ledger is None:
+            migrate(self.engine)  # a first start: the ledger, as the first send would make it
+            self._ledger = Store(self.engine)
+        return self._ledger.next_release(after)
+
     def _rows(self, sched: BlockingScheduler, now: datetime) -> list[Planned]:
-        steps = _plan(sched, self.specs, now, self._options())
+        steps = _plan(sched, self.specs, now, self._options(), self._release())
         return planned_rows(sched, self.specs, steps, now, self.zone)
 
     # -- one run -----------------------------------------------------------------------
@@ -429,19 +440,35 @@ class Scheduler:
                 self._idle.notify_all()
 
     def _execute(self, spec: JobSpec) -> None:
+        now = self.clock()
         if spec.digest is not None:
             _mark_interrupted(self._sched, spec.id)  # cleared below unless the process dies
             digest = spec.digest
-            sent = self._report(spec.id, lambda now: self.jobs.send_digest(digest, now))
-            _wake(self._sched, sent, self._options())
+            self._report(spec.id, lambda now: self.jobs.send_digest(digest, now))
+            self._wake(now)
             if not self._stopping.is_set():
                 # a send that ran into a stop may have left deliveries: it resumes at next start
                 _clear_interrupted(self._sched, spec.id)
         elif spec.id == RELEASE_JOB:
             if self.jobs.deliver_due is not None:
-                _wake(self._sched, self._report(spec.id, self.jobs.deliver_due), self._options())
+                self._report(spec.id, self.jobs.deliver_due)
+            self._wake(now)
         else:
             self._report(spec.id, self.jobs.build_feeds)
+            self._wake(None)  # what a release left due while the database was down
+
+    def _wake(self, now: datetime | None) -> None:
+        """After a send or a release, whatever its outcome, set the release job for the next
+        zone (after ``now``) from the ledger; what a failed run left due goes out with it.
+        After a feed rebuild (``now`` None), for the first delivery waiting, even if overdue:
+        with the database unreadable after a release, the next rebuild sets it."""
+        try:
+            when = self._release(after=now)
+        except SyndicateError as exc:
+            log.warning("release job not set: %s; the next feed rebuild sets it", exc)
+            return
+        if when is not None:
+            _set_release(self._sched, when, self._options())
 
     def _report(self, name: str, work: Step) -> Report | None:
         outcome, report = run_and_log(name, work, self.clock(), debug=self.debug)
@@ -493,14 +520,16 @@ def _mark_interrupted(sched: BlockingScheduler | None, job_id: str) -> None:
         sched.add_job(fire, args=(job_id,), id=marker, next_run_time=None, replace_existing=True)
 
 
-def _wake(sched: BlockingScheduler | None, report: Report | None, options: dict[str, Any]) -> None:
-    """Set the release job for when the next deliveries waiting for their readers' local time
-    are due (``report.wake``)."""
-    if report is None or report.wake is None or sched is None or sched.state == STATE_STOPPED:
+def _set_release(
+    sched: BlockingScheduler | None, when: datetime, options: Mapping[str, Any]
+) -> None:
+    """Set the release job for ``when``, the next deliveries waiting for their readers' local
+    time are due."""
+    if sched is None or sched.state == STATE_STOPPED:
         return
     sched.add_job(
         fire,
-        DateTrigger(report.wake),
+        DateTrigger(when),
         args=(RELEASE_JOB,),
         id=RELEASE_JOB,
         name=RELEASE_JOB,
@@ -525,9 +554,13 @@ def _overlapped(event: JobSubmissionEvent) -> None:
 
 
 def _plan(
-    sched: BlockingScheduler, specs: Mapping[str, JobSpec], now: datetime, options: dict[str, Any]
+    sched: BlockingScheduler,
+    specs: Mapping[str, JobSpec],
+    now: datetime,
+    options: dict[str, Any],
+    release: datetime | None,
 ) -> list[JobPlan]:
-    """``plan.plan`` over the jobs ``sched``'s store holds."""
+    """``plan.plan`` over the jobs ``sched``'s store holds and the ledger's ``release``."""
     stored = [
         StoredJob(
             job.id,
@@ -537,7 +570,7 @@ def _plan(
         )
         for job in sched.get_jobs()
     ]
-    return plan(list(specs.values()), stored, now, options)
+    return plan(list(specs.values()), stored, now, options, release)
 
 
 def reconcile(
@@ -547,12 +580,8 @@ def reconcile(
     run; ``add_job(replace_existing=True)`` is not used: it would silently skip every run
     missed while down."""
     for step in steps:
-        if step.action == "remove":
-            sched.remove_job(step.id)
-            if not step.id.startswith(INTERRUPTED_PREFIX):
-                log.info("job %s removed (no longer in the config)", step.id)
-            continue
-        if step.spec is None:  # the release job: set by a run, kept as it is
+        if step.action == "remove" or step.spec is None:
+            _reconcile_unconfigured(sched, step)
             continue
         spec = specs[step.id]
         if step.interrupted:
@@ -579,6 +608,17 @@ def reconcile(
             sched.modify_job(spec.id, **changes)
 
 
+def _reconcile_unconfigured(sched: BlockingScheduler, step: JobPlan) -> None:
+    """A job the config does not name: one removed from it, a marker of an interrupted run
+    that is no more, or the release job, set from the ledger."""
+    if step.action == "remove":
+        sched.remove_job(step.id)
+        if not step.id.startswith(INTERRUPTED_PREFIX) and step.id != RELEASE_JOB:
+            log.info("job %s removed (no longer in the config)", step.id)
+    elif step.action != "keep" and step.next_run is not None:
+        _set_release(sched, step.next_run, step.changes)
+
+
 def planned_rows(
     sched: BlockingScheduler,
     specs: Mapping[str, JobSpec],
@@ -592,8 +632,10 @@ def planned_rows(
     for step in steps:
         if step.action == "remove" and step.id.startswith(INTERRUPTED_PREFIX):
             continue
-        trigger = specs[step.id].trigger if step.spec else stored[step.id].trigger
-        said = "local-time deliveries" if step.id == RELEASE_JOB else describe_trigger(trigger)
+        said = "local-time deliveries"
+        if step.id != RELEASE_JOB:
+            trigger = specs[step.id].trigger if step.spec else stored[step.id].trigger
+            said = describe_trigger(trigger)
         first = step.first_run(now) if step.action == "add" else step.next_run
         when = first and first.astimezone(zone)
         rows.append(Planned(step.id, said, when, step.note(now)))

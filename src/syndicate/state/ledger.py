@@ -415,6 +415,18 @@ class Deliveries(Database):
         with self.engine.connect() as db:
             return [(i, k, z, utc(t), n) for i, k, z, t, n in db.execute(query)]
 
+    def next_release(self, after: datetime | None = None) -> datetime | None:
+        """When the first pending delivery waiting for its reader's local time is due (after
+        ``after``, if given): what the release job is set for, whatever became of its last run."""
+        query = sa.select(sa.func.min(deliveries.c.not_before)).where(
+            deliveries.c.status == "pending", deliveries.c.not_before.is_not(None)
+        )
+        if after is not None:
+            query = query.where(deliveries.c.not_before > after)
+        with self._database(), self.engine.connect() as db:
+            first = db.execute(query).scalar_one()
+        return None if first is None else utc(first)
+
     @contextmanager
     def ledger(self, run_id: int) -> Iterator[Ledger]:
         """One delivery worker's own connection, held for its whole run; on PostgreSQL it holds
