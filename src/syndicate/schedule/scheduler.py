@@ -210,6 +210,26 @@ class Planned:
     note: str = ""
 
 
+class Releases:
+    """When the release job of local-time deliveries runs: the first pending delivery waiting
+    for its reader's local time, as the ledger says, whatever became of the last run."""
+
+    def __init__(self, engine: sa.Engine, *, enabled: bool) -> None:
+        self.engine = engine
+        self.enabled = enabled
+        """False when no release step is wired in: there is nothing to release them with."""
+        self._ledger: Store | None = None
+
+    def next(self, after: datetime | None = None) -> datetime | None:
+        """The first waiting delivery's time (after ``after``), or None."""
+        if not self.enabled:
+            return None
+        if self._ledger is None:
+            migrate(self.engine)  # a first start: the ledger, as the first send would make it
+            self._ledger = Store(self.engine)
+        return self._ledger.next_release(after)
+
+
 class Scheduler:
     """The one acting scheduler of this deployment: a BlockingScheduler on the state database."""
 
@@ -247,7 +267,7 @@ class Scheduler:
         self.debug = False
         """Log the traceback of every failure, not only of unexpected ones."""
         self._steps: dict[str, Step] = {}
-        self._ledger: Store | None = None
+        self.releases = Releases(self.engine, enabled=jobs.deliver_due is not None)
 
     # -- entry points ------------------------------------------------------------------
 
@@ -308,12 +328,7 @@ class Scheduler:
         ``work`` returns True (it resumed the scheduler), shut it down again. Blocks until
         shutdown. Errors inside ``work`` are raised here, not swallowed by the listeners."""
         global _active
-        sched = BlockingScheduler(
-            jobstores={"default": SQLAlchemyJobStore(engine=self.engine)},
-            executors={"default": ThreadPoolExecutor(max_workers=len(self.specs) + 1)},
-            job_defaults=self._options(),
-            timezone=self.zone,
-        )
+        sched = _new_scheduler(self.engine, len(self.specs) + 1, self._options(), self.zone)
         failure: list[BaseException] = []
 
         def started(_event: object) -> None:
@@ -326,7 +341,7 @@ class Scheduler:
                 _shutdown(sched, wait=False)
 
         sched.add_listener(started, EVENT_SCHEDULER_START)
-        sched.add_listener(self._missed, EVENT_JOB_MISSED)
+        sched.add_listener(_missed(self.clock), EVENT_JOB_MISSED)
         sched.add_listener(_overlapped, EVENT_JOB_MAX_INSTANCES)
         self._sched = sched
         if lock:
@@ -343,7 +358,7 @@ class Scheduler:
     def _start_running(self, sched: BlockingScheduler) -> bool:
         with self._starting:
             now = self.clock()
-            steps = _plan(sched, self.specs, now, self._options(), self._release())
+            steps = _plan(sched, self.specs, now, self._options(), self.releases.next())
             reconcile(sched, self.specs, steps, now)
             if self._stopping.is_set():
                 return False
@@ -354,7 +369,7 @@ class Scheduler:
     def _run_due(self, sched: BlockingScheduler) -> bool:
         """Apply the plan, then run what it says is due now, in the order of the config."""
         now = self.clock()
-        steps = _plan(sched, self.specs, now, self._options(), self._release())
+        steps = _plan(sched, self.specs, now, self._options(), self.releases.next())
         reconcile(sched, self.specs, steps, now)
         for step in steps:
             first = step.first_run(now)
@@ -367,9 +382,7 @@ class Scheduler:
                     log_run(step.id, now, 0.0, "missed", reason=reason)
                 else:
                     self.execute(step.id)  # several missed runs coalesce into this one
-                # advanced only now: a crash during the run leaves it due for the next --once
-                job = sched.get_job(step.id)
-                job.modify(next_run_time=job.trigger.get_next_fire_time(now, now))
+                _advance(sched, step.id, now)
             if step.id == FEEDS_JOB:
                 for name, step_work in self._steps.items():
                     self._report(name, step_work)
@@ -397,18 +410,8 @@ class Scheduler:
         """Set on every job explicitly: the store freezes them, so defaults would go stale."""
         return {"misfire_grace_time": self.grace, "coalesce": True, "max_instances": 1}
 
-    def _release(self, after: datetime | None = None) -> datetime | None:
-        """When the release job runs: the first pending delivery waiting for its reader's local
-        time (after ``after``), as the ledger says, whatever became of the last run."""
-        if self.jobs.deliver_due is None:
-            return None  # nothing to release them with
-        if self._ledger is None:
-            migrate(self.engine)  # a first start: the ledger, as the first send would make it
-            self._ledger = Store(self.engine)
-        return self._ledger.next_release(after)
-
     def _rows(self, sched: BlockingScheduler, now: datetime) -> list[Planned]:
-        steps = _plan(sched, self.specs, now, self._options(), self._release())
+        steps = _plan(sched, self.specs, now, self._options(), self.releases.next())
         return planned_rows(sched, self.specs, steps, now, self.zone)
 
     # -- one run -----------------------------------------------------------------------
@@ -463,7 +466,7 @@ class Scheduler:
         After a feed rebuild (``now`` None), for the first delivery waiting, even if overdue:
         with the database unreadable after a release, the next rebuild sets it."""
         try:
-            when = self._release(after=now)
+            when = self.releases.next(after=now)
         except SyndicateError as exc:
             log.warning("release job not set: %s; the next feed rebuild sets it", exc)
             return
@@ -476,10 +479,35 @@ class Scheduler:
             self.failed.append(name)
         return report
 
-    def _missed(self, event: JobExecutionEvent) -> None:
-        late = self.clock() - event.scheduled_run_time
+
+
+def _new_scheduler(
+    engine: sa.Engine, workers: int, options: Mapping[str, Any], zone: ZoneInfo
+) -> BlockingScheduler:
+    return BlockingScheduler(
+        jobstores={"default": SQLAlchemyJobStore(engine=engine)},
+        executors={"default": ThreadPoolExecutor(max_workers=workers)},
+        job_defaults=dict(options),
+        timezone=zone,
+    )
+
+
+def _missed(clock: Clock) -> Callable[[JobExecutionEvent], None]:
+    """A listener that logs a run APScheduler found later than the grace."""
+
+    def log_missed(event: JobExecutionEvent) -> None:
+        late = clock() - event.scheduled_run_time
         reason = f"{late.total_seconds():.0f} s late, over the grace"
         log_run(event.job_id, event.scheduled_run_time, 0.0, "missed", reason=reason)
+
+    return log_missed
+
+
+def _advance(sched: BlockingScheduler, job_id: str, now: datetime) -> None:
+    """Move a job run by ``run --once`` to its next time: only after the run, so that a crash
+    during it leaves it due for the next ``--once``."""
+    job = sched.get_job(job_id)
+    job.modify(next_run_time=job.trigger.get_next_fire_time(now, now))
 
 
 @contextlib.contextmanager
