@@ -25,7 +25,7 @@ from typing import Protocol
 from urllib.parse import unquote, urlsplit
 
 from .errors import DatabaseError, DeliveryError
-from .state import Claim, Issue, Ledger, Store
+from .state import Batch, Claim, Issue, Ledger, Store
 from .subscribers import smtp_address
 
 
@@ -400,8 +400,10 @@ def deliver(
     progress: Progress | None = None,
     counts: DeliveryCounts | None = None,
     stop: threading.Event | None = None,
+    batch: Batch | None = None,
 ) -> DeliveryCounts:
-    """Send every pending delivery, each recorded right after the server's answer.
+    """Send every pending delivery (with ``batch``: that batch's), each recorded right after
+    the server's answer.
 
     Deliveries left in flight by a run that died (their end of data was written) are marked
     uncertain first, never resent. ``progress`` hears the outcome of each delivery; ``counts``
@@ -412,7 +414,7 @@ def deliver(
     how many were sent and how many are left for the next run, which are kept pending.
     """
     counts = DeliveryCounts() if counts is None else counts
-    return _Run(store, mailer, compose, options, now, progress, counts, stop).go()
+    return _Run(store, mailer, compose, options, now, progress, counts, stop, batch).go()
 
 
 class _Run:
@@ -429,8 +431,10 @@ class _Run:
         progress: Progress | None,
         counts: DeliveryCounts,
         stop: threading.Event | None,
+        batch: Batch | None = None,
     ) -> None:
         self.store = store
+        self.batch = batch
         self.mailer = mailer
         self.compose = compose
         self.options = options
@@ -455,7 +459,7 @@ class _Run:
             with store.send_run(now) as run_id:
                 counts.uncertain += store.mark_lost(run_id, now)
                 counts.skipped += store.skip_inactive(now)
-                pending = store.pending_count(now)
+                pending = store.pending_count(now, self.batch)
                 if self.progress is not None:
                     self.progress.start(pending)
                 workers = min(self.options.workers, pending)
@@ -494,7 +498,7 @@ class _Run:
         with self.lock:
             self.senders.append(sender)
         try:
-            with self.store.ledger(run_id) as ledger:
+            with self.store.ledger(run_id, self.batch) as ledger:
                 # Wait for the slot and the connection first, then take a row: nothing waits
                 # while it is reserved, and it is in flight only once its end of data goes.
                 while not self.stopping() and self.pacer.wait(self.pause):

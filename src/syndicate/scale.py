@@ -1,0 +1,149 @@
+"""Sends spread over several machines: Procrastinate jobs in the state database (PostgreSQL),
+run by ``syndicate worker`` processes (``send.engine = "procrastinate"``).
+
+The ledger stays the one record of who got what. A job only names a batch of an issue's
+deliveries; ``send_batch`` sends it with the ledger's exactly-once protocol, so a job run twice,
+by two workers at once, or retried after its worker stalled, sends nothing twice. The jobs are
+deferred on the connection of the transaction that records the issue and its rows: both commit
+together or neither does. Procrastinate stays behind the ``Dispatcher`` of ``send``; another
+engine would replace this module alone.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC, datetime
+from typing import Any
+
+import procrastinate
+import sqlalchemy as sa
+from procrastinate.schema import SchemaManager
+from procrastinate.types import JSONDict
+
+from .config import Config
+from .deliver import DeliveryCounts
+from .send import BatchContext, open_mailer, send_batch
+from .state import Store, open_store
+
+logger = logging.getLogger(__name__)
+
+SEND_QUEUE = "send"
+MAINTENANCE_QUEUE = "maintenance"
+SEND_BATCH = "syndicate.send_batch"
+RECONCILE = "syndicate.reconcile"
+RETRY_SECONDS = 60
+"""A batch with deliveries left pending (temporary failures) is tried again this much later."""
+
+
+def conninfo(database_url: str) -> str:
+    """The libpq URL of a SQLAlchemy PostgreSQL URL (its options, such as a search path, kept)."""
+    url = sa.engine.make_url(database_url).set(drivername="postgresql")
+    return url.render_as_string(hide_password=False)
+
+
+def ensure_schema(db: sa.Connection) -> None:
+    """Procrastinate's tables, on this connection (in its transaction), where they are missing."""
+    # two processes starting at once: one applies it, the other then finds it
+    db.execute(sa.select(sa.func.pg_advisory_xact_lock(sa.func.hashtext("procrastinate schema"))))
+    if not sa.inspect(db).has_table("procrastinate_jobs"):
+        driver = db.connection.driver_connection
+        assert driver is not None  # an open connection
+        driver.execute(SchemaManager.get_schema())
+
+
+class _Worker:
+    """What one worker process keeps between jobs: its store (the engine's pool)."""
+
+    def __init__(self, config: Config) -> None:
+        self.config = config
+        self._store: Store | None = None
+
+    @property
+    def store(self) -> Store:
+        if self._store is None:
+            self._store = open_store(self.config.database_url)
+        return self._store
+
+    def send(self, issue_id: int, batch_no: int) -> DeliveryCounts:
+        """One batch, through a connection pool of its own (``smtp.pool_size``)."""
+        context = BatchContext(
+            self.config, self.store, open_mailer(self.config), datetime.now(UTC)
+        )
+        counts = DeliveryCounts()
+        send_batch(context, (issue_id, batch_no), counts)
+        logger.info(
+            "batch %s/%s: %s sent, %s failed, %s uncertain, %s left",
+            issue_id,
+            batch_no,
+            counts.sent,
+            counts.failed,
+            counts.uncertain,
+            counts.left,
+        )
+        return counts
+
+
+def make_app(config: Config) -> procrastinate.App:
+    """The Procrastinate app on the state database, with the send and maintenance tasks.
+
+    The send jobs have no ``lock`` and no ``queueing_lock``: Procrastinate's stalled-job
+    retry breaks on jobs that have one (procrastinate#1408, #1446, #1543), and the ledger,
+    not the queue, keeps a batch from being sent twice.
+    """
+    app = procrastinate.App(
+        connector=procrastinate.PsycopgConnector(conninfo=conninfo(config.database_url))
+    )
+    worker = _Worker(config)
+
+    @app.task(name=SEND_BATCH, queue=SEND_QUEUE)
+    def send_batch_job(issue_id: int, batch_no: int) -> None:
+        counts = worker.send(issue_id, batch_no)
+        if counts.left:  # temporary failures: the batch is tried again later
+            app.configure_task(
+                SEND_BATCH, schedule_in={"seconds": RETRY_SECONDS}, queue=SEND_QUEUE
+            ).defer(issue_id=issue_id, batch_no=batch_no)
+
+    del send_batch_job  # registered on the app under its name
+    return app
+
+
+class ProcrastinateDispatcher:
+    """Plans each issue as jobs, one per batch, committed with its rows; sends nothing
+    itself (``syndicate worker`` processes do)."""
+
+    def __init__(self, config: Config) -> None:
+        self.app = make_app(config)
+
+    def plan(self, db: Any, issue_id: int, batches: int) -> None:
+        ensure_schema(db)
+        if batches:
+            driver = db.connection.driver_connection
+            jobs: list[JSONDict] = [{"issue_id": issue_id, "batch_no": n} for n in range(batches)]
+            self.app.configure_task(SEND_BATCH, connection=driver, queue=SEND_QUEUE).batch_defer(
+                *jobs
+            )
+
+    def run(self, context: BatchContext, counts: DeliveryCounts) -> None:
+        """The workers send: what is left here is what they have still to do."""
+        counts.left = context.store.pending_count(context.now)
+
+
+def run_worker(config: Config, concurrency: int) -> None:
+    """A worker process: runs send jobs (``concurrency`` at once, each with up to
+    ``smtp.pool_size`` connections) until SIGTERM or SIGINT, then lets the running ones end.
+    Finished jobs are deleted (``delete_jobs="successful"``, procrastinate#1454): the ledger
+    keeps the record."""
+    engine = sa.create_engine(config.database_url)
+    try:
+        with engine.begin() as db:
+            ensure_schema(db)
+    finally:
+        engine.dispose()
+    make_app(config).run_worker(
+        queues=[SEND_QUEUE, MAINTENANCE_QUEUE],
+        concurrency=concurrency,
+        delete_jobs="successful",
+        update_heartbeat_interval=config.send.heartbeat_seconds,
+        stalled_worker_timeout=config.send.stalled_seconds,
+        shutdown_graceful_timeout=config.smtp.timeout + 5,
+    )

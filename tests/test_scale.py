@@ -1,0 +1,177 @@
+"""Sends spread over workers (``send.engine = "procrastinate"``), on the real PostgreSQL and a
+real SMTP server: planning commits rows and jobs together, and a batch is sent once however
+often, and by however many workers, it runs."""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+
+from syndicate import send
+from syndicate.config import Config, parse_config
+from syndicate.deliver import SmtpMailer
+from syndicate.errors import ConfigError
+from syndicate.state import BATCH_SIZE, Store, open_store
+from syndicate.subscribers import ReaderRow
+from tests.conftest import ARTICLES, missing_real_part
+from tests.sending import NOW
+
+try:
+    from syndicate import scale
+except ImportError as exc:  # the optional extra syndicate[scale]
+    scale = None
+    MISSING = f"procrastinate is not installed (pip install 'syndicate[scale]'): {exc}"
+
+
+@pytest.fixture
+def scale_url(postgres_url: str) -> str:
+    if scale is None:
+        missing_real_part(MISSING)
+    return postgres_url
+
+
+def scale_config(root: Path, url: str, port: int = 25, **send_keys: Any) -> Config:
+    return parse_config(
+        {
+            "site": {"articles": str(ARTICLES), "base_url": "https://news.example.org"},
+            "state": {"database": url},
+            "email": {"sender": "News <digest@news.example.org>"},
+            "smtp": {"url": f"smtp://127.0.0.1:{port}", "retry_backoff": 0, "rate": 10_000},
+            "send": {"engine": "procrastinate", **send_keys},
+        },
+        root=root,
+        source="(test)",
+        env={},
+    )
+
+
+def add_readers(store: Store, count: int) -> None:
+    rows = [ReaderRow(f"reader{n}@example.com", "en", ("cost",)) for n in range(count)]
+    added, _ = store.import_subscribers(rows, status="active", consent_source="test", now=NOW)
+    assert added == count
+
+
+def jobs(store: Store) -> list[dict[str, Any]]:
+    """The arguments (issue id, batch number) of the send jobs."""
+    with store.engine.connect() as db:
+        query = "SELECT args FROM procrastinate_jobs WHERE task_name = :task ORDER BY id"
+        return [row.args for row in db.execute(sa.text(query), {"task": scale.SEND_BATCH})]
+
+
+def rows_per_batch(store: Store) -> dict[tuple[int, int], int]:
+    with store.engine.connect() as db:
+        query = "SELECT issue_id, batch_no, count(*) FROM deliveries GROUP BY issue_id, batch_no"
+        return {(i, b): n for i, b, n in db.execute(sa.text(query))}
+
+
+def test_the_engine_needs_postgresql_and_says_which_key(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"send\.engine.*PostgreSQL state\.database"):
+        scale_config(tmp_path, f"sqlite:///{tmp_path}/state.db")
+    with pytest.raises(ConfigError, match=r"send\.engine"):
+        parse_config({"send": {"engine": "celery"}}, root=tmp_path, source="(test)", env={})
+
+
+def test_planning_commits_the_rows_and_their_jobs_together_or_neither(
+    tmp_path: Path, scale_url: str
+) -> None:
+    """Test 1: a rollback leaves no rows and no jobs; a commit leaves rows = readers and
+    jobs = ceil(readers / batch), each job naming one batch of the issue."""
+    config = scale_config(tmp_path, scale_url)
+    store = open_store(scale_url)
+    readers = 2 * BATCH_SIZE + 1
+    add_readers(store, readers)
+    dispatch = scale.ProcrastinateDispatcher(config)
+
+    class Refused(Exception):
+        pass
+
+    def plan_then_fail(db: sa.Connection, issue_id: int, batches: int) -> None:
+        dispatch.plan(db, issue_id, batches)
+        assert len(jobs_seen_by(db)) == batches  # deferred, in this transaction
+        raise Refused
+
+    def jobs_seen_by(db: sa.Connection) -> list[Any]:
+        return db.execute(sa.text("SELECT id FROM procrastinate_jobs")).all()
+
+    with store.engine.begin() as db:
+        scale.ensure_schema(db)  # the jobs' table stands, so a rollback must empty it
+    failing = _Plan(plan_then_fail)
+    with pytest.raises(Refused):
+        send.send_digests(config, NOW, mailer=_no_mail(), store=store, dispatch=failing)
+    assert (rows_per_batch(store), jobs(store), store.delivery_counts()) == ({}, [], {})
+
+    report = send.send_digests(config, NOW, mailer=_no_mail(), store=store, dispatch=dispatch)
+    assert report.issues == [("en-cost", readers)] and report.sent == 0
+    assert report.left == readers  # for the workers
+    batches = rows_per_batch(store)
+    assert sum(batches.values()) == readers and max(batches.values()) == BATCH_SIZE
+    planned = jobs(store)
+    assert len(planned) == math.ceil(readers / BATCH_SIZE)
+    assert {(job["issue_id"], job["batch_no"]) for job in planned} == set(batches)
+    store.close()
+
+
+def test_firing_twice_makes_one_issue_and_one_set_of_jobs(tmp_path: Path, scale_url: str) -> None:
+    """Test 8: the scheduler firing twice (one after the other, and two at once, as two
+    schedulers or a manual send beside a scheduled one would): one issue, one set of jobs."""
+    config = scale_config(tmp_path, scale_url)
+    store = open_store(scale_url)
+    add_readers(store, BATCH_SIZE + 10)
+    reports: list[send.SendReport] = []
+
+    def fire() -> None:
+        reports.append(send.send_due(config, NOW))
+
+    twins = [threading.Thread(target=fire) for _ in range(2)]
+    for thread in twins:
+        thread.start()
+    for thread in twins:
+        thread.join()
+    fire()
+    assert sorted(len(r.issues) for r in reports) == [0, 0, 1]
+    assert len(jobs(store)) == 2 and len(rows_per_batch(store)) == 2
+    store.close()
+
+
+def test_a_batch_run_twice_and_concurrently_sends_each_message_once(
+    tmp_path: Path, scale_url: str, smtp_server
+) -> None:
+    """Test 2: the same batch job run by two workers at once, then once more: every
+    Message-ID arrives once."""
+    inbox, port = smtp_server
+    config = scale_config(tmp_path, scale_url, port)
+    store = open_store(scale_url)
+    add_readers(store, 80)
+    send.send_due(config, NOW)
+    (job,) = jobs(store)
+    issue_id, batch_no = job["issue_id"], job["batch_no"]
+    workers = [scale._Worker(config) for _ in range(2)]
+    runs = [threading.Thread(target=w.send, args=(issue_id, batch_no)) for w in workers]
+    for thread in runs:
+        thread.start()
+    for thread in runs:
+        thread.join()
+    again = workers[0].send(issue_id, batch_no)
+    assert (again.sent, again.left) == (0, 0)
+    ids = Counter(message["Message-ID"] for message in inbox.messages)
+    assert len(ids) == 80 and set(ids.values()) == {1}
+    assert store.delivery_counts() == {(issue_id, "en-cost", "sent"): 80}
+    store.close()
+
+
+class _Plan(send.LocalDispatcher):
+    """A dispatcher whose planning is the given function."""
+
+    def __init__(self, plan: Any) -> None:
+        self.plan = plan  # type: ignore[method-assign]
+
+
+def _no_mail() -> SmtpMailer:
+    """A mailer nothing is sent through (planning sends nothing)."""
+    return SmtpMailer("127.0.0.1", 9)
