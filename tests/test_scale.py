@@ -5,8 +5,13 @@ often, and by however many workers, it runs."""
 from __future__ import annotations
 
 import math
+import signal
+import subprocess
+import sys
 import threading
+import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -14,12 +19,12 @@ import pytest
 import sqlalchemy as sa
 
 from syndicate import send
-from syndicate.config import Config, parse_config
+from syndicate.config import Config, load_config, parse_config
 from syndicate.deliver import SmtpMailer
 from syndicate.errors import ConfigError
 from syndicate.state import BATCH_SIZE, Store, open_store
 from syndicate.subscribers import ReaderRow
-from tests.conftest import ARTICLES, missing_real_part
+from tests.conftest import ARTICLES, ROOT, missing_real_part
 from tests.sending import NOW
 
 try:
@@ -175,3 +180,104 @@ class _Plan(send.LocalDispatcher):
 def _no_mail() -> SmtpMailer:
     """A mailer nothing is sent through (planning sends nothing)."""
     return SmtpMailer("127.0.0.1", 9)
+
+
+def _worker(config_file: Path, concurrency: int = 1) -> subprocess.Popen:
+    command = [sys.executable, "-m", "syndicate", "--config", str(config_file), "worker"]
+    return subprocess.Popen(
+        [*command, "--concurrency", str(concurrency)],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+
+
+def _write_config(root: Path, url: str, port: int) -> Path:
+    """A config file the worker processes read: short heartbeats, small batches."""
+    path = root / "config.toml"
+    path.write_text(
+        f"""
+[site]
+base_url = "https://news.example.org"
+articles = "{ARTICLES}"
+[state]
+database = "{url}"
+[email]
+sender = "News <digest@news.example.org>"
+[smtp]
+url = "smtp://127.0.0.1:{port}"
+pool_size = 2
+rate = 10000
+retry_backoff = 0
+[web]
+secret_key = "a test key that is long enough to sign tokens"
+[send]
+engine = "procrastinate"
+batch_size = 50
+heartbeat_seconds = 0.5
+stalled_seconds = 2
+"""
+    )
+    return path
+
+
+def _until(
+    done: Callable[[], bool], seconds: float, every: Callable[[], Any] = lambda: None
+) -> bool:
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        every()
+        if done():
+            return True
+        time.sleep(0.3)
+    return False
+
+
+def test_a_worker_killed_mid_send_loses_nothing_and_duplicates_nothing(
+    tmp_path: Path, scale_url: str, smtp_server
+) -> None:
+    """Test 3: SIGKILL one of three workers mid-send: sent + uncertain + failed = readers,
+    no Message-ID twice at the server, uncertain at most one per connection of the killed
+    worker, every sent row at the server, and its jobs finished by the others."""
+    inbox, port = smtp_server
+    config = load_config(_write_config(tmp_path, scale_url, port))
+    store = open_store(scale_url)
+    readers = 600
+    add_readers(store, readers)
+    workers = [_worker(tmp_path / "config.toml") for _ in range(3)]
+    try:
+        assert send.send_due(config, NOW).left == readers
+        assert _until(lambda: len(inbox.received) >= 100, 15), workers[0].stderr
+        workers[0].send_signal(signal.SIGKILL)
+        workers[0].wait()
+
+        def settled() -> bool:
+            counts = Counter(
+                status for (_, _, status), n in store.delivery_counts().items() for _ in range(n)
+            )
+            return counts["pending"] == 0 and counts["sending"] == 0
+
+        assert _until(settled, 20, every=lambda: scale.reconcile_now(config))
+    finally:
+        for process in workers[1:]:
+            process.send_signal(signal.SIGTERM)
+        for process in workers[1:]:
+            process.wait(timeout=30)
+    by_status = Counter()
+    for (_, _, status), n in store.delivery_counts().items():
+        by_status[status] += n
+    assert by_status["sent"] + by_status["uncertain"] + by_status["failed"] == readers
+    assert by_status["uncertain"] <= 2  # pool_size × concurrency of the killed worker
+    arrived = Counter(message["Message-ID"] for message in inbox.messages)
+    assert set(arrived.values()) == {1}
+    sent = {d.message_id for d in store.deliveries("sent")}
+    assert sent <= set(arrived)
+    assert not jobs_left(store)
+    store.close()
+
+
+def jobs_left(store: Store) -> list[Any]:
+    """Send jobs waiting or running."""
+    with store.engine.connect() as db:
+        query = "SELECT id FROM procrastinate_jobs WHERE status IN ('todo', 'doing')"
+        return db.execute(sa.text(query), {}).all()

@@ -197,6 +197,8 @@ class Send(Section):
     """Who sends the deliveries: ``local``, the ``send`` process itself (its ``smtp.pool_size``
     connections); ``procrastinate``, ``syndicate worker`` processes on any number of machines,
     through jobs in the state database (PostgreSQL only; install ``syndicate[scale]``)."""
+    batch_size: int = Field(500, ge=1, le=100_000)
+    """Deliveries per job: a worker sends a batch of one issue (one variant) at a time."""
     heartbeat_seconds: float = Field(10.0, gt=0)
     """How often a worker tells the database it is alive."""
     stalled_seconds: float = Field(30.0, gt=0)

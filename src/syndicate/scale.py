@@ -11,7 +11,9 @@ engine would replace this module alone.
 
 from __future__ import annotations
 
+import asyncio
 import logging
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -66,9 +68,7 @@ class _Worker:
 
     def send(self, issue_id: int, batch_no: int) -> DeliveryCounts:
         """One batch, through a connection pool of its own (``smtp.pool_size``)."""
-        context = BatchContext(
-            self.config, self.store, open_mailer(self.config), datetime.now(UTC)
-        )
+        context = BatchContext(self.config, self.store, open_mailer(self.config), datetime.now(UTC))
         counts = DeliveryCounts()
         send_batch(context, (issue_id, batch_no), counts)
         logger.info(
@@ -103,8 +103,70 @@ def make_app(config: Config) -> procrastinate.App:
                 SEND_BATCH, schedule_in={"seconds": RETRY_SECONDS}, queue=SEND_QUEUE
             ).defer(issue_id=issue_id, batch_no=batch_no)
 
-    del send_batch_job  # registered on the app under its name
+    @app.periodic(cron="* * * * *", periodic_id="reconcile")
+    @app.task(name=RECONCILE, queue=MAINTENANCE_QUEUE)
+    async def reconcile_job(timestamp: int) -> None:
+        await reconcile(app, worker.store, config)
+
+    del send_batch_job, reconcile_job  # registered on the app under their names
     return app
+
+
+async def reconcile(app: procrastinate.App, store: Store, config: Config) -> Reconciled:
+    """What keeps a distributed send going whatever died (run every minute by any worker).
+
+    The jobs of workers silent past ``send.stalled_seconds`` are run again; so are those left
+    in ``doing`` with no worker at all once the dead workers' rows were pruned (their worker
+    id is then null, which the stalled query takes: procrastinate#1518). A dead run's rows in
+    flight become uncertain (its session, which held its liveness lock, is gone). A batch
+    with deliveries pending and no job waiting or running gets a job again.
+    """
+    manager = app.job_manager
+    stalled = list(
+        await manager.get_stalled_jobs(
+            task_name=SEND_BATCH, seconds_since_heartbeat=config.send.stalled_seconds
+        )
+    )
+    for job in stalled:
+        await manager.retry_job(job)
+    now = datetime.now(UTC)
+    lost = store.mark_lost(0, now)
+    active = set()
+    for status in ("todo", "doing"):
+        for job in await manager.list_jobs_async(task=SEND_BATCH, status=status):
+            active.add((job.task_kwargs["issue_id"], job.task_kwargs["batch_no"]))
+    missing = [batch for batch in store.pending_batches(now) if batch not in active]
+    if missing:
+        jobs: list[JSONDict] = [{"issue_id": i, "batch_no": b} for i, b in missing]
+        await app.configure_task(SEND_BATCH, queue=SEND_QUEUE).batch_defer_async(*jobs)
+    return Reconciled(len(stalled), lost, len(missing))
+
+
+@dataclass(frozen=True)
+class Reconciled:
+    """What one reconciliation did."""
+
+    retried: int
+    """Stalled jobs run again."""
+    uncertain: int
+    """Rows in flight of dead runs, now uncertain."""
+    deferred: int
+    """Batches with pending rows and no job, given one."""
+
+
+def reconcile_now(config: Config) -> Reconciled:
+    """One reconciliation from this process (what the periodic task does)."""
+    app = make_app(config)
+    store = open_store(config.database_url)
+
+    async def once() -> Reconciled:
+        async with app.open_async():
+            return await reconcile(app, store, config)
+
+    try:
+        return asyncio.run(once())
+    finally:
+        store.close()
 
 
 class ProcrastinateDispatcher:

@@ -451,6 +451,7 @@ def _issue(
         held=config.email.approval,
         not_before=not_before,
         within=dispatch.plan,
+        batch_size=config.send.batch_size,
     )
     if issue is None:
         return

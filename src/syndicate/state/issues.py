@@ -49,6 +49,7 @@ def _deliveries(
     now: datetime,
     held: bool,
     not_before: Callable[[Subscriber], datetime | None] | None,
+    batch_size: int,
 ) -> list[dict[str, Any]]:
     """The delivery rows of a new issue, one per reader (see ``Issues.create_issue``)."""
     return [
@@ -60,7 +61,7 @@ def _deliveries(
             "status": "held" if held else "pending",
             "updated_at": now,
             "not_before": not_before(reader) if not_before else None,
-            "batch_no": number // BATCH_SIZE,
+            "batch_no": number // batch_size,
         }
         for number, reader in enumerate(readers)
     ]
@@ -111,6 +112,7 @@ class Issues(Database):
         held: bool = False,
         not_before: Callable[[Subscriber], datetime | None] | None = None,
         within: Within | None = None,
+        batch_size: int = BATCH_SIZE,
     ) -> Issue | None:
         """Record a new issue, the (lang, slug, content hash) of its ``articles`` and one
         pending delivery per reader, in one transaction.
@@ -119,7 +121,8 @@ class Issues(Database):
         Returns None when this variant already had an issue with the same content (also when
         a concurrent run recorded it first). ``held``: the issue and its deliveries wait for
         ``release_issue``; ``not_before`` gives each reader's delivery the time before which
-        it is not sent. ``within`` runs in the same transaction, after the rows are written.
+        it is not sent. ``within`` runs in the same transaction, after the rows are written
+        in batches of ``batch_size``.
         """
         values = {
             "key": key,
@@ -143,10 +146,12 @@ class Issues(Database):
                         ],
                     )
                 if readers:
-                    rows = _deliveries(issue_id, readers, message_id, now, held, not_before)
+                    rows = _deliveries(
+                        issue_id, readers, message_id, now, held, not_before, batch_size
+                    )
                     db.execute(sa.insert(deliveries), rows)
                 if within is not None:
-                    within(db, issue_id, -(-len(readers) // BATCH_SIZE))
+                    within(db, issue_id, -(-len(readers) // batch_size))
         except sa.exc.IntegrityError:
             return None
         return self.issue(issue_id)

@@ -412,6 +412,17 @@ class Deliveries(Database):
         with self._database(), self.engine.connect() as db:
             return db.execute(query).scalar_one()
 
+    def pending_batches(self, now: datetime) -> list[Batch]:
+        """The batches that have deliveries pending whose time has come."""
+        query = (
+            sa.select(deliveries.c.issue_id, deliveries.c.batch_no)
+            .where(deliveries.c.status == "pending", deliveries.c.batch_no.is_not(None), _DUE)
+            .distinct()
+            .order_by(deliveries.c.issue_id, deliveries.c.batch_no)
+        )
+        with self._database(), self.engine.connect() as db:
+            return [(i, b) for i, b in db.execute(query, {"now": now})]
+
     def waiting(self, now: datetime) -> list[tuple[int, str, str | None, datetime, int]]:
         """(issue id, issue key, time zone, not before, deliveries) of the pending deliveries
         whose time has not come, soonest first: a local-time digest waiting for its zones."""
