@@ -214,6 +214,7 @@ secret_key = "a test key that is long enough to sign tokens"
 [send]
 engine = "procrastinate"
 batch_size = 50
+poll_seconds = 0.5
 heartbeat_seconds = 0.5
 stalled_seconds = 2
 """
@@ -244,36 +245,102 @@ def test_a_worker_killed_mid_send_loses_nothing_and_duplicates_nothing(
     store = open_store(scale_url)
     readers = 600
     add_readers(store, readers)
+    assert send.send_due(config, NOW).left == readers
+    held = "reader150@example.com"  # the server takes it, then holds its 250 back
+    inbox.script[("data", held)] = ["HOLD"]
     workers = [_worker(tmp_path / "config.toml") for _ in range(3)]
     try:
-        assert send.send_due(config, NOW).left == readers
-        assert _until(lambda: len(inbox.received) >= 100, 15), workers[0].stderr
-        workers[0].send_signal(signal.SIGKILL)
-        workers[0].wait()
-
-        def settled() -> bool:
-            counts = Counter(
-                status for (_, _, status), n in store.delivery_counts().items() for _ in range(n)
-            )
-            return counts["pending"] == 0 and counts["sending"] == 0
-
-        assert _until(settled, 20, every=lambda: scale.reconcile_now(config))
+        assert inbox.holding.wait(15)
+        victim = next(w for w in workers if w.pid == _holder(store, held))
+        victim.send_signal(signal.SIGKILL)
+        victim.wait()
+        inbox.release.set()  # its 250 goes nowhere
+        assert _until(lambda: _settled(store), 20, every=lambda: scale.reconcile_now(config))
     finally:
-        for process in workers[1:]:
-            process.send_signal(signal.SIGTERM)
-        for process in workers[1:]:
-            process.wait(timeout=30)
-    by_status = Counter()
-    for (_, _, status), n in store.delivery_counts().items():
-        by_status[status] += n
+        _stop(workers)
+    by_status = _statuses(store)
     assert by_status["sent"] + by_status["uncertain"] + by_status["failed"] == readers
-    assert by_status["uncertain"] <= 2  # pool_size × concurrency of the killed worker
+    uncertain = {d.email for d in store.deliveries("uncertain")}
+    assert held in uncertain and len(uncertain) <= 2  # pool_size × concurrency of the victim
     arrived = Counter(message["Message-ID"] for message in inbox.messages)
     assert set(arrived.values()) == {1}
-    sent = {d.message_id for d in store.deliveries("sent")}
-    assert sent <= set(arrived)
+    assert {d.message_id for d in store.deliveries("sent")} <= set(arrived)
     assert not jobs_left(store)
     store.close()
+
+
+def test_a_zombie_worker_waking_after_its_batch_was_retried_sends_nothing_twice(
+    tmp_path: Path, scale_url: str, smtp_server
+) -> None:
+    """Test 4: a worker stopped (SIGSTOP) past the stalled time while a message is on the
+    wire; its job is retried by another worker, which finishes the batch but for what the
+    stopped one holds; woken (SIGCONT), it records its reply, sends the one row its other
+    connection had reserved, and resends nothing. (Its session, alive throughout, keeps its
+    run alive: its rows are never taken over, so no late mark can undo another's.)"""
+    inbox, port = smtp_server
+    config = load_config(_write_config(tmp_path, scale_url, port))
+    store = open_store(scale_url)
+    readers = 200
+    add_readers(store, readers)
+    send.send_due(config, NOW)
+    held = "reader20@example.com"
+    inbox.script[("data", held)] = ["HOLD"]
+    workers = [_worker(tmp_path / "config.toml") for _ in range(2)]
+    try:
+        assert inbox.holding.wait(15)
+        zombie = next(w for w in workers if w.pid == _holder(store, held))
+        zombie.send_signal(signal.SIGSTOP)
+        inbox.release.set()
+        retried = []
+        assert _until(
+            lambda: _statuses(store)["sent"] >= readers - 2,  # what the zombie holds is left
+            20,
+            every=lambda: retried.append(scale.reconcile_now(config).retried),
+        )
+        assert sum(retried) >= 1  # the zombie's job ran again elsewhere
+        # in flight or reserved (locked by its session): the zombie's alone, one a connection
+        in_flight = {d.email for d in store.deliveries("sending")}
+        assert held in in_flight and {_holder(store, e) for e in in_flight} == {zombie.pid}
+        assert len(in_flight) + len(store.deliveries("pending")) <= 2
+        zombie.send_signal(signal.SIGCONT)
+        assert _until(lambda: _settled(store), 15)
+    finally:
+        _stop(workers)
+    assert _statuses(store) == {"sent": readers}
+    arrived = Counter(message["Message-ID"] for message in inbox.messages)
+    assert len(arrived) == readers and set(arrived.values()) == {1}
+    store.close()
+
+
+def _holder(store: Store, email: str) -> int:
+    """The pid of the worker process whose run has ``email``'s delivery in flight."""
+    query = (
+        "SELECT r.pid FROM deliveries d JOIN send_runs r ON r.id = d.run_id"
+        " WHERE d.email = :email AND d.status = 'sending'"
+    )
+    with store.engine.connect() as db:
+        return db.execute(sa.text(query), {"email": email}).scalar_one()
+
+
+def _statuses(store: Store) -> Counter[str]:
+    counts: Counter[str] = Counter()
+    for (_, _, status), n in store.delivery_counts().items():
+        counts[status] += n
+    return +counts
+
+
+def _settled(store: Store) -> bool:
+    counts = _statuses(store)
+    return counts["pending"] == 0 and counts["sending"] == 0
+
+
+def _stop(workers: list[subprocess.Popen]) -> None:
+    for process in workers:
+        if process.poll() is None:
+            process.send_signal(signal.SIGCONT)
+            process.send_signal(signal.SIGTERM)
+    for process in workers:
+        process.wait(timeout=30)
 
 
 def jobs_left(store: Store) -> list[Any]:

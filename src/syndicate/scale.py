@@ -205,6 +205,7 @@ def run_worker(config: Config, concurrency: int) -> None:
         queues=[SEND_QUEUE, MAINTENANCE_QUEUE],
         concurrency=concurrency,
         delete_jobs="successful",
+        fetch_job_polling_interval=config.send.poll_seconds,
         update_heartbeat_interval=config.send.heartbeat_seconds,
         stalled_worker_timeout=config.send.stalled_seconds,
         shutdown_graceful_timeout=config.smtp.timeout + 5,
