@@ -17,8 +17,10 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
+from click.testing import CliRunner
 
 from syndicate import send
+from syndicate.cli import main
 from syndicate.config import Config, load_config, parse_config
 from syndicate.deliver import SmtpMailer
 from syndicate.errors import ConfigError
@@ -80,6 +82,12 @@ def test_the_engine_needs_postgresql_and_says_which_key(tmp_path: Path) -> None:
         scale_config(tmp_path, f"sqlite:///{tmp_path}/state.db")
     with pytest.raises(ConfigError, match=r"send\.engine"):
         parse_config({"send": {"engine": "celery"}}, root=tmp_path, source="(test)", env={})
+
+
+def test_worker_refuses_the_local_engine_naming_the_key(tmp_path: Path) -> None:
+    (tmp_path / "config.toml").write_text('[send]\nengine = "local"\n')
+    result = CliRunner().invoke(main, ["--config", str(tmp_path / "config.toml"), "worker"])
+    assert result.exit_code == 2 and 'send.engine = "procrastinate"' in result.output
 
 
 def test_planning_commits_the_rows_and_their_jobs_together_or_neither(
