@@ -27,7 +27,8 @@ golden: $(BIN)/syndicate
 	UPDATE_GOLDEN=1 $(BIN)/pytest
 
 bench: $(BIN)/syndicate
-	for b in bench/*.py; do $(BIN)/python $$b || exit 1; done
+	# bench/scale.py needs PostgreSQL and takes minutes: run it by hand
+	for b in bench/*.py; do [ $$b = bench/scale.py ] || $(BIN)/python $$b || exit 1; done
 
 clean:
 	rm -rf $(VENV) outbox state feeds/*.xml feeds/*.json feeds/*.opml feeds/.*.json feeds/archive

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -164,7 +165,9 @@ def reconcile_now(config: Config) -> Reconciled:
             return await reconcile(app, store, config)
 
     try:
-        return asyncio.run(once())
+        # on a thread of its own: the caller's thread may already run an event loop
+        with ThreadPoolExecutor(1) as thread:
+            return thread.submit(asyncio.run, once()).result()
     finally:
         store.close()
 
