@@ -4,6 +4,7 @@ often, and by however many workers, it runs."""
 
 from __future__ import annotations
 
+import bisect
 import math
 import signal
 import subprocess
@@ -317,6 +318,29 @@ def test_a_zombie_worker_waking_after_its_batch_was_retried_sends_nothing_twice(
     assert _statuses(store) == {"sent": readers}
     arrived = Counter(message["Message-ID"] for message in inbox.messages)
     assert len(arrived) == readers and set(arrived.values()) == {1}
+    store.close()
+
+
+def test_three_workers_share_the_relay_rate(tmp_path: Path, scale_url: str, smtp_server) -> None:
+    """Test 6: a relay rate of 200/s with three workers: the server sees at most 220 messages
+    in any second, and the send takes as long as the rate says."""
+    inbox, port = smtp_server
+    path = _write_config(tmp_path, scale_url, port)
+    path.write_text(path.read_text().replace("rate = 10000", "rate = 200"))
+    config = load_config(path)
+    store = open_store(scale_url)
+    readers = 700
+    add_readers(store, readers)
+    send.send_due(config, NOW)
+    workers = [_worker(path) for _ in range(3)]
+    try:
+        assert _until(lambda: len(inbox.received) == readers, 20)
+    finally:
+        _stop(workers)
+    times = sorted(inbox.times)
+    busiest = max(bisect.bisect_right(times, t + 1.0) - i for i, t in enumerate(times))
+    assert 150 <= busiest <= 220
+    assert times[-1] - times[0] >= (readers - 20) / 200 - 0.1
     store.close()
 
 

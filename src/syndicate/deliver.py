@@ -356,10 +356,18 @@ class SendOptions:
     max_bounces: int = 3
     return_path: Callable[[Claim], str] | None = None
     """The envelope sender of each delivery (VERP, for bounces); ``sender`` when None."""
+    pace: Pace | None = None
+    """What spaces the sends; None: a ``Pacer`` at ``rate`` for this run alone."""
 
 
 Pause = Callable[[float], bool]
 """Wait so many seconds; False (at once) when the run is stopping."""
+
+
+class Pace(Protocol):
+    """Waits for a sender's turn: ``Pacer`` within one run, or a rate shared by runs."""
+
+    def wait(self, pause: Pause) -> bool: ...
 
 
 class Pacer:
@@ -442,7 +450,7 @@ class _Run:
         self.progress = progress
         self.counts = counts
         self.stop = stop
-        self.pacer = Pacer(options.rate)
+        self.pacer: Pace = options.pace or Pacer(options.rate)
         self.lock = threading.Lock()
         self.halt = threading.Event()
         """Set when a worker met a failure that stops them all."""

@@ -17,6 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
+from urllib.parse import urlsplit
 
 import procrastinate
 import sqlalchemy as sa
@@ -24,7 +25,7 @@ from procrastinate.schema import SchemaManager
 from procrastinate.types import JSONDict
 
 from .config import Config
-from .deliver import DeliveryCounts
+from .deliver import DeliveryCounts, Pause
 from .send import BatchContext, open_mailer, send_batch
 from .state import Store, open_store
 
@@ -54,6 +55,29 @@ def ensure_schema(db: sa.Connection) -> None:
         driver.execute(SchemaManager.get_schema())
 
 
+def relay_name(config: Config) -> str:
+    """The relay a rate belongs to: the SMTP server's host and port."""
+    parts = urlsplit(config.smtp.url or "")
+    return f"{parts.hostname}:{parts.port or 25}"
+
+
+class SharedPace:
+    """``smtp.rate`` shared by every worker sending through one relay: a token from the
+    relay's bucket row in the state database before each message."""
+
+    def __init__(self, store: Store, relay: str, rate: float) -> None:
+        self.store = store
+        self.relay = relay
+        store.ensure_bucket(relay, rate)
+
+    def wait(self, pause: Pause) -> bool:
+        """Wait for a token; False when the run stops meanwhile."""
+        while wait := self.store.take_token(self.relay):
+            if not pause(wait):
+                return False
+        return True
+
+
 class _Worker:
     """What one worker process keeps between jobs: its store (the engine's pool)."""
 
@@ -68,8 +92,11 @@ class _Worker:
         return self._store
 
     def send(self, issue_id: int, batch_no: int) -> DeliveryCounts:
-        """One batch, through a connection pool of its own (``smtp.pool_size``)."""
-        context = BatchContext(self.config, self.store, open_mailer(self.config), datetime.now(UTC))
+        """One batch, through a connection pool of its own (``smtp.pool_size``), at the
+        relay's rate shared by every worker."""
+        mailer = open_mailer(self.config)
+        pace = SharedPace(self.store, relay_name(self.config), self.config.smtp.rate)
+        context = BatchContext(self.config, self.store, mailer, datetime.now(UTC), pace=pace)
         counts = DeliveryCounts()
         send_batch(context, (issue_id, batch_no), counts)
         logger.info(

@@ -31,6 +31,7 @@ from .deliver import (
     DeliveryCounts,
     MaildirMailer,
     Mailer,
+    Pace,
     Progress,
     SendOptions,
     SmtpMailer,
@@ -248,17 +249,22 @@ class BatchContext:
     now: datetime
     progress: Progress | None = None
     stop: threading.Event | None = None
+    pace: Pace | None = None
+    """The rate shared with other senders (workers); None: ``smtp.rate`` for this run."""
 
 
 def send_batch(context: BatchContext, batch: Batch | None, counts: DeliveryCounts) -> None:
     """Send the pending deliveries of one batch (None: every pending one), each exactly once
     (``deliver``): run twice, or by two workers at once, it sends nothing twice."""
     config, now = context.config, context.now
+    options = send_options(config)
+    if context.pace is not None:
+        options = dataclasses.replace(options, pace=context.pace)
     deliver(
         context.store,
         context.mailer,
         _composer(config, now),
-        send_options(config),
+        options,
         now,
         progress=context.progress,
         counts=counts,

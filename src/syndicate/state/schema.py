@@ -113,6 +113,18 @@ deliveries = sa.Table(
     sa.Index("ix_deliveries_batch", "issue_id", "batch_no"),
 )
 
+relay_buckets = sa.Table(
+    "relay_buckets",
+    metadata,
+    sa.Column("relay", sa.String(255), primary_key=True),
+    sa.Column("rate", sa.Float, nullable=False),
+    sa.Column("burst", sa.Float, nullable=False),
+    sa.Column("tokens", sa.Float, nullable=False),
+    sa.Column("refilled_at", sa.DateTime(timezone=True), nullable=False),
+)
+"""The rate of each relay (host:port), shared by every worker of a distributed send: a token
+bucket refilled at ``rate`` tokens a second up to ``burst``."""
+
 bounce_reports = sa.Table(
     "bounce_reports",
     metadata,
