@@ -46,6 +46,8 @@ class Inbox:
     lock: threading.Lock = field(default_factory=threading.Lock)
     sessions: int = 0
     """Connections open now."""
+    most_sessions: int = 0
+    """The most connections open at once."""
     times: list[float] = field(default_factory=list)
     """When each message was taken (``time.monotonic``)."""
     idle: threading.Condition = field(default_factory=threading.Condition)
@@ -114,6 +116,7 @@ class ScriptedSMTP(SMTP):
         inbox: Inbox = self.event_handler
         with inbox.idle:
             inbox.sessions += 1
+            inbox.most_sessions = max(inbox.most_sessions, inbox.sessions)
         super().connection_made(transport)
 
     def connection_lost(self, error) -> None:

@@ -199,6 +199,9 @@ class Send(Section):
     through jobs in the state database (PostgreSQL only; install ``syndicate[scale]``)."""
     batch_size: int = Field(500, ge=1, le=100_000)
     """Deliveries per job: a worker sends a batch of one issue (one variant) at a time."""
+    max_connections: int | None = Field(None, ge=1)
+    """Connections to the relay at most, across every worker (none: each batch opens
+    smtp.pool_size)."""
     poll_seconds: float = Field(5.0, gt=0)
     """How often an idle worker looks for jobs besides being told of new ones (a job run
     again after its worker stalled is found this way)."""

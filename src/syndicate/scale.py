@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -25,9 +27,11 @@ from procrastinate.schema import SchemaManager
 from procrastinate.types import JSONDict
 
 from .config import Config
-from .deliver import DeliveryCounts, Pause
+from .deliver import DeliveryCounts, Mailer, Pause, TemporaryFailure, Transport
 from .send import BatchContext, open_mailer, send_batch
 from .state import Store, open_store
+from .state.database import end_session
+from .state.locks import relay_slot
 
 logger = logging.getLogger(__name__)
 
@@ -78,6 +82,58 @@ class SharedPace:
         return True
 
 
+def _nothing() -> None:
+    pass
+
+
+class CappedMailer:
+    """A mailer whose connections to the relay are at most ``slots`` across every worker:
+    each holds one of the relay's advisory locks, on a database session of its own, for as
+    long as it is open (``send.max_connections``)."""
+
+    def __init__(self, mailer: Mailer, store: Store, relay: str, slots: int, wait: float) -> None:
+        self.mailer, self.store, self.relay, self.slots, self.wait = (
+            mailer,
+            store,
+            relay,
+            slots,
+            wait,
+        )
+
+    def open(self) -> Transport:
+        """A connection once a slot is free; TemporaryFailure when none frees within ``wait``
+        seconds (``smtp.timeout``)."""
+        end = time.monotonic() + self.wait
+        while (slot := relay_slot(self.store.engine, self.relay, self.slots)) is None:
+            if time.monotonic() > end:
+                raise TemporaryFailure(f"all {self.slots} connections to {self.relay} in use")
+            time.sleep(0.05)
+        try:
+            return _SlotTransport(self.mailer.open(), slot)
+        except BaseException:
+            end_session(slot)
+            raise
+
+
+class _SlotTransport:
+    """A connection and the session that holds its slot, closed together."""
+
+    def __init__(self, transport: Transport, slot: sa.Connection) -> None:
+        self.transport = transport
+        self.slot = slot
+
+    def send(
+        self, sender: str, recipient: str, message: bytes, ending: Callable[[], None] = _nothing
+    ) -> str:
+        return self.transport.send(sender, recipient, message, ending)
+
+    def close(self) -> None:
+        try:
+            self.transport.close()
+        finally:
+            end_session(self.slot)
+
+
 class _Worker:
     """What one worker process keeps between jobs: its store (the engine's pool)."""
 
@@ -94,7 +150,11 @@ class _Worker:
     def send(self, issue_id: int, batch_no: int) -> DeliveryCounts:
         """One batch, through a connection pool of its own (``smtp.pool_size``), at the
         relay's rate shared by every worker."""
-        mailer = open_mailer(self.config)
+        mailer: Mailer = open_mailer(self.config)
+        cap = self.config.send.max_connections
+        if cap is not None:
+            relay = relay_name(self.config)
+            mailer = CappedMailer(mailer, self.store, relay, cap, self.config.smtp.timeout)
         pace = SharedPace(self.store, relay_name(self.config), self.config.smtp.rate)
         context = BatchContext(self.config, self.store, mailer, datetime.now(UTC), pace=pace)
         counts = DeliveryCounts()

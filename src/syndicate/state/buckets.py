@@ -41,7 +41,10 @@ class Buckets(Database):
 
     def take_token(self, relay: str) -> float:
         """Take one token; 0 when it was taken, else the seconds until one is due."""
-        with self._database(), self._transaction() as db:
+        # each statement commits on the server as it runs (autocommit): a worker stopped
+        # between two statements holds no lock on the row every other worker draws from
+        with self._database(), self.engine.connect() as conn:
+            db = conn.execution_options(isolation_level="AUTOCOMMIT")
             if db.execute(_TAKE, {"name": relay}).first() is not None:
                 return 0.0
             rate = db.execute(_RATE, {"name": relay}).scalar_one()
