@@ -21,11 +21,8 @@ POSTGRES_URL = os.environ.get(
 )
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path}/state.db"
-        return
+def postgres_schema() -> Iterator[str]:
+    """A URL of PostgreSQL whose search path is a fresh schema, dropped when the test ends."""
     schema = f"t_{uuid.uuid4().hex[:12]}"
     engine = sa.create_engine(POSTGRES_URL)
     try:
@@ -39,3 +36,17 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str
     with engine.begin() as db:
         db.execute(sa.text(f"DROP SCHEMA {schema} CASCADE"))
     engine.dispose()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path}/state.db"
+        return
+    yield from postgres_schema()
+
+
+@pytest.fixture
+def postgres_url() -> Iterator[str]:
+    """PostgreSQL alone: what runs only there (the scale-out engine)."""
+    yield from postgres_schema()

@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 import socket
 import threading
+import time
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -45,6 +46,10 @@ class Inbox:
     lock: threading.Lock = field(default_factory=threading.Lock)
     sessions: int = 0
     """Connections open now."""
+    most_sessions: int = 0
+    """The most connections open at once."""
+    times: list[float] = field(default_factory=list)
+    """When each message was taken (``time.monotonic``)."""
     idle: threading.Condition = field(default_factory=threading.Condition)
 
     def counts(self) -> Counter[str]:
@@ -95,6 +100,7 @@ class Inbox:
         with self.lock:
             self.received.append((rcpt, envelope.original_content))
             self.mail_from[rcpt] = envelope.mail_from
+            self.times.append(time.monotonic())
         if action == "HOLD":  # queued, but the sender hears nothing yet
             self.holding.set()
             await _wait(self.release)
@@ -110,6 +116,7 @@ class ScriptedSMTP(SMTP):
         inbox: Inbox = self.event_handler
         with inbox.idle:
             inbox.sessions += 1
+            inbox.most_sessions = max(inbox.most_sessions, inbox.sessions)
         super().connection_made(transport)
 
     def connection_lost(self, error) -> None:

@@ -882,6 +882,28 @@ def send(
     sys.exit(status)
 
 
+@main.command()
+@with_config
+@click.option(
+    "--concurrency",
+    type=click.IntRange(1, 64),
+    default=1,
+    show_default=True,
+    help="Batches sent at once by this process (each through smtp.pool_size connections).",
+)
+def worker(config: Config, concurrency: int) -> None:
+    """Send the batches that `send` planned, with send.engine = "procrastinate": run one per
+    core on each sender machine, until SIGTERM."""
+    if config.send.engine != "procrastinate":
+        raise UsageError('worker needs send.engine = "procrastinate" in the config')
+    try:
+        from .scale import run_worker
+    except ImportError as exc:
+        extra = "pip install 'syndicate[scale]'"
+        raise UsageError(f"worker needs the scale extra: {extra} ({exc})") from None
+    run_worker(config, concurrency)
+
+
 def judge(
     config: Config,
     approve: tuple[int, ...],

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from datetime import time
 from importlib import resources
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -192,6 +192,26 @@ class State(Section):
     """SQLAlchemy URL of the state database; SYNDICATE_DATABASE_URL overrides it."""
 
 
+class Send(Section):
+    engine: Literal["local", "procrastinate"] = "local"
+    """Who sends the deliveries: ``local``, the ``send`` process itself (its ``smtp.pool_size``
+    connections); ``procrastinate``, ``syndicate worker`` processes on any number of machines,
+    through jobs in the state database (PostgreSQL only; install ``syndicate[scale]``)."""
+    batch_size: int = Field(500, ge=1, le=100_000)
+    """Deliveries per job: a worker sends a batch of one issue (one variant) at a time."""
+    max_connections: int | None = Field(None, ge=1)
+    """Connections to the relay at most, across every worker (none: each batch opens
+    smtp.pool_size)."""
+    poll_seconds: float = Field(5.0, gt=0)
+    """How often an idle worker looks for jobs besides being told of new ones (a job run
+    again after its worker stalled is found this way)."""
+    heartbeat_seconds: float = Field(10.0, gt=0)
+    """How often a worker tells the database it is alive."""
+    stalled_seconds: float = Field(30.0, gt=0)
+    """A worker silent for this long is taken as dead: its jobs are run again (the ledger
+    keeps anything from being sent twice). Keep it above heartbeat_seconds."""
+
+
 class Email(Section):
     sender: str = "Syndicate <digest@example.com>"
     """From header of every digest."""
@@ -353,6 +373,7 @@ class Config(Section):
     state: State = State()
     email: Email = Email()
     smtp: Smtp = Smtp()
+    send: Send = Send()
     schedule: Schedule = Schedule()
     web: Web = Web()
     languages: dict[LangCode, LanguageProfile] = {}
@@ -378,6 +399,17 @@ class Config(Section):
                     f"schedule.digests {job.name!r}: unknown audience(s) "
                     f"{', '.join(sorted(unknown))} (known: {', '.join(self.audiences)})"
                 )
+        return self
+
+    @model_validator(mode="after")
+    def _engine_database(self) -> Config:
+        if self.send.engine == "procrastinate" and not self.state.database.startswith(
+            "postgresql"
+        ):
+            raise ValueError(
+                'send.engine = "procrastinate" needs a PostgreSQL state.database (its jobs live '
+                f"in the same database as the deliveries), not {self.state.database.split(':')[0]}"
+            )
         return self
 
     @property

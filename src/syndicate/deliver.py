@@ -25,7 +25,7 @@ from typing import Protocol
 from urllib.parse import unquote, urlsplit
 
 from .errors import DatabaseError, DeliveryError
-from .state import Claim, Issue, Ledger, Store
+from .state import Batch, Claim, Issue, Ledger, Store
 from .subscribers import smtp_address
 
 
@@ -356,10 +356,18 @@ class SendOptions:
     max_bounces: int = 3
     return_path: Callable[[Claim], str] | None = None
     """The envelope sender of each delivery (VERP, for bounces); ``sender`` when None."""
+    pace: Pace | None = None
+    """What spaces the sends; None: a ``Pacer`` at ``rate`` for this run alone."""
 
 
 Pause = Callable[[float], bool]
 """Wait so many seconds; False (at once) when the run is stopping."""
+
+
+class Pace(Protocol):
+    """Waits for a sender's turn: ``Pacer`` within one run, or a rate shared by runs."""
+
+    def wait(self, pause: Pause) -> bool: ...
 
 
 class Pacer:
@@ -400,8 +408,10 @@ def deliver(
     progress: Progress | None = None,
     counts: DeliveryCounts | None = None,
     stop: threading.Event | None = None,
+    batch: Batch | None = None,
 ) -> DeliveryCounts:
-    """Send every pending delivery, each recorded right after the server's answer.
+    """Send every pending delivery (with ``batch``: that batch's), each recorded right after
+    the server's answer.
 
     Deliveries left in flight by a run that died (their end of data was written) are marked
     uncertain first, never resent. ``progress`` hears the outcome of each delivery; ``counts``
@@ -412,7 +422,7 @@ def deliver(
     how many were sent and how many are left for the next run, which are kept pending.
     """
     counts = DeliveryCounts() if counts is None else counts
-    return _Run(store, mailer, compose, options, now, progress, counts, stop).go()
+    return _Run(store, mailer, compose, options, now, progress, counts, stop, batch).go()
 
 
 class _Run:
@@ -429,8 +439,10 @@ class _Run:
         progress: Progress | None,
         counts: DeliveryCounts,
         stop: threading.Event | None,
+        batch: Batch | None = None,
     ) -> None:
         self.store = store
+        self.batch = batch
         self.mailer = mailer
         self.compose = compose
         self.options = options
@@ -438,7 +450,7 @@ class _Run:
         self.progress = progress
         self.counts = counts
         self.stop = stop
-        self.pacer = Pacer(options.rate)
+        self.pacer: Pace = options.pace or Pacer(options.rate)
         self.lock = threading.Lock()
         self.halt = threading.Event()
         """Set when a worker met a failure that stops them all."""
@@ -455,7 +467,7 @@ class _Run:
             with store.send_run(now) as run_id:
                 counts.uncertain += store.mark_lost(run_id, now)
                 counts.skipped += store.skip_inactive(now)
-                pending = store.pending_count(now)
+                pending = store.pending_count(now, self.batch)
                 if self.progress is not None:
                     self.progress.start(pending)
                 workers = min(self.options.workers, pending)
@@ -494,7 +506,7 @@ class _Run:
         with self.lock:
             self.senders.append(sender)
         try:
-            with self.store.ledger(run_id) as ledger:
+            with self.store.ledger(run_id, self.batch) as ledger:
                 # Wait for the slot and the connection first, then take a row: nothing waits
                 # while it is reserved, and it is in flight only once its end of data goes.
                 while not self.stopping() and self.pacer.wait(self.pause):

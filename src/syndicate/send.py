@@ -19,6 +19,7 @@ from email.message import EmailMessage
 from email.policy import SMTP
 from email.utils import parseaddr
 from pathlib import Path
+from typing import Any, Protocol
 from zoneinfo import ZoneInfo
 
 from .bounces import (
@@ -30,6 +31,7 @@ from .deliver import (
     DeliveryCounts,
     MaildirMailer,
     Mailer,
+    Pace,
     Progress,
     SendOptions,
     SmtpMailer,
@@ -46,7 +48,7 @@ from .reader import (
 from .render import RenderedDigest, render_digest
 from .routes import issue_name, issue_url, site_url
 from .signing import DkimSigner
-from .state import Claim, Issue, Store, Subscriber, open_store
+from .state import Batch, Claim, Issue, Store, Subscriber, open_store
 from .subscribers import ReaderRow
 from .tokens import PREFERENCES, UNSUBSCRIBE, reader_link, secret_key
 
@@ -221,6 +223,77 @@ def write_archive(config: Config, issue: Issue, rendered: RenderedDigest) -> Pat
     return path
 
 
+class Dispatcher(Protocol):
+    """Who sends the deliveries: this process, or workers on other machines through a task
+    engine. Either way a batch is sent by ``send_batch``; the ledger stays the one record."""
+
+    def plan(self, db: Any, issue_id: int, batches: int) -> None:
+        """In the transaction that records an issue and its rows (``db``, SQLAlchemy's
+        connection): arrange for its ``batches`` to be sent, committed with the rows."""
+        ...
+
+    def run(self, context: BatchContext, counts: DeliveryCounts) -> None:
+        """Send what is due now, or leave it to the workers."""
+        ...
+
+
+@dataclass(frozen=True)
+class BatchContext:
+    """What sending a batch needs: the same in the ``send`` process and in a worker."""
+
+    config: Config
+    store: Store
+    mailer: Mailer
+    now: datetime
+    progress: Progress | None = None
+    stop: threading.Event | None = None
+    pace: Pace | None = None
+    """The rate shared with other senders (workers); None: ``smtp.rate`` for this run."""
+
+
+def send_batch(context: BatchContext, batch: Batch | None, counts: DeliveryCounts) -> None:
+    """Send the pending deliveries of one batch (None: every pending one), each exactly once
+    (``deliver``): run twice, or by two workers at once, it sends nothing twice."""
+    config, now = context.config, context.now
+    options = send_options(config)
+    if context.pace is not None:
+        options = dataclasses.replace(options, pace=context.pace)
+    deliver(
+        context.store,
+        context.mailer,
+        _composer(config, now),
+        options,
+        now,
+        progress=context.progress,
+        counts=counts,
+        stop=context.stop,
+        batch=batch,
+    )
+
+
+class LocalDispatcher:
+    """The default: the ``send`` process sends every pending delivery itself, as one batch,
+    through its ``smtp.pool_size`` connections."""
+
+    def plan(self, db: Any, issue_id: int, batches: int) -> None:
+        """Nothing to arrange: the rows are what this process sends next."""
+
+    def run(self, context: BatchContext, counts: DeliveryCounts) -> None:
+        send_batch(context, None, counts)
+
+
+def dispatcher(config: Config) -> Dispatcher:
+    """The dispatcher ``send.engine`` names."""
+    if config.send.engine == "procrastinate":
+        try:
+            from .scale import ProcrastinateDispatcher  # the optional extra syndicate[scale]
+        except ImportError as exc:
+            reason = f"send.engine: procrastinate needs pip install 'syndicate[scale]' ({exc})"
+            raise ConfigError("send.engine", [reason]) from None
+        return ProcrastinateDispatcher(config)
+    return LocalDispatcher()
+
+
 def send_due(
     config: Config,
     now: datetime,
@@ -270,8 +343,10 @@ def send_digests(
     stop: threading.Event | None = None,
     issue: bool = True,
     local_time: tuple[int, int] | None = None,
+    dispatch: Dispatcher | None = None,
 ) -> SendReport:
-    """Issue every digest variant with new content and deliver what is pending.
+    """Issue every digest variant with new content and deliver what is pending (``dispatch``,
+    by default the one ``send.engine`` names, sends it or leaves it to the workers).
 
     With ``email.approval`` a new issue is held, its test copy sent to ``email.preview_to``,
     until ``approve_issue``; a held issue past ``email.approval_expires_days`` is cancelled
@@ -302,14 +377,15 @@ def send_digests(
     if not dry_run:
         report.expired = expire_held(config, store, now)
     not_before = local_times(config, now, *local_time) if local_time else None
+    dispatch = dispatch or dispatcher(config)
     for (lang, chosen), group in readers.items():
         digest = next_digest(config, articles, lang, chosen, now=now, since=since, store=store)
         if digest is not None:
-            _issue(config, store, mailer, digest, group, now, report, dry_run, not_before)
+            _issue(config, store, mailer, digest, group, now, report, dry_run, not_before, dispatch)
     if dry_run:
         report.pending = store.pending_count()
         return report
-    _deliver(config, store, mailer, now, report, progress, stop)
+    _deliver(BatchContext(config, store, mailer, now, progress, stop), report, dispatch)
     return report
 
 
@@ -324,24 +400,15 @@ def _readers(config: Config, store: Store, report: SendReport) -> list[Subscribe
     return real
 
 
-def _deliver(
-    config: Config,
-    store: Store,
-    mailer: Mailer,
-    now: datetime,
-    report: SendReport,
-    progress: Progress | None,
-    stop: threading.Event | None,
-) -> None:
+def _deliver(context: BatchContext, report: SendReport, dispatch: Dispatcher) -> None:
     """Send what is pending and due (counted into ``report``), then count what waits for its
     readers' local time."""
+    config, store, now = context.config, context.store, context.now
     if config.smtp.url:
         report.skipped += store.skip_consent_source(
             SAMPLE_SOURCE, "sample reader: not sent through an SMTP server", now
         )
-    compose = _composer(config, now)
-    options = send_options(config)
-    deliver(store, mailer, compose, options, now, progress=progress, counts=report, stop=stop)
+    dispatch.run(context, report)
     waiting = store.waiting(now)
     report.waiting = sum(n for *_, n in waiting)
 
@@ -356,6 +423,7 @@ def _issue(
     report: SendReport,
     dry_run: bool,
     not_before: Callable[[Subscriber], datetime] | None,
+    dispatch: Dispatcher,
 ) -> None:
     """Render one group's digest and record it as an issue with a delivery per reader (in a
     dry run: count it); a held one sends its test copy, any other is published in the web
@@ -385,6 +453,8 @@ def _issue(
         now=now,
         held=config.email.approval,
         not_before=not_before,
+        within=dispatch.plan,
+        batch_size=config.send.batch_size,
     )
     if issue is None:
         return

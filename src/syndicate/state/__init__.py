@@ -9,19 +9,21 @@ migrations), ``database`` (the engine, its errors, the one way to write).
 
 from .bounce_reports import AtRisk, Bounced
 from .database import create_engine, database_errors, utc
-from .issues import Issue
-from .ledger import Claim, Delivery, Ledger
+from .issues import BATCH_SIZE, Issue, Within
+from .ledger import Batch, Claim, Delivery, Ledger
 from .locks import AdvisoryLock, FileLock, NoLock, SchedulerLock, scheduler_lock
 from .schema import DELIVERY_STATUSES, HEAD_REVISION, SUBSCRIBER_STATUSES
 from .store import Store, open_store
 from .subscribers import Subscriber
 
 __all__ = [
+    "BATCH_SIZE",
     "DELIVERY_STATUSES",
     "HEAD_REVISION",
     "SUBSCRIBER_STATUSES",
     "AdvisoryLock",
     "AtRisk",
+    "Batch",
     "Bounced",
     "Claim",
     "Delivery",
@@ -32,6 +34,7 @@ __all__ = [
     "SchedulerLock",
     "Store",
     "Subscriber",
+    "Within",
     "create_engine",
     "database_errors",
     "open_store",

@@ -31,6 +31,13 @@ class Issue:
     state: str = "issued"
 
 
+BATCH_SIZE = 500
+"""Deliveries per batch: the unit one job sends when sends are spread over workers."""
+
+Within = Callable[[sa.Connection, int, int], None]
+"""Called in the transaction that records an issue, with (connection, issue id, number of
+batches): what must commit with the issue's rows (the jobs that will send them)."""
+
 _STANDING = ("issued", "held")
 """Issue states whose content counts as issued (the window, the same-content rule)."""
 
@@ -42,6 +49,7 @@ def _deliveries(
     now: datetime,
     held: bool,
     not_before: Callable[[Subscriber], datetime | None] | None,
+    batch_size: int,
 ) -> list[dict[str, Any]]:
     """The delivery rows of a new issue, one per reader (see ``Issues.create_issue``)."""
     return [
@@ -53,8 +61,9 @@ def _deliveries(
             "status": "held" if held else "pending",
             "updated_at": now,
             "not_before": not_before(reader) if not_before else None,
+            "batch_no": number // batch_size,
         }
-        for reader in readers
+        for number, reader in enumerate(readers)
     ]
 
 
@@ -102,6 +111,8 @@ class Issues(Database):
         now: datetime,
         held: bool = False,
         not_before: Callable[[Subscriber], datetime | None] | None = None,
+        within: Within | None = None,
+        batch_size: int = BATCH_SIZE,
     ) -> Issue | None:
         """Record a new issue, the (lang, slug, content hash) of its ``articles`` and one
         pending delivery per reader, in one transaction.
@@ -110,7 +121,8 @@ class Issues(Database):
         Returns None when this variant already had an issue with the same content (also when
         a concurrent run recorded it first). ``held``: the issue and its deliveries wait for
         ``release_issue``; ``not_before`` gives each reader's delivery the time before which
-        it is not sent.
+        it is not sent. ``within`` runs in the same transaction, after the rows are written
+        in batches of ``batch_size``.
         """
         values = {
             "key": key,
@@ -134,8 +146,12 @@ class Issues(Database):
                         ],
                     )
                 if readers:
-                    rows = _deliveries(issue_id, readers, message_id, now, held, not_before)
+                    rows = _deliveries(
+                        issue_id, readers, message_id, now, held, not_before, batch_size
+                    )
                     db.execute(sa.insert(deliveries), rows)
+                if within is not None:
+                    within(db, issue_id, -(-len(readers) // batch_size))
         except sa.exc.IntegrityError:
             return None
         return self.issue(issue_id)

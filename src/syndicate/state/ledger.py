@@ -76,6 +76,16 @@ _TAKE = (
     .with_for_update(skip_locked=True, of=deliveries)
 )
 
+_IN_BATCH = sa.and_(
+    deliveries.c.issue_id == sa.bindparam("issue_id"),
+    deliveries.c.batch_no == sa.bindparam("batch_no"),
+)
+_TAKE_BATCH = _TAKE.where(_IN_BATCH)
+"""``_TAKE`` within one batch of one issue: what a batch job sends."""
+
+Batch = tuple[int, int]
+"""(issue id, batch number): the deliveries one job sends."""
+
 _TAKE_BACK = (
     sa.select(deliveries.c.id)
     .where(deliveries.c.id == sa.bindparam("delivery_id"), deliveries.c.status == "pending")
@@ -155,9 +165,15 @@ class Ledger:
     """
 
     def __init__(
-        self, db: sa.Connection, lock: AbstractContextManager, reserved: set[int], run_id: int
+        self,
+        db: sa.Connection,
+        lock: AbstractContextManager,
+        reserved: set[int],
+        run_id: int,
+        batch: Batch | None = None,
     ) -> None:
         self._lock = lock
+        self._batch = {"issue_id": batch[0], "batch_no": batch[1]} if batch else {}
         self._reserved = reserved
         self._run_id = run_id
         raw = db.connection.dbapi_connection
@@ -165,7 +181,7 @@ class Ledger:
         self._raw = raw
         self._dialect = db.dialect.name
         self._errors = (db.dialect.loaded_dbapi.Error, sa.exc.DBAPIError)
-        self._take = _Compiled(_TAKE, db.dialect)
+        self._take = _Compiled(_TAKE_BATCH if batch else _TAKE, db.dialect)
         self._take_back = _Compiled(_TAKE_BACK, db.dialect)
         self._sending = _Compiled(_SENDING, db.dialect)
         self._finish = _Compiled(_FINISH, db.dialect)
@@ -221,12 +237,13 @@ class Ledger:
     def take(self, now: datetime) -> Claim | None:
         """Reserve the next pending delivery of an active reader whose time has come at
         ``now`` (nothing is recorded yet)."""
+        values = {"run_id": self._run_id, "now": now, **self._batch}
         with self._lock, self._statements():
             if self._dialect == "postgresql":
-                rows = self._query(self._take, {"run_id": self._run_id, "n": 1, "now": now})
+                rows = self._query(self._take, {**values, "n": 1})
             else:  # skip what the other workers hold
                 n = len(self._reserved) + 1
-                rows = self._query(self._take, {"run_id": self._run_id, "n": n, "now": now})
+                rows = self._query(self._take, {**values, "n": n})
                 rows = [row for row in rows if row[0] not in self._reserved][:1]
                 self._reserved.update(row[0] for row in rows)
         return Claim(*rows[0]) if rows else None
@@ -384,13 +401,27 @@ class Deliveries(Database):
             )
         return result.rowcount
 
-    def pending_count(self, now: datetime | None = None) -> int:
-        """Pending deliveries; with ``now``, only those whose time has come."""
+    def pending_count(self, now: datetime | None = None, batch: Batch | None = None) -> int:
+        """Pending deliveries; with ``now``, only those whose time has come; with ``batch``,
+        only that batch's."""
         query = sa.select(sa.func.count()).where(deliveries.c.status == "pending")
         if now is not None:
             query = query.where(_DUE).params(now=now)
+        if batch is not None:
+            query = query.where(_IN_BATCH).params(issue_id=batch[0], batch_no=batch[1])
         with self._database(), self.engine.connect() as db:
             return db.execute(query).scalar_one()
+
+    def pending_batches(self, now: datetime) -> list[Batch]:
+        """The batches that have deliveries pending whose time has come."""
+        query = (
+            sa.select(deliveries.c.issue_id, deliveries.c.batch_no)
+            .where(deliveries.c.status == "pending", deliveries.c.batch_no.is_not(None), _DUE)
+            .distinct()
+            .order_by(deliveries.c.issue_id, deliveries.c.batch_no)
+        )
+        with self._database(), self.engine.connect() as db:
+            return [(i, b) for i, b in db.execute(query, {"now": now})]
 
     def waiting(self, now: datetime) -> list[tuple[int, str, str | None, datetime, int]]:
         """(issue id, issue key, time zone, not before, deliveries) of the pending deliveries
@@ -428,15 +459,16 @@ class Deliveries(Database):
         return None if first is None else utc(first)
 
     @contextmanager
-    def ledger(self, run_id: int) -> Iterator[Ledger]:
+    def ledger(self, run_id: int, batch: Batch | None = None) -> Iterator[Ledger]:
         """One delivery worker's own connection, held for its whole run; on PostgreSQL it holds
-        the run's liveness lock too, so the run is alive for others as long as it can record."""
+        the run's liveness lock too, so the run is alive for others as long as it can record.
+        With ``batch`` it takes that batch's deliveries only."""
         with self._database(), self.engine.connect() as db:
             if self.engine.dialect.name != "postgresql":
-                yield Ledger(db, self._write_lock, self._reserved, run_id)
+                yield Ledger(db, self._write_lock, self._reserved, run_id, batch)
                 return
             try:
-                ledger = Ledger(db, self._write_lock, set(), run_id)
+                ledger = Ledger(db, self._write_lock, set(), run_id, batch)
                 ledger.hold_run()
                 yield ledger
             finally:

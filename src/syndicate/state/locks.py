@@ -17,6 +17,7 @@ from pathlib import Path
 import sqlalchemy as sa
 
 from ..errors import SyndicateError
+from .database import end_session
 
 
 def run_lock(db: sa.Connection) -> int:
@@ -187,3 +188,27 @@ def scheduler_lock(url: str, engine: sa.Engine) -> SchedulerLock:
     raise SyndicateError(
         f"state.database: the scheduler needs SQLite or PostgreSQL, not {parsed.drivername}"
     )
+
+
+# -- connections to a relay, capped across workers -------------------------------------------
+
+
+def relay_slot(engine: sa.Engine, relay: str, slots: int) -> sa.Connection | None:
+    """A session holding one of ``slots`` advisory locks of ``relay`` (in this schema), or
+    None when every one is held. The slot is the holder's until ``end_session``, or until its
+    process dies: PostgreSQL frees a dead session's locks."""
+    db = engine.connect()
+    try:
+        schema = db.execute(sa.text("SELECT current_schema()")).scalar() or ""
+        digest = hashlib.sha256(f"syndicate.relay:{schema}:{relay}".encode()).digest()
+        key = int.from_bytes(digest[:4], "big", signed=True)
+        for slot in range(slots):
+            if db.execute(sa.select(sa.func.pg_try_advisory_lock(key, slot))).scalar():
+                db.commit()
+                return db
+        db.commit()
+    except BaseException:
+        end_session(db)
+        raise
+    end_session(db)
+    return None

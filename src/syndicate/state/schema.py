@@ -106,9 +106,24 @@ deliveries = sa.Table(
     sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
     # not taken before this time: a local-time digest reaches each zone at its hour
     sa.Column("not_before", sa.DateTime(timezone=True), nullable=True),
+    # the batch of its issue (about BATCH_SIZE rows) a worker sends as one job
+    sa.Column("batch_no", sa.Integer, nullable=True),
     sa.UniqueConstraint("issue_id", "subscriber_id", name="uq_deliveries_reader"),
     sa.Index("ix_deliveries_status", "status", "id"),
+    sa.Index("ix_deliveries_batch", "issue_id", "batch_no"),
 )
+
+relay_buckets = sa.Table(
+    "relay_buckets",
+    metadata,
+    sa.Column("relay", sa.String(255), primary_key=True),
+    sa.Column("rate", sa.Float, nullable=False),
+    sa.Column("burst", sa.Float, nullable=False),
+    sa.Column("tokens", sa.Float, nullable=False),
+    sa.Column("refilled_at", sa.DateTime(timezone=True), nullable=False),
+)
+"""The rate of each relay (host:port), shared by every worker of a distributed send: a token
+bucket refilled at ``rate`` tokens a second up to ``burst``."""
 
 bounce_reports = sa.Table(
     "bounce_reports",
@@ -148,7 +163,7 @@ dies then leaves the row pending, and the server discards the message it never s
 _MIGRATING = threading.Lock()
 
 
-HEAD_REVISION = "0005"
+HEAD_REVISION = "0006"
 """The newest migration's revision; a test holds it to what Alembic finds."""
 
 

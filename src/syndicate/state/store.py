@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from .bounce_reports import BounceReports
+from .buckets import Buckets
 from .database import create_engine
 from .issues import Issues
 from .ledger import Deliveries
@@ -11,7 +12,7 @@ from .schema import migrate
 from .subscribers import Subscribers
 
 
-class Store(Publications, Subscribers, Issues, Deliveries, BounceReports):
+class Store(Publications, Subscribers, Issues, Deliveries, BounceReports, Buckets):
     """The project's persistent state, on one database.
 
     Each part (its own module) holds the statements of one aggregate; they share the engine

@@ -1,0 +1,302 @@
+"""Sends spread over several machines: Procrastinate jobs in the state database (PostgreSQL),
+run by ``syndicate worker`` processes (``send.engine = "procrastinate"``).
+
+The ledger stays the one record of who got what. A job only names a batch of an issue's
+deliveries; ``send_batch`` sends it with the ledger's exactly-once protocol, so a job run twice,
+by two workers at once, or retried after its worker stalled, sends nothing twice. The jobs are
+deferred on the connection of the transaction that records the issue and its rows: both commit
+together or neither does. Procrastinate stays behind the ``Dispatcher`` of ``send``; another
+engine would replace this module alone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import urlsplit
+
+import procrastinate
+import sqlalchemy as sa
+from procrastinate.schema import SchemaManager
+from procrastinate.types import JSONDict
+
+from .config import Config
+from .deliver import DeliveryCounts, Mailer, Pause, TemporaryFailure, Transport
+from .send import BatchContext, open_mailer, send_batch
+from .state import Store, open_store
+from .state.database import end_session
+from .state.locks import relay_slot
+
+logger = logging.getLogger(__name__)
+
+SEND_QUEUE = "send"
+MAINTENANCE_QUEUE = "maintenance"
+SEND_BATCH = "syndicate.send_batch"
+RECONCILE = "syndicate.reconcile"
+RETRY_SECONDS = 60
+"""A batch with deliveries left pending (temporary failures) is tried again this much later."""
+
+
+def conninfo(database_url: str) -> str:
+    """The libpq URL of a SQLAlchemy PostgreSQL URL (its options, such as a search path, kept)."""
+    url = sa.engine.make_url(database_url).set(drivername="postgresql")
+    return url.render_as_string(hide_password=False)
+
+
+def ensure_schema(db: sa.Connection) -> None:
+    """Procrastinate's tables, on this connection (in its transaction), where they are missing."""
+    # two processes starting at once: one applies it, the other then finds it
+    db.execute(sa.select(sa.func.pg_advisory_xact_lock(sa.func.hashtext("procrastinate schema"))))
+    if not sa.inspect(db).has_table("procrastinate_jobs"):
+        driver = db.connection.driver_connection
+        assert driver is not None  # an open connection
+        driver.execute(SchemaManager.get_schema())
+
+
+def relay_name(config: Config) -> str:
+    """The relay a rate belongs to: the SMTP server's host and port."""
+    parts = urlsplit(config.smtp.url or "")
+    return f"{parts.hostname}:{parts.port or 25}"
+
+
+class SharedPace:
+    """``smtp.rate`` shared by every worker sending through one relay: a token from the
+    relay's bucket row in the state database before each message."""
+
+    def __init__(self, store: Store, relay: str, rate: float) -> None:
+        self.store = store
+        self.relay = relay
+        store.ensure_bucket(relay, rate)
+
+    def wait(self, pause: Pause) -> bool:
+        """Wait for a token; False when the run stops meanwhile."""
+        while wait := self.store.take_token(self.relay):
+            if not pause(wait):
+                return False
+        return True
+
+
+def _nothing() -> None:
+    pass
+
+
+class CappedMailer:
+    """A mailer whose connections to the relay are at most ``slots`` across every worker:
+    each holds one of the relay's advisory locks, on a database session of its own, for as
+    long as it is open (``send.max_connections``)."""
+
+    def __init__(self, mailer: Mailer, store: Store, relay: str, slots: int, wait: float) -> None:
+        self.mailer, self.store, self.relay, self.slots, self.wait = (
+            mailer,
+            store,
+            relay,
+            slots,
+            wait,
+        )
+
+    def open(self) -> Transport:
+        """A connection once a slot is free; TemporaryFailure when none frees within ``wait``
+        seconds (``smtp.timeout``)."""
+        end = time.monotonic() + self.wait
+        while (slot := relay_slot(self.store.engine, self.relay, self.slots)) is None:
+            if time.monotonic() > end:
+                raise TemporaryFailure(f"all {self.slots} connections to {self.relay} in use")
+            time.sleep(0.05)
+        try:
+            return _SlotTransport(self.mailer.open(), slot)
+        except BaseException:
+            end_session(slot)
+            raise
+
+
+class _SlotTransport:
+    """A connection and the session that holds its slot, closed together."""
+
+    def __init__(self, transport: Transport, slot: sa.Connection) -> None:
+        self.transport = transport
+        self.slot = slot
+
+    def send(
+        self, sender: str, recipient: str, message: bytes, ending: Callable[[], None] = _nothing
+    ) -> str:
+        return self.transport.send(sender, recipient, message, ending)
+
+    def close(self) -> None:
+        try:
+            self.transport.close()
+        finally:
+            end_session(self.slot)
+
+
+class _Worker:
+    """What one worker process keeps between jobs: its store (the engine's pool)."""
+
+    def __init__(self, config: Config) -> None:
+        self.config = config
+        self._store: Store | None = None
+
+    @property
+    def store(self) -> Store:
+        if self._store is None:
+            self._store = open_store(self.config.database_url)
+        return self._store
+
+    def send(self, issue_id: int, batch_no: int) -> DeliveryCounts:
+        """One batch, through a connection pool of its own (``smtp.pool_size``), at the
+        relay's rate shared by every worker."""
+        mailer: Mailer = open_mailer(self.config)
+        cap = self.config.send.max_connections
+        if cap is not None:
+            relay = relay_name(self.config)
+            mailer = CappedMailer(mailer, self.store, relay, cap, self.config.smtp.timeout)
+        pace = SharedPace(self.store, relay_name(self.config), self.config.smtp.rate)
+        context = BatchContext(self.config, self.store, mailer, datetime.now(UTC), pace=pace)
+        counts = DeliveryCounts()
+        send_batch(context, (issue_id, batch_no), counts)
+        logger.info(
+            "batch %s/%s: %s sent, %s failed, %s uncertain, %s left",
+            issue_id,
+            batch_no,
+            counts.sent,
+            counts.failed,
+            counts.uncertain,
+            counts.left,
+        )
+        return counts
+
+
+def make_app(config: Config) -> procrastinate.App:
+    """The Procrastinate app on the state database, with the send and maintenance tasks.
+
+    The send jobs have no ``lock`` and no ``queueing_lock``: Procrastinate's stalled-job
+    retry breaks on jobs that have one (procrastinate#1408, #1446, #1543), and the ledger,
+    not the queue, keeps a batch from being sent twice.
+    """
+    app = procrastinate.App(
+        connector=procrastinate.PsycopgConnector(conninfo=conninfo(config.database_url))
+    )
+    worker = _Worker(config)
+
+    @app.task(name=SEND_BATCH, queue=SEND_QUEUE)
+    def send_batch_job(issue_id: int, batch_no: int) -> None:
+        counts = worker.send(issue_id, batch_no)
+        if counts.left:  # temporary failures: the batch is tried again later
+            app.configure_task(
+                SEND_BATCH, schedule_in={"seconds": RETRY_SECONDS}, queue=SEND_QUEUE
+            ).defer(issue_id=issue_id, batch_no=batch_no)
+
+    @app.periodic(cron="* * * * *", periodic_id="reconcile")
+    @app.task(name=RECONCILE, queue=MAINTENANCE_QUEUE)
+    async def reconcile_job(timestamp: int) -> None:
+        await reconcile(app, worker.store, config)
+
+    del send_batch_job, reconcile_job  # registered on the app under their names
+    return app
+
+
+async def reconcile(app: procrastinate.App, store: Store, config: Config) -> Reconciled:
+    """What keeps a distributed send going whatever died (run every minute by any worker).
+
+    The jobs of workers silent past ``send.stalled_seconds`` are run again; so are those left
+    in ``doing`` with no worker at all once the dead workers' rows were pruned (their worker
+    id is then null, which the stalled query takes: procrastinate#1518). A dead run's rows in
+    flight become uncertain (its session, which held its liveness lock, is gone). A batch
+    with deliveries pending and no job waiting or running gets a job again.
+    """
+    manager = app.job_manager
+    stalled = list(
+        await manager.get_stalled_jobs(
+            task_name=SEND_BATCH, seconds_since_heartbeat=config.send.stalled_seconds
+        )
+    )
+    for job in stalled:
+        await manager.retry_job(job)
+    now = datetime.now(UTC)
+    lost = store.mark_lost(0, now)
+    active = set()
+    for status in ("todo", "doing"):
+        for job in await manager.list_jobs_async(task=SEND_BATCH, status=status):
+            active.add((job.task_kwargs["issue_id"], job.task_kwargs["batch_no"]))
+    missing = [batch for batch in store.pending_batches(now) if batch not in active]
+    if missing:
+        jobs: list[JSONDict] = [{"issue_id": i, "batch_no": b} for i, b in missing]
+        await app.configure_task(SEND_BATCH, queue=SEND_QUEUE).batch_defer_async(*jobs)
+    return Reconciled(len(stalled), lost, len(missing))
+
+
+@dataclass(frozen=True)
+class Reconciled:
+    """What one reconciliation did."""
+
+    retried: int
+    """Stalled jobs run again."""
+    uncertain: int
+    """Rows in flight of dead runs, now uncertain."""
+    deferred: int
+    """Batches with pending rows and no job, given one."""
+
+
+def reconcile_now(config: Config) -> Reconciled:
+    """One reconciliation from this process (what the periodic task does)."""
+    app = make_app(config)
+    store = open_store(config.database_url)
+
+    async def once() -> Reconciled:
+        async with app.open_async():
+            return await reconcile(app, store, config)
+
+    try:
+        # on a thread of its own: the caller's thread may already run an event loop
+        with ThreadPoolExecutor(1) as thread:
+            return thread.submit(asyncio.run, once()).result()
+    finally:
+        store.close()
+
+
+class ProcrastinateDispatcher:
+    """Plans each issue as jobs, one per batch, committed with its rows; sends nothing
+    itself (``syndicate worker`` processes do)."""
+
+    def __init__(self, config: Config) -> None:
+        self.app = make_app(config)
+
+    def plan(self, db: Any, issue_id: int, batches: int) -> None:
+        ensure_schema(db)
+        if batches:
+            driver = db.connection.driver_connection
+            jobs: list[JSONDict] = [{"issue_id": issue_id, "batch_no": n} for n in range(batches)]
+            self.app.configure_task(SEND_BATCH, connection=driver, queue=SEND_QUEUE).batch_defer(
+                *jobs
+            )
+
+    def run(self, context: BatchContext, counts: DeliveryCounts) -> None:
+        """The workers send: what is left here is what they have still to do."""
+        counts.left = context.store.pending_count(context.now)
+
+
+def run_worker(config: Config, concurrency: int) -> None:
+    """A worker process: runs send jobs (``concurrency`` at once, each with up to
+    ``smtp.pool_size`` connections) until SIGTERM or SIGINT, then lets the running ones end.
+    Finished jobs are deleted (``delete_jobs="successful"``, procrastinate#1454): the ledger
+    keeps the record."""
+    engine = sa.create_engine(config.database_url)
+    try:
+        with engine.begin() as db:
+            ensure_schema(db)
+    finally:
+        engine.dispose()
+    make_app(config).run_worker(
+        queues=[SEND_QUEUE, MAINTENANCE_QUEUE],
+        concurrency=concurrency,
+        delete_jobs="successful",
+        fetch_job_polling_interval=config.send.poll_seconds,
+        update_heartbeat_interval=config.send.heartbeat_seconds,
+        stalled_worker_timeout=config.send.stalled_seconds,
+        shutdown_graceful_timeout=config.smtp.timeout + 5,
+    )

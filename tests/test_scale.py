@@ -1,0 +1,427 @@
+"""Sends spread over workers (``send.engine = "procrastinate"``), on the real PostgreSQL and a
+real SMTP server: planning commits rows and jobs together, and a batch is sent once however
+often, and by however many workers, it runs."""
+
+from __future__ import annotations
+
+import bisect
+import math
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+from click.testing import CliRunner
+
+from syndicate import send
+from syndicate.cli import main
+from syndicate.config import Config, load_config, parse_config
+from syndicate.deliver import SmtpMailer
+from syndicate.errors import ConfigError
+from syndicate.state import BATCH_SIZE, Store, open_store
+from syndicate.subscribers import ReaderRow
+from tests.conftest import ARTICLES, ROOT, missing_real_part
+from tests.sending import NOW
+
+try:
+    from syndicate import scale
+except ImportError as exc:  # the optional extra syndicate[scale]
+    scale = None
+    MISSING = f"procrastinate is not installed (pip install 'syndicate[scale]'): {exc}"
+
+
+@pytest.fixture
+def scale_url(postgres_url: str) -> str:
+    if scale is None:
+        missing_real_part(MISSING)
+    return postgres_url
+
+
+def scale_config(root: Path, url: str, port: int = 25, **send_keys: Any) -> Config:
+    return parse_config(
+        {
+            "site": {"articles": str(ARTICLES), "base_url": "https://news.example.org"},
+            "state": {"database": url},
+            "email": {"sender": "News <digest@news.example.org>"},
+            "smtp": {"url": f"smtp://127.0.0.1:{port}", "retry_backoff": 0, "rate": 10_000},
+            "send": {"engine": "procrastinate", **send_keys},
+        },
+        root=root,
+        source="(test)",
+        env={},
+    )
+
+
+def add_readers(store: Store, count: int) -> None:
+    rows = [ReaderRow(f"reader{n}@example.com", "en", ("cost",)) for n in range(count)]
+    added, _ = store.import_subscribers(rows, status="active", consent_source="test", now=NOW)
+    assert added == count
+
+
+def jobs(store: Store) -> list[dict[str, Any]]:
+    """The arguments (issue id, batch number) of the send jobs."""
+    with store.engine.connect() as db:
+        query = "SELECT args FROM procrastinate_jobs WHERE task_name = :task ORDER BY id"
+        return [row.args for row in db.execute(sa.text(query), {"task": scale.SEND_BATCH})]
+
+
+def rows_per_batch(store: Store) -> dict[tuple[int, int], int]:
+    with store.engine.connect() as db:
+        query = "SELECT issue_id, batch_no, count(*) FROM deliveries GROUP BY issue_id, batch_no"
+        return {(i, b): n for i, b, n in db.execute(sa.text(query))}
+
+
+def test_the_engine_needs_postgresql_and_says_which_key(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"send\.engine.*PostgreSQL state\.database"):
+        scale_config(tmp_path, f"sqlite:///{tmp_path}/state.db")
+    with pytest.raises(ConfigError, match=r"send\.engine"):
+        parse_config({"send": {"engine": "celery"}}, root=tmp_path, source="(test)", env={})
+
+
+def test_worker_refuses_the_local_engine_naming_the_key(tmp_path: Path) -> None:
+    (tmp_path / "config.toml").write_text('[send]\nengine = "local"\n')
+    result = CliRunner().invoke(main, ["--config", str(tmp_path / "config.toml"), "worker"])
+    assert result.exit_code == 2 and 'send.engine = "procrastinate"' in result.output
+
+
+def test_planning_commits_the_rows_and_their_jobs_together_or_neither(
+    tmp_path: Path, scale_url: str
+) -> None:
+    """Test 1: a rollback leaves no rows and no jobs; a commit leaves rows = readers and
+    jobs = ceil(readers / batch), each job naming one batch of the issue."""
+    config = scale_config(tmp_path, scale_url)
+    store = open_store(scale_url)
+    readers = 2 * BATCH_SIZE + 1
+    add_readers(store, readers)
+    dispatch = scale.ProcrastinateDispatcher(config)
+
+    class Refused(Exception):
+        pass
+
+    def plan_then_fail(db: sa.Connection, issue_id: int, batches: int) -> None:
+        dispatch.plan(db, issue_id, batches)
+        assert len(jobs_seen_by(db)) == batches  # deferred, in this transaction
+        raise Refused
+
+    def jobs_seen_by(db: sa.Connection) -> list[Any]:
+        return db.execute(sa.text("SELECT id FROM procrastinate_jobs")).all()
+
+    with store.engine.begin() as db:
+        scale.ensure_schema(db)  # the jobs' table stands, so a rollback must empty it
+    failing = _Plan(plan_then_fail)
+    with pytest.raises(Refused):
+        send.send_digests(config, NOW, mailer=_no_mail(), store=store, dispatch=failing)
+    assert (rows_per_batch(store), jobs(store), store.delivery_counts()) == ({}, [], {})
+
+    report = send.send_digests(config, NOW, mailer=_no_mail(), store=store, dispatch=dispatch)
+    assert report.issues == [("en-cost", readers)] and report.sent == 0
+    assert report.left == readers  # for the workers
+    batches = rows_per_batch(store)
+    assert sum(batches.values()) == readers and max(batches.values()) == BATCH_SIZE
+    planned = jobs(store)
+    assert len(planned) == math.ceil(readers / BATCH_SIZE)
+    assert {(job["issue_id"], job["batch_no"]) for job in planned} == set(batches)
+    store.close()
+
+
+def test_firing_twice_makes_one_issue_and_one_set_of_jobs(tmp_path: Path, scale_url: str) -> None:
+    """Test 8: the scheduler firing twice (one after the other, and two at once, as two
+    schedulers or a manual send beside a scheduled one would): one issue, one set of jobs."""
+    config = scale_config(tmp_path, scale_url)
+    store = open_store(scale_url)
+    add_readers(store, BATCH_SIZE + 10)
+    reports: list[send.SendReport] = []
+
+    def fire() -> None:
+        reports.append(send.send_due(config, NOW))
+
+    twins = [threading.Thread(target=fire) for _ in range(2)]
+    for thread in twins:
+        thread.start()
+    for thread in twins:
+        thread.join()
+    fire()
+    assert sorted(len(r.issues) for r in reports) == [0, 0, 1]
+    assert len(jobs(store)) == 2 and len(rows_per_batch(store)) == 2
+    store.close()
+
+
+def test_a_batch_run_twice_and_concurrently_sends_each_message_once(
+    tmp_path: Path, scale_url: str, smtp_server
+) -> None:
+    """Test 2: the same batch job run by two workers at once, then once more: every
+    Message-ID arrives once."""
+    inbox, port = smtp_server
+    config = scale_config(tmp_path, scale_url, port)
+    store = open_store(scale_url)
+    add_readers(store, 80)
+    send.send_due(config, NOW)
+    (job,) = jobs(store)
+    issue_id, batch_no = job["issue_id"], job["batch_no"]
+    workers = [scale._Worker(config) for _ in range(2)]
+    runs = [threading.Thread(target=w.send, args=(issue_id, batch_no)) for w in workers]
+    for thread in runs:
+        thread.start()
+    for thread in runs:
+        thread.join()
+    again = workers[0].send(issue_id, batch_no)
+    assert (again.sent, again.left) == (0, 0)
+    ids = Counter(message["Message-ID"] for message in inbox.messages)
+    assert len(ids) == 80 and set(ids.values()) == {1}
+    assert store.delivery_counts() == {(issue_id, "en-cost", "sent"): 80}
+    store.close()
+
+
+class _Plan(send.LocalDispatcher):
+    """A dispatcher whose planning is the given function."""
+
+    def __init__(self, plan: Any) -> None:
+        self.plan = plan  # type: ignore[method-assign]
+
+
+def _no_mail() -> SmtpMailer:
+    """A mailer nothing is sent through (planning sends nothing)."""
+    return SmtpMailer("127.0.0.1", 9)
+
+
+def _worker(config_file: Path, concurrency: int = 1) -> subprocess.Popen:
+    command = [sys.executable, "-m", "syndicate", "--config", str(config_file), "worker"]
+    return subprocess.Popen(
+        [*command, "--concurrency", str(concurrency)],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+
+
+def _write_config(root: Path, url: str, port: int) -> Path:
+    """A config file the worker processes read: short heartbeats, small batches."""
+    path = root / "config.toml"
+    path.write_text(
+        f"""
+[site]
+base_url = "https://news.example.org"
+articles = "{ARTICLES}"
+[state]
+database = "{url}"
+[email]
+sender = "News <digest@news.example.org>"
+[smtp]
+url = "smtp://127.0.0.1:{port}"
+pool_size = 2
+rate = 10000
+retry_backoff = 0
+[web]
+secret_key = "a test key that is long enough to sign tokens"
+[send]
+engine = "procrastinate"
+batch_size = 50
+poll_seconds = 0.5
+heartbeat_seconds = 0.5
+stalled_seconds = 2
+"""
+    )
+    return path
+
+
+def _until(
+    done: Callable[[], bool], seconds: float, every: Callable[[], Any] = lambda: None
+) -> bool:
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        every()
+        if done():
+            return True
+        time.sleep(0.3)
+    return False
+
+
+def test_a_worker_killed_mid_send_loses_nothing_and_duplicates_nothing(
+    tmp_path: Path, scale_url: str, smtp_server
+) -> None:
+    """Test 3: SIGKILL one of three workers mid-send: sent + uncertain + failed = readers,
+    no Message-ID twice at the server, uncertain at most one per connection of the killed
+    worker, every sent row at the server, and its jobs finished by the others."""
+    inbox, port = smtp_server
+    config = load_config(_write_config(tmp_path, scale_url, port))
+    store = open_store(scale_url)
+    readers = 600
+    add_readers(store, readers)
+    assert send.send_due(config, NOW).left == readers
+    held = "reader150@example.com"  # the server takes it, then holds its 250 back
+    inbox.script[("data", held)] = ["HOLD"]
+    workers = [_worker(tmp_path / "config.toml") for _ in range(3)]
+    try:
+        assert inbox.holding.wait(15)
+        victim = next(w for w in workers if w.pid == _holder(store, held))
+        victim.send_signal(signal.SIGKILL)
+        victim.wait()
+        inbox.release.set()  # its 250 goes nowhere
+        assert _until(lambda: _settled(store), 20, every=lambda: scale.reconcile_now(config))
+    finally:
+        _stop(workers)
+    by_status = _statuses(store)
+    assert by_status["sent"] + by_status["uncertain"] + by_status["failed"] == readers
+    uncertain = {d.email for d in store.deliveries("uncertain")}
+    assert held in uncertain and len(uncertain) <= 2  # pool_size × concurrency of the victim
+    arrived = Counter(message["Message-ID"] for message in inbox.messages)
+    assert set(arrived.values()) == {1}
+    assert {d.message_id for d in store.deliveries("sent")} <= set(arrived)
+    assert not jobs_left(store)
+    store.close()
+
+
+def test_a_zombie_worker_waking_after_its_batch_was_retried_sends_nothing_twice(
+    tmp_path: Path, scale_url: str, smtp_server
+) -> None:
+    """Test 4: a worker stopped (SIGSTOP) past the stalled time while a message is on the
+    wire; its job is retried by another worker, which finishes the batch but for what the
+    stopped one holds; woken (SIGCONT), it records its reply, sends the one row its other
+    connection had reserved, and resends nothing. (Its session, alive throughout, keeps its
+    run alive: its rows are never taken over, so no late mark can undo another's.)"""
+    inbox, port = smtp_server
+    config = load_config(_write_config(tmp_path, scale_url, port))
+    store = open_store(scale_url)
+    readers = 200
+    add_readers(store, readers)
+    send.send_due(config, NOW)
+    held = "reader20@example.com"
+    inbox.script[("data", held)] = ["HOLD"]
+    workers = [_worker(tmp_path / "config.toml") for _ in range(2)]
+    try:
+        assert inbox.holding.wait(15)
+        zombie = next(w for w in workers if w.pid == _holder(store, held))
+        zombie.send_signal(signal.SIGSTOP)
+        inbox.release.set()
+        retried: list[int] = []
+
+        def only_the_zombies_left() -> bool:
+            """Its job ran again elsewhere, and every row left is one the zombie holds: in
+            flight (its run's) or reserved (locked by its session)."""
+            in_flight = _in_flight_pids(store)
+            return sum(retried) >= 1 and in_flight == {zombie.pid} and not _free_pending(store)
+
+        reconcile = lambda: retried.append(scale.reconcile_now(config).retried)  # noqa: E731
+        assert _until(only_the_zombies_left, 20, every=reconcile)
+        # in flight, noted sent or reserved: the zombie's alone, at most two a connection
+        in_flight = {d.email for d in store.deliveries("sending")}
+        assert held in in_flight and {_holder(store, e) for e in in_flight} == {zombie.pid}
+        assert len(in_flight) + len(store.deliveries("pending")) <= 4
+        zombie.send_signal(signal.SIGCONT)
+        assert _until(lambda: _settled(store), 15)
+    finally:
+        _stop(workers)
+    assert _statuses(store) == {"sent": readers}
+    arrived = Counter(message["Message-ID"] for message in inbox.messages)
+    assert len(arrived) == readers and set(arrived.values()) == {1}
+    store.close()
+
+
+def test_three_workers_share_the_relay_rate(tmp_path: Path, scale_url: str, smtp_server) -> None:
+    """Test 6: a relay rate of 200/s with three workers: the server sees at most 220 messages
+    in any second, and the send takes as long as the rate says."""
+    inbox, port = smtp_server
+    path = _write_config(tmp_path, scale_url, port)
+    path.write_text(path.read_text().replace("rate = 10000", "rate = 200"))
+    config = load_config(path)
+    store = open_store(scale_url)
+    readers = 700
+    add_readers(store, readers)
+    send.send_due(config, NOW)
+    workers = [_worker(path) for _ in range(3)]
+    try:
+        assert _until(lambda: len(inbox.received) == readers, 20)
+    finally:
+        _stop(workers)
+    times = sorted(inbox.times)
+    busiest = max(bisect.bisect_right(times, t + 1.0) - i for i, t in enumerate(times))
+    assert busiest <= 220
+    assert times[-1] - times[0] >= (readers - 20) / 200 - 0.1
+    store.close()
+
+
+def test_three_workers_never_open_more_connections_than_the_cap(
+    tmp_path: Path, scale_url: str, smtp_server
+) -> None:
+    """Test 7: a connection cap of 4 with three workers, each sending two batches at once
+    through two connections each (12 wanted): the server never sees more than 4 sessions."""
+    inbox, port = smtp_server
+    path = _write_config(tmp_path, scale_url, port)
+    path.write_text(path.read_text() + "max_connections = 4\n")
+    config = load_config(path)
+    store = open_store(scale_url)
+    readers = 600
+    add_readers(store, readers)
+    send.send_due(config, NOW)
+    workers = [_worker(path, concurrency=2) for _ in range(3)]
+    try:
+        assert _until(lambda: _statuses(store) == {"sent": readers}, 20)
+    finally:
+        _stop(workers)
+    assert inbox.most_sessions == 4
+    assert len({m["Message-ID"] for m in inbox.messages}) == len(inbox.messages) == readers
+    store.close()
+
+
+def _in_flight_pids(store: Store) -> set[int]:
+    """The processes whose runs have deliveries in flight."""
+    query = (
+        "SELECT DISTINCT r.pid FROM deliveries d JOIN send_runs r ON r.id = d.run_id"
+        " WHERE d.status = 'sending'"
+    )
+    with store.engine.connect() as db:
+        return set(db.execute(sa.text(query)).scalars())
+
+
+def _free_pending(store: Store) -> int:
+    """Pending rows no session holds."""
+    query = "SELECT id FROM deliveries WHERE status = 'pending' FOR UPDATE SKIP LOCKED"
+    with store.engine.connect() as db:
+        free = len(db.execute(sa.text(query)).all())
+        db.rollback()
+    return free
+
+
+def _holder(store: Store, email: str) -> int:
+    """The pid of the worker process whose run has ``email``'s delivery in flight."""
+    query = (
+        "SELECT r.pid FROM deliveries d JOIN send_runs r ON r.id = d.run_id"
+        " WHERE d.email = :email AND d.status = 'sending'"
+    )
+    with store.engine.connect() as db:
+        return db.execute(sa.text(query), {"email": email}).scalar_one()
+
+
+def _statuses(store: Store) -> Counter[str]:
+    counts: Counter[str] = Counter()
+    for (_, _, status), n in store.delivery_counts().items():
+        counts[status] += n
+    return +counts
+
+
+def _settled(store: Store) -> bool:
+    counts = _statuses(store)
+    return counts["pending"] == 0 and counts["sending"] == 0
+
+
+def _stop(workers: list[subprocess.Popen]) -> None:
+    for process in workers:
+        if process.poll() is None:
+            process.send_signal(signal.SIGCONT)
+            process.send_signal(signal.SIGTERM)
+    for process in workers:
+        process.wait(timeout=30)
+
+
+def jobs_left(store: Store) -> list[Any]:
+    """Send jobs waiting or running."""
+    with store.engine.connect() as db:
+        query = "SELECT id FROM procrastinate_jobs WHERE status IN ('todo', 'doing')"
+        return db.execute(sa.text(query), {}).all()
