@@ -89,7 +89,11 @@ Batch = tuple[int, int]
 _TAKE_BACK = (
     sa.select(deliveries.c.id)
     .where(deliveries.c.id == sa.bindparam("delivery_id"), deliveries.c.status == "pending")
-    .with_for_update(skip_locked=True)
+    # Waits rather than skips: another worker's take may hold this row's lock without having
+    # it (PostgreSQL keeps a row locked when its re-check after a concurrent update fails, to
+    # the end of that worker's transaction: its message). Skipping left the row to the next
+    # run; waiting finds it pending once that message is through, or taken by another run.
+    .with_for_update()
 )
 
 _SENDING = (
