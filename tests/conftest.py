@@ -85,7 +85,7 @@ DATE_LINES = {
 SEED_SLUG = "amazon-trainium3-aws-nvidia-ai-chip-competition"
 
 
-def write_archive(
+def write_articles(
     folder: Path,
     count: int,
     *,

@@ -13,7 +13,7 @@ from syndicate.cli import main
 from syndicate.config import load_config
 from syndicate.deliver import SmtpMailer
 from syndicate.state import open_store
-from tests.conftest import write_archive
+from tests.conftest import write_articles
 from tests.sending import NOW
 from tests.test_send import write_config
 
@@ -21,7 +21,7 @@ EDITOR = "editor@news.example.org"
 
 
 def _site(tmp_path: Path, database_url: str, port: int, *extra: str) -> Path:
-    articles = write_archive(tmp_path / "articles", 2, newest=date(2025, 12, 14))
+    articles = write_articles(tmp_path / "articles", 2, newest=date(2025, 12, 14))
     email = ["approval = true", f'preview_to = "{EDITOR}"', *extra]
     path = write_config(tmp_path, database_url, port, articles, email=email)
     store = open_store(database_url)
@@ -119,7 +119,7 @@ def test_a_held_issue_expires_unsent_and_the_next_shows_what_changed(
 
     # A revised piece-1 and a new piece: held, then left past approval_expires_days.
     articles = tmp_path / "articles"
-    write_archive(articles, 1, newest=date(2025, 12, 16), slug="fresh")
+    write_articles(articles, 1, newest=date(2025, 12, 16), slug="fresh")
     revised = articles / "en-piece-0001.txt"
     lines = revised.read_text("utf-8").split("\n")
     lines[2] = "Updated December 16, 2025"

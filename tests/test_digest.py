@@ -11,7 +11,7 @@ from syndicate.config import Config
 from syndicate.digest import audience_order, select_digest, window_start
 from syndicate.model import ArticleSet
 from syndicate.reader import read_articles
-from tests.conftest import ARTICLES, write_archive
+from tests.conftest import ARTICLES, write_articles
 
 SLUG = "amazon-trainium3-aws-nvidia-ai-chip-competition"
 UPDATED = date(2025, 12, 11)
@@ -142,7 +142,7 @@ def test_window_start(last_issue: date | None, days: int | None, start: date | N
 
 def test_the_cap_lists_the_newest_and_counts_the_rest(tmp_path, config: Config) -> None:
     archive = read_articles(
-        write_archive(tmp_path / "a", 300, newest=UPDATED), config.profiles, bodies=False
+        write_articles(tmp_path / "a", 300, newest=UPDATED), config.profiles, bodies=False
     )
     digest = select_digest(archive, "en", ["cost"], limit=10)
     assert [i.article.slug for i in digest.items] == [f"piece-{n}" for n in range(10)]

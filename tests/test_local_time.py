@@ -16,7 +16,7 @@ from syndicate.schedule.jobs import default_jobs
 from syndicate.schedule.plan import RELEASE_JOB
 from syndicate.schedule.scheduler import Jobs, Scheduler
 from syndicate.state import open_store
-from tests.conftest import write_archive
+from tests.conftest import write_articles
 from tests.mailserver import free_port
 from tests.test_send import write_config
 
@@ -38,7 +38,7 @@ def test_each_reader_gets_the_digest_once_at_their_own_0730(
     tmp_path: Path, database_url: str, smtp_server
 ) -> None:
     inbox, port = smtp_server
-    articles = write_archive(tmp_path / "articles", 2, newest=date(2026, 3, 27))
+    articles = write_articles(tmp_path / "articles", 2, newest=date(2026, 3, 27))
     job = ["[[schedule.digests]]", 'name = "sunday"', 'day_of_week = "sun"', "hour = 7",
            "minute = 30", "local_time = true"]  # fmt: skip
     path = write_config(tmp_path, database_url, port, articles, rest=job)
@@ -104,7 +104,7 @@ def readers_in_three_zones(folder: Path, database_url: str, port: int) -> Path:
     """A site with a Sunday 07:30 local-time digest and a reader in Tokyo, Amsterdam and New
     York; its mail goes to ``port``."""
     folder.mkdir(exist_ok=True)
-    articles = write_archive(folder / "articles", 2, newest=date(2026, 3, 27))
+    articles = write_articles(folder / "articles", 2, newest=date(2026, 3, 27))
     job = ["[[schedule.digests]]", 'name = "sunday"', 'day_of_week = "sun"', "hour = 7",
            "minute = 30", "local_time = true"]  # fmt: skip
     path = write_config(folder, database_url, port, articles, rest=job)

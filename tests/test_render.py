@@ -31,7 +31,7 @@ from syndicate.model import ArticleSet, Takeaways
 from syndicate.previews import preview_files, preview_links
 from syndicate.reader import read_articles
 from syndicate.render import HTML_LIMIT, RenderedDigest, render_digest
-from tests.conftest import ARTICLES, write_archive
+from tests.conftest import ARTICLES, write_articles
 
 GOLDEN = Path(__file__).resolve().parent / "golden" / "email"
 SLUG = "amazon-trainium3-aws-nvidia-ai-chip-competition"
@@ -529,7 +529,7 @@ def test_a_window_too_large_for_one_email_lists_the_newest_that_fit(
 ) -> None:
     """A few hundred articles for every audience: far over the HTML limit when listed whole."""
     config = parse_config({"email": {"max_articles": 1000}}, root=tmp_path, source="(t)", env={})
-    folder = write_archive(tmp_path / "archive", 300, newest=date(2025, 12, 11), langs=(lang,))
+    folder = write_articles(tmp_path / "archive", 300, newest=date(2025, 12, 11), langs=(lang,))
     archive = read_articles(folder, config.profiles, bodies=False)
     digest = select_digest(archive, lang, config.audiences, limit=1000)
     assert len(digest.items) == 300

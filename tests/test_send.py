@@ -33,7 +33,7 @@ from syndicate.state import open_store
 from syndicate.state.locks import run_lock
 from syndicate.subscribers import read_subscriber_csv
 from syndicate.tokens import UNSUBSCRIBE, read_token, secret_key
-from tests.conftest import ARTICLES, write_archive
+from tests.conftest import ARTICLES, write_articles
 from tests.databases import POSTGRES_URL
 from tests.sending import NOW, add_readers, compose, mailer, make_issue, options
 
@@ -479,7 +479,7 @@ def test_each_group_gets_what_is_new_since_its_last_issue(
     tmp_path: Path, database_url: str, smtp_server
 ) -> None:
     inbox, port = smtp_server
-    archive = write_archive(tmp_path / "articles", 300, newest=date(2025, 12, 11))
+    archive = write_articles(tmp_path / "articles", 300, newest=date(2025, 12, 11))
     config = load_config(write_config(tmp_path, database_url, port, archive))
     store = open_store(config.database_url)
     for email in ("a@example.com", "b@example.com"):
@@ -496,7 +496,7 @@ def test_each_group_gets_what_is_new_since_its_last_issue(
     assert len(store.sent_articles("en", ["cost"])) == 10  # what it listed, nothing else
 
     # A week later: only what is dated on or after that issue's day and was not in it.
-    write_archive(archive, 2, newest=date(2025, 12, 16), slug="fresh")
+    write_articles(archive, 2, newest=date(2025, 12, 16), slug="fresh")
     later = NOW + timedelta(days=7)
     second = send.send_digests(config, later, mailer=mailer, store=store)
     assert second.issues == [("en-cost", 2)] and len(inbox.received) == 4
@@ -522,7 +522,7 @@ def test_a_first_window_can_be_limited_to_recent_days(
     tmp_path: Path, database_url: str, smtp_server
 ) -> None:
     inbox, port = smtp_server
-    archive = write_archive(tmp_path / "articles", 300, newest=date(2025, 12, 11), langs=("nl",))
+    archive = write_articles(tmp_path / "articles", 300, newest=date(2025, 12, 11), langs=("nl",))
     path = write_config(tmp_path, database_url, port, archive, email=["first_window_days = 7"])
     store = open_store(database_url)
     store.add_subscriber(
@@ -616,7 +616,7 @@ def test_the_digest_command_previews_the_next_issue_of_a_group(
     tmp_path: Path, database_url: str, smtp_server
 ) -> None:
     inbox, port = smtp_server
-    archive = write_archive(tmp_path / "articles", 30, newest=date(2025, 12, 11))
+    archive = write_articles(tmp_path / "articles", 30, newest=date(2025, 12, 11))
     path = write_config(tmp_path, database_url, port, archive)
     store = open_store(database_url)
     store.add_subscriber("a@example.com", "en", ["cost"], status="active", consent_source="t",
@@ -652,7 +652,7 @@ def test_a_window_over_the_size_limit_is_sent_never_refused(
     tmp_path: Path, database_url: str, smtp_server
 ) -> None:
     inbox, port = smtp_server
-    archive = write_archive(tmp_path / "articles", 300, newest=date(2025, 12, 11))
+    archive = write_articles(tmp_path / "articles", 300, newest=date(2025, 12, 11))
     path = write_config(tmp_path, database_url, port, archive, email=["max_articles = 1000"])
     config = load_config(path)
     store = open_store(database_url)

@@ -14,7 +14,7 @@ from starlette.testclient import TestClient
 
 from syndicate.config import parse_config
 from syndicate.model import ArticleSet
-from syndicate.send import archive_name
+from syndicate.send import issue_page_name
 from syndicate.web import ArticleWatch, pages
 from tests.websites import (
     SLUG,
@@ -203,7 +203,7 @@ def test_archive_lists_issues_newest_first_with_their_dates(site, tmp_path, cloc
         )
         made[issue.id] = issue
     for issue_id in (4, 5, 6, 10, 11):
-        page = folder / f"{archive_name(made[issue_id])}.html"
+        page = folder / f"{issue_page_name(made[issue_id])}.html"
         page.write_text(f"<html><title>{made[issue_id].subject}</title></html>")
         os.utime(page, (1_800_000_000, 1_800_000_000 + issue_id % 3))  # copied: mtimes lost
     # An id the store knows, with another key: not that issue, so dated by its file.
@@ -220,7 +220,7 @@ def test_archive_lists_issues_newest_first_with_their_dates(site, tmp_path, cloc
         "Week 4",
         "Stray",
     ]
-    assert page.xpath("//main//li/a/@href")[0] == f"/archive/nl/{archive_name(made[11])}/"
+    assert page.xpath("//main//li/a/@href")[0] == f"/archive/nl/{issue_page_name(made[11])}/"
     assert page.xpath("//main//li/time/@datetime") == [
         "2025-12-15",
         "2025-12-08",

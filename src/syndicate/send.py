@@ -204,21 +204,21 @@ def _restore(issue: Issue) -> RenderedDigest:
     return RenderedDigest(**data)
 
 
-def archive_name(issue: Issue) -> str:
+def issue_page_name(issue: Issue) -> str:
     return issue_name(issue.id, issue.key)
 
 
 def view_url(config: Config, issue: Issue) -> str:
-    return issue_url(config, issue.lang, archive_name(issue))
+    return issue_url(config, issue.lang, issue_page_name(issue))
 
 
-def write_archive(config: Config, issue: Issue, rendered: RenderedDigest) -> Path:
+def write_issue_page(config: Config, issue: Issue, rendered: RenderedDigest) -> Path:
     """The issue as a public web page (no reader's links in it), written atomically."""
     base = site_url(config)
     page = rendered.personalise(
         unsubscribe_url=base, preferences_url=base, view_url=view_url(config, issue)
     ).html
-    path = config.path(config.web.issues) / issue.lang / f"{archive_name(issue)}.html"
+    path = config.path(config.web.issues) / issue.lang / f"{issue_page_name(issue)}.html"
     write_atomic(path, page.encode())
     return path
 
@@ -426,10 +426,10 @@ def _issue(
     dispatch: Dispatcher,
 ) -> None:
     """Render one group's digest and record it as an issue with a delivery per reader (in a
-    dry run: count it); a held one sends its test copy, any other is published in the web
-    archive. A digest that fails to render (no catalog for its language, a template error)
-    is this group's alone: it is reported, and every other group goes ahead. ``not_before``
-    gives each reader's delivery the time it waits for."""
+    dry run: count it); a held one sends its test copy, any other gets its page among the
+    sent issues (``web.issues``). A digest that fails to render (no catalog for its language,
+    a template error) is this group's alone: it is reported, and every other group goes
+    ahead. ``not_before`` gives each reader's delivery the time it waits for."""
     try:
         rendered = render_digest(digest, config)
     except Exception as exc:  # whatever it is, it is this variant's alone
@@ -462,7 +462,7 @@ def _issue(
     if issue.state == "held":
         report.held.append((issue.id, issue.key, len(group), test_copy(config, mailer, issue)))
     else:
-        write_archive(config, issue, rendered)
+        write_issue_page(config, issue, rendered)
 
 
 def _composer(config: Config, now: datetime) -> Callable[[Issue, Claim], bytes]:
@@ -568,13 +568,14 @@ def expire_held(config: Config, store: Store, now: datetime) -> list[tuple[int, 
 
 
 def approve_issue(config: Config, store: Store, issue_id: int, now: datetime) -> Issue | None:
-    """Release a held issue (its deliveries go out with the next send) and publish it in the
-    web archive, which shows only what was sent; None when it is not held."""
+    """Release a held issue (its deliveries go out with the next send) and write its page
+    among the sent issues (``web.issues``), which show only what was sent; None when it is
+    not held."""
     if not store.release_issue(issue_id, now):
         return None
     released = store.issue(issue_id)
     assert released is not None
-    write_archive(config, released, _restore(released))
+    write_issue_page(config, released, _restore(released))
     return released
 
 
