@@ -56,6 +56,10 @@ issues = sa.Table(
     sa.Column("rendered", sa.Text, nullable=False),
     sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
     sa.Column("state", sa.String(20), nullable=False, server_default="issued"),
+    # planned in chunks: the last reader id whose delivery is written; NULL once all are
+    sa.Column("planned_through", sa.Integer, nullable=True),
+    # when its last delivery was settled (sent, failed, uncertain, skipped)
+    sa.Column("finished_at", sa.DateTime(timezone=True), nullable=True),
     # the same content is never issued twice; a rejected or expired issue was never issued
     sa.Index(
         "uq_issues_content",
@@ -121,6 +125,9 @@ relay_buckets = sa.Table(
     sa.Column("burst", sa.Float, nullable=False),
     sa.Column("tokens", sa.Float, nullable=False),
     sa.Column("refilled_at", sa.DateTime(timezone=True), nullable=False),
+    # the relay said slow down (421, 451, 4.7.x): the rate it was cut to, and when
+    sa.Column("cut_rate", sa.Float, nullable=True),
+    sa.Column("cut_at", sa.DateTime(timezone=True), nullable=True),
 )
 """The rate of each relay (host:port), shared by every worker of a distributed send: a token
 bucket refilled at ``rate`` tokens a second up to ``burst``."""
@@ -163,7 +170,7 @@ dies then leaves the row pending, and the server discards the message it never s
 _MIGRATING = threading.Lock()
 
 
-HEAD_REVISION = "0006"
+HEAD_REVISION = "0007"
 """The newest migration's revision; a test holds it to what Alembic finds."""
 
 

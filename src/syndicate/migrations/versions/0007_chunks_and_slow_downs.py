@@ -1,0 +1,32 @@
+"""Issues planned in chunks (the reader id planned through), closed once every delivery is
+settled; and a relay's shared rate cut when it asks senders to slow down.
+
+Revision ID: 0007
+Revises: 0006
+"""
+
+import sqlalchemy as sa
+from alembic import op
+
+revision = "0007"
+down_revision = "0006"
+branch_labels = None
+depends_on = None
+
+
+def upgrade() -> None:
+    op.add_column("issues", sa.Column("planned_through", sa.Integer, nullable=True))
+    op.add_column("issues", sa.Column("finished_at", sa.DateTime(timezone=True), nullable=True))
+    op.add_column("relay_buckets", sa.Column("cut_rate", sa.Float, nullable=True))
+    op.add_column(
+        "relay_buckets", sa.Column("cut_at", sa.DateTime(timezone=True), nullable=True)
+    )
+
+
+def downgrade() -> None:
+    with op.batch_alter_table("relay_buckets") as table:
+        table.drop_column("cut_at")
+        table.drop_column("cut_rate")
+    with op.batch_alter_table("issues") as table:
+        table.drop_column("finished_at")
+        table.drop_column("planned_through")
