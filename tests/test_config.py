@@ -62,6 +62,14 @@ def test_error_message_names_the_file(tmp_path: Path) -> None:
     assert str(caught.value) == f"invalid configuration in {path}:\n  site.port: unknown key"
 
 
+def test_a_key_an_earlier_release_read_names_the_key_that_replaced_it(tmp_path: Path) -> None:
+    path = write(tmp_path, '[languages.nl]\nfeed_title = "Analyse"\nfeed_subtitle = "Kort"\n')
+    assert problems_of(path) == [
+        "languages.nl.feed_title: unknown key (renamed: languages.nl.title)",
+        "languages.nl.feed_subtitle: unknown key (renamed: languages.nl.description)",
+    ]
+
+
 def test_a_language_block_is_validated_like_the_rest(tmp_path: Path) -> None:
     path = write(
         tmp_path,

@@ -488,6 +488,21 @@ def _from_env(data: dict[str, Any], env: Mapping[str, str]) -> dict[str, Any]:
     return data
 
 
+_RENAMED = {
+    ("languages", "feed_title"): "title",
+    ("languages", "feed_subtitle"): "description",
+}
+"""Keys an earlier release read, by (section, key): the key that says the same now."""
+
+
+def _unknown(loc: tuple[int | str, ...]) -> str:
+    """The message for a key the config does not know: a hint where it was renamed."""
+    renamed = _RENAMED.get((str(loc[0]), str(loc[-1]))) if loc else None
+    if renamed is None:
+        return "unknown key"
+    return f"unknown key (renamed: {_key((*loc[:-1], renamed))})"
+
+
 def _key(loc: tuple[int | str, ...]) -> str:
     return ".".join(str(part) for part in loc) or "(top level)"
 
@@ -509,7 +524,7 @@ def parse_config(
         for err in exc.errors():
             message = err["msg"].removeprefix("Value error, ")
             if err["type"] == "extra_forbidden":
-                message = "unknown key"
+                message = _unknown(err["loc"])
             problems.append(f"{_key(err['loc'])}: {message}")
         raise ConfigError(source, problems) from None
 
