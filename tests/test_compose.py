@@ -9,7 +9,13 @@ from email.message import EmailMessage
 
 import pytest
 
-from syndicate.compose import HeaderError, compose_message, compose_note, reference_message
+from syndicate.compose import (
+    HeaderError,
+    compose_message,
+    compose_note,
+    note_bytes,
+    reference_message,
+)
 from syndicate.config import Config
 from syndicate.digest import select_digest
 from syndicate.reader import read_articles
@@ -212,3 +218,27 @@ def test_a_note_refuses_what_would_break_a_header(
     }
     with pytest.raises(HeaderError, match=error):
         compose_note(note, **values)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("to", "header"),
+    [
+        ("leser@exämple.de", b"To: leser@xn--exmple-cua.de\r\n"),
+        ("jürgen@exämple.de", "To: jürgen@xn--exmple-cua.de\r\n".encode()),
+    ],
+)
+def test_a_note_to_an_international_address_keeps_the_address_whole(
+    config: Config, to: str, header: bytes
+) -> None:
+    note = render_note(config, "de", "confirm", link="https://example.org/confirm/t", days=7)
+    message = compose_note(
+        note,
+        to=to,
+        sender="Syndicate <digest@example.com>",
+        message_id="<n1@example.com>",
+        date=datetime(2025, 12, 15, 9, 0, tzinfo=UTC),
+    )
+    data = note_bytes(message)
+    assert header in data
+    assert b"=?utf-8?" not in data.split(b"\r\nSubject:")[0]  # no encoded-word in an address
+    assert parsed(data)["Subject"] == "Bestätigen Sie Ihr Abonnement bei Syndicate"

@@ -292,7 +292,7 @@ def compose_note(
     3834) so that vacation responders stay quiet. Raises HeaderError like ``compose_message``."""
     message = EmailMessage()
     message["From"] = _printable("From", sender)
-    message["To"] = _printable("To", to)
+    message["To"] = _note_address(_printable("To", to))
     message["Subject"] = _printable("Subject", rendered.subject)
     message["Date"] = format_datetime(_dated(date).astimezone(UTC))
     message["Message-ID"] = _message_id(message_id)
@@ -301,3 +301,21 @@ def compose_note(
         message["Reply-To"] = _printable("Reply-To", reply_to)
     message.set_content(rendered.text)
     return message
+
+
+def _note_address(to: str) -> str:
+    """A note's To header, as ``_address`` writes a digest's: an international domain in its
+    IDNA form (an encoded-word is not allowed inside an address)."""
+    if to.isascii():
+        return to
+    try:
+        return smtp_address(to)[0]
+    except ValueError as exc:
+        raise HeaderError(f"To: {exc}") from None
+
+
+def note_bytes(message: EmailMessage) -> bytes:
+    """A note as it goes over SMTP: 7-bit headers with encoded-words, or, for a reader whose
+    local part is not ASCII, UTF-8 headers (RFC 6532; the envelope then needs SMTPUTF8)."""
+    utf8 = not str(message["To"]).isascii()
+    return message.as_bytes(policy=email.policy.SMTPUTF8 if utf8 else email.policy.SMTP)

@@ -16,7 +16,6 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 from email.message import EmailMessage
-from email.policy import SMTP
 from email.utils import parseaddr
 from pathlib import Path
 from typing import Any, Protocol
@@ -25,7 +24,7 @@ from zoneinfo import ZoneInfo
 from .bounces import (
     verp_address,
 )
-from .compose import compose_message
+from .compose import compose_message, note_bytes
 from .config import Config
 from .deliver import (
     DeliveryCounts,
@@ -129,7 +128,7 @@ def message_sender(config: Config) -> Callable[[EmailMessage], None]:
     sender = envelope_sender(config.email.sender)
 
     def send(message: EmailMessage) -> None:
-        data = message.as_bytes(policy=SMTP)
+        data = note_bytes(message)
         if signer is not None:
             data = signer.sign(data)
         transport = mailer.open()
