@@ -15,6 +15,7 @@ from syndicate.digest import local_send_time
 from syndicate.schedule.jobs import default_jobs
 from syndicate.schedule.plan import RELEASE_JOB
 from syndicate.schedule.scheduler import Jobs, Scheduler
+from syndicate.send import approve_issue
 from syndicate.state import open_store
 from tests.conftest import write_articles
 from tests.mailserver import free_port
@@ -178,3 +179,36 @@ def test_a_release_that_fails_leaves_the_next_zone_to_be_released(
         "amsterdam@example.com": 1,
         "newyork@example.com": 1,
     }
+
+
+def test_a_held_local_time_issue_waits_for_approval_then_for_each_readers_time(
+    tmp_path: Path, database_url: str, smtp_server
+) -> None:
+    inbox, port = smtp_server
+    editor = "editor@news.example.org"
+    articles = write_articles(tmp_path / "articles", 2, newest=date(2026, 3, 27))
+    job = ["[[schedule.digests]]", 'name = "sunday"', 'day_of_week = "sun"', "hour = 7",
+           "minute = 30", "local_time = true"]  # fmt: skip
+    email = ["approval = true", f'preview_to = "{editor}"']
+    path = write_config(tmp_path, database_url, port, articles, email=email, rest=job)
+    runner = CliRunner()
+    for address, zone in [("tokyo@example.com", "Asia/Tokyo"),
+                          ("amsterdam@example.com", "Europe/Amsterdam")]:  # fmt: skip
+        args = ["subscribers", "add", address, "--config", str(path), "--lang", "en"]
+        assert runner.invoke(main, [*args, "--audience", "cost", "--timezone", zone]).exit_code == 0
+
+    issue_for_every_zone(path)
+    assert inbox.counts() == {editor: 1}  # the test copy alone
+    # Tokyo's 07:30 passes while the issue waits for the editor: nobody gets it
+    run_at(path, TOKYO_DUE + timedelta(minutes=1))
+    assert inbox.counts() == {editor: 1}
+
+    approved = TOKYO_DUE + timedelta(hours=1)
+    store = open_store(database_url)
+    assert approve_issue(load_config(path), store, 1, approved) is not None
+    store.close()
+    run_at(path, approved)  # Tokyo's time is past: at once; Amsterdam's is still to come
+    assert inbox.counts() == {editor: 1, "tokyo@example.com": 1}
+    run_at(path, datetime(2026, 3, 29, 5, 31, tzinfo=UTC))
+    run_at(path, datetime(2026, 3, 29, 12, 0, tzinfo=UTC))
+    assert inbox.counts() == {editor: 1, "tokyo@example.com": 1, "amsterdam@example.com": 1}
