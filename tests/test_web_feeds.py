@@ -10,11 +10,10 @@ import feedparser
 import pytest
 
 from syndicate.build import build_feeds
+from syndicate.config import parse_config
 from syndicate.web.feeds import FeedFolder
 from tests.conftest import ARTICLES
-from tests.websites import (
-    web_config,
-)
+from tests.websites import make_client, web_config, write_feeds
 
 
 @pytest.mark.parametrize(
@@ -155,3 +154,30 @@ def test_nothing_outside_the_feed_files_is_served(site, tmp_path, path):
     client, *_ = site
     (tmp_path / "feeds" / ".hidden").write_text("secret")
     assert client.get(path).status_code == 404
+
+
+def test_a_subscription_feed_names_its_hubs_and_itself_in_a_link_header(
+    tmp_path, store, article_set, clock
+):
+    hubs = ["https://hub.example.net/websub", "https://push.example.org/hub"]
+    config = parse_config(
+        {"site": {"base_url": "https://news.example.org"}, "feeds": {"hub": hubs}},
+        root=tmp_path,
+        source="(test)",
+        env={},
+    )
+    (tmp_path / "feeds").mkdir()
+    write_feeds(tmp_path / "feeds")
+    client = make_client(config, store, None, article_set, clock)
+    for name in ("nl.atom.xml", "nl.rss.xml", "nl.json"):
+        response = client.get(f"/feeds/{name}")
+        assert response.headers["link"] == (
+            '<https://hub.example.net/websub>; rel="hub", <https://push.example.org/hub>; rel="hub", '
+            f'<https://news.example.org/feeds/{name}>; rel="self"'
+        )
+        again = client.get(f"/feeds/{name}", headers={"If-None-Match": response.headers["etag"]})
+        assert again.status_code == 304 and again.headers["link"] == response.headers["link"]
+    for name in ("index.opml", "archive/nl-1.atom.xml"):  # no topic of their own
+        assert "link" not in client.get(f"/feeds/{name}").headers
+    plain = make_client(web_config(tmp_path), store, None, article_set, clock)
+    assert "link" not in plain.get("/feeds/nl.atom.xml").headers

@@ -46,8 +46,6 @@ def web_config(root: Path, base_url: str = "http://testserver", **web: object) -
     data = {"site": {"base_url": base_url}, "web": web}
     return parse_config(data, root=root, source="(test)", env={})
 
-    return parse_config(data, root=root, source="(test)", env={})
-
 
 def write_feeds(folder: Path) -> dict[str, bytes]:
     """A few files as `syndicate build` writes them."""

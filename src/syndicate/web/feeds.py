@@ -18,6 +18,8 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 
+from ..config import Config
+from ..feeds import hub_topics
 from .context import context_of
 
 
@@ -136,6 +138,17 @@ def not_modified(request: Request, etag: str, modified: datetime) -> bool:
     return False
 
 
+def websub_link(config: Config, relative: str) -> str | None:
+    """The Link header of a subscription feed when hubs are set: WebSub subscribers find the
+    hubs and the topic URL there, whatever the feed's format says (WebSub section 4)."""
+    topics = hub_topics(config, [relative]) if config.feeds.hub else []
+    if not topics:
+        return None
+    return ", ".join(
+        [*(f'<{hub}>; rel="hub"' for hub in config.feeds.hub), f'<{topics[0]}>; rel="self"']
+    )
+
+
 async def feed(request: Request) -> Response:
     """GET /feeds/<path>: from memory when the file was looked at just now, else its stat
     (and read) in the thread pool, so the event loop never waits on the disk."""
@@ -152,6 +165,8 @@ async def feed(request: Request) -> Response:
         "Vary": "Accept-Encoding",
         "X-Content-Type-Options": "nosniff",
     }
+    if link := websub_link(context_of(request).config, relative):
+        headers["Link"] = link
     if not_modified(request, etag, found.modified):
         return Response(status_code=304, headers=headers)
     if zipped:
