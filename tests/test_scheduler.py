@@ -286,7 +286,8 @@ def test_schedule_says_what_run_once_does_with_an_overdue_send_moved_to_another_
     tuesday = make_config(tmp_path, sqlite_url, [{**MONDAY, "day_of_week": "tue", "hour": 9}])
     back = datetime(2026, 1, 13, 12, 0, tzinfo=UTC)  # down across Monday's send
     (row,) = [
-        r for r in Scheduler(tuesday, Recorder().jobs, clock=clock(back)).planned()
+        r
+        for r in Scheduler(tuesday, Recorder().jobs, clock=clock(back)).planned()
         if r.id != "feeds"
     ]
     assert row.next_run == datetime(2026, 1, 12, 7, 30, tzinfo=AMSTERDAM)

@@ -172,7 +172,8 @@ def test_a_subscription_feed_names_its_hubs_and_itself_in_a_link_header(
     for name in ("nl.atom.xml", "nl.rss.xml", "nl.json"):
         response = client.get(f"/feeds/{name}")
         assert response.headers["link"] == (
-            '<https://hub.example.net/websub>; rel="hub", <https://push.example.org/hub>; rel="hub", '
+            '<https://hub.example.net/websub>; rel="hub", '
+            '<https://push.example.org/hub>; rel="hub", '
             f'<https://news.example.org/feeds/{name}>; rel="self"'
         )
         again = client.get(f"/feeds/{name}", headers={"If-None-Match": response.headers["etag"]})

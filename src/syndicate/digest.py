@@ -18,6 +18,7 @@ def audience_order(audiences: Sequence[str]) -> tuple[str, ...]:
     rank = {a: i for i, a in enumerate(AUDIENCES)}
     return tuple(sorted(set(audiences), key=lambda a: (rank.get(a, len(rank)), a)))
 
+
 FIRST_ZONE = ZoneInfo("Etc/GMT-14")
 """UTC+14, the first zone a day reaches: a local-time job fires at its hour there."""
 

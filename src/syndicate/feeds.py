@@ -564,9 +564,7 @@ def language_documents(
     names = feed_names(lang)
     others = [other for other in langs if other != lang]
     entries = [make_entry(config, a, published[a.key], articles.translations(a)) for a in current]
-    archive_urls = [
-        feed_url(config, feed_archive_name(lang, n)) for n in range(1, len(pages) + 1)
-    ]
+    archive_urls = [feed_url(config, feed_archive_name(lang, n)) for n in range(1, len(pages) + 1)]
     atom_url = feed_url(config, names["atom"])
     translations = tuple((o, feed_url(config, feed_names(o)["atom"])) for o in others)
     docs[names["atom"]] = atom_document(

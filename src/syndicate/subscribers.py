@@ -20,7 +20,13 @@ from .model import Diagnostic, Severity
 CSV_COLUMNS = ("email", "lang", "audiences")
 """Columns an import needs; audiences split by ';'."""
 EXPORT_COLUMNS = (
-    *CSV_COLUMNS, "status", "consent_source", "created", "updated", "bounces", "timezone"
+    *CSV_COLUMNS,
+    "status",
+    "consent_source",
+    "created",
+    "updated",
+    "bounces",
+    "timezone",
 )
 """Columns an export writes and an import reads back (those after ``audiences`` may be left
 out or empty: the import's options and the time of the import stand in for them; an empty

@@ -89,4 +89,3 @@ def secret_key(config: Config) -> bytes:
     if not path.exists():
         write_once(path, (secrets.token_urlsafe(32) + "\n").encode())
     return path.read_text("ascii").strip().encode()
-

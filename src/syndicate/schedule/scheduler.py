@@ -480,7 +480,6 @@ class Scheduler:
         return report
 
 
-
 def _new_scheduler(
     engine: sa.Engine, workers: int, options: Mapping[str, Any], zone: ZoneInfo
 ) -> BlockingScheduler:

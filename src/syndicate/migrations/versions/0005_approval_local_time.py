@@ -50,9 +50,7 @@ def _rebuild_sqlite(*extra: sa.schema.SchemaItem) -> None:
 
 def upgrade() -> None:
     op.add_column("subscribers", sa.Column("timezone", sa.String(64), nullable=True))
-    op.add_column(
-        "deliveries", sa.Column("not_before", sa.DateTime(timezone=True), nullable=True)
-    )
+    op.add_column("deliveries", sa.Column("not_before", sa.DateTime(timezone=True), nullable=True))
     state = sa.Column("state", sa.String(20), nullable=False, server_default="issued")
     if op.get_bind().dialect.name == "sqlite":
         _rebuild_sqlite(state)

@@ -18,9 +18,7 @@ def upgrade() -> None:
     op.add_column("issues", sa.Column("planned_through", sa.Integer, nullable=True))
     op.add_column("issues", sa.Column("finished_at", sa.DateTime(timezone=True), nullable=True))
     op.add_column("relay_buckets", sa.Column("cut_rate", sa.Float, nullable=True))
-    op.add_column(
-        "relay_buckets", sa.Column("cut_at", sa.DateTime(timezone=True), nullable=True)
-    )
+    op.add_column("relay_buckets", sa.Column("cut_at", sa.DateTime(timezone=True), nullable=True))
 
 
 def downgrade() -> None:
