@@ -963,17 +963,21 @@ _STATUSES = ("held", "pending", "sending", "sent", "failed", "uncertain", "skipp
 
 
 def send_status(store: Any, site_zone: str = "", now: datetime | None = None) -> dict[str, Any]:
-    """The ``send --status --json`` contract: deliveries per issue, the uncertain ones, the
-    held issues and the deliveries waiting for their readers' local time (a reader without a
-    zone of their own is in ``site_zone``)."""
+    """The ``send --status --json`` contract: deliveries per issue (and whether it is still
+    being planned, when it finished), the uncertain ones, the held issues and the deliveries
+    waiting for their readers' local time (a reader without a zone of their own is in
+    ``site_zone``)."""
     counts = store.delivery_counts()
     issues = sorted({(issue_id, key) for issue_id, key, _ in counts})
+    progress = store.issue_progress()
     return {
         "issues": [
             {
                 "id": issue_id,
                 "key": key,
                 "deliveries": {s: counts.get((issue_id, key, s), 0) for s in _STATUSES},
+                "planning": progress.get(issue_id, (False, None))[0],
+                "finished": _when(progress.get(issue_id, (False, None))[1]),
             }
             for issue_id, key in issues
         ],
@@ -1015,6 +1019,18 @@ def send_status(store: Any, site_zone: str = "", now: datetime | None = None) ->
     }
 
 
+def _when(moment: datetime | None) -> str | None:
+    return moment.isoformat() if moment is not None else None
+
+
+def _progress(issue: dict[str, Any]) -> str:
+    """An issue's state in the status table: finished (when, UTC), still being planned, or
+    open."""
+    if issue["finished"]:
+        return datetime.fromisoformat(issue["finished"]).strftime("%Y-%m-%d %H:%M")
+    return "planning" if issue["planning"] else "open"
+
+
 def print_issued(report: SendReport, *, dry_run: bool) -> None:
     """The issues a send made (or would make), held, let expire or could not render."""
     verb = "would issue" if dry_run else "issued"
@@ -1031,6 +1047,11 @@ def print_issued(report: SendReport, *, dry_run: bool) -> None:
     refused = "would not issue" if dry_run else "not issued"
     for key, readers, reason in report.refused:
         click.echo(f"{refused} {key} to {readers} reader(s): {reason}", err=True)
+    for issue_id, key in report.resumed:
+        click.echo(f"issue {issue_id} ({key}): the rest of its readers planned", err=True)
+    for done in report.finished:
+        counts = ", ".join(f"{n:,} {status}" for status, n in done.counts.items())
+        click.echo(f"issue {done.id} ({done.key}) finished: {counts}", err=True)
 
 
 def print_send_status(store: Any, site_zone: str = "") -> None:
@@ -1045,9 +1066,11 @@ def print_send_status(store: Any, site_zone: str = "") -> None:
     table.add_column("issue", overflow="fold")
     for name in _STATUSES:
         table.add_column(name, justify="right")
+    table.add_column("finished (UTC)", overflow="fold")
     for issue in status["issues"]:
         counts = issue["deliveries"]
-        table.add_row(str(issue["id"]), issue["key"], *(str(counts[s]) for s in _STATUSES))
+        cells = (str(counts[s]) for s in _STATUSES)
+        table.add_row(str(issue["id"]), issue["key"], *cells, _progress(issue))
     console.print(table, markup=False)
     if status["uncertain"]:
         table = Table(title="uncertain: may or may not have arrived (send --resend ID to requeue)")

@@ -9,7 +9,7 @@ migrations), ``database`` (the engine, its errors, the one way to write).
 
 from .bounce_reports import AtRisk, Bounced
 from .database import create_engine, database_errors, utc
-from .issues import BATCH_SIZE, Issue, Within
+from .issues import BATCH_SIZE, PLAN_CHUNK, Finished, Issue, Planning, Within
 from .ledger import Batch, Claim, Delivery, Ledger
 from .locks import AdvisoryLock, FileLock, NoLock, SchedulerLock, scheduler_lock
 from .schema import DELIVERY_STATUSES, HEAD_REVISION, SUBSCRIBER_STATUSES
@@ -20,6 +20,7 @@ __all__ = [
     "BATCH_SIZE",
     "DELIVERY_STATUSES",
     "HEAD_REVISION",
+    "PLAN_CHUNK",
     "SUBSCRIBER_STATUSES",
     "AdvisoryLock",
     "AtRisk",
@@ -28,9 +29,11 @@ __all__ = [
     "Claim",
     "Delivery",
     "FileLock",
+    "Finished",
     "Issue",
     "Ledger",
     "NoLock",
+    "Planning",
     "SchedulerLock",
     "Store",
     "Subscriber",

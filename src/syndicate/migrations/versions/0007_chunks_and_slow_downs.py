@@ -1,4 +1,5 @@
-"""Issues planned in chunks (the reader id planned through), closed once every delivery is
+"""Issues planned in chunks (the reader id planned through, the local time their later chunks
+wait for, an index to read a variant's readers in id order), closed once every delivery is
 settled; and a relay's shared rate cut when it asks senders to slow down.
 
 Revision ID: 0007
@@ -16,7 +17,11 @@ depends_on = None
 
 def upgrade() -> None:
     op.add_column("issues", sa.Column("planned_through", sa.Integer, nullable=True))
+    op.add_column("issues", sa.Column("local_time", sa.String(5), nullable=True))
     op.add_column("issues", sa.Column("finished_at", sa.DateTime(timezone=True), nullable=True))
+    op.create_index(
+        "ix_subscribers_variant", "subscribers", ["lang", "audiences", "status", "id"]
+    )
     op.add_column("relay_buckets", sa.Column("cut_rate", sa.Float, nullable=True))
     op.add_column(
         "relay_buckets", sa.Column("cut_at", sa.DateTime(timezone=True), nullable=True)
@@ -27,6 +32,8 @@ def downgrade() -> None:
     with op.batch_alter_table("relay_buckets") as table:
         table.drop_column("cut_at")
         table.drop_column("cut_rate")
+    op.drop_index("ix_subscribers_variant", table_name="subscribers")
     with op.batch_alter_table("issues") as table:
+        table.drop_column("local_time")
         table.drop_column("finished_at")
         table.drop_column("planned_through")
