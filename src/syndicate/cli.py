@@ -1023,14 +1023,6 @@ def _when(moment: datetime | None) -> str | None:
     return moment.isoformat() if moment is not None else None
 
 
-def _progress(issue: dict[str, Any]) -> str:
-    """An issue's state in the status table: finished (when, UTC), still being planned, or
-    open."""
-    if issue["finished"]:
-        return datetime.fromisoformat(issue["finished"]).strftime("%Y-%m-%d %H:%M")
-    return "planning" if issue["planning"] else "open"
-
-
 def print_issued(report: SendReport, *, dry_run: bool) -> None:
     """The issues a send made (or would make), held, let expire or could not render."""
     verb = "would issue" if dry_run else "issued"
@@ -1066,12 +1058,15 @@ def print_send_status(store: Any, site_zone: str = "") -> None:
     table.add_column("issue", overflow="fold")
     for name in _STATUSES:
         table.add_column(name, justify="right")
-    table.add_column("finished (UTC)", overflow="fold")
-    for issue in status["issues"]:
+    finished = [issue for issue in status["issues"] if issue["finished"]]
+    for issue in (issue for issue in status["issues"] if not issue["finished"]):
         counts = issue["deliveries"]
-        cells = (str(counts[s]) for s in _STATUSES)
-        table.add_row(str(issue["id"]), issue["key"], *cells, _progress(issue))
-    console.print(table, markup=False)
+        key = f"{issue['key']} (planning)" if issue["planning"] else issue["key"]
+        table.add_row(str(issue["id"]), key, *(str(counts[s]) for s in _STATUSES))
+    if table.rows or not finished:
+        console.print(table, markup=False)
+    if finished:
+        console.print(_finished_table(finished), markup=False)
     if status["uncertain"]:
         table = Table(title="uncertain: may or may not have arrived (send --resend ID to requeue)")
         table.add_column("id", justify="right")
@@ -1094,6 +1089,24 @@ def print_send_status(store: Any, site_zone: str = "") -> None:
             f"{reports.get('temporary', 0)} temporary, {reports.get('complaint', 0)} "
             "complaint(s) (syndicate bounces list)"
         )
+
+
+def _finished_table(finished: list[dict[str, Any]]) -> Any:
+    """The issues with nothing left to send, and when that was found."""
+    from rich.table import Table
+
+    table = Table(title="finished: nothing left to send")
+    table.add_column("id", justify="right")
+    table.add_column("issue", overflow="fold")
+    settled = ("sent", "failed", "uncertain", "skipped")
+    for name in settled:
+        table.add_column(name, justify="right")
+    table.add_column("finished (UTC)", overflow="fold")
+    for issue in finished:
+        when = datetime.fromisoformat(issue["finished"]).astimezone(UTC)
+        counts = (str(issue["deliveries"][s]) for s in settled)
+        table.add_row(str(issue["id"]), issue["key"], *counts, when.strftime("%Y-%m-%d %H:%M"))
+    return table
 
 
 def _held_table(held: list[dict[str, Any]]) -> Any:
