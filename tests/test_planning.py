@@ -329,7 +329,8 @@ def test_a_held_issue_has_held_rows_in_every_chunk(
     issue is not finished while held; approved, every reader gets it once and it closes."""
     inbox, port = smtp_server
     editor = "email.preview_to = 'editor@news.example.org'"
-    config = load_config(write_config(tmp_path, database_url, port, "email.approval = true", editor))
+    path = write_config(tmp_path, database_url, port, "email.approval = true", editor)
+    config = load_config(path)
     store = open_store(database_url)
     add_readers(store, 20)
     mailer = send.open_mailer(config)

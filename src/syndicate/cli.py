@@ -1053,20 +1053,8 @@ def print_send_status(store: Any, site_zone: str = "") -> None:
 
     status = send_status(store, site_zone)
     console = Console()
-    table = Table(title="deliveries per issue")
-    table.add_column("id", justify="right")
-    table.add_column("issue", overflow="fold")
-    for name in _STATUSES:
-        table.add_column(name, justify="right")
-    finished = [issue for issue in status["issues"] if issue["finished"]]
-    for issue in (issue for issue in status["issues"] if not issue["finished"]):
-        counts = issue["deliveries"]
-        key = f"{issue['key']} (planning)" if issue["planning"] else issue["key"]
-        table.add_row(str(issue["id"]), key, *(str(counts[s]) for s in _STATUSES))
-    if table.rows or not finished:
+    for table in _issue_tables(status["issues"]):
         console.print(table, markup=False)
-    if finished:
-        console.print(_finished_table(finished), markup=False)
     if status["uncertain"]:
         table = Table(title="uncertain: may or may not have arrived (send --resend ID to requeue)")
         table.add_column("id", justify="right")
@@ -1089,6 +1077,25 @@ def print_send_status(store: Any, site_zone: str = "") -> None:
             f"{reports.get('temporary', 0)} temporary, {reports.get('complaint', 0)} "
             "complaint(s) (syndicate bounces list)"
         )
+
+
+def _issue_tables(issues: list[dict[str, Any]]) -> list[Any]:
+    """The open issues with their deliveries in each state (one still being planned marked
+    so), then the finished ones."""
+    from rich.table import Table
+
+    table = Table(title="deliveries per issue")
+    table.add_column("id", justify="right")
+    table.add_column("issue", overflow="fold")
+    for name in _STATUSES:
+        table.add_column(name, justify="right")
+    finished = [issue for issue in issues if issue["finished"]]
+    for issue in (issue for issue in issues if not issue["finished"]):
+        counts = issue["deliveries"]
+        key = f"{issue['key']} (planning)" if issue["planning"] else issue["key"]
+        table.add_row(str(issue["id"]), key, *(str(counts[s]) for s in _STATUSES))
+    tables = [table] if table.rows or not finished else []
+    return [*tables, _finished_table(finished)] if finished else tables
 
 
 def _finished_table(finished: list[dict[str, Any]]) -> Any:

@@ -367,12 +367,11 @@ def send_digests(
     ``SendReport.refused`` and the others go ahead. ``local_time`` (hour, minute): each
     reader's delivery waits for that time of the day in their own zone (``local_send_time``).
 
-    An issue and its delivery rows are committed before any message leaves, a chunk of
-    ``send.plan_chunk`` readers per transaction (the first with the issue); a rerun after a
-    crash plans the rest of an issue whose planning stopped between two chunks, sends what is
-    still pending, from the stored issue, and never re-issues the same content. Pending
-    deliveries of earlier runs are sent too, whatever the filters. An issue with nothing
-    left to send is closed (``SendReport.finished``).
+    An issue and its delivery rows (``send.plan_chunk`` readers a transaction, the first with
+    the issue) are committed before any message leaves; a rerun after a crash plans the rest
+    of an issue stopped between two chunks, sends what is pending, from the stored issue, and
+    never re-issues the same content. Pending deliveries of earlier runs are sent too,
+    whatever the filters; an issue with nothing left to send is closed.
     ``dry_run`` reports what would be issued and writes nothing. Once ``stop`` is set, no
     more deliveries start (see ``deliver``). The sample readers of a first run are never sent
     to through a real SMTP server.
@@ -390,11 +389,10 @@ def send_digests(
     if not dry_run:
         report.expired = expire_held(config, store, now)
         report.resumed = resume_planning(config, store, now, dispatch)
-    at = f"{local_time[0]:02}:{local_time[1]:02}" if local_time else None
-    for (lang, chosen), readers in groups.items():
+    for (lang, chosen), n in groups.items():  # n: the group's readers
         digest = next_digest(config, articles, lang, chosen, now=now, since=since, store=store)
         if digest is not None:
-            _issue(config, store, mailer, digest, readers, now, report, dry_run, at, dispatch)
+            _issue(config, store, mailer, digest, n, now, report, dry_run, local_time, dispatch)
     if dry_run:
         report.pending = store.pending_count()
         return report
@@ -508,14 +506,14 @@ def _issue(
     now: datetime,
     report: SendReport,
     dry_run: bool,
-    local_time: str | None,
+    local_time: tuple[int, int] | None,
     dispatch: Dispatcher,
 ) -> None:
     """Render one group's digest and record it as an issue with a delivery per reader (in a
     dry run: count it); a held one sends its test copy, any other gets its page among the
     sent issues (``web.issues``). A digest that fails to render (no catalog for its language,
     a template error) is this group's alone: it is reported, and every other group goes
-    ahead. ``local_time`` (HH:MM): each reader's delivery waits for it in their zone.
+    ahead. ``local_time`` (hour, minute): each reader's delivery waits for it in their zone.
 
     The issue commits with its first chunk of readers; its page or test copy goes out, then
     the other chunks are planned (a crash between two leaves them to ``resume_planning``)."""
@@ -528,7 +526,8 @@ def _issue(
         report.issues.append((digest.key, readers))
         return
     digest = digest.shortened(rendered.listed)
-    plan = planning(config, now, dispatch, local_time=local_time)
+    at = f"{local_time[0]:02}:{local_time[1]:02}" if local_time else None
+    plan = planning(config, now, dispatch, local_time=at)
     issue = store.open_issue(
         key=digest.key,
         lang=digest.lang,
@@ -539,7 +538,7 @@ def _issue(
         articles=[(*i.article.key, i.article.content_hash) for i in digest.items],
         plan=plan,
         held=config.email.approval,
-        local_time=local_time,
+        local_time=at,
     )
     if issue is None:
         return

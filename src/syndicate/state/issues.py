@@ -11,7 +11,7 @@ import sqlalchemy as sa
 
 from .database import Database, audience_ids, inserted_id, stored_audiences, utc
 from .schema import deliveries, issue_articles, issues
-from .subscribers import Subscriber, group_readers
+from .subscribers import Subscriber
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,59 +41,17 @@ class Issue:
 BATCH_SIZE = 500
 """Deliveries per batch: the unit one job sends when sends are spread over workers."""
 
-PLAN_CHUNK = 10_000
-"""Readers per planning transaction (whole batches)."""
-
 Within = Callable[[sa.Connection, int, range], None]
 """Called in each transaction that writes delivery rows of an issue, with (connection, issue
 id, the numbers of the batches written): what must commit with those rows (the jobs that
 will send them)."""
 
 
-@dataclass(frozen=True)
-class Planning:
-    """How an issue's delivery rows are written: a chunk of its readers per transaction, each
-    with what ``within`` adds (the chunk's jobs), in subscriber-id order."""
-
-    message_id: Callable[[int, int], str]
-    """(issue id, reader id) → the delivery's Message-ID."""
-    now: datetime
-    not_before: Callable[[Subscriber], datetime | None] | None = None
-    """The time before which a reader's delivery is not sent (local-time digests)."""
-    within: Within | None = None
-    batch_size: int = BATCH_SIZE
-    chunk: int = PLAN_CHUNK
-    """Readers per transaction, rounded up to whole batches (``rows``)."""
-    leave_out: str | None = None
-    """Readers of this consent source get no delivery (the sample readers when a real SMTP
-    server is set)."""
-
-    @property
-    def rows(self) -> int:
-        """Rows per chunk: whole batches, so that no batch is split across two chunks and the
-        batch numbers of the next chunk follow on."""
-        return -(-self.chunk // self.batch_size) * self.batch_size
-
-
-@dataclass(frozen=True, slots=True)
-class Finished:
-    """An issue closed: nothing of it is left to send (or held, or in flight)."""
-
-    id: int
-    key: str
-    counts: dict[str, int]
-    """Deliveries that were sent, failed, uncertain and skipped."""
-
-
-SETTLED = ("sent", "failed", "uncertain", "skipped")
-_OPEN = ("held", "pending", "sending")
-"""Delivery statuses that keep an issue open."""
-
-_STANDING = ("issued", "held")
+STANDING = ("issued", "held")
 """Issue states whose content counts as issued (the window, the same-content rule)."""
 
 
-def _deliveries(
+def delivery_rows(
     issue_id: int,
     readers: Sequence[Subscriber],
     message_id: Callable[[int, int], str],
@@ -121,39 +79,11 @@ def _deliveries(
     ]
 
 
-def _batches(first: int, rows: int, batch_size: int) -> range:
+def batch_range(first: int, rows: int, batch_size: int) -> range:
     return range(first, first + -(-rows // batch_size))
 
 
-def _write_chunk(
-    db: sa.Connection, issue: sa.Row, after: int | None, first_batch: int, plan: Planning
-) -> int | None:
-    """The delivery rows of the next chunk of ``issue``'s readers (id above ``after``) and
-    what ``plan.within`` adds; returns the last reader id written when more readers follow,
-    else None (the issue is fully planned)."""
-    readers = group_readers(
-        db, issue.lang, issue.audiences, after=after, limit=plan.rows + 1, leave_out=plan.leave_out
-    )
-    chunk = readers[: plan.rows]
-    if chunk:
-        held = issue.state == "held"
-        rows = _deliveries(
-            issue.id,
-            chunk,
-            plan.message_id,
-            plan.now,
-            held,
-            plan.not_before,
-            plan.batch_size,
-            first_batch,
-        )
-        db.execute(sa.insert(deliveries), rows)
-    if plan.within is not None:
-        plan.within(db, issue.id, _batches(first_batch, len(chunk), plan.batch_size))
-    return chunk[-1].id if len(readers) > plan.rows else None
-
-
-def _issue(row: sa.Row) -> Issue:
+def issue_from_row(row: sa.Row) -> Issue:
     return Issue(
         id=row.id,
         key=row.key,
@@ -170,7 +100,7 @@ def _issue(row: sa.Row) -> Issue:
     )
 
 
-def _issue_values(
+def issue_values(
     key: str,
     lang: str,
     audiences: Sequence[str],
@@ -192,7 +122,7 @@ def _issue_values(
     }
 
 
-def _insert_issue(
+def insert_issue(
     db: sa.Connection, values: dict[str, Any], articles: Sequence[tuple[str, str, str]]
 ) -> int:
     """The issue's row and its articles'; raises IntegrityError when its variant already has
@@ -209,10 +139,6 @@ def _insert_issue(
     return issue_id
 
 
-def _set_cursor(issue_id: int, cursor: int | None) -> sa.Update:
-    return sa.update(issues).where(issues.c.id == issue_id).values(planned_through=cursor)
-
-
 class Issues(Database):
     """The issues' rows and the articles each held."""
 
@@ -224,7 +150,7 @@ class Issues(Database):
             .where(
                 issues.c.lang == lang,
                 issues.c.audiences == stored_audiences(audiences),
-                issues.c.state.in_(_STANDING),
+                issues.c.state.in_(STANDING),
             )
             .order_by(issues.c.id)
         )
@@ -236,7 +162,7 @@ class Issues(Database):
         query = sa.select(sa.func.max(issues.c.created_at)).where(
             issues.c.lang == lang,
             issues.c.audiences == stored_audiences(audiences),
-            issues.c.state.in_(_STANDING),
+            issues.c.state.in_(STANDING),
         )
         with self.engine.connect() as db:
             found = db.execute(query).scalar()
@@ -271,146 +197,20 @@ class Issues(Database):
         it is not sent. ``within`` runs in the same transaction, after the rows are written
         in batches of ``batch_size``.
         """
-        values = _issue_values(key, lang, audiences, content_hash, subject, rendered, now, held)
+        values = issue_values(key, lang, audiences, content_hash, subject, rendered, now, held)
         try:
             with self._transaction() as db:
-                issue_id = _insert_issue(db, values, articles)
+                issue_id = insert_issue(db, values, articles)
                 if readers:
-                    rows = _deliveries(
+                    rows = delivery_rows(
                         issue_id, readers, message_id, now, held, not_before, batch_size
                     )
                     db.execute(sa.insert(deliveries), rows)
                 if within is not None:
-                    within(db, issue_id, _batches(0, len(readers), batch_size))
+                    within(db, issue_id, batch_range(0, len(readers), batch_size))
         except sa.exc.IntegrityError:
             return None
         return self.issue(issue_id)
-
-    def open_issue(
-        self,
-        *,
-        key: str,
-        lang: str,
-        audiences: Sequence[str],
-        content_hash: str,
-        subject: str,
-        rendered: str,
-        articles: Sequence[tuple[str, str, str]],
-        plan: Planning,
-        held: bool = False,
-        local_time: str | None = None,
-    ) -> Issue | None:
-        """Record a new issue for the active readers of its variant (``lang`` and exactly
-        ``audiences``), with the (lang, slug, content hash) of its ``articles``, and its
-        first chunk of deliveries and what ``plan.within`` adds, in one transaction.
-
-        When more readers follow, the issue keeps the last reader id written
-        (``planned_through``) and ``plan_chunk`` writes the rest, a chunk per transaction.
-        Returns None when this variant already had an issue with the same content (also when
-        a concurrent run recorded it first). ``held``: the issue and its deliveries wait for
-        ``release_issue``; ``local_time`` (HH:MM) is kept for the chunks that follow.
-        """
-        values = {
-            **_issue_values(key, lang, audiences, content_hash, subject, rendered, plan.now, held),
-            "local_time": local_time,
-        }
-        try:
-            with self._transaction() as db:
-                issue_id = _insert_issue(db, values, articles)
-                issue = db.execute(sa.select(issues).where(issues.c.id == issue_id)).one()
-                cursor = _write_chunk(db, issue, None, 0, plan)
-                if cursor is not None:
-                    db.execute(_set_cursor(issue_id, cursor))
-        except sa.exc.IntegrityError:
-            return None
-        return self.issue(issue_id)
-
-    def plan_chunk(self, issue_id: int, after: int, plan: Planning) -> int | None:
-        """Write the deliveries of the next chunk of an issue's readers (id above ``after``),
-        what ``plan.within`` adds and the cursor's advance, in one transaction fenced on the
-        cursor: of two planners at ``after``, one writes the chunk and the other finds the
-        cursor moved. Returns the cursor as it now stands (the last reader id planned, None
-        once every reader is, or the issue was withdrawn), so a caller goes on from there.
-
-        Rows of a held issue are held; batch numbers follow on from its last batch.
-        """
-        fence = (
-            sa.update(issues)
-            .where(
-                issues.c.id == issue_id,
-                issues.c.planned_through == after,
-                issues.c.state.in_(_STANDING),
-            )
-            .values(planned_through=after)  # a write first: takes the row (or SQLite's lock)
-        )
-        with self._database(), self._transaction() as db:
-            if db.execute(fence).rowcount:
-                issue = db.execute(sa.select(issues).where(issues.c.id == issue_id)).one()
-                last = sa.select(sa.func.max(deliveries.c.batch_no)).where(
-                    deliveries.c.issue_id == issue_id
-                )
-                found = db.execute(last).scalar()
-                cursor = _write_chunk(db, issue, after, 0 if found is None else found + 1, plan)
-                db.execute(_set_cursor(issue_id, cursor))
-                return cursor
-        moved = self.issue(issue_id)
-        return moved.planned_through if moved is not None and moved.state in _STANDING else None
-
-    def issues_in_planning(self) -> list[Issue]:
-        """The issues whose readers are not all planned yet (a planner stopped between two
-        chunks, or is still at it), oldest first."""
-        query = (
-            sa.select(issues)
-            .where(issues.c.planned_through.is_not(None), issues.c.state.in_(_STANDING))
-            .order_by(issues.c.id)
-        )
-        with self._database(), self.engine.connect() as db:
-            return [_issue(row) for row in db.execute(query)]
-
-    def close_finished(self, now: datetime) -> list[Finished]:
-        """Close every issue with nothing left to send: issued, fully planned, and no
-        delivery held, pending or in flight (uncertain ones wait for a person, not for a
-        send). Each is closed once (``finished_at``, ``now``), with its counts."""
-        left = (
-            sa.select(deliveries.c.id)
-            .where(deliveries.c.issue_id == issues.c.id, deliveries.c.status.in_(_OPEN))
-            .exists()
-        )
-        close = (
-            sa.update(issues)
-            .where(
-                issues.c.state == "issued",
-                issues.c.planned_through.is_(None),
-                issues.c.finished_at.is_(None),
-                ~left,
-            )
-            .values(finished_at=now)
-            .returning(issues.c.id, issues.c.key)
-        )
-        with self._database(), self._transaction() as db:
-            closed = {row.id: row.key for row in db.execute(close)}
-            counts = (
-                sa.select(deliveries.c.issue_id, deliveries.c.status, sa.func.count())
-                .where(deliveries.c.issue_id.in_(closed))
-                .group_by(deliveries.c.issue_id, deliveries.c.status)
-            )
-            found = {(i, status): n for i, status, n in db.execute(counts)} if closed else {}
-        return [
-            Finished(i, key, {s: found.get((i, s), 0) for s in SETTLED})
-            for i, key in sorted(closed.items())
-        ]
-
-    def issue_progress(self) -> dict[int, tuple[bool, datetime | None]]:
-        """Issue id → (still being planned, when it finished; None while open)."""
-        query = sa.select(issues.c.id, issues.c.planned_through, issues.c.finished_at)
-        with self.engine.connect() as db:
-            return {
-                row.id: (
-                    row.planned_through is not None,
-                    utc(row.finished_at) if row.finished_at is not None else None,
-                )
-                for row in db.execute(query)
-            }
 
     def issue_times(self, lang: str) -> dict[tuple[int, str], datetime]:
         """When each issue of ``lang`` was made, by (id, key): the dates the web archive shows."""
@@ -423,7 +223,7 @@ class Issues(Database):
     def issue(self, issue_id: int) -> Issue | None:
         with self._database(), self.engine.connect() as db:
             row = db.execute(sa.select(issues).where(issues.c.id == issue_id)).first()
-        return None if row is None else _issue(row)
+        return None if row is None else issue_from_row(row)
 
     # -- approval --------------------------------------------------------------------------
 
@@ -476,7 +276,7 @@ class Issues(Database):
                 issues.c.lang == issue.lang,
                 issues.c.audiences == stored_audiences(issue.audiences),
                 issues.c.id < issue.id,
-                issues.c.state.in_(_STANDING),
+                issues.c.state.in_(STANDING),
             )
             .scalar_subquery()
         )
