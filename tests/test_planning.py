@@ -10,18 +10,22 @@ import logging
 import math
 import threading
 from collections import Counter
+from datetime import timedelta
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
 import pytest
 import sqlalchemy as sa
+from alembic import command
+from alembic.config import Config as AlembicConfig
 from click.testing import CliRunner
 
 from syndicate import send
 from syndicate.cli import main
 from syndicate.config import Config, load_config
 from syndicate.deliver import DeliveryCounts, SmtpMailer
-from syndicate.state import Store, open_store, schema, utc
+from syndicate.state import Store, create_engine, open_store, schema, utc
 from syndicate.subscribers import ReaderRow
 from tests.conftest import ARTICLES, missing_real_part
 from tests.sending import NOW
@@ -428,3 +432,38 @@ def _status(path: Path) -> dict[str, Any]:
     result = CliRunner().invoke(main, ["send", "--status", "--json", "--config", str(path)])
     assert result.exit_code == 0, result.output
     return json.loads(result.stdout)
+
+
+def test_the_upgrade_closes_the_issues_settled_before_it(database_url: str) -> None:
+    """An issue sent in full before issues were closed is closed by the migration, at its last
+    delivery's time, so the first send after the upgrade does not report it; one with a
+    delivery pending stays open."""
+    engine = create_engine(database_url)
+    alembic = AlembicConfig()
+    alembic.set_main_option("script_location", str(resources.files("syndicate") / "migrations"))
+    with engine.begin() as db:
+        alembic.attributes["connection"] = db
+        command.upgrade(alembic, "0006")
+    with engine.begin() as db:
+        for n, last in ((1, "sent"), (2, "pending")):
+            db.execute(
+                schema.issues.insert().values(
+                    id=n, key=f"en-{n}", lang="en", audiences="cost", content_hash=f"h{n}",
+                    subject="s", rendered="{}", created_at=NOW,
+                )
+            )  # fmt: skip
+            for reader, status in ((1, "sent"), (2, last)):
+                db.execute(
+                    schema.deliveries.insert().values(
+                        issue_id=n, subscriber_id=reader, email=f"r{reader}@example.com",
+                        status=status, message_id=f"<{n}.{reader}@x>",
+                        updated_at=NOW + timedelta(hours=reader),
+                    )
+                )  # fmt: skip
+    engine.dispose()
+    store = open_store(database_url)
+    settled, left = store.issue(1), store.issue(2)
+    assert settled is not None and settled.finished_at == NOW + timedelta(hours=2)
+    assert left is not None and left.finished_at is None
+    assert store.close_finished(NOW) == []
+    store.close()

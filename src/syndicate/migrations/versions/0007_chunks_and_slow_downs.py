@@ -1,6 +1,7 @@
 """Issues planned in chunks (the reader id planned through, the local time their later chunks
 wait for, an index to read a variant's readers in id order), closed once every delivery is
-settled; and a relay's shared rate cut when it asks senders to slow down.
+settled (the issues settled already are closed here, at their last delivery's time); and a
+relay's shared rate cut when it asks senders to slow down.
 
 Revision ID: 0007
 Revises: 0006
@@ -22,9 +23,35 @@ def upgrade() -> None:
     op.create_index(
         "ix_subscribers_variant", "subscribers", ["lang", "audiences", "status", "id"]
     )
+    _close_settled()
     op.add_column("relay_buckets", sa.Column("cut_rate", sa.Float, nullable=True))
     op.add_column(
         "relay_buckets", sa.Column("cut_at", sa.DateTime(timezone=True), nullable=True)
+    )
+
+
+def _close_settled() -> None:
+    """The issues sent in full before this revision are closed now, at the time of their last
+    delivery, so that the first send after the upgrade does not report each as just finished."""
+    issues = sa.table(
+        "issues",
+        sa.column("id"),
+        sa.column("state"),
+        sa.column("created_at"),
+        sa.column("finished_at"),
+    )
+    deliveries = sa.table(
+        "deliveries", sa.column("issue_id"), sa.column("status"), sa.column("updated_at")
+    )
+    mine = deliveries.c.issue_id == issues.c.id
+    last = sa.select(sa.func.max(deliveries.c.updated_at)).where(mine).scalar_subquery()
+    left = sa.select(deliveries.c.issue_id).where(
+        mine, deliveries.c.status.in_(("held", "pending", "sending"))
+    )
+    op.execute(
+        sa.update(issues)
+        .where(issues.c.state == "issued", ~left.exists())
+        .values(finished_at=sa.func.coalesce(last, issues.c.created_at))
     )
 
 
