@@ -46,7 +46,6 @@ Within = Callable[[sa.Connection, int, range], None]
 id, the numbers of the batches written): what must commit with those rows (the jobs that
 will send them)."""
 
-
 STANDING = ("issued", "held")
 """Issue states whose content counts as issued (the window, the same-content rule)."""
 

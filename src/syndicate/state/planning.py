@@ -69,6 +69,7 @@ SETTLED = ("sent", "failed", "uncertain", "skipped")
 _OPEN = ("held", "pending", "sending")
 """Delivery statuses that keep an issue open."""
 
+
 def _write_chunk(
     db: sa.Connection, issue: sa.Row, after: int | None, first_batch: int, plan: Planning
 ) -> int | None:
