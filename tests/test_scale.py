@@ -105,9 +105,9 @@ def test_planning_commits_the_rows_and_their_jobs_together_or_neither(
     class Refused(Exception):
         pass
 
-    def plan_then_fail(db: sa.Connection, issue_id: int, batches: int) -> None:
+    def plan_then_fail(db: sa.Connection, issue_id: int, batches: range) -> None:
         dispatch.plan(db, issue_id, batches)
-        assert len(jobs_seen_by(db)) == batches  # deferred, in this transaction
+        assert len(jobs_seen_by(db)) == len(batches)  # deferred, in this transaction
         raise Refused
 
     def jobs_seen_by(db: sa.Connection) -> list[Any]:

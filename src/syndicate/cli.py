@@ -963,17 +963,21 @@ _STATUSES = ("held", "pending", "sending", "sent", "failed", "uncertain", "skipp
 
 
 def send_status(store: Any, site_zone: str = "", now: datetime | None = None) -> dict[str, Any]:
-    """The ``send --status --json`` contract: deliveries per issue, the uncertain ones, the
-    held issues and the deliveries waiting for their readers' local time (a reader without a
-    zone of their own is in ``site_zone``)."""
+    """The ``send --status --json`` contract: deliveries per issue (and whether it is still
+    being planned, when it finished), the uncertain ones, the held issues and the deliveries
+    waiting for their readers' local time (a reader without a zone of their own is in
+    ``site_zone``)."""
     counts = store.delivery_counts()
     issues = sorted({(issue_id, key) for issue_id, key, _ in counts})
+    progress = store.issue_progress()
     return {
         "issues": [
             {
                 "id": issue_id,
                 "key": key,
                 "deliveries": {s: counts.get((issue_id, key, s), 0) for s in _STATUSES},
+                "planning": progress.get(issue_id, (False, None))[0],
+                "finished": _when(progress.get(issue_id, (False, None))[1]),
             }
             for issue_id, key in issues
         ],
@@ -1015,6 +1019,10 @@ def send_status(store: Any, site_zone: str = "", now: datetime | None = None) ->
     }
 
 
+def _when(moment: datetime | None) -> str | None:
+    return moment.isoformat() if moment is not None else None
+
+
 def print_issued(report: SendReport, *, dry_run: bool) -> None:
     """The issues a send made (or would make), held, let expire or could not render."""
     verb = "would issue" if dry_run else "issued"
@@ -1031,6 +1039,11 @@ def print_issued(report: SendReport, *, dry_run: bool) -> None:
     refused = "would not issue" if dry_run else "not issued"
     for key, readers, reason in report.refused:
         click.echo(f"{refused} {key} to {readers} reader(s): {reason}", err=True)
+    for issue_id, key in report.resumed:
+        click.echo(f"issue {issue_id} ({key}): the rest of its readers planned", err=True)
+    for done in report.finished:
+        counts = ", ".join(f"{n:,} {status}" for status, n in done.counts.items())
+        click.echo(f"issue {done.id} ({done.key}) finished: {counts}", err=True)
 
 
 def print_send_status(store: Any, site_zone: str = "") -> None:
@@ -1040,15 +1053,8 @@ def print_send_status(store: Any, site_zone: str = "") -> None:
 
     status = send_status(store, site_zone)
     console = Console()
-    table = Table(title="deliveries per issue")
-    table.add_column("id", justify="right")
-    table.add_column("issue", overflow="fold")
-    for name in _STATUSES:
-        table.add_column(name, justify="right")
-    for issue in status["issues"]:
-        counts = issue["deliveries"]
-        table.add_row(str(issue["id"]), issue["key"], *(str(counts[s]) for s in _STATUSES))
-    console.print(table, markup=False)
+    for table in _issue_tables(status["issues"]):
+        console.print(table, markup=False)
     if status["uncertain"]:
         table = Table(title="uncertain: may or may not have arrived (send --resend ID to requeue)")
         table.add_column("id", justify="right")
@@ -1071,6 +1077,43 @@ def print_send_status(store: Any, site_zone: str = "") -> None:
             f"{reports.get('temporary', 0)} temporary, {reports.get('complaint', 0)} "
             "complaint(s) (syndicate bounces list)"
         )
+
+
+def _issue_tables(issues: list[dict[str, Any]]) -> list[Any]:
+    """The open issues with their deliveries in each state (one still being planned marked
+    so), then the finished ones."""
+    from rich.table import Table
+
+    table = Table(title="deliveries per issue")
+    table.add_column("id", justify="right")
+    table.add_column("issue", overflow="fold")
+    for name in _STATUSES:
+        table.add_column(name, justify="right")
+    finished = [issue for issue in issues if issue["finished"]]
+    for issue in (issue for issue in issues if not issue["finished"]):
+        counts = issue["deliveries"]
+        key = f"{issue['key']} (planning)" if issue["planning"] else issue["key"]
+        table.add_row(str(issue["id"]), key, *(str(counts[s]) for s in _STATUSES))
+    tables = [table] if table.rows or not finished else []
+    return [*tables, _finished_table(finished)] if finished else tables
+
+
+def _finished_table(finished: list[dict[str, Any]]) -> Any:
+    """The issues with nothing left to send, and when that was found."""
+    from rich.table import Table
+
+    table = Table(title="finished: nothing left to send")
+    table.add_column("id", justify="right")
+    table.add_column("issue", overflow="fold")
+    settled = ("sent", "failed", "uncertain", "skipped")
+    for name in settled:
+        table.add_column(name, justify="right")
+    table.add_column("finished (UTC)", overflow="fold")
+    for issue in finished:
+        when = datetime.fromisoformat(issue["finished"]).astimezone(UTC)
+        counts = (str(issue["deliveries"][s]) for s in settled)
+        table.add_row(str(issue["id"]), issue["key"], *counts, when.strftime("%Y-%m-%d %H:%M"))
+    return table
 
 
 def _held_table(held: list[dict[str, Any]]) -> Any:

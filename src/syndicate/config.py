@@ -199,6 +199,11 @@ class Send(Section):
     through jobs in the state database (PostgreSQL only; install ``syndicate[scale]``)."""
     batch_size: int = Field(500, ge=1, le=100_000)
     """Deliveries per job: a worker sends a batch of one issue (one variant) at a time."""
+    plan_chunk: int = Field(10_000, ge=1)
+    """Readers planned per transaction, rounded up to whole batches: an issue commits with its
+    first chunk of deliveries (and their jobs), then each further chunk commits on its own; a
+    planning stopped between two is taken up where it stopped by the next send (and, with
+    workers, by the reconciler)."""
     max_connections: int | None = Field(None, ge=1)
     """Connections to the relay at most, across every worker (none: each batch opens
     smtp.pool_size)."""

@@ -28,7 +28,7 @@ from procrastinate.types import JSONDict
 
 from .config import Config
 from .deliver import DeliveryCounts, Mailer, Pause, TemporaryFailure, Transport
-from .send import BatchContext, open_mailer, send_batch
+from .send import BatchContext, close_finished, open_mailer, resume_planning, send_batch
 from .state import Store, open_store
 from .state.database import end_session
 from .state.locks import relay_slot
@@ -206,8 +206,11 @@ async def reconcile(app: procrastinate.App, store: Store, config: Config) -> Rec
     The jobs of workers silent past ``send.stalled_seconds`` are run again; so are those left
     in ``doing`` with no worker at all once the dead workers' rows were pruned (their worker
     id is then null, which the stalled query takes: procrastinate#1518). A dead run's rows in
-    flight become uncertain (its session, which held its liveness lock, is gone). A batch
-    with deliveries pending and no job waiting or running gets a job again.
+    flight become uncertain (its session, which held its liveness lock, is gone). An issue
+    whose planning stopped between two chunks is planned to its end (on a thread: this runs
+    on the worker's event loop). A batch with deliveries pending and no job waiting or
+    running gets a job again. An issue with nothing left to send is closed, with a log line
+    of its counts.
     """
     manager = app.job_manager
     stalled = list(
@@ -219,6 +222,12 @@ async def reconcile(app: procrastinate.App, store: Store, config: Config) -> Rec
         await manager.retry_job(job)
     now = datetime.now(UTC)
     lost = store.mark_lost(0, now)
+    planned: list[tuple[int, str]] = []
+    if store.issues_in_planning():
+        # its own app: this one is open on the loop, and planning defers on the planning
+        # transaction's connection, synchronously
+        dispatch = ProcrastinateDispatcher(config)
+        planned = await asyncio.to_thread(resume_planning, config, store, now, dispatch)
     active = set()
     for status in ("todo", "doing"):
         for job in await manager.list_jobs_async(task=SEND_BATCH, status=status):
@@ -227,7 +236,8 @@ async def reconcile(app: procrastinate.App, store: Store, config: Config) -> Rec
     if missing:
         jobs: list[JSONDict] = [{"issue_id": i, "batch_no": b} for i, b in missing]
         await app.configure_task(SEND_BATCH, queue=SEND_QUEUE).batch_defer_async(*jobs)
-    return Reconciled(len(stalled), lost, len(missing))
+    finished = close_finished(store, now)
+    return Reconciled(len(stalled), lost, len(missing), len(planned), len(finished))
 
 
 @dataclass(frozen=True)
@@ -240,6 +250,10 @@ class Reconciled:
     """Rows in flight of dead runs, now uncertain."""
     deferred: int
     """Batches with pending rows and no job, given one."""
+    planned: int = 0
+    """Issues whose planning, stopped between two chunks, was taken up and done."""
+    finished: int = 0
+    """Issues with nothing left to send, closed."""
 
 
 def reconcile_now(config: Config) -> Reconciled:
@@ -260,17 +274,17 @@ def reconcile_now(config: Config) -> Reconciled:
 
 
 class ProcrastinateDispatcher:
-    """Plans each issue as jobs, one per batch, committed with its rows; sends nothing
-    itself (``syndicate worker`` processes do)."""
+    """Plans each issue as jobs, one per batch, each chunk's committed with its rows; sends
+    nothing itself (``syndicate worker`` processes do)."""
 
     def __init__(self, config: Config) -> None:
         self.app = make_app(config)
 
-    def plan(self, db: Any, issue_id: int, batches: int) -> None:
+    def plan(self, db: Any, issue_id: int, batches: range) -> None:
         ensure_schema(db)
         if batches:
             driver = db.connection.driver_connection
-            jobs: list[JSONDict] = [{"issue_id": issue_id, "batch_no": n} for n in range(batches)]
+            jobs: list[JSONDict] = [{"issue_id": issue_id, "batch_no": n} for n in batches]
             self.app.configure_task(SEND_BATCH, connection=driver, queue=SEND_QUEUE).batch_defer(
                 *jobs
             )

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import threading
-from collections import defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 from email.message import EmailMessage
@@ -47,9 +47,11 @@ from .reader import (
 from .render import RenderedDigest, render_digest
 from .routes import issue_name, issue_url, site_url
 from .signing import DkimSigner
-from .state import Batch, Claim, Issue, Store, Subscriber, open_store
+from .state import Batch, Claim, Finished, Issue, Planning, Store, Subscriber, open_store
 from .subscribers import ReaderRow
 from .tokens import PREFERENCES, UNSUBSCRIBE, reader_link, secret_key
+
+logger = logging.getLogger(__name__)
 
 
 def next_digest(
@@ -102,6 +104,10 @@ class SendReport(DeliveryCounts):
     """(issue id, key) per held issue cancelled by ``email.approval_expires_days``."""
     waiting: int = 0
     """Deliveries whose local time has not come yet."""
+    resumed: list[tuple[int, str]] = field(default_factory=list)
+    """(issue id, key) per issue whose planning, stopped between two chunks, went on."""
+    finished: list[Finished] = field(default_factory=list)
+    """The issues this run found with nothing left to send, closed."""
 
     @property
     def partial(self) -> bool:
@@ -170,24 +176,26 @@ def message_id(domain: str, issue_id: int, subscriber_id: int) -> str:
 
 
 def variants(
-    readers: Iterable[Subscriber],
+    groups: Mapping[tuple[str, tuple[str, ...]], int],
     langs: Iterable[str] | None = None,
     audiences: Iterable[str] | None = None,
-) -> dict[tuple[str, tuple[str, ...]], list[Subscriber]]:
-    """Readers grouped by (language, exact audience set): each reader gets one message.
+) -> dict[tuple[str, tuple[str, ...]], int]:
+    """Readers per (language, exact audience set), from the readers per stored variant
+    (``Store.reader_groups``): each reader gets one message.
 
     ``audiences`` keeps the sets that include at least one of them.
     """
     wanted_langs = set(langs) if langs else None
     wanted = set(audiences) if audiences else None
-    groups: dict[tuple[str, tuple[str, ...]], list[Subscriber]] = defaultdict(list)
-    for reader in readers:
-        if not reader.audiences or (wanted_langs and reader.lang not in wanted_langs):
+    chosen: dict[tuple[str, tuple[str, ...]], int] = {}
+    for (lang, ids), readers in groups.items():
+        if not ids or (wanted_langs and lang not in wanted_langs):
             continue
-        if wanted and not wanted & set(reader.audiences):
+        if wanted and not wanted & set(ids):
             continue
-        groups[(reader.lang, audience_order(reader.audiences))].append(reader)
-    return dict(sorted(groups.items()))
+        key = (lang, audience_order(ids))
+        chosen[key] = chosen.get(key, 0) + readers
+    return dict(sorted(chosen.items()))
 
 
 def _serialise(rendered: RenderedDigest) -> str:
@@ -226,9 +234,10 @@ class Dispatcher(Protocol):
     """Who sends the deliveries: this process, or workers on other machines through a task
     engine. Either way a batch is sent by ``send_batch``; the ledger stays the one record."""
 
-    def plan(self, db: Any, issue_id: int, batches: int) -> None:
-        """In the transaction that records an issue and its rows (``db``, SQLAlchemy's
-        connection): arrange for its ``batches`` to be sent, committed with the rows."""
+    def plan(self, db: Any, issue_id: int, batches: range) -> None:
+        """In each transaction that writes rows of an issue (``db``, SQLAlchemy's
+        connection): arrange for those ``batches`` (their numbers) to be sent, committed
+        with the rows."""
         ...
 
     def run(self, context: BatchContext, counts: DeliveryCounts) -> None:
@@ -274,7 +283,7 @@ class LocalDispatcher:
     """The default: the ``send`` process sends every pending delivery itself, as one batch,
     through its ``smtp.pool_size`` connections."""
 
-    def plan(self, db: Any, issue_id: int, batches: int) -> None:
+    def plan(self, db: Any, issue_id: int, batches: range) -> None:
         """Nothing to arrange: the rows are what this process sends next."""
 
     def run(self, context: BatchContext, counts: DeliveryCounts) -> None:
@@ -357,9 +366,11 @@ def send_digests(
     ``SendReport.refused`` and the others go ahead. ``local_time`` (hour, minute): each
     reader's delivery waits for that time of the day in their own zone (``local_send_time``).
 
-    An issue and its delivery rows are committed together before any message leaves; a rerun
-    after a crash sends what is still pending, from the stored issue, and never re-issues the
-    same content. Pending deliveries of earlier runs are sent too, whatever the filters.
+    An issue and its delivery rows (``send.plan_chunk`` readers a transaction, the first with
+    the issue) are committed before any message leaves; a rerun after a crash plans the rest
+    of an issue stopped between two chunks, sends what is pending, from the stored issue, and
+    never re-issues the same content. Pending deliveries of earlier runs are sent too,
+    whatever the filters; an issue with nothing left to send is closed.
     ``dry_run`` reports what would be issued and writes nothing. Once ``stop`` is set, no
     more deliveries start (see ``deliver``). The sample readers of a first run are never sent
     to through a real SMTP server.
@@ -372,15 +383,15 @@ def send_digests(
         max_bytes=config.site.max_article_bytes,
     )
     report = SendReport(problems=articles.problems)
-    readers = variants(_readers(config, store, report), langs, audiences) if issue else {}
+    groups = variants(_reader_groups(config, store, report), langs, audiences) if issue else {}
+    dispatch = dispatch or dispatcher(config)
     if not dry_run:
         report.expired = expire_held(config, store, now)
-    not_before = local_times(config, now, *local_time) if local_time else None
-    dispatch = dispatch or dispatcher(config)
-    for (lang, chosen), group in readers.items():
+        report.resumed = resume_planning(config, store, now, dispatch)
+    for (lang, chosen), n in groups.items():  # n: the group's readers
         digest = next_digest(config, articles, lang, chosen, now=now, since=since, store=store)
         if digest is not None:
-            _issue(config, store, mailer, digest, group, now, report, dry_run, not_before, dispatch)
+            _issue(config, store, mailer, digest, n, now, report, dry_run, local_time, dispatch)
     if dry_run:
         report.pending = store.pending_count()
         return report
@@ -388,15 +399,87 @@ def send_digests(
     return report
 
 
-def _readers(config: Config, store: Store, report: SendReport) -> list[Subscriber]:
-    """The active readers; with a real SMTP server, without the sample readers of a first
-    run (counted in ``report.samples``)."""
-    active = list(store.subscribers("active"))
-    if not config.smtp.url:
-        return active
-    real = [r for r in active if r.consent_source != SAMPLE_SOURCE]
-    report.samples = len(active) - len(real)
-    return real
+def _reader_groups(
+    config: Config, store: Store, report: SendReport
+) -> dict[tuple[str, tuple[str, ...]], int]:
+    """The active readers per stored variant; with a real SMTP server, without the sample
+    readers of a first run (counted in ``report.samples``)."""
+    leave_out = _left_out(config)
+    if leave_out is not None:
+        report.samples = store.count_readers("active", leave_out)
+    return store.reader_groups(leave_out)
+
+
+def _left_out(config: Config) -> str | None:
+    """The consent source whose readers get no delivery: the sample readers, once a real SMTP
+    server is set."""
+    return SAMPLE_SOURCE if config.smtp.url else None
+
+
+def planning(
+    config: Config,
+    now: datetime,
+    dispatch: Dispatcher,
+    created_at: datetime | None = None,
+    local_time: str | None = None,
+) -> Planning:
+    """How this run writes an issue's delivery rows: ``send.plan_chunk`` readers per
+    transaction, each with its batches' jobs (``dispatch.plan``). ``local_time`` (HH:MM):
+    each reader's delivery waits for it, on the day of the issue (``created_at``, else
+    ``now``), whichever run plans the reader."""
+    domain = sender_domain(config.email.sender)
+    not_before = None
+    if local_time is not None:
+        hour, minute = (int(part) for part in local_time.split(":"))
+        not_before = local_times(config, created_at or now, hour, minute)
+    return Planning(
+        message_id=lambda issue_id, reader_id: message_id(domain, issue_id, reader_id),
+        now=now,
+        not_before=not_before,
+        within=dispatch.plan,
+        batch_size=config.send.batch_size,
+        chunk=config.send.plan_chunk,
+        leave_out=_left_out(config),
+    )
+
+
+def plan_rest(store: Store, issue: Issue, plan: Planning) -> None:
+    """Plan an issue's readers from its cursor on, a chunk per transaction, until none is
+    left; another planner at it meanwhile only moves the cursor on faster."""
+    cursor = issue.planned_through
+    while cursor is not None:
+        cursor = store.plan_chunk(issue.id, cursor, plan)
+
+
+def resume_planning(
+    config: Config, store: Store, now: datetime, dispatch: Dispatcher
+) -> list[tuple[int, str]]:
+    """Plan the rest of every issue whose planning stopped between two chunks (its process
+    died, or is still at it: the cursor keeps the two apart); (issue id, key) of each."""
+    resumed = []
+    for issue in store.issues_in_planning():
+        plan_rest(store, issue, planning(config, now, dispatch, issue.created_at, issue.local_time))
+        logger.info(
+            "issue %s (%s): the planning of its readers resumed and done",
+            *(issue.id, issue.key),
+            extra={"fields": {"issue": issue.id, "digest": issue.key, "outcome": "planned"}},
+        )
+        resumed.append((issue.id, issue.key))
+    return resumed
+
+
+def close_finished(store: Store, now: datetime) -> list[Finished]:
+    """Close the issues with nothing left to send, one log line each with its counts."""
+    closed = store.close_finished(now)
+    for issue in closed:
+        counts = issue.counts
+        logger.info(
+            "issue %s (%s) finished: %s sent, %s failed, %s uncertain, %s skipped",
+            *(issue.id, issue.key, counts["sent"], counts["failed"]),
+            *(counts["uncertain"], counts["skipped"]),
+            extra={"fields": {"issue": issue.id, "digest": issue.key, "finished": True, **counts}},
+        )
+    return closed
 
 
 def _deliver(context: BatchContext, report: SendReport, dispatch: Dispatcher) -> None:
@@ -410,6 +493,7 @@ def _deliver(context: BatchContext, report: SendReport, dispatch: Dispatcher) ->
     dispatch.run(context, report)
     waiting = store.waiting(now)
     report.waiting = sum(n for *_, n in waiting)
+    report.finished = close_finished(store, now)
 
 
 def _issue(
@@ -417,29 +501,33 @@ def _issue(
     store: Store,
     mailer: Mailer,
     digest: Digest,
-    group: list[Subscriber],
+    readers: int,
     now: datetime,
     report: SendReport,
     dry_run: bool,
-    not_before: Callable[[Subscriber], datetime] | None,
+    local_time: tuple[int, int] | None,
     dispatch: Dispatcher,
 ) -> None:
     """Render one group's digest and record it as an issue with a delivery per reader (in a
     dry run: count it); a held one sends its test copy, any other gets its page among the
     sent issues (``web.issues``). A digest that fails to render (no catalog for its language,
     a template error) is this group's alone: it is reported, and every other group goes
-    ahead. ``not_before`` gives each reader's delivery the time it waits for."""
+    ahead. ``local_time`` (hour, minute): each reader's delivery waits for it in their zone.
+
+    The issue commits with its first chunk of readers; its page or test copy goes out, then
+    the other chunks are planned (a crash between two leaves them to ``resume_planning``)."""
     try:
         rendered = render_digest(digest, config)
     except Exception as exc:  # whatever it is, it is this variant's alone
-        report.refused.append((digest.key, len(group), str(exc) or type(exc).__name__))
+        report.refused.append((digest.key, readers, str(exc) or type(exc).__name__))
         return
     if dry_run:
-        report.issues.append((digest.key, len(group)))
+        report.issues.append((digest.key, readers))
         return
     digest = digest.shortened(rendered.listed)
-    domain = sender_domain(config.email.sender)
-    issue = store.create_issue(
+    at = f"{local_time[0]:02}:{local_time[1]:02}" if local_time else None
+    plan = planning(config, now, dispatch, local_time=at)
+    issue = store.open_issue(
         key=digest.key,
         lang=digest.lang,
         audiences=digest.audiences,
@@ -447,21 +535,18 @@ def _issue(
         subject=rendered.subject,
         rendered=_serialise(rendered),
         articles=[(*i.article.key, i.article.content_hash) for i in digest.items],
-        readers=group,
-        message_id=lambda issue_id, reader_id: message_id(domain, issue_id, reader_id),
-        now=now,
+        plan=plan,
         held=config.email.approval,
-        not_before=not_before,
-        within=dispatch.plan,
-        batch_size=config.send.batch_size,
+        local_time=at,
     )
     if issue is None:
         return
-    report.issues.append((issue.key, len(group)))
+    report.issues.append((issue.key, readers))
     if issue.state == "held":
-        report.held.append((issue.id, issue.key, len(group), test_copy(config, mailer, issue)))
+        report.held.append((issue.id, issue.key, readers, test_copy(config, mailer, issue)))
     else:
         write_issue_page(config, issue, rendered)
+    plan_rest(store, issue, plan)
 
 
 def _composer(config: Config, now: datetime) -> Callable[[Issue, Claim], bytes]:

@@ -2,8 +2,9 @@
 
 ``open_store`` gives the one ``Store`` the rest of the project uses; its parts, one module per
 aggregate: ``published`` (first publication times of feed entries), ``subscribers``,
-``issues``, ``ledger`` (send runs and deliveries, the exactly-once protocol), ``bounce_reports``
-(bounce reports); ``locks`` (the scheduler's and the send run's), ``schema`` (tables and
+``issues``, ``planning`` (an issue's readers planned in chunks, an issue closed once settled),
+``ledger`` (send runs and deliveries, the exactly-once protocol), ``bounce_reports`` (bounce
+reports); ``locks`` (the scheduler's and the send run's), ``schema`` (tables and
 migrations), ``database`` (the engine, its errors, the one way to write).
 """
 
@@ -12,6 +13,7 @@ from .database import create_engine, database_errors, utc
 from .issues import BATCH_SIZE, Issue, Within
 from .ledger import Batch, Claim, Delivery, Ledger
 from .locks import AdvisoryLock, FileLock, NoLock, SchedulerLock, scheduler_lock
+from .planning import PLAN_CHUNK, Finished, Planning
 from .schema import DELIVERY_STATUSES, HEAD_REVISION, SUBSCRIBER_STATUSES
 from .store import Store, open_store
 from .subscribers import Subscriber
@@ -20,6 +22,7 @@ __all__ = [
     "BATCH_SIZE",
     "DELIVERY_STATUSES",
     "HEAD_REVISION",
+    "PLAN_CHUNK",
     "SUBSCRIBER_STATUSES",
     "AdvisoryLock",
     "AtRisk",
@@ -28,9 +31,11 @@ __all__ = [
     "Claim",
     "Delivery",
     "FileLock",
+    "Finished",
     "Issue",
     "Ledger",
     "NoLock",
+    "Planning",
     "SchedulerLock",
     "Store",
     "Subscriber",

@@ -29,20 +29,28 @@ class Issue:
     from it, so a run that resumes after a crash sends exactly what was issued."""
     created_at: datetime
     state: str = "issued"
+    planned_through: int | None = None
+    """Planned in chunks: the last reader id whose delivery is written; None once every
+    reader's is."""
+    local_time: str | None = None
+    """HH:MM: each reader's delivery waits for that time of the day in their zone."""
+    finished_at: datetime | None = None
+    """When a run found nothing of it left to send (``close_finished``)."""
 
 
 BATCH_SIZE = 500
 """Deliveries per batch: the unit one job sends when sends are spread over workers."""
 
-Within = Callable[[sa.Connection, int, int], None]
-"""Called in the transaction that records an issue, with (connection, issue id, number of
-batches): what must commit with the issue's rows (the jobs that will send them)."""
+Within = Callable[[sa.Connection, int, range], None]
+"""Called in each transaction that writes delivery rows of an issue, with (connection, issue
+id, the numbers of the batches written): what must commit with those rows (the jobs that
+will send them)."""
 
-_STANDING = ("issued", "held")
+STANDING = ("issued", "held")
 """Issue states whose content counts as issued (the window, the same-content rule)."""
 
 
-def _deliveries(
+def delivery_rows(
     issue_id: int,
     readers: Sequence[Subscriber],
     message_id: Callable[[int, int], str],
@@ -50,8 +58,11 @@ def _deliveries(
     held: bool,
     not_before: Callable[[Subscriber], datetime | None] | None,
     batch_size: int,
+    first_batch: int = 0,
 ) -> list[dict[str, Any]]:
-    """The delivery rows of a new issue, one per reader (see ``Issues.create_issue``)."""
+    """The delivery rows of an issue, one per reader, in batches from ``first_batch`` on
+    (see ``Issues.create_issue``)."""
+    start = first_batch * batch_size
     return [
         {
             "issue_id": issue_id,
@@ -63,8 +74,68 @@ def _deliveries(
             "not_before": not_before(reader) if not_before else None,
             "batch_no": number // batch_size,
         }
-        for number, reader in enumerate(readers)
+        for number, reader in enumerate(readers, start)
     ]
+
+
+def batch_range(first: int, rows: int, batch_size: int) -> range:
+    return range(first, first + -(-rows // batch_size))
+
+
+def issue_from_row(row: sa.Row) -> Issue:
+    return Issue(
+        id=row.id,
+        key=row.key,
+        lang=row.lang,
+        audiences=audience_ids(row.audiences),
+        content_hash=row.content_hash,
+        subject=row.subject,
+        rendered=row.rendered,
+        created_at=utc(row.created_at),
+        state=row.state,
+        planned_through=row.planned_through,
+        local_time=row.local_time,
+        finished_at=utc(row.finished_at) if row.finished_at is not None else None,
+    )
+
+
+def issue_values(
+    key: str,
+    lang: str,
+    audiences: Sequence[str],
+    content_hash: str,
+    subject: str,
+    rendered: str,
+    now: datetime,
+    held: bool,
+) -> dict[str, Any]:
+    return {
+        "key": key,
+        "lang": lang,
+        "audiences": stored_audiences(audiences),
+        "content_hash": content_hash,
+        "subject": subject,
+        "rendered": rendered,
+        "created_at": now,
+        "state": "held" if held else "issued",
+    }
+
+
+def insert_issue(
+    db: sa.Connection, values: dict[str, Any], articles: Sequence[tuple[str, str, str]]
+) -> int:
+    """The issue's row and its articles'; raises IntegrityError when its variant already has
+    an issue of the same content."""
+    issue_id = inserted_id(db.execute(sa.insert(issues).values(values)))
+    if articles:
+        db.execute(
+            sa.insert(issue_articles),
+            [
+                {"issue_id": issue_id, "lang": a_lang, "slug": slug, "content_hash": h}
+                for a_lang, slug, h in articles
+            ],
+        )
+    return issue_id
 
 
 class Issues(Database):
@@ -78,7 +149,7 @@ class Issues(Database):
             .where(
                 issues.c.lang == lang,
                 issues.c.audiences == stored_audiences(audiences),
-                issues.c.state.in_(_STANDING),
+                issues.c.state.in_(STANDING),
             )
             .order_by(issues.c.id)
         )
@@ -90,7 +161,7 @@ class Issues(Database):
         query = sa.select(sa.func.max(issues.c.created_at)).where(
             issues.c.lang == lang,
             issues.c.audiences == stored_audiences(audiences),
-            issues.c.state.in_(_STANDING),
+            issues.c.state.in_(STANDING),
         )
         with self.engine.connect() as db:
             found = db.execute(query).scalar()
@@ -115,7 +186,8 @@ class Issues(Database):
         batch_size: int = BATCH_SIZE,
     ) -> Issue | None:
         """Record a new issue, the (lang, slug, content hash) of its ``articles`` and one
-        pending delivery per reader, in one transaction.
+        pending delivery per reader given, in one transaction (``open_issue`` plans a
+        variant's readers from the database, in chunks).
 
         Nothing leaves before this commits, so a crash can never lose track of a reader.
         Returns None when this variant already had an issue with the same content (also when
@@ -124,34 +196,17 @@ class Issues(Database):
         it is not sent. ``within`` runs in the same transaction, after the rows are written
         in batches of ``batch_size``.
         """
-        values = {
-            "key": key,
-            "lang": lang,
-            "audiences": stored_audiences(audiences),
-            "content_hash": content_hash,
-            "subject": subject,
-            "rendered": rendered,
-            "created_at": now,
-            "state": "held" if held else "issued",
-        }
+        values = issue_values(key, lang, audiences, content_hash, subject, rendered, now, held)
         try:
             with self._transaction() as db:
-                issue_id = inserted_id(db.execute(sa.insert(issues).values(values)))
-                if articles:
-                    db.execute(
-                        sa.insert(issue_articles),
-                        [
-                            {"issue_id": issue_id, "lang": a_lang, "slug": slug, "content_hash": h}
-                            for a_lang, slug, h in articles
-                        ],
-                    )
+                issue_id = insert_issue(db, values, articles)
                 if readers:
-                    rows = _deliveries(
+                    rows = delivery_rows(
                         issue_id, readers, message_id, now, held, not_before, batch_size
                     )
                     db.execute(sa.insert(deliveries), rows)
                 if within is not None:
-                    within(db, issue_id, -(-len(readers) // batch_size))
+                    within(db, issue_id, batch_range(0, len(readers), batch_size))
         except sa.exc.IntegrityError:
             return None
         return self.issue(issue_id)
@@ -167,19 +222,7 @@ class Issues(Database):
     def issue(self, issue_id: int) -> Issue | None:
         with self._database(), self.engine.connect() as db:
             row = db.execute(sa.select(issues).where(issues.c.id == issue_id)).first()
-        if row is None:
-            return None
-        return Issue(
-            id=row.id,
-            key=row.key,
-            lang=row.lang,
-            audiences=audience_ids(row.audiences),
-            content_hash=row.content_hash,
-            subject=row.subject,
-            rendered=row.rendered,
-            created_at=utc(row.created_at),
-            state=row.state,
-        )
+        return None if row is None else issue_from_row(row)
 
     # -- approval --------------------------------------------------------------------------
 
@@ -208,13 +251,13 @@ class Issues(Database):
 
     def withdraw_issue(self, issue_id: int, state: str, reply: str, now: datetime) -> bool:
         """A held issue is ``rejected`` or ``expired``: none of its deliveries is sent, and as
-        it was never issued its articles and content may be issued again. False when the
-        issue is not held."""
+        it was never issued its articles and content may be issued again (nor are the rest of
+        its readers planned). False when the issue is not held."""
         with self._database(), self._transaction() as db:
             withdrawn = db.execute(
                 sa.update(issues)
                 .where(issues.c.id == issue_id, issues.c.state == "held")
-                .values(state=state)
+                .values(state=state, planned_through=None)
             ).rowcount
             db.execute(
                 sa.update(deliveries)
@@ -232,7 +275,7 @@ class Issues(Database):
                 issues.c.lang == issue.lang,
                 issues.c.audiences == stored_audiences(issue.audiences),
                 issues.c.id < issue.id,
-                issues.c.state.in_(_STANDING),
+                issues.c.state.in_(STANDING),
             )
             .scalar_subquery()
         )

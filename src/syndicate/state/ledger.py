@@ -521,11 +521,18 @@ class Deliveries(Database):
         return [Delivery(*row[:-1], updated_at=utc(row.updated_at)) for row in rows]
 
     def resend_uncertain(self, delivery_ids: Sequence[int], now: datetime) -> int:
-        """Put uncertain deliveries back in the queue: a person decided they did not arrive."""
+        """Put uncertain deliveries back in the queue: a person decided they did not arrive.
+        Their issues are open again until they are settled (``close_finished``)."""
+        uncertain = sa.and_(deliveries.c.status == "uncertain", deliveries.c.id.in_(delivery_ids))
         with self._transaction() as db:
+            db.execute(
+                sa.update(issues)
+                .where(issues.c.id.in_(sa.select(deliveries.c.issue_id).where(uncertain)))
+                .values(finished_at=None)
+            )
             result = db.execute(
                 sa.update(deliveries)
-                .where(deliveries.c.status == "uncertain", deliveries.c.id.in_(delivery_ids))
+                .where(uncertain)
                 .values(status="pending", run_id=None, updated_at=now)
             )
         return result.rowcount

@@ -42,6 +42,8 @@ subscribers = sa.Table(
     sa.Column("email_key", sa.String(320), nullable=False),
     sa.Column("timezone", sa.String(64), nullable=True),  # IANA name; none: the site's
     sa.Index("ix_subscribers_email_key", "email_key", unique=True),
+    # an issue's readers, read a chunk at a time in id order (``group_readers``)
+    sa.Index("ix_subscribers_variant", "lang", "audiences", "status", "id"),
 )
 
 issues = sa.Table(
@@ -58,6 +60,8 @@ issues = sa.Table(
     sa.Column("state", sa.String(20), nullable=False, server_default="issued"),
     # planned in chunks: the last reader id whose delivery is written; NULL once all are
     sa.Column("planned_through", sa.Integer, nullable=True),
+    # HH:MM of a local-time digest, each reader's delivery waits for it (the later chunks too)
+    sa.Column("local_time", sa.String(5), nullable=True),
     # when its last delivery was settled (sent, failed, uncertain, skipped)
     sa.Column("finished_at", sa.DateTime(timezone=True), nullable=True),
     # the same content is never issued twice; a rejected or expired issue was never issued

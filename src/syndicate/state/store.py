@@ -7,12 +7,15 @@ from .buckets import Buckets
 from .database import create_engine
 from .issues import Issues
 from .ledger import Deliveries
+from .planning import IssuePlanning
 from .published import Publications
 from .schema import migrate
 from .subscribers import Subscribers
 
 
-class Store(Publications, Subscribers, Issues, Deliveries, BounceReports, Buckets):
+class Store(
+    Publications, Subscribers, IssuePlanning, Issues, Deliveries, BounceReports, Buckets
+):
     """The project's persistent state, on one database.
 
     Each part (its own module) holds the statements of one aggregate; they share the engine

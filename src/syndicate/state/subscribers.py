@@ -116,8 +116,58 @@ def _changes(
     return {k: v for k, v in values.items() if getattr(found, k) != v}
 
 
+def group_readers(
+    db: sa.Connection,
+    lang: str,
+    audiences: str,
+    *,
+    after: int | None,
+    limit: int,
+    leave_out: str | None = None,
+) -> list[Subscriber]:
+    """The next ``limit`` active readers of one variant (``lang`` and exactly the stored
+    ``audiences``) with an id above ``after``, in id order, on ``db`` (in the planning
+    transaction); without those of consent source ``leave_out``."""
+    query = (
+        sa.select(subscribers)
+        .where(
+            subscribers.c.lang == lang,
+            subscribers.c.audiences == audiences,
+            subscribers.c.status == "active",
+        )
+        .order_by(subscribers.c.id)
+        .limit(limit)
+    )
+    if after is not None:
+        query = query.where(subscribers.c.id > after)
+    if leave_out is not None:
+        query = query.where(subscribers.c.consent_source != leave_out)
+    return [_subscriber(row) for row in db.execute(query)]
+
+
 class Subscribers(Database):
     """The readers' rows."""
+
+    def reader_groups(self, leave_out: str | None = None) -> dict[tuple[str, tuple[str, ...]], int]:
+        """(language, audience ids) → active readers, per variant a reader can be in; without
+        those of consent source ``leave_out``."""
+        query = (
+            sa.select(subscribers.c.lang, subscribers.c.audiences, sa.func.count())
+            .where(subscribers.c.status == "active")
+            .group_by(subscribers.c.lang, subscribers.c.audiences)
+        )
+        if leave_out is not None:
+            query = query.where(subscribers.c.consent_source != leave_out)
+        with self.engine.connect() as db:
+            return {(lang, audience_ids(a)): n for lang, a, n in db.execute(query)}
+
+    def count_readers(self, status: str, consent_source: str) -> int:
+        """Readers of this status added with this consent source."""
+        query = sa.select(sa.func.count()).where(
+            subscribers.c.status == status, subscribers.c.consent_source == consent_source
+        )
+        with self.engine.connect() as db:
+            return db.execute(query).scalar_one()
 
     def add_subscriber(
         self,

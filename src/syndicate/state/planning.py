@@ -1,0 +1,232 @@
+"""An issue's readers planned in chunks: the issue commits with its first chunk of delivery rows,
+each further chunk with its own, behind a cursor (``issues.planned_through``) that keeps two
+planners apart; and an issue closed once nothing of it is left to send."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+import sqlalchemy as sa
+
+from .database import utc
+from .issues import (
+    BATCH_SIZE,
+    STANDING,
+    Issue,
+    Issues,
+    Within,
+    batch_range,
+    delivery_rows,
+    insert_issue,
+    issue_from_row,
+    issue_values,
+)
+from .schema import deliveries, issues
+from .subscribers import Subscriber, group_readers
+
+PLAN_CHUNK = 10_000
+"""Readers per planning transaction (whole batches)."""
+
+
+@dataclass(frozen=True)
+class Planning:
+    """How an issue's delivery rows are written: a chunk of its readers per transaction, each
+    with what ``within`` adds (the chunk's jobs), in subscriber-id order."""
+
+    message_id: Callable[[int, int], str]
+    """(issue id, reader id) → the delivery's Message-ID."""
+    now: datetime
+    not_before: Callable[[Subscriber], datetime | None] | None = None
+    """The time before which a reader's delivery is not sent (local-time digests)."""
+    within: Within | None = None
+    batch_size: int = BATCH_SIZE
+    chunk: int = PLAN_CHUNK
+    """Readers per transaction, rounded up to whole batches (``rows``)."""
+    leave_out: str | None = None
+    """Readers of this consent source get no delivery (the sample readers when a real SMTP
+    server is set)."""
+
+    @property
+    def rows(self) -> int:
+        """Rows per chunk: whole batches, so that no batch is split across two chunks and the
+        batch numbers of the next chunk follow on."""
+        return -(-self.chunk // self.batch_size) * self.batch_size
+
+
+@dataclass(frozen=True, slots=True)
+class Finished:
+    """An issue closed: nothing of it is left to send (or held, or in flight)."""
+
+    id: int
+    key: str
+    counts: dict[str, int]
+    """Deliveries that were sent, failed, uncertain and skipped."""
+
+
+SETTLED = ("sent", "failed", "uncertain", "skipped")
+_OPEN = ("held", "pending", "sending")
+"""Delivery statuses that keep an issue open."""
+
+
+def _write_chunk(
+    db: sa.Connection, issue: sa.Row, after: int | None, first_batch: int, plan: Planning
+) -> int | None:
+    """The delivery rows of the next chunk of ``issue``'s readers (id above ``after``) and
+    what ``plan.within`` adds; returns the last reader id written when more readers follow,
+    else None (the issue is fully planned)."""
+    readers = group_readers(
+        db, issue.lang, issue.audiences, after=after, limit=plan.rows + 1, leave_out=plan.leave_out
+    )
+    chunk = readers[: plan.rows]
+    if chunk:
+        held = issue.state == "held"
+        rows = delivery_rows(
+            issue.id,
+            chunk,
+            plan.message_id,
+            plan.now,
+            held,
+            plan.not_before,
+            plan.batch_size,
+            first_batch,
+        )
+        db.execute(sa.insert(deliveries), rows)
+    if plan.within is not None:
+        plan.within(db, issue.id, batch_range(first_batch, len(chunk), plan.batch_size))
+    return chunk[-1].id if len(readers) > plan.rows else None
+
+
+def _set_cursor(issue_id: int, cursor: int | None) -> sa.Update:
+    return sa.update(issues).where(issues.c.id == issue_id).values(planned_through=cursor)
+
+
+class IssuePlanning(Issues):
+    """Issues planned a chunk of readers at a time, and closed once settled."""
+
+    def open_issue(
+        self,
+        *,
+        key: str,
+        lang: str,
+        audiences: Sequence[str],
+        content_hash: str,
+        subject: str,
+        rendered: str,
+        articles: Sequence[tuple[str, str, str]],
+        plan: Planning,
+        held: bool = False,
+        local_time: str | None = None,
+    ) -> Issue | None:
+        """Record a new issue for the active readers of its variant (``lang`` and exactly
+        ``audiences``), with the (lang, slug, content hash) of its ``articles``, and its
+        first chunk of deliveries and what ``plan.within`` adds, in one transaction.
+
+        When more readers follow, the issue keeps the last reader id written
+        (``planned_through``) and ``plan_chunk`` writes the rest, a chunk per transaction.
+        Returns None when this variant already had an issue with the same content (also when
+        a concurrent run recorded it first). ``held``: the issue and its deliveries wait for
+        ``release_issue``; ``local_time`` (HH:MM) is kept for the chunks that follow.
+        """
+        values = {
+            **issue_values(key, lang, audiences, content_hash, subject, rendered, plan.now, held),
+            "local_time": local_time,
+        }
+        try:
+            with self._transaction() as db:
+                issue_id = insert_issue(db, values, articles)
+                issue = db.execute(sa.select(issues).where(issues.c.id == issue_id)).one()
+                cursor = _write_chunk(db, issue, None, 0, plan)
+                if cursor is not None:
+                    db.execute(_set_cursor(issue_id, cursor))
+        except sa.exc.IntegrityError:
+            return None
+        return self.issue(issue_id)
+
+    def plan_chunk(self, issue_id: int, after: int, plan: Planning) -> int | None:
+        """Write the deliveries of the next chunk of an issue's readers (id above ``after``),
+        what ``plan.within`` adds and the cursor's advance, in one transaction fenced on the
+        cursor: of two planners at ``after``, one writes the chunk and the other finds the
+        cursor moved. Returns the cursor as it now stands (the last reader id planned, None
+        once every reader is, or the issue was withdrawn), so a caller goes on from there.
+
+        Rows of a held issue are held; batch numbers follow on from its last batch.
+        """
+        fence = (
+            sa.update(issues)
+            .where(
+                issues.c.id == issue_id,
+                issues.c.planned_through == after,
+                issues.c.state.in_(STANDING),
+            )
+            .values(planned_through=after)  # a write first: takes the row (or SQLite's lock)
+        )
+        with self._database(), self._transaction() as db:
+            if db.execute(fence).rowcount:
+                issue = db.execute(sa.select(issues).where(issues.c.id == issue_id)).one()
+                last = sa.select(sa.func.max(deliveries.c.batch_no)).where(
+                    deliveries.c.issue_id == issue_id
+                )
+                found = db.execute(last).scalar()
+                cursor = _write_chunk(db, issue, after, 0 if found is None else found + 1, plan)
+                db.execute(_set_cursor(issue_id, cursor))
+                return cursor
+        moved = self.issue(issue_id)
+        return moved.planned_through if moved is not None and moved.state in STANDING else None
+
+    def issues_in_planning(self) -> list[Issue]:
+        """The issues whose readers are not all planned yet (a planner stopped between two
+        chunks, or is still at it), oldest first."""
+        query = (
+            sa.select(issues)
+            .where(issues.c.planned_through.is_not(None), issues.c.state.in_(STANDING))
+            .order_by(issues.c.id)
+        )
+        with self._database(), self.engine.connect() as db:
+            return [issue_from_row(row) for row in db.execute(query)]
+
+    def close_finished(self, now: datetime) -> list[Finished]:
+        """Close every issue with nothing left to send: issued, fully planned, and no
+        delivery held, pending or in flight (uncertain ones wait for a person, not for a
+        send). Each is closed once (``finished_at``, ``now``), with its counts."""
+        left = (
+            sa.select(deliveries.c.id)
+            .where(deliveries.c.issue_id == issues.c.id, deliveries.c.status.in_(_OPEN))
+            .exists()
+        )
+        close = (
+            sa.update(issues)
+            .where(
+                issues.c.state == "issued",
+                issues.c.planned_through.is_(None),
+                issues.c.finished_at.is_(None),
+                ~left,
+            )
+            .values(finished_at=now)
+            .returning(issues.c.id, issues.c.key)
+        )
+        with self._database(), self._transaction() as db:
+            closed = {row.id: row.key for row in db.execute(close)}
+            counts = (
+                sa.select(deliveries.c.issue_id, deliveries.c.status, sa.func.count())
+                .where(deliveries.c.issue_id.in_(closed))
+                .group_by(deliveries.c.issue_id, deliveries.c.status)
+            )
+            found = {(i, status): n for i, status, n in db.execute(counts)} if closed else {}
+        return [
+            Finished(i, key, {s: found.get((i, s), 0) for s in SETTLED})
+            for i, key in sorted(closed.items())
+        ]
+
+    def issue_progress(self) -> dict[int, tuple[bool, datetime | None]]:
+        """Issue id → (still being planned, when it finished; None while open)."""
+        query = sa.select(issues.c.id, issues.c.planned_through, issues.c.finished_at)
+        with self.engine.connect() as db:
+            return {
+                row.id: (
+                    row.planned_through is not None,
+                    utc(row.finished_at) if row.finished_at is not None else None,
+                )
+                for row in db.execute(query)
+            }
