@@ -91,19 +91,17 @@ class Buckets(Database):
         # a tenth of a second's worth at most at once: no second sees more than 1.1 x rate
         burst = max(1.0, rate / 10)
         row = {"relay": relay, "rate": rate, "burst": burst, "tokens": burst, "refilled_at": _NOW}
-        insert = pg_insert(relay_buckets).values(row)
-        changed = sa.or_(_ROW.rate != insert.excluded.rate, _ROW.burst != insert.excluded.burst)
-        upsert = insert.on_conflict_do_update(
-            index_elements=[_ROW.relay],
-            set_={
-                "rate": insert.excluded.rate,
-                "burst": insert.excluded.burst,
-                "tokens": sa.func.least(_ROW.tokens, insert.excluded.burst),
-            },
-            where=changed,
+        insert = pg_insert(relay_buckets).values(row).on_conflict_do_nothing()
+        # an UPDATE locks only the row it changes: the one every worker draws from stays free
+        # when the config is the same (an upsert would lock it in any case)
+        changed = (
+            sa.update(relay_buckets)
+            .where(_ROW.relay == relay, sa.or_(_ROW.rate != rate, _ROW.burst != burst))
+            .values(rate=rate, burst=burst, tokens=sa.func.least(_ROW.tokens, burst))
         )
         with self._database(), self._transaction() as db:
-            db.execute(upsert)
+            db.execute(insert)
+            db.execute(changed)
 
     def take_token(self, relay: str, recover_seconds: float) -> float:
         """Take one token; 0 when it was taken, else the seconds until one is due (at the rate
