@@ -320,7 +320,7 @@ def test_send_status_shows_the_workers_alive_and_the_rate_now(
     assert _status(path)["workers"] == [] and _status(path)["relays"] == []
     worker = _worker(path)
     try:
-        assert _until(lambda: len(_status(path)["workers"]) == 1, 20)
+        assert _until(lambda: len(_status(path)["workers"]) == 1, 30)
         [alive] = _status(path)["workers"]
         assert alive["seconds_since"] < config.send.stalled_seconds and alive["batches"] == 0
         store.ensure_bucket(relay, config.smtp.rate)  # what a worker's first batch does
