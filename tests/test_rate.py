@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import signal
+import threading
 import time
 from collections import Counter
 from dataclasses import dataclass
@@ -168,6 +169,26 @@ def test_a_cut_of_the_shared_rate_holds_for_its_burst_and_stops_at_the_floor(
     assert cuts[:3] == pytest.approx([49.0, 34.3, 24.01])
     assert cuts[-1] == pytest.approx(10.0)  # the floor
     assert store.cut_rate(RELAY, 0.7, 500.0, 0.0, 1e9) == 100.0  # a floor above the rate
+    store.close()
+
+
+def test_workers_hearing_one_burst_at_once_cut_the_shared_rate_once(scale_url: str) -> None:
+    store = open_store(scale_url)
+    store.ensure_bucket(RELAY, 100.0)
+    start = threading.Barrier(8)
+    cuts: list[float | None] = []
+
+    def hear_451() -> None:
+        start.wait()
+        cuts.append(store.cut_rate(RELAY, 0.7, 10.0, 60.0, 1e9))
+
+    threads = [threading.Thread(target=hear_451) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(cuts, key=lambda c: c is None) == [pytest.approx(70.0)] + [None] * 7
+    assert store.relay_rates(1e9)[0].current == pytest.approx(70.0)
     store.close()
 
 
