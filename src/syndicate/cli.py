@@ -872,11 +872,7 @@ def send(
             of = f" of issue {issue_id}" if issue_id is not None else ""
             click.echo(f"{queued} uncertain delivery(ies){of} queued again", err=True)
         if show_status:
-            if as_json:
-                status_json = send_status(store, config.site.timezone)
-                click.echo(json.dumps(status_json, ensure_ascii=False, indent=2))
-            else:
-                print_send_status(store, config.site.timezone)
+            show_send_status(config, store, as_json=as_json)
     finally:
         store.close()
     sys.exit(status)
@@ -959,6 +955,17 @@ def requeue(store: Any, ids: tuple[int, ...], now: datetime) -> int:
     return 0
 
 
+def show_send_status(config: Config, store: Any, *, as_json: bool) -> None:
+    """``send --status``: tables, or with ``--json`` one JSON document on stdout."""
+    report = send_status(store, config.site.timezone)
+    if config.send.engine == "procrastinate":
+        report |= engine_status(config, store)
+    if as_json:
+        click.echo(json.dumps(report, ensure_ascii=False, indent=2))
+    else:
+        print_send_status(report, store)
+
+
 _STATUSES = ("held", "pending", "sending", "sent", "failed", "uncertain", "skipped")
 
 
@@ -1023,6 +1030,40 @@ def _when(moment: datetime | None) -> str | None:
     return moment.isoformat() if moment is not None else None
 
 
+def engine_status(config: Config, store: Any) -> dict[str, Any]:
+    """What ``send --status`` adds with ``send.engine = "procrastinate"``: the workers alive
+    and each relay's shared rate now (cut by its slow-down replies, climbing back)."""
+    try:
+        from .scale import workers_alive
+    except ImportError as exc:
+        extra = "pip install 'syndicate[scale]'"
+        raise UsageError(f"the procrastinate engine needs the scale extra: {extra}") from exc
+
+    stalled = config.send.stalled_seconds
+    return {
+        "workers": [
+            {
+                "id": w.id,
+                "last_heartbeat": w.last_heartbeat.isoformat(),
+                "seconds_since": round(w.silent, 1),
+                "batches": w.batches,
+            }
+            for w in workers_alive(store, stalled)
+        ],
+        "relays": [
+            {
+                "relay": r.relay,
+                "rate": r.rate,
+                "current": round(r.current, 3),
+                "cut_to": r.cut_rate,
+                "cut_at": r.cut_at.isoformat() if r.cut_at else None,
+                "back_at": r.back_at.isoformat() if r.back_at else None,
+            }
+            for r in store.relay_rates(config.send.recover_seconds)
+        ],
+    }
+
+
 def print_issued(report: SendReport, *, dry_run: bool) -> None:
     """The issues a send made (or would make), held, let expire or could not render."""
     verb = "would issue" if dry_run else "issued"
@@ -1046,12 +1087,12 @@ def print_issued(report: SendReport, *, dry_run: bool) -> None:
         click.echo(f"issue {done.id} ({done.key}) finished: {counts}", err=True)
 
 
-def print_send_status(store: Any, site_zone: str = "") -> None:
-    """The status as tables that fit the terminal (long cells wrap inside their column)."""
+def print_send_status(status: dict[str, Any], store: Any) -> None:
+    """The status (``send_status``) as tables that fit the terminal (long cells wrap inside
+    their column)."""
     from rich.console import Console
     from rich.table import Table
 
-    status = send_status(store, site_zone)
     console = Console()
     for table in _issue_tables(status["issues"]):
         console.print(table, markup=False)
@@ -1070,6 +1111,8 @@ def print_send_status(store: Any, site_zone: str = "") -> None:
         console.print(_held_table(status["held"]), markup=False)
     if status["waiting"]:
         console.print(_waiting_table(status["waiting"]), markup=False)
+    if "workers" in status:
+        _print_engine(console, status)
     reports = store.bounce_counts()
     if reports:
         click.echo(
@@ -1146,6 +1189,33 @@ def _waiting_table(waiting: list[dict[str, Any]]) -> Any:
         issue = f"{w['issue']} {w['issue_key']}"
         table.add_row(issue, w["timezone"], w["not_before"], str(w["deliveries"]))
     return table
+
+
+def _print_engine(console: Any, status: dict[str, Any]) -> None:
+    """The workers alive and the relays' shared rates (``engine_status``)."""
+    from rich.table import Table
+
+    if status["workers"]:
+        table = Table(title="workers alive")
+        for column in ("worker", "last heartbeat", "batches running"):
+            table.add_column(column, overflow="fold")
+        for w in status["workers"]:
+            ago = f"{w['seconds_since']:.1f} s ago"
+            table.add_row(str(w["id"]), ago, str(w["batches"]))
+        console.print(table, markup=False)
+    else:
+        console.print("workers alive: none (syndicate worker sends the batches)", markup=False)
+    if not status["relays"]:
+        return
+    table = Table(title="relay rates (messages a second, shared by every worker)")
+    for column in ("relay", "rate", "now", "last cut", "back to the rate"):
+        table.add_column(column, overflow="fold")
+    for r in status["relays"]:
+        cut = f"to {r['cut_to']:,.1f} at {r['cut_at']}" if r["cut_at"] else "-"
+        table.add_row(
+            r["relay"], f"{r['rate']:,.1f}", f"{r['current']:,.1f}", cut, r["back_at"] or "-"
+        )
+    console.print(table, markup=False)
 
 
 # -- bounces -------------------------------------------------------------------------------------

@@ -215,6 +215,13 @@ class Send(Section):
     stalled_seconds: float = Field(30.0, gt=0)
     """A worker silent for this long is taken as dead: its jobs are run again (the ledger
     keeps anything from being sent twice). Keep it above heartbeat_seconds."""
+    min_rate: float = Field(1.0, gt=0)
+    """Messages a second the relay's slow-down replies (421, 451, 4.7.x) never push the rate
+    below (nor below smtp.rate): each cuts it to 70 %, once a second at most; with the
+    procrastinate engine, for every worker at once."""
+    recover_seconds: float = Field(600.0, gt=0)
+    """After a cut the rate climbs back to smtp.rate by itself, linearly: by the whole of
+    smtp.rate in this many seconds (so a cut to 70 % is made up in 30 % of it)."""
 
 
 class Email(Section):

@@ -343,6 +343,40 @@ class DeliveryCounts:
             self.failures.append((email, reply))
 
 
+SLOW_DOWN = 0.7
+"""A slow-down reply cuts the rate to this share of what it was."""
+CUT_INTERVAL = 1.0
+"""Seconds after a cut in which slow-down replies cut nothing more: they answer messages sent
+before it took effect (every connection hears the relay at once)."""
+
+_SLOW_DOWN_REPLY = re.compile(r"(?:421|451)\b|4\d\d[ -]4\.7\.\d{1,3}\b")
+
+
+def throttling(reply: str) -> bool:
+    """Whether a temporary failure is the relay asking its senders to slow down: a 421
+    (closing: too many messages or connections), a 451 (rate limits, greylisting) or an
+    enhanced status 4.7.x (RFC 3463: policy). A lost connection says nothing of the kind."""
+    return _SLOW_DOWN_REPLY.match(reply) is not None
+
+
+@dataclass(frozen=True)
+class SlowDown:
+    """How a rate falls on slow-down replies and climbs back (AIMD): each cut to
+    ``SLOW_DOWN`` of what it is, never below ``min_rate``; then back up linearly, by the full
+    rate every ``recover_seconds`` (so a cut to 70 % is undone in 30 % of it)."""
+
+    min_rate: float = 1.0
+    recover_seconds: float = 600.0
+
+    def cut(self, rate: float, current: float) -> float:
+        """The rate after a cut from ``current`` (``rate`` is the configured one)."""
+        return max(min(self.min_rate, rate), current * SLOW_DOWN)
+
+    def climbed(self, rate: float, cut_rate: float, since: float) -> float:
+        """The rate ``since`` seconds after a cut to ``cut_rate``."""
+        return min(rate, cut_rate + rate * max(since, 0.0) / self.recover_seconds)
+
+
 @dataclass(frozen=True)
 class SendOptions:
     sender: str
@@ -356,6 +390,8 @@ class SendOptions:
     max_bounces: int = 3
     return_path: Callable[[Claim], str] | None = None
     """The envelope sender of each delivery (VERP, for bounces); ``sender`` when None."""
+    slow_down: SlowDown = SlowDown()
+    """How the ``Pacer`` backs off on slow-down replies (a shared pace has its own)."""
     pace: Pace | None = None
     """What spaces the sends; None: a ``Pacer`` at ``rate`` for this run alone."""
 
@@ -369,22 +405,54 @@ class Pace(Protocol):
 
     def wait(self, pause: Pause) -> bool: ...
 
+    def slowed(self, reply: str) -> None:
+        """The relay answered ``reply``, a slow-down reply (``throttling``): lower the rate."""
+        ...
+
 
 class Pacer:
-    """Spaces sends ``1/rate`` seconds apart across threads."""
+    """Spaces sends ``1/rate`` seconds apart across threads; slower for a while after the
+    relay asks to slow down (``slow_down``)."""
 
-    def __init__(self, rate: float) -> None:
-        self.interval = 1.0 / rate
-        self.next = time.monotonic()
+    def __init__(
+        self,
+        rate: float,
+        slow_down: SlowDown = SlowDown(),
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.rate = rate
+        self.slow_down = slow_down
+        self.clock = clock
+        self.cut: tuple[float, float] | None = None
+        """The rate the last cut left, and when (``clock``)."""
+        self.next = clock()
         self.lock = threading.Lock()
 
     def wait(self, pause: Pause) -> bool:
         """Wait for this sender's slot; False when the run stops meanwhile."""
         with self.lock:
-            now = time.monotonic()
+            now = self.clock()
             slot = max(self.next, now)
-            self.next = slot + self.interval
+            self.next = slot + 1.0 / self._current(now)
         return pause(slot - now) if slot > now else True
+
+    def current(self) -> float:
+        """The rate now: ``rate``, or less after a cut."""
+        with self.lock:
+            return self._current(self.clock())
+
+    def slowed(self, reply: str) -> None:
+        """Cut the rate, unless it was cut less than ``CUT_INTERVAL`` ago."""
+        with self.lock:
+            now = self.clock()
+            if self.cut is None or now - self.cut[1] >= CUT_INTERVAL:
+                self.cut = (self.slow_down.cut(self.rate, self._current(now)), now)
+
+    def _current(self, now: float) -> float:
+        if self.cut is None:
+            return self.rate
+        cut_rate, at = self.cut
+        return self.slow_down.climbed(self.rate, cut_rate, now - at)
 
 
 Compose = Callable[[Issue, Claim], bytes]
@@ -450,7 +518,7 @@ class _Run:
         self.progress = progress
         self.counts = counts
         self.stop = stop
-        self.pacer: Pace = options.pace or Pacer(options.rate)
+        self.pacer: Pace = options.pace or Pacer(options.rate, options.slow_down)
         self.lock = threading.Lock()
         self.halt = threading.Event()
         """Set when a worker met a failure that stops them all."""
@@ -637,6 +705,8 @@ class _Sender:
             if exc.reconnect:
                 self.close()
             ledger.give_back(claim.id, exc.reply, now)
+            if throttling(exc.reply):
+                run.pacer.slowed(exc.reply)
             return exc.reply
         except PermanentFailure as exc:
             if exc.bounce:

@@ -27,8 +27,24 @@ from procrastinate.schema import SchemaManager
 from procrastinate.types import JSONDict
 
 from .config import Config
-from .deliver import DeliveryCounts, Mailer, Pause, TemporaryFailure, Transport
-from .send import BatchContext, close_finished, open_mailer, resume_planning, send_batch
+from .deliver import (
+    CUT_INTERVAL,
+    SLOW_DOWN,
+    DeliveryCounts,
+    Mailer,
+    Pause,
+    SlowDown,
+    TemporaryFailure,
+    Transport,
+)
+from .send import (
+    BatchContext,
+    close_finished,
+    open_mailer,
+    resume_planning,
+    send_batch,
+    slow_down,
+)
 from .state import Store, open_store
 from .state.database import end_session
 from .state.locks import relay_slot
@@ -67,19 +83,35 @@ def relay_name(config: Config) -> str:
 
 class SharedPace:
     """``smtp.rate`` shared by every worker sending through one relay: a token from the
-    relay's bucket row in the state database before each message."""
+    relay's bucket row in the state database before each message. A slow-down reply heard
+    by any worker cuts the row's rate, so every worker slows at once (``send.min_rate``,
+    ``send.recover_seconds``)."""
 
-    def __init__(self, store: Store, relay: str, rate: float) -> None:
+    def __init__(self, store: Store, relay: str, rate: float, slow_down: SlowDown) -> None:
         self.store = store
         self.relay = relay
+        self.slow_down = slow_down
         store.ensure_bucket(relay, rate)
 
     def wait(self, pause: Pause) -> bool:
         """Wait for a token; False when the run stops meanwhile."""
-        while wait := self.store.take_token(self.relay):
+        recover = self.slow_down.recover_seconds
+        while wait := self.store.take_token(self.relay, recover):
             if not pause(wait):
                 return False
         return True
+
+    def slowed(self, reply: str) -> None:
+        """Cut the relay's rate for every worker (once for the replies of one burst)."""
+        cut = self.store.cut_rate(
+            self.relay,
+            SLOW_DOWN,
+            self.slow_down.min_rate,
+            CUT_INTERVAL,
+            self.slow_down.recover_seconds,
+        )
+        if cut is not None:
+            logger.warning("%s asks to slow down (%s): rate now %.3g/s", self.relay, reply, cut)
 
 
 def _nothing() -> None:
@@ -155,7 +187,9 @@ class _Worker:
         if cap is not None:
             relay = relay_name(self.config)
             mailer = CappedMailer(mailer, self.store, relay, cap, self.config.smtp.timeout)
-        pace = SharedPace(self.store, relay_name(self.config), self.config.smtp.rate)
+        pace = SharedPace(
+            self.store, relay_name(self.config), self.config.smtp.rate, slow_down(self.config)
+        )
         context = BatchContext(self.config, self.store, mailer, datetime.now(UTC), pace=pace)
         counts = DeliveryCounts()
         send_batch(context, (issue_id, batch_no), counts)
@@ -271,6 +305,44 @@ def reconcile_now(config: Config) -> Reconciled:
             return thread.submit(asyncio.run, once()).result()
     finally:
         store.close()
+
+
+@dataclass(frozen=True)
+class WorkerAlive:
+    """A worker whose heartbeat is recent (within ``send.stalled_seconds``)."""
+
+    id: int
+    """Procrastinate's id of the worker."""
+    last_heartbeat: datetime
+    silent: float
+    """Seconds since its last heartbeat."""
+    batches: int
+    """Send jobs it is running."""
+
+
+_WORKERS_ALIVE = sa.text(
+    """
+    SELECT w.id, w.last_heartbeat, extract(epoch FROM now() - w.last_heartbeat) AS silent,
+           count(j.id) AS batches
+      FROM procrastinate_workers w
+      LEFT JOIN procrastinate_jobs j
+        ON j.worker_id = w.id AND j.status = 'doing' AND j.task_name = :task
+     WHERE w.last_heartbeat > now() - make_interval(secs => :stalled)
+     GROUP BY w.id
+     ORDER BY w.id
+    """
+)
+
+
+def workers_alive(store: Store, stalled_seconds: float) -> list[WorkerAlive]:
+    """The workers heard from within ``stalled_seconds``, from Procrastinate's own tables
+    (which it offers no call to list); none before its tables exist."""
+    with store.engine.connect() as db:
+        if not sa.inspect(db).has_table("procrastinate_workers"):
+            return []
+        values = {"task": SEND_BATCH, "stalled": stalled_seconds}
+        rows = db.execute(_WORKERS_ALIVE, values).all()
+    return [WorkerAlive(r.id, r.last_heartbeat, float(r.silent), r.batches) for r in rows]
 
 
 class ProcrastinateDispatcher:

@@ -33,6 +33,7 @@ from .deliver import (
     Pace,
     Progress,
     SendOptions,
+    SlowDown,
     SmtpMailer,
     deliver,
     envelope_sender,
@@ -603,7 +604,13 @@ def send_options(config: Config) -> SendOptions:
         backoff=smtp.retry_backoff,
         max_bounces=smtp.max_bounces,
         return_path=verp,
+        slow_down=slow_down(config),
     )
+
+
+def slow_down(config: Config) -> SlowDown:
+    """How the rate backs off when the relay asks senders to slow down."""
+    return SlowDown(config.send.min_rate, config.send.recover_seconds)
 
 
 def local_times(

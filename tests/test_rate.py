@@ -1,0 +1,366 @@
+"""The rate backing off when the relay asks to slow down (421, 451, 4.7.x) and climbing back:
+in memory for one ``send`` process (``Pacer``), in the shared bucket row for every worker of a
+distributed send; and ``send --status`` showing the workers alive and the rate now."""
+
+from __future__ import annotations
+
+import json
+import signal
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+from click.testing import CliRunner
+
+from syndicate import send
+from syndicate.cli import main
+from syndicate.config import load_config
+from syndicate.deliver import CUT_INTERVAL, SLOW_DOWN, Pacer, SlowDown, deliver, throttling
+from syndicate.state import Store, open_store
+from tests import sending
+from tests.conftest import missing_real_part
+from tests.mailserver import Inbox, ScriptedController, free_port
+from tests.test_scale import _statuses, _stop, _until, _worker, _write_config, add_readers
+
+try:
+    from syndicate import scale
+except ImportError as exc:  # the optional extra syndicate[scale]
+    scale = None
+    MISSING = f"procrastinate is not installed (pip install 'syndicate[scale]'): {exc}"
+
+
+@pytest.fixture
+def scale_url(postgres_url: str) -> str:
+    if scale is None:
+        missing_real_part(MISSING)
+    return postgres_url
+
+
+@pytest.mark.parametrize(
+    ("reply", "slow_down"),
+    [
+        ("451 4.7.1 slow down", True),
+        ("451 4.3.0 try later", True),  # 451 whatever its enhanced code
+        ("421 4.3.2 closing", True),
+        ("421 Too many concurrent SMTP connections", True),
+        ("450 4.7.1 Client host rejected: too many messages", True),  # 4.7.x: policy
+        ("452 4.7.0 rate limit exceeded", True),
+        ("451 ", True),
+        ("452 4.2.2 mailbox full", False),
+        ("450 4.2.0 greylisted, try again", False),
+        ("452 4.5.3 too many recipients", False),
+        ("454 4.74.1 not an enhanced code of class 7", False),
+        ("connection lost: [Errno 104] Connection reset by peer", False),
+        ("connection lost before the end of data: 421 4.7.0 closing", False),
+        ("cannot reach the SMTP server relay:25 ((421, b'4.7.0 busy'))", False),
+        ("all 4 connections to relay:25 in use", False),
+        ("4510 nonsense", False),
+    ],
+)
+def test_which_replies_ask_to_slow_down(reply: str, slow_down: bool) -> None:
+    assert throttling(reply) is slow_down
+
+
+class Clock:
+    """A monotonic clock the test moves by hand."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_the_pacer_cuts_once_a_burst_never_below_the_floor_and_climbs_back() -> None:
+    clock = Clock()
+    pacer = Pacer(100.0, SlowDown(min_rate=20.0, recover_seconds=50.0), clock=clock)
+    assert pacer.current() == 100.0
+    pacer.slowed("451 4.7.1 slow down")
+    assert pacer.current() == pytest.approx(100 * SLOW_DOWN)
+    clock.now += CUT_INTERVAL / 2
+    pacer.slowed("451 4.7.1 slow down")  # the same burst: no second cut
+    assert pacer.current() == pytest.approx(70 + 100 * (CUT_INTERVAL / 2) / 50)
+    for _ in range(10):  # a relay that keeps refusing: down to the floor, no further
+        clock.now += CUT_INTERVAL
+        pacer.slowed("421 4.7.0 try again later")
+    assert pacer.current() == pytest.approx(20.0)
+    clock.now += 20  # 100/s every 50 s: 40/s more
+    assert pacer.current() == pytest.approx(60.0)
+    clock.now += 20
+    assert pacer.current() == 100.0  # back at the rate, and never above it
+    clock.now += 1000
+    assert pacer.current() == 100.0
+
+
+def test_the_pacer_spaces_sends_by_the_rate_now() -> None:
+    clock = Clock()
+    pacer = Pacer(100.0, SlowDown(min_rate=1.0, recover_seconds=1e9), clock=clock)
+    waits: list[float] = []
+
+    def pause(seconds: float) -> bool:
+        waits.append(seconds)
+        return True
+
+    for _ in range(3):
+        pacer.wait(pause)
+    pacer.slowed("451 4.7.1 slow down")
+    for _ in range(3):
+        pacer.wait(pause)
+    # 1/100 s apart, then (from the slot already given out) 1/70 s apart
+    assert waits == pytest.approx([0.01, 0.02, 0.03, 0.03 + 1 / 70, 0.03 + 2 / 70])
+
+
+@pytest.fixture
+def store(database_url: str):
+    opened = open_store(database_url)
+    yield opened
+    opened.close()
+
+
+def test_one_send_process_slows_down_on_a_slow_down_reply_only(store: Store, smtp_server) -> None:
+    """The local engine: a 452 (mailbox full) leaves the rate as it is, a 451 4.7.1 cuts it
+    (both retried, every reader gets one message)."""
+    inbox, port = smtp_server
+    readers = sending.add_readers(store, 6)
+    pacer = Pacer(10_000, SlowDown(min_rate=1.0, recover_seconds=1e9))
+
+    def run() -> int:
+        options = sending.options(pace=pacer)
+        return deliver(store, sending.mailer(port), sending.compose, options, sending.NOW).sent
+
+    sending.make_issue(store, readers)
+    inbox.script[("rcpt", "reader1@example.com")] = ["452 4.2.2 mailbox full"]
+    assert run() == 6 and pacer.current() == 10_000
+    sending.make_issue(store, readers, content="two")
+    inbox.script[("rcpt", "reader2@example.com")] = ["451 4.7.1 slow down"]
+    assert run() == 6 and pacer.current() == pytest.approx(7_000)
+    assert set(inbox.counts().values()) == {2}
+
+
+# -- the shared bucket, on the real PostgreSQL ---------------------------------------------------
+
+RELAY = "relay.example.org:25"
+
+
+def _cut_back(store: Store, seconds: float) -> None:
+    """Move the last cut ``seconds`` into the past (as if that long had gone by since)."""
+    query = "UPDATE relay_buckets SET cut_at = cut_at - make_interval(secs => :s)"
+    with store.engine.begin() as db:
+        db.execute(sa.text(query), {"s": seconds})
+
+
+def test_a_cut_of_the_shared_rate_holds_for_its_burst_and_stops_at_the_floor(
+    scale_url: str,
+) -> None:
+    store = open_store(scale_url)
+    store.ensure_bucket(RELAY, 100.0)
+    [fresh] = store.relay_rates(100.0)
+    assert (fresh.rate, fresh.current, fresh.cut_rate, fresh.cut_at) == (100.0, 100.0, None, None)
+    assert store.cut_rate(RELAY, 0.7, 10.0, 60.0, 1e9) == pytest.approx(70.0)
+    assert store.cut_rate(RELAY, 0.7, 10.0, 60.0, 1e9) is None  # within the interval
+    [cut] = store.relay_rates(1e9)
+    assert cut.current == pytest.approx(70.0) and cut.cut_at is not None
+    cuts = [store.cut_rate(RELAY, 0.7, 10.0, 0.0, 1e9) for _ in range(8)]
+    assert cuts[:3] == pytest.approx([49.0, 34.3, 24.01])
+    assert cuts[-1] == pytest.approx(10.0)  # the floor
+    assert store.cut_rate(RELAY, 0.7, 500.0, 0.0, 1e9) == 100.0  # a floor above the rate
+    store.close()
+
+
+def test_workers_hearing_one_burst_at_once_cut_the_shared_rate_once(scale_url: str) -> None:
+    store = open_store(scale_url)
+    store.ensure_bucket(RELAY, 100.0)
+    start = threading.Barrier(8)
+    cuts: list[float | None] = []
+
+    def hear_451() -> None:
+        start.wait()
+        cuts.append(store.cut_rate(RELAY, 0.7, 10.0, 60.0, 1e9))
+
+    threads = [threading.Thread(target=hear_451) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(cuts, key=lambda c: c is None) == [pytest.approx(70.0)] + [None] * 7
+    assert store.relay_rates(1e9)[0].current == pytest.approx(70.0)
+    store.close()
+
+
+def test_the_shared_rate_climbs_back_by_itself_and_a_config_change_keeps_the_cut(
+    scale_url: str,
+) -> None:
+    store = open_store(scale_url)
+    store.ensure_bucket(RELAY, 100.0)
+    store.cut_rate(RELAY, 0.5, 10.0, 1.0, 100.0)
+    _cut_back(store, 20)  # 100/s every 100 s: 20/s more
+    [climbing] = store.relay_rates(100.0)
+    assert climbing.current == pytest.approx(70.0, abs=0.5)
+    assert climbing.back_at is not None and climbing.cut_at is not None
+    assert (climbing.back_at - climbing.cut_at).total_seconds() == pytest.approx(50.0)
+    # the next cut starts from the rate now, not from the last cut
+    assert store.cut_rate(RELAY, 0.5, 10.0, 1.0, 100.0) == pytest.approx(35.0, abs=0.5)
+    store.ensure_bucket(RELAY, 200.0)  # the config changed: a cut stays in force
+    [changed] = store.relay_rates(100.0)
+    assert changed.rate == 200.0 and changed.current == pytest.approx(35.0, abs=2.0)
+    _cut_back(store, 30)  # 200/s every 100 s: 60/s more
+    assert store.relay_rates(100.0)[0].current == pytest.approx(95.0, abs=2.0)
+    _cut_back(store, 60)
+    [back] = store.relay_rates(100.0)
+    assert back.current == 200.0  # never above the rate
+    store.close()
+
+
+def test_a_worker_waits_for_a_token_at_the_rate_now(scale_url: str) -> None:
+    """Tokens come at the cut rate: once the burst is drawn, the next is 1/rate away."""
+    store = open_store(scale_url)
+    store.ensure_bucket(RELAY, 100.0)  # a burst of 10
+    store.cut_rate(RELAY, 0.1, 1.0, 1.0, 1e9)  # 10/s
+
+    def drained() -> float:
+        for _ in range(100):
+            if wait := store.take_token(RELAY, 1e9):
+                return wait
+        raise AssertionError("a bucket at 10/s never ran dry")
+
+    assert drained() == pytest.approx(0.1)
+    _cut_back(store, 1e9)  # recovered long since
+    assert store.relay_rates(1e9)[0].current == 100.0
+    assert drained() == pytest.approx(0.01)
+    store.close()
+
+
+# -- test 5: a 451 burst across workers ----------------------------------------------------------
+
+
+@dataclass
+class Throttling(Inbox):
+    """A relay that answers every recipient with 451 4.7.1 for ``seconds`` after the first one
+    it is given, then takes them."""
+
+    seconds: float = 2.0
+    began: float | None = None
+    refused: int = 0
+
+    async def handle_RCPT(self, server, session, envelope, address, options) -> str:
+        now = time.monotonic()
+        with self.lock:
+            self.began = now if self.began is None else self.began
+            throttled = now - self.began < self.seconds
+            self.refused += throttled
+        if throttled:
+            return "451 4.7.1 too many messages, slow down"
+        return await super().handle_RCPT(server, session, envelope, address, options)
+
+
+@pytest.fixture
+def throttling_server():
+    inbox = Throttling()
+    controller = ScriptedController(inbox, hostname="127.0.0.1", port=free_port())
+    controller.start()
+    yield inbox, controller.port
+    controller.stop()
+
+
+def _rate_config(root: Path, url: str, port: int) -> Path:
+    """Two connections a worker at 200/s across the workers; a row tried six times over
+    nearly 8 s (retries 0.25 s, 0.5 s, ... apart), which outlasts a 2 s burst; a cut made up
+    within 6 s, never below 50/s."""
+    path = _write_config(root, url, port)
+    text = path.read_text().replace("rate = 10000", "rate = 200\nretries = 5")
+    text = text.replace("retry_backoff = 0", "retry_backoff = 0.25")
+    path.write_text(text + "min_rate = 50\nrecover_seconds = 6\n")
+    return path
+
+
+def _rate_now(store: Store, recover_seconds: float) -> float | None:
+    """The one relay's rate now (None before its bucket exists)."""
+    rates = store.relay_rates(recover_seconds)
+    return rates[0].current if rates else None
+
+
+def test_a_451_burst_slows_every_worker_and_the_rate_recovers(
+    tmp_path: Path, scale_url: str, throttling_server
+) -> None:
+    """Test 5: the relay answers 451 4.7.1 to everything for 2 s. Two workers back off (the
+    rows are retried), every reader gets one message, the shared rate dips (cut to 70 %, at
+    most once a second, not below the floor) and is back at the configured rate later."""
+    inbox, port = throttling_server
+    path = _rate_config(tmp_path, scale_url, port)
+    config = load_config(path)
+    store = open_store(scale_url)
+    readers = 200
+    add_readers(store, readers)
+    send.send_due(config, sending.NOW)
+    seen: list[float] = []
+    workers = [_worker(path) for _ in range(2)]
+    try:
+
+        def observe() -> None:
+            if (rate := _rate_now(store, 6)) is not None:
+                seen.append(rate)
+
+        assert _until(lambda: len(inbox.received) >= readers, 30, every=observe)
+        assert _until(lambda: _rate_now(store, 6) == 200.0, 15, every=observe)
+        assert _statuses(store) == {"sent": readers}
+    finally:
+        _stop(workers)
+    arrived = Counter(message["Message-ID"] for message in inbox.messages)
+    assert len(arrived) == readers and set(arrived.values()) == {1}
+    assert inbox.refused > 0
+    [relay] = store.relay_rates(6)
+    assert relay.cut_rate is not None and 50.0 <= relay.cut_rate <= 0.7 * 200 + 1e-6
+    assert min(seen) < 200.0
+    attempts = [d.attempts for d in store.deliveries("sent")]
+    assert max(attempts) > 1 and max(attempts) <= 6
+    store.close()
+
+
+# -- send --status with workers ------------------------------------------------------------------
+
+
+def _status(path: Path) -> dict[str, Any]:
+    result = CliRunner().invoke(main, ["send", "--status", "--json", "--config", str(path)])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def test_send_status_shows_the_workers_alive_and_the_rate_now(
+    tmp_path: Path, scale_url: str, smtp_server
+) -> None:
+    _, port = smtp_server
+    path = _write_config(tmp_path, scale_url, port)
+    config = load_config(path)
+    store = open_store(scale_url)
+    relay = scale.relay_name(config)
+    assert _status(path)["workers"] == [] and _status(path)["relays"] == []
+    worker = _worker(path)
+    try:
+        assert _until(lambda: len(_status(path)["workers"]) == 1, 30)
+        [alive] = _status(path)["workers"]
+        assert alive["seconds_since"] < config.send.stalled_seconds and alive["batches"] == 0
+        store.ensure_bucket(relay, config.smtp.rate)  # what a worker's first batch does
+        assert store.cut_rate(relay, 0.7, 1.0, 1.0, config.send.recover_seconds) is not None
+        [rate] = _status(path)["relays"]
+        assert rate["relay"] == relay and rate["rate"] == 10_000
+        assert rate["cut_to"] == pytest.approx(7_000) and 7_000 <= rate["current"] < 8_000
+        assert rate["cut_at"] and rate["back_at"]
+        text = CliRunner().invoke(
+            main, ["send", "--status", "--config", str(path)], env={"COLUMNS": "100"}
+        )
+        assert text.exit_code == 0, text.output
+        assert "workers alive" in text.output and f"{alive['id']} " in text.output
+        assert relay in text.output and "to 7,000.0 at" in text.output
+        worker.send_signal(signal.SIGKILL)  # no goodbye: silent, then not alive any more
+        worker.wait()
+        assert _until(lambda: _status(path)["workers"] == [], 20)
+    finally:
+        _stop([worker])
+    text = CliRunner().invoke(main, ["send", "--status", "--config", str(path)])
+    assert "workers alive: none" in text.output
+    store.close()
