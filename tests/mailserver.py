@@ -51,6 +51,7 @@ class Inbox:
     times: list[float] = field(default_factory=list)
     """When each message was taken (``time.monotonic``)."""
     idle: threading.Condition = field(default_factory=threading.Condition)
+    _parsed: list[EmailMessage] = field(default_factory=list)
 
     def counts(self) -> Counter[str]:
         with self.lock:
@@ -58,9 +59,16 @@ class Inbox:
 
     @property
     def messages(self) -> list[EmailMessage]:
-        """What arrived, parsed (headers decoded, as ``email.policy.default`` reads them)."""
+        """What arrived, parsed (headers decoded, as ``email.policy.default`` reads them).
+
+        Each message is parsed once: aiosmtpd reads every attribute of its handler (this
+        property too) for each new connection, which parsing them all made slower with each
+        message received.
+        """
         with self.lock:
-            return [message_from_bytes(data, policy=policy.default) for _, data in self.received]
+            new = self.received[len(self._parsed) :]
+            self._parsed.extend(message_from_bytes(d, policy=policy.default) for _, d in new)
+            return list(self._parsed)
 
     def link(self, index: int = -1) -> str:
         """The first link in the text of a message (by default the last one that arrived)."""
