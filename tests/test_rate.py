@@ -235,6 +235,31 @@ def test_a_worker_waits_for_a_token_at_the_rate_now(scale_url: str) -> None:
     store.close()
 
 
+def test_a_fast_relay_gives_its_tokens_a_block_at_a_time_and_never_more_than_it_holds(
+    scale_url: str,
+) -> None:
+    """At a high rate a batch takes a few tokens per commit; the bucket never gives more than
+    it holds, and a slow relay's tokens still come one at a time."""
+    store = open_store(scale_url)
+    store.ensure_bucket(RELAY, 100.0)  # a burst of 10
+    assert store.take_tokens(RELAY, 1e9, 4) == (4, 0.0)
+    assert store.take_tokens(RELAY, 1e9, 20)[0] in (6, 7)  # what is left, and a refill
+    taken, wait = store.take_tokens(RELAY, 1e9, 20)
+    assert taken <= 1 and (taken or wait == pytest.approx(0.01))
+    fast = scale.SharedPace(store, "fast.example.org:25", 100_000.0, SlowDown())
+    slow = scale.SharedPace(store, "slow.example.org:25", 200.0, SlowDown())
+    assert (fast.block, slow.block) == (scale.TOKEN_BLOCK, 1)
+    assert all(fast.wait(lambda seconds: True) for _ in range(50))
+    [fast_row] = [r for r in store.relay_rates(1e9) if r.relay == "fast.example.org:25"]
+    with store.engine.connect() as db:
+        left = db.execute(
+            sa.text("SELECT tokens FROM relay_buckets WHERE relay = 'fast.example.org:25'")
+        ).scalar_one()
+    assert fast_row.rate == 100_000.0 and left == pytest.approx(10_000 - 60, abs=200)
+    assert fast.tokens == 10  # three blocks of 20 taken for 50 messages
+    store.close()
+
+
 # -- test 5: a 451 burst across workers ----------------------------------------------------------
 
 

@@ -1,5 +1,6 @@
 """The rate of each relay shared by every worker of a distributed send: a token bucket row in
-PostgreSQL that each worker draws one token from before each message.
+PostgreSQL that each worker draws a token from before each message (a few at once at high
+rates).
 
 A relay's slow-down reply cuts the row's rate for every worker at once (``cut_rate``,
 ``cut_at``); the rate then climbs back by itself: what it is at any moment is computed from
@@ -35,12 +36,20 @@ _FILLED = sa.func.least(
 """The tokens the bucket holds now: what it had, plus what its rate added since, up to its
 burst."""
 
+_WANT = sa.bindparam("want", type_=sa.Integer)
+_FOUND = (
+    sa.select(_ROW.relay, sa.func.least(_WANT, sa.func.floor(_FILLED)).label("taken"))
+    .where(_ROW.relay == sa.bindparam("name"), _FILLED >= 1)
+    .with_for_update()
+    .cte("found")
+)
 _TAKE = (
     sa.update(relay_buckets)
-    .where(_ROW.relay == sa.bindparam("name"), _FILLED >= 1)
-    .values(tokens=_FILLED - 1, refilled_at=_NOW)
-    .returning(_ROW.tokens)
+    .where(_ROW.relay == _FOUND.c.relay)
+    .values(tokens=_FILLED - _FOUND.c.taken, refilled_at=_NOW)
+    .returning(_FOUND.c.taken)
 )
+"""Up to ``want`` whole tokens, as many as the bucket holds, in one statement."""
 _RATE = sa.select(_RATE_NOW).where(_ROW.relay == sa.bindparam("name"))
 _CUT = (
     sa.update(relay_buckets)
@@ -107,15 +116,22 @@ class Buckets(Database):
         """Take one token; 0 when it was taken, else the seconds until one is due (at the rate
         now, which climbs back to the configured one in ``recover_seconds`` after a cut to
         nothing)."""
+        taken, wait = self.take_tokens(relay, recover_seconds, 1)
+        return 0.0 if taken else wait
+
+    def take_tokens(self, relay: str, recover_seconds: float, want: int) -> tuple[int, float]:
+        """Take up to ``want`` tokens, as many as there are: how many were taken, and when
+        none was, the seconds until one is due."""
         # each statement commits on the server as it runs (autocommit): a worker stopped
         # between two statements holds no lock on the row every other worker draws from
         with self._database(), self.engine.connect() as conn:
             db = conn.execution_options(isolation_level="AUTOCOMMIT")
-            values = {"name": relay, "recover": recover_seconds}
-            if db.execute(_TAKE, values).first() is not None:
-                return 0.0
+            values = {"name": relay, "recover": recover_seconds, "want": want}
+            taken = db.execute(_TAKE, values).scalar()
+            if taken:
+                return int(taken), 0.0
             rate = db.execute(_RATE, values).scalar_one()
-        return 1.0 / rate
+        return 0, 1.0 / rate
 
     def cut_rate(
         self, relay: str, factor: float, floor: float, interval: float, recover_seconds: float

@@ -119,6 +119,22 @@ deliveries = sa.Table(
     sa.UniqueConstraint("issue_id", "subscriber_id", name="uq_deliveries_reader"),
     sa.Index("ix_deliveries_status", "status", "id"),
     sa.Index("ix_deliveries_batch", "issue_id", "batch_no"),
+    # the next pending row, of all or of one batch, read from an index whatever the
+    # statistics say: a row sent leaves these, so a take never walks past the sent ones
+    sa.Index(
+        "ix_deliveries_pending",
+        "id",
+        sqlite_where=sa.text("status = 'pending'"),
+        postgresql_where=sa.text("status = 'pending'"),
+    ),
+    sa.Index(
+        "ix_deliveries_pending_batch",
+        "issue_id",
+        "batch_no",
+        "id",
+        sqlite_where=sa.text("status = 'pending'"),
+        postgresql_where=sa.text("status = 'pending'"),
+    ),
 )
 
 relay_buckets = sa.Table(

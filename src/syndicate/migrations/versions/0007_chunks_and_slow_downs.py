@@ -1,7 +1,8 @@
 """Issues planned in chunks (the reader id planned through, the local time their later chunks
 wait for, an index to read a variant's readers in id order), closed once every delivery is
 settled (the issues settled already are closed here, at their last delivery's time); and a
-relay's shared rate cut when it asks senders to slow down.
+relay's shared rate cut when it asks senders to slow down; the pending deliveries indexed
+apart, so that taking the next one never depends on the table's statistics.
 
 Revision ID: 0007
 Revises: 0006
@@ -20,10 +21,14 @@ def upgrade() -> None:
     op.add_column("issues", sa.Column("planned_through", sa.Integer, nullable=True))
     op.add_column("issues", sa.Column("local_time", sa.String(5), nullable=True))
     op.add_column("issues", sa.Column("finished_at", sa.DateTime(timezone=True), nullable=True))
-    op.create_index(
-        "ix_subscribers_variant", "subscribers", ["lang", "audiences", "status", "id"]
-    )
+    op.create_index("ix_subscribers_variant", "subscribers", ["lang", "audiences", "status", "id"])
     _close_settled()
+    pending = sa.text("status = 'pending'")
+    for name, columns in [
+        ("ix_deliveries_pending", ["id"]),
+        ("ix_deliveries_pending_batch", ["issue_id", "batch_no", "id"]),
+    ]:
+        op.create_index(name, "deliveries", columns, sqlite_where=pending, postgresql_where=pending)
     op.add_column("relay_buckets", sa.Column("cut_rate", sa.Float, nullable=True))
     op.add_column("relay_buckets", sa.Column("cut_at", sa.DateTime(timezone=True), nullable=True))
 
@@ -57,6 +62,8 @@ def downgrade() -> None:
     with op.batch_alter_table("relay_buckets") as table:
         table.drop_column("cut_at")
         table.drop_column("cut_rate")
+    op.drop_index("ix_deliveries_pending_batch", table_name="deliveries")
+    op.drop_index("ix_deliveries_pending", table_name="deliveries")
     op.drop_index("ix_subscribers_variant", table_name="subscribers")
     with op.batch_alter_table("issues") as table:
         table.drop_column("local_time")
