@@ -21,6 +21,7 @@ run: $(BIN)/syndicate
 
 test: $(BIN)/syndicate
 	$(BIN)/ruff check
+	$(BIN)/ruff format --check --quiet
 	$(BIN)/mypy
 	$(BIN)/pytest
 

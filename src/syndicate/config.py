@@ -139,7 +139,6 @@ class Site(Section):
     """Language of the whole interface (mail and web) for a language whose catalog is
     incomplete; without one, its digests are refused and its pages are in English."""
 
-
     max_article_bytes: int = Field(2_000_000, ge=1)
     """Size above which an article file is not read (a diagnostic names it)."""
 
@@ -179,7 +178,6 @@ class Feeds(Section):
     tag: str | None = Field(None, pattern=r"^[A-Za-z0-9.@-]+,\d{4}(-\d{2}(-\d{2})?)?$")
     """Tag-URI authority and date of every feed and entry id ("example.org,2025-01-01"); default:
     the host of site.base_url with 2025-01-01. Keep it when the site moves, so ids never change."""
-
 
     @field_validator("hub", mode="before")
     @classmethod
@@ -415,9 +413,7 @@ class Config(Section):
 
     @model_validator(mode="after")
     def _engine_database(self) -> Config:
-        if self.send.engine == "procrastinate" and not self.state.database.startswith(
-            "postgresql"
-        ):
+        if self.send.engine == "procrastinate" and not self.state.database.startswith("postgresql"):
             raise ValueError(
                 'send.engine = "procrastinate" needs a PostgreSQL state.database (its jobs live '
                 f"in the same database as the deliveries), not {self.state.database.split(':')[0]}"

@@ -13,9 +13,7 @@ from .schema import migrate
 from .subscribers import Subscribers
 
 
-class Store(
-    Publications, Subscribers, IssuePlanning, Issues, Deliveries, BounceReports, Buckets
-):
+class Store(Publications, Subscribers, IssuePlanning, Issues, Deliveries, BounceReports, Buckets):
     """The project's persistent state, on one database.
 
     Each part (its own module) holds the statements of one aggregate; they share the engine
