@@ -50,3 +50,13 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str
 def postgres_url() -> Iterator[str]:
     """PostgreSQL alone: what runs only there (the scale-out engine)."""
     yield from postgres_schema()
+
+
+@pytest.fixture
+def scale_url(postgres_url: str) -> str:
+    """PostgreSQL with the scale-out engine installed (the optional extra syndicate[scale])."""
+    try:
+        import syndicate.scale  # noqa: F401
+    except ImportError as exc:
+        missing_real_part(f"procrastinate is not installed (pip install 'syndicate[scale]'): {exc}")
+    return postgres_url

@@ -27,25 +27,17 @@ from syndicate.config import Config, load_config
 from syndicate.deliver import DeliveryCounts, SmtpMailer
 from syndicate.state import Store, create_engine, open_store, schema, utc
 from syndicate.subscribers import ReaderRow
-from tests.conftest import ARTICLES, missing_real_part
+from tests.conftest import ARTICLES
 from tests.sending import NOW
 
 try:
     from syndicate import scale
-except ImportError as exc:  # the optional extra syndicate[scale]
+except ImportError:  # the optional extra syndicate[scale]: the scale_url fixture says so
     scale = None
-    MISSING = f"procrastinate is not installed (pip install 'syndicate[scale]'): {exc}"
 
 CHUNK, BATCH = 7, 3
 """Readers per planning transaction (rounded up to whole batches: 9) and per batch."""
 ROWS = 9
-
-
-@pytest.fixture
-def scale_url(postgres_url: str) -> str:
-    if scale is None:
-        missing_real_part(MISSING)
-    return postgres_url
 
 
 def write_config(root: Path, url: str, port: int, *lines: str, engine: str = "local") -> Path:

@@ -23,22 +23,13 @@ from syndicate.config import load_config
 from syndicate.deliver import CUT_INTERVAL, SLOW_DOWN, Pacer, SlowDown, deliver, throttling
 from syndicate.state import Store, open_store
 from tests import sending
-from tests.conftest import missing_real_part
 from tests.mailserver import Inbox, ScriptedController, free_port
 from tests.test_scale import _statuses, _stop, _until, _worker, _write_config, add_readers
 
 try:
     from syndicate import scale
-except ImportError as exc:  # the optional extra syndicate[scale]
+except ImportError:  # the optional extra syndicate[scale]: the scale_url fixture says so
     scale = None
-    MISSING = f"procrastinate is not installed (pip install 'syndicate[scale]'): {exc}"
-
-
-@pytest.fixture
-def scale_url(postgres_url: str) -> str:
-    if scale is None:
-        missing_real_part(MISSING)
-    return postgres_url
 
 
 @pytest.mark.parametrize(

@@ -27,21 +27,13 @@ from syndicate.deliver import SmtpMailer
 from syndicate.errors import ConfigError
 from syndicate.state import BATCH_SIZE, Store, open_store
 from syndicate.subscribers import ReaderRow
-from tests.conftest import ARTICLES, ROOT, missing_real_part
+from tests.conftest import ARTICLES, ROOT
 from tests.sending import NOW
 
 try:
     from syndicate import scale
-except ImportError as exc:  # the optional extra syndicate[scale]
+except ImportError:  # the optional extra syndicate[scale]: the scale_url fixture says so
     scale = None
-    MISSING = f"procrastinate is not installed (pip install 'syndicate[scale]'): {exc}"
-
-
-@pytest.fixture
-def scale_url(postgres_url: str) -> str:
-    if scale is None:
-        missing_real_part(MISSING)
-    return postgres_url
 
 
 def scale_config(root: Path, url: str, port: int = 25, **send_keys: Any) -> Config:

@@ -17,7 +17,6 @@ import sqlalchemy as sa
 from syndicate import send
 from syndicate.config import load_config
 from syndicate.state import Store, open_store
-from tests.conftest import missing_real_part
 from tests.mailserver import Inbox, ScriptedController, free_port
 from tests.sending import NOW
 from tests.test_scale import (
@@ -53,13 +52,6 @@ def slow_server() -> Iterator[tuple[Inbox, int]]:
     yield inbox, port
     inbox.release.set()
     controller.stop()
-
-
-@pytest.fixture
-def scale_url(postgres_url: str) -> str:
-    if scale is None:
-        missing_real_part("procrastinate is not installed (pip install 'syndicate[scale]')")
-    return postgres_url
 
 
 def test_a_job_left_doing_by_a_pruned_worker_is_run_again(
