@@ -110,9 +110,11 @@ class SharedPace:
                 if self.tokens:
                     self.tokens -= 1
                     return True
-                taken, wait = self.store.take_tokens(self.relay, recover, self.block)
-                self.tokens = max(0, taken - 1)
+            # outside the lock: the batch's other connections need not wait on this commit
+            taken, wait = self.store.take_tokens(self.relay, recover, self.block)
             if taken:
+                with self.lock:
+                    self.tokens += taken - 1
                 return True
             if not pause(wait):
                 return False

@@ -103,15 +103,6 @@ def _write_chunk(
     return (chunk[-1].id if len(readers) > plan.rows else None), len(chunk)
 
 
-def _renew_statistics(db: sa.Connection, written: int) -> None:
-    """After a large chunk, PostgreSQL's statistics of the deliveries and the readers: planned
-    from stale ones (new rows have none until autovacuum comes by, if it is on), taking the
-    next pending row reads every pending row, or every reader, instead of one from an index
-    (a second a message at 6,000 readers imported just before)."""
-    if written >= ANALYZE_ROWS and db.dialect.name == "postgresql":
-        db.execute(sa.text("ANALYZE deliveries, subscribers"))
-
-
 def _set_cursor(issue_id: int, cursor: int | None) -> sa.Update:
     return sa.update(issues).where(issues.c.id == issue_id).values(planned_through=cursor)
 
@@ -156,9 +147,17 @@ class IssuePlanning(Issues):
                     db.execute(_set_cursor(issue_id, cursor))
         except sa.exc.IntegrityError:
             return None
-        with self._transaction() as db:
-            _renew_statistics(db, written)
+        self._renew_statistics(written)
         return self.issue(issue_id)
+
+    def _renew_statistics(self, written: int) -> None:
+        """After a large chunk, PostgreSQL's statistics of the deliveries and the readers:
+        planned from stale ones (new rows have none until autovacuum comes by, if it is on),
+        taking the next pending row reads every pending row, or every reader, instead of one
+        from an index (a second a message at 6,000 readers imported just before)."""
+        if written >= ANALYZE_ROWS and self.engine.dialect.name == "postgresql":
+            with self._transaction() as db:
+                db.execute(sa.text("ANALYZE deliveries, subscribers"))
 
     def plan_chunk(self, issue_id: int, after: int, plan: Planning) -> int | None:
         """Write the deliveries of the next chunk of an issue's readers (id above ``after``),
@@ -189,8 +188,7 @@ class IssuePlanning(Issues):
                 cursor, written = _write_chunk(db, issue, after, first, plan)
                 db.execute(_set_cursor(issue_id, cursor))
         if won:
-            with self._transaction() as db:
-                _renew_statistics(db, written)
+            self._renew_statistics(written)
             return cursor
         moved = self.issue(issue_id)
         return moved.planned_through if moved is not None and moved.state in STANDING else None
