@@ -51,6 +51,10 @@ class Inbox:
     times: list[float] = field(default_factory=list)
     """When each message was taken (``time.monotonic``)."""
     idle: threading.Condition = field(default_factory=threading.Condition)
+    pipelining: bool = True
+    """Offer PIPELINING, as the relays a site sends through do."""
+    pipelined: int = 0
+    """MAIL commands that came with their RCPT and DATA already behind them."""
     _parsed: list[EmailMessage] = field(default_factory=list)
 
     def counts(self) -> Counter[str]:
@@ -86,6 +90,20 @@ class Inbox:
         with self.lock:
             queue = self.script.get((stage, address))
             return queue.pop(0) if queue else None
+
+    async def handle_EHLO(self, server, session, envelope, hostname, responses) -> list[str]:
+        session.host_name = hostname
+        if not self.pipelining:
+            return responses
+        return [*responses[:-1], "250-PIPELINING", responses[-1]]
+
+    async def handle_MAIL(self, server, session, envelope, address, options) -> str:
+        if b"\r\nDATA\r\n" in bytes(server._reader._buffer):  # what is read but not handled
+            with self.lock:
+                self.pipelined += 1
+        envelope.mail_from = address
+        envelope.mail_options.extend(options)
+        return "250 OK"
 
     async def handle_RCPT(self, server, session, envelope, address, options) -> str:
         action = self._next("rcpt", address)
@@ -161,8 +179,10 @@ async def _wait(event: threading.Event) -> None:
         await asyncio.sleep(0.01)
 
 
-def start_server(*, smtputf8: bool = True) -> tuple[Inbox, int, Controller]:
-    inbox = Inbox()
+def start_server(
+    *, smtputf8: bool = True, pipelining: bool = True
+) -> tuple[Inbox, int, Controller]:
+    inbox = Inbox(pipelining=pipelining)
     port = free_port()
     controller = ScriptedController(
         inbox, hostname="127.0.0.1", port=port, enable_SMTPUTF8=smtputf8
@@ -180,10 +200,19 @@ def smtp_server() -> Iterator[tuple[Inbox, int]]:
     controller.stop()
 
 
+@pytest.fixture(params=[True, False], ids=["pipelining", "one-by-one"])
+def any_smtp_server(request) -> Iterator[tuple[Inbox, int]]:
+    """A server with PIPELINING, then one without: the faults play the same in both."""
+    inbox, port, controller = start_server(pipelining=request.param)
+    yield inbox, port
+    inbox.release.set()
+    controller.stop()
+
+
 @pytest.fixture
 def ascii_smtp_server() -> Iterator[tuple[Inbox, int]]:
-    """A server that does not offer SMTPUTF8."""
-    inbox, port, controller = start_server(smtputf8=False)
+    """A server that does not offer SMTPUTF8 (nor PIPELINING: an older relay)."""
+    inbox, port, controller = start_server(smtputf8=False, pipelining=False)
     yield inbox, port
     inbox.release.set()
     controller.stop()

@@ -67,8 +67,8 @@ def test_the_same_content_is_never_issued_twice(store) -> None:
     assert store.sent_articles("en", ["cost"]) == {("en", "a"): "article-one"}
 
 
-def test_temporary_failures_are_retried_until_the_server_recovers(store, smtp_server) -> None:
-    inbox, port = smtp_server
+def test_temporary_failures_are_retried_until_the_server_recovers(store, any_smtp_server) -> None:
+    inbox, port = any_smtp_server
     make_issue(store, add_readers(store, 5))
     inbox.script[("rcpt", "reader1@example.com")] = ["451 4.3.0 try later", "451 4.3.0 again"]
     inbox.script[("data", "reader3@example.com")] = ["421 4.3.2 closing"]
@@ -76,10 +76,22 @@ def test_temporary_failures_are_retried_until_the_server_recovers(store, smtp_se
     assert counts.sent == 5 and inbox.counts() == everyone(5)
 
 
-def test_a_server_that_stays_down_leaves_the_delivery_pending_for_the_next_run(
-    store, smtp_server
-) -> None:
+def test_to_a_pipelining_server_the_envelope_goes_in_one_round_trip(store, smtp_server) -> None:
+    """MAIL, RCPT and DATA together; a recipient refused among them is read in its turn, the
+    connection is reset and the next reader goes through the same connection."""
     inbox, port = smtp_server
+    make_issue(store, add_readers(store, 4))
+    inbox.script[("rcpt", "reader1@example.com")] = ["550 5.1.1 no such user"]
+    counts = deliver(store, mailer(port), compose, options(workers=1), NOW)
+    assert (counts.sent, counts.failed) == (3, 1)
+    assert inbox.pipelined == 4 and inbox.most_sessions == 1
+    assert [d.reply for d in store.deliveries("failed")] == ["550 5.1.1 no such user"]
+
+
+def test_a_server_that_stays_down_leaves_the_delivery_pending_for_the_next_run(
+    store, any_smtp_server
+) -> None:
+    inbox, port = any_smtp_server
     make_issue(store, add_readers(store, 3))
     inbox.script[("rcpt", "reader0@example.com")] = ["452 4.2.2 mailbox full"] * 3
     counts = deliver(store, mailer(port), compose, options(retries=2), NOW)
@@ -90,9 +102,9 @@ def test_a_server_that_stays_down_leaves_the_delivery_pending_for_the_next_run(
 
 
 def test_a_refused_reader_is_recorded_and_bounced_without_stopping_the_rest(
-    store, smtp_server
+    store, any_smtp_server
 ) -> None:
-    inbox, port = smtp_server
+    inbox, port = any_smtp_server
     make_issue(store, add_readers(store, 4))
     inbox.script[("rcpt", "reader2@example.com")] = ["550 5.1.1 no such user"]
     counts = deliver(store, mailer(port), compose, options(max_bounces=1), NOW)
@@ -104,8 +116,10 @@ def test_a_refused_reader_is_recorded_and_bounced_without_stopping_the_rest(
     assert failed.reply == "550 5.1.1 no such user"
 
 
-def test_a_connection_dropped_before_the_message_is_complete_is_retried(store, smtp_server) -> None:
-    inbox, port = smtp_server
+def test_a_connection_dropped_before_the_message_is_complete_is_retried(
+    store, any_smtp_server
+) -> None:
+    inbox, port = any_smtp_server
     make_issue(store, add_readers(store, 6))
     inbox.script[("rcpt", "reader2@example.com")] = ["DROP"]
     inbox.script[("rcpt", "reader4@example.com")] = ["DROP"]
@@ -252,8 +266,8 @@ def test_smtp_urls_name_server_security_and_login() -> None:
         SmtpMailer.from_url("http://example.org")
 
 
-def test_a_connection_closed_inside_data_is_retried_not_uncertain(store, smtp_server) -> None:
-    inbox, port = smtp_server
+def test_a_connection_closed_inside_data_is_retried_not_uncertain(store, any_smtp_server) -> None:
+    inbox, port = any_smtp_server
     make_issue(store, add_readers(store, 4))
     inbox.script[("body", "reader1@example.com")] = ["DROP", "DROP"]
     counts = deliver(store, mailer(port), compose, options(workers=1), NOW)

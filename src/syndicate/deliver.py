@@ -19,9 +19,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from email.utils import parseaddr
-from functools import partial
+from functools import cache, partial
 from pathlib import Path
-from typing import Protocol
+from typing import NoReturn, Protocol
 from urllib.parse import unquote, urlsplit
 
 from .errors import DatabaseError, DeliveryError
@@ -123,16 +123,16 @@ class SmtpMailer:
         )
 
     def open(self) -> SmtpTransport:
-        context = self.tls_context or ssl.create_default_context()
         try:
             smtp: smtplib.SMTP
             if self.security == "tls":
+                context = self.tls_context or default_tls_context()
                 smtp = smtplib.SMTP_SSL(self.host, self.port, timeout=self.timeout, context=context)
             else:
                 smtp = smtplib.SMTP(self.host, self.port, timeout=self.timeout)
             smtp.ehlo()
             if self.security == "starttls":
-                smtp.starttls(context=context)
+                smtp.starttls(context=self.tls_context or default_tls_context())
                 smtp.ehlo()
             if self.username:
                 smtp.login(self.username, self.password or "")
@@ -147,6 +147,13 @@ class SmtpMailer:
             reply = f"cannot reach the SMTP server {self.host}:{self.port} ({exc})"
             raise TemporaryFailure(reply) from None
         return SmtpTransport(smtp, f"{self.host}:{self.port}")
+
+
+@cache
+def default_tls_context() -> ssl.SSLContext:
+    """The system's trust store, loaded once per process: loading it takes longer than sending
+    a message, and a send opens connections all the time (a worker for each batch)."""
+    return ssl.create_default_context()
 
 
 def _reply(code: int, text: bytes | str) -> str:
@@ -226,17 +233,39 @@ class SmtpTransport:
         return mail_from, rcpt_to, utf8
 
     def _begin_data(self, mail_from: str, rcpt_to: str, utf8: bool) -> None:
-        """MAIL, RCPT and DATA, up to the 354; a refusal raises (see ``_refused``)."""
+        """MAIL, RCPT and DATA, up to the 354; a refusal raises (see ``_refused``).
+
+        To a server that offers PIPELINING (RFC 2920: Postfix, Exim, every large relay) the
+        three go out together and their replies are read together: one round trip a message
+        instead of three, which is most of a connection's time where the relay is across a
+        network."""
         smtp = self.smtp
-        code, text = smtp.mail(mail_from, ["SMTPUTF8"] if utf8 else ())
-        if code != 250:
-            self._refused(code, text, sender_step=True)
-        code, text = smtp.rcpt(rcpt_to)
-        if code not in (250, 251):
-            self._refused(code, text)
-        code, text = smtp.docmd("DATA")
-        if code != 354:
-            self._refused(code, text)
+        if utf8:
+            smtp.command_encoding = "utf-8"  # as smtplib's mail() does; rset() resets it
+        mail = f"FROM:{smtplib.quoteaddr(mail_from)}{' SMTPUTF8' if utf8 else ''}"
+        rcpt = f"TO:{smtplib.quoteaddr(rcpt_to)}"
+        replies: list[tuple[int, bytes]] = []
+        if smtp.has_extn("pipelining"):
+            smtp.send(f"MAIL {mail}\r\nRCPT {rcpt}\r\nDATA\r\n")
+            while len(replies) < 3 and (not replies or replies[-1][0] != 421):
+                replies.append(smtp.getreply())  # after a 421 the server hangs up
+        else:
+            for command, args, accepted in (("mail", mail, (250,)), ("rcpt", rcpt, (250, 251))):
+                replies.append(smtp.docmd(command, args))
+                if replies[-1][0] not in accepted:
+                    break
+            else:
+                replies.append(smtp.docmd("DATA"))
+        (mail_code, mail_text), *rest = replies
+        in_data = len(replies) == 3 and replies[2][0] == 354
+        if mail_code != 250:
+            self._refused(mail_code, mail_text, sender_step=True, in_data=in_data)
+        rcpt_code, rcpt_text = rest[0]
+        if rcpt_code not in (250, 251):
+            self._refused(rcpt_code, rcpt_text, in_data=in_data)
+        data_code, data_text = rest[1]
+        if data_code != 354:
+            self._refused(data_code, data_text)
         self._in_data = True
 
     def _write(self, data: bytes) -> None:
@@ -255,9 +284,16 @@ class SmtpTransport:
         if waiting and not socket.socket.recv(sock, 1, socket.MSG_PEEK):
             raise OSError("closed by the server during the data")
 
-    def _refused(self, code: int, text: bytes, *, sender_step: bool = False) -> None:
+    def _refused(
+        self, code: int, text: bytes, *, sender_step: bool = False, in_data: bool = False
+    ) -> NoReturn:
+        """Raise what a refusal means; ``in_data``: a server that took DATA (354) after
+        refusing the sender or the recipient, which only dropping the connection ends without
+        a message."""
         reply = _reply(code, text)
-        if code == 421:
+        if code == 421 or in_data:
+            if in_data:
+                self.smtp.close()
             raise TemporaryFailure(reply, reconnect=True)
         try:
             self.smtp.rset()
