@@ -150,6 +150,25 @@ def test_readers_who_left_before_their_turn_are_skipped(store, smtp_server) -> N
     assert "reader1@example.com" not in inbox.counts()
 
 
+def test_a_batch_skips_its_own_readers_who_left_and_leaves_the_other_batches(
+    store, smtp_server
+) -> None:
+    inbox, port = smtp_server
+    readers = add_readers(store, 4)
+    issue = make_issue(store, readers)
+    first = [reader.id for reader in readers[:2]]
+    with store.engine.begin() as db:
+        batch = sa.case((deliveries.c.subscriber_id.in_(first), 0), else_=1)
+        db.execute(sa.update(deliveries).values(batch_no=batch))
+    for reader in (readers[1], readers[3]):
+        store.set_status(reader.id, "unsubscribed", NOW)
+    counts = deliver(store, mailer(port), compose, options(), NOW, batch=(issue.id, 0))
+    assert (counts.sent, counts.skipped, counts.left) == (1, 1, 0)
+    assert [d.email for d in store.deliveries("skipped")] == ["reader1@example.com"]
+    pending = {d.email for d in store.deliveries("pending")}
+    assert pending == {"reader2@example.com", "reader3@example.com"}
+
+
 def test_an_unreachable_server_stops_the_run_and_keeps_everything_pending(store) -> None:
     make_issue(store, add_readers(store, 2))
     port = _closed_port()

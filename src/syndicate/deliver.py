@@ -242,8 +242,9 @@ class SmtpTransport:
         smtp = self.smtp
         if utf8:
             smtp.command_encoding = "utf-8"  # as smtplib's mail() does; rset() resets it
-        mail = f"FROM:{smtplib.quoteaddr(mail_from)}{' SMTPUTF8' if utf8 else ''}"
-        rcpt = f"TO:{smtplib.quoteaddr(rcpt_to)}"
+        # bare addresses already (``_envelope``): smtplib's quoteaddr would parse each again
+        mail = f"FROM:<{mail_from}>{' SMTPUTF8' if utf8 else ''}"
+        rcpt = f"TO:<{rcpt_to}>"
         replies: list[tuple[int, bytes]] = []
         if smtp.has_extn("pipelining"):
             smtp.send(f"MAIL {mail}\r\nRCPT {rcpt}\r\nDATA\r\n")
@@ -569,8 +570,8 @@ class _Run:
         pending = workers = 0
         try:
             with store.send_run(now) as run_id:
-                counts.uncertain += store.mark_lost(run_id, now)
-                counts.skipped += store.skip_inactive(now)
+                counts.uncertain += store.mark_lost(run_id, now, self.batch)
+                counts.skipped += store.skip_inactive(now, self.batch)
                 pending = store.pending_count(now, self.batch)
                 if self.progress is not None:
                     self.progress.start(pending)

@@ -88,6 +88,23 @@ def end_session(db: sa.Connection) -> None:
         db.invalidate()
 
 
+def release_session(db: sa.Connection) -> None:
+    """PostgreSQL: give a connection back to the pool without the session advisory locks it
+    holds (a new session for every batch cost the database a process and the worker a
+    handshake, for each of a batch's connections); one whose state is in doubt is closed for
+    good instead (``end_session``)."""
+    raw = db.connection.dbapi_connection
+    try:
+        assert raw is not None  # checked out
+        raw.rollback()
+        cursor = raw.cursor()
+        cursor.execute("SELECT pg_advisory_unlock_all()")
+        cursor.close()
+        raw.commit()
+    except (AssertionError, sa.exc.SQLAlchemyError, db.dialect.loaded_dbapi.Error):
+        end_session(db)
+
+
 class Database:
     """What every part of the store shares: the engine, and the one way to write.
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import socket
 from collections.abc import Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager, nullcontext, suppress
+from contextlib import AbstractContextManager, contextmanager, suppress
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -20,7 +20,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.sql.compiler import SQLCompiler
 
-from .database import Database, database_error, end_session, inserted_id, utc
+from .database import Database, database_error, inserted_id, release_session, utc
 from .locks import one_send_run, run_lock, run_lock_key
 from .schema import deliveries, issues, send_runs, subscribers
 from .subscribers import COUNT_BOUNCE, MARK_BOUNCED
@@ -85,6 +85,14 @@ _TAKE_BATCH = _TAKE.where(_IN_BATCH)
 
 Batch = tuple[int, int]
 """(issue id, batch number): the deliveries one job sends."""
+
+
+def _of(batch: Batch | None) -> sa.ColumnElement[bool]:
+    """The rows of ``batch``; with None, every row."""
+    if batch is None:
+        return sa.true()
+    return sa.and_(deliveries.c.issue_id == batch[0], deliveries.c.batch_no == batch[1])
+
 
 _TAKE_BACK = (
     sa.select(deliveries.c.id)
@@ -183,6 +191,9 @@ class Ledger:
         raw = db.connection.dbapi_connection
         assert raw is not None  # an open connection
         self._raw = raw
+        self._cursor = raw.cursor()
+        """One cursor for the connection's life: a new one per statement cost more than the
+        statement's parameters."""
         self._dialect = db.dialect.name
         self._errors = (db.dialect.loaded_dbapi.Error, sa.exc.DBAPIError)
         self._take = _Compiled(_TAKE_BATCH if batch else _TAKE, db.dialect)
@@ -202,25 +213,15 @@ class Ledger:
         if self._noted is not None:
             steps = ((self._finish, self._noted), *steps)
         with self._lock, self._statements():
-            cursor = self._raw.cursor()
             try:
-                with self._pipeline():
-                    for statement, values in steps:
-                        statement.run(cursor, values)
-                    self._raw.commit()
+                for statement, values in steps:
+                    statement.run(self._cursor, values)
+                self._raw.commit()
             except BaseException:
                 with suppress(*self._errors):
                     self._raw.rollback()
                 raise
-            finally:
-                with suppress(*self._errors):
-                    cursor.close()
         self._noted = None
-
-    def _pipeline(self) -> AbstractContextManager:
-        """PostgreSQL: a transaction's statements and its commit go out together, one round
-        trip in all (psycopg's pipeline mode); SQLite has no round trips to save."""
-        return self._raw.pipeline() if self._dialect == "postgresql" else nullcontext()
 
     @contextmanager
     def _statements(self) -> Iterator[None]:
@@ -230,12 +231,8 @@ class Ledger:
             raise database_error(exc, self._dialect) from exc
 
     def _query(self, statement: _Compiled, values: dict[str, Any]) -> Sequence[Any]:
-        cursor = self._raw.cursor()
-        try:
-            statement.run(cursor, values)
-            return cursor.fetchall()
-        finally:
-            cursor.close()
+        statement.run(self._cursor, values)
+        return self._cursor.fetchall()
 
     def hold_run(self) -> None:
         """PostgreSQL: hold the run's liveness lock shared on this worker's session, so the run
@@ -352,21 +349,19 @@ class Deliveries(Database):
                     )
             finally:
                 if lock_conn is not None:
-                    end_session(lock_conn)
+                    release_session(lock_conn)
 
-    def mark_lost(self, run_id: int, now: datetime) -> int:
-        """Mark ``uncertain`` every delivery left ``sending`` by a run that is no longer alive:
-        its end of data was written, or about to be, when the run died."""
+    def mark_lost(self, run_id: int, now: datetime, batch: Batch | None = None) -> int:
+        """Mark ``uncertain`` every delivery (with ``batch``, that batch's) left ``sending`` by
+        a run that is no longer alive: its end of data was written, or about to be, when the
+        run died. A batch's run looks at its own rows only: the other batches' are their own
+        runs' and the reconciler's to settle, and probing every live worker's run at the start
+        of each batch cost more than the batch's first messages."""
+        lost = sa.select(deliveries.c.run_id).where(
+            deliveries.c.status == "sending", deliveries.c.run_id != run_id, _of(batch)
+        )
         with self._database(), self.engine.connect() as db:
-            others = (
-                db.execute(
-                    sa.select(deliveries.c.run_id)
-                    .where(deliveries.c.status == "sending", deliveries.c.run_id != run_id)
-                    .distinct()
-                )
-                .scalars()
-                .all()
-            )
+            others = db.execute(lost.distinct()).scalars().all()
             dead = []
             key = run_lock(db) if others and self.engine.dialect.name == "postgresql" else 0
             for other in others:
@@ -381,7 +376,7 @@ class Deliveries(Database):
         with self._database(), self._transaction() as db:
             return db.execute(
                 sa.update(deliveries)
-                .where(deliveries.c.status == "sending", deliveries.c.run_id.in_(dead))
+                .where(deliveries.c.status == "sending", deliveries.c.run_id.in_(dead), _of(batch))
                 .values(
                     status="uncertain",
                     reply="the run ended after the end of data was written, before the reply",
@@ -389,14 +384,22 @@ class Deliveries(Database):
                 )
             ).rowcount
 
-    def skip_inactive(self, now: datetime) -> int:
-        """Pending deliveries of readers who left (or were removed) since the issue: skipped."""
-        active = sa.select(subscribers.c.id).where(subscribers.c.status == "active")
+    def skip_inactive(self, now: datetime, batch: Batch | None = None) -> int:
+        """Pending deliveries (with ``batch``, that batch's) of readers who left (or were
+        removed) since the issue: skipped. Each row looks its own reader up (a subquery per
+        row, which PostgreSQL does not turn into a join): as a join, a batch's 500 rows were
+        matched against a hash of every reader of the site, for each batch."""
+        status = (
+            sa.select(subscribers.c.status)
+            .where(subscribers.c.id == deliveries.c.subscriber_id)
+            .scalar_subquery()
+        )
+        update = sa.update(deliveries).where(
+            deliveries.c.status == "pending", status.is_distinct_from("active"), _of(batch)
+        )
         with self._database(), self._transaction() as db:
             result = db.execute(
-                sa.update(deliveries)
-                .where(deliveries.c.status == "pending", deliveries.c.subscriber_id.not_in(active))
-                .values(status="skipped", reply="reader no longer active", updated_at=now)
+                update.values(status="skipped", reply="reader no longer active", updated_at=now)
             )
         return result.rowcount
 
@@ -417,10 +420,8 @@ class Deliveries(Database):
         query = sa.select(sa.func.count()).where(deliveries.c.status == "pending")
         if now is not None:
             query = query.where(_DUE).params(now=now)
-        if batch is not None:
-            query = query.where(_IN_BATCH).params(issue_id=batch[0], batch_no=batch[1])
         with self._database(), self.engine.connect() as db:
-            return db.execute(query).scalar_one()
+            return db.execute(query.where(_of(batch))).scalar_one()
 
     def pending_batches(self, now: datetime) -> list[Batch]:
         """The batches that have deliveries pending whose time has come."""
@@ -482,7 +483,7 @@ class Deliveries(Database):
                 ledger.hold_run()
                 yield ledger
             finally:
-                end_session(db)
+                release_session(db)
 
     def delivery_counts(self) -> dict[tuple[int, str, str], int]:
         """(issue id, issue key, status) → number of deliveries."""
