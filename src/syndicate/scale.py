@@ -56,7 +56,7 @@ SEND_QUEUE = "send"
 MAINTENANCE_QUEUE = "maintenance"
 SEND_BATCH = "syndicate.send_batch"
 RECONCILE = "syndicate.reconcile"
-TOKEN_BLOCK = 20
+TOKEN_BLOCK = 100
 """The most tokens a batch takes from its relay's bucket at once."""
 RETRY_SECONDS = 60
 """A batch with deliveries left pending (temporary failures) is tried again this much later."""
