@@ -164,6 +164,7 @@ def test_a_batch_skips_its_own_readers_who_left_and_leaves_the_other_batches(
         store.set_status(reader.id, "unsubscribed", NOW)
     counts = deliver(store, mailer(port), compose, options(), NOW, batch=(issue.id, 0))
     assert (counts.sent, counts.skipped, counts.left) == (1, 1, 0)
+    assert inbox.counts() == Counter({"reader0@example.com": 1})
     assert [d.email for d in store.deliveries("skipped")] == ["reader1@example.com"]
     pending = {d.email for d in store.deliveries("pending")}
     assert pending == {"reader2@example.com", "reader3@example.com"}

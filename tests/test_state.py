@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import threading
 import uuid
@@ -131,6 +132,35 @@ def test_a_new_database_gets_the_schema_the_migrations_make(
         engine.dispose()
     assert schemas[0] == schemas[1]
     assert schemas[1]["revision"] == [(schema.HEAD_REVISION,)]
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgresql"])
+def test_every_downgrade_takes_the_schema_back_to_the_revision_before(
+    kind: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """Upgraded one revision at a time, then downgraded one at a time: after each downgrade
+    the schema is the one its revision before made (a release can be rolled back)."""
+    config = AlembicConfig()
+    config.set_main_option("script_location", str(resources.files("syndicate") / "migrations"))
+    revisions = [r.revision for r in ScriptDirectory.from_config(config).walk_revisions()][::-1]
+    url = f"sqlite:///{tmp_path}/steps.db" if kind == "sqlite" else _fresh_postgres(request)
+    engine = create_engine(url)
+
+    def step(move: Any, revision: str) -> None:
+        with engine.begin() as db:
+            config.attributes["connection"] = db
+            move(config, revision)
+
+    made = {}
+    for revision in revisions:
+        step(command.upgrade, revision)
+        made[revision] = _schema(engine)
+    for before, after in reversed(list(itertools.pairwise(revisions))):
+        step(command.downgrade, before)
+        assert _schema(engine) == made[before], f"the downgrade of {after}"
+    step(command.downgrade, "base")
+    assert sa.inspect(engine).get_table_names() == ["alembic_version"]
+    engine.dispose()
 
 
 def test_threads_may_open_the_store_at_once(store: Store) -> None:
