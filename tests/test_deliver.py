@@ -116,6 +116,19 @@ def test_a_refused_reader_is_recorded_and_bounced_without_stopping_the_rest(
     assert failed.reply == "550 5.1.1 no such user"
 
 
+def test_a_reply_is_recorded_as_the_server_wrote_it_quotes_and_all(store, smtp_server) -> None:
+    """What the ledger binds itself (PostgreSQL sends a commit's statements as one script)
+    reaches the row unchanged."""
+    inbox, port = smtp_server
+    make_issue(store, add_readers(store, 2))
+    odd = "550 5.1.1 <o'brien\\x@example.com>: 100% 'unknown'; DROP TABLE deliveries -- ünï"
+    inbox.script[("rcpt", "reader1@example.com")] = [odd]
+    counts = deliver(store, mailer(port), compose, options(workers=1), NOW)
+    assert (counts.sent, counts.failed) == (1, 1)
+    assert [d.reply for d in store.deliveries("failed")] == [odd]
+    assert [d.email for d in store.deliveries("sent")] == ["reader0@example.com"]
+
+
 def test_a_connection_dropped_before_the_message_is_complete_is_retried(
     store, any_smtp_server
 ) -> None:

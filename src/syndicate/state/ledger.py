@@ -15,7 +15,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, suppress
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
 import sqlalchemy as sa
 from sqlalchemy.sql.compiler import SQLCompiler
@@ -154,11 +154,15 @@ class _Compiled:
         self.order = compiled.positiontup if compiled.positional else None
         self.when = deliveries.c.updated_at.type.bind_processor(dialect)
 
-    def run(self, cursor: Any, values: dict[str, Any]) -> None:
+    def params(self, values: dict[str, Any]) -> Any:
+        """``values`` as the driver takes them for ``sql``."""
         if self.when is not None and "now" in values:
             values["now"] = self.when(values["now"])
         params: Any = self.compiled.construct_params(values)
-        cursor.execute(self.sql, [params[n] for n in self.order] if self.order else params)
+        return [params[n] for n in self.order] if self.order else params
+
+    def run(self, cursor: Any, values: dict[str, Any]) -> None:
+        cursor.execute(self.sql, self.params(values))
 
 
 class Ledger:
@@ -168,8 +172,9 @@ class Ledger:
     LOCKED`` in a transaction left open; SQLite, one run at a time, keeps the ids its workers
     hold in memory), so a run that dies while writing a message leaves nothing in flight. Just
     before the end of data it is marked ``sending`` and committed (``sending``), together with
-    the previous message's 250 (``sent`` only notes it): one commit per message. A database
-    failure is raised as a DatabaseError.
+    the previous message's 250 (``sent`` only notes it): one commit per message, and on
+    PostgreSQL one round trip for it (see ``_commit``). A database failure is raised as a
+    DatabaseError.
 
     Its connection is driven through the DBAPI alone, from the first statement to the last:
     SQLAlchemy's per-call work was measured at more than the database's own on this path
@@ -195,6 +200,13 @@ class Ledger:
         """One cursor for the connection's life: a new one per statement cost more than the
         statement's parameters."""
         self._dialect = db.dialect.name
+        self._script: Any = None
+        """PostgreSQL: a cursor that binds values itself, for a commit's statements sent as
+        one script (``_commit``)."""
+        if self._dialect == "postgresql":
+            from psycopg import ClientCursor, Connection
+
+            self._script = ClientCursor(cast(Connection, raw))
         self._errors = (db.dialect.loaded_dbapi.Error, sa.exc.DBAPIError)
         self._take = _Compiled(_TAKE_BATCH if batch else _TAKE, db.dialect)
         self._take_back = _Compiled(_TAKE_BACK, db.dialect)
@@ -214,9 +226,17 @@ class Ledger:
             steps = ((self._finish, self._noted), *steps)
         with self._lock, self._statements():
             try:
-                for statement, values in steps:
-                    statement.run(self._cursor, values)
-                self._raw.commit()
+                if self._script is None:
+                    for statement, values in steps:
+                        statement.run(self._cursor, values)
+                    self._raw.commit()
+                else:
+                    # One round trip for the statements, the commit and the start of the
+                    # next transaction (so the next take needs no BEGIN of its own), where
+                    # each was one: a script of several statements takes no parameters from
+                    # the server, so the driver binds them here.
+                    script = [self._script.mogrify(s.sql, s.params(v)) for s, v in steps]
+                    self._script.execute("; ".join([*script, "COMMIT", "BEGIN"]))
             except BaseException:
                 with suppress(*self._errors):
                     self._raw.rollback()
