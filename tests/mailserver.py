@@ -5,6 +5,7 @@ every accepted message; ``script`` maps (stage, recipient) to the answers to giv
 accepting, in order: an SMTP reply such as ``"451 4.3.0 later"``, ``"DROP"`` (cut the
 connection) or ``"HOLD"`` (accept the message, then keep the 250 back until ``release`` is
 set, like a server whose reply never reaches a sender that dies meanwhile). The stages:
+``greeting`` (the address ``""``: the answer instead of the 220, then the connection closed);
 ``rcpt``; ``body`` (only ``DROP``: close the connection right after the 354, inside DATA,
 before the end of data can arrive); ``data`` (the whole message has arrived); ``accepted``
 (only ``DROP``: keep the message, then close without a reply).
@@ -151,6 +152,16 @@ class ScriptedSMTP(SMTP):
         with inbox.idle:
             inbox.sessions -= 1
             inbox.idle.notify_all()
+
+    async def _handle_client(self) -> None:
+        """A scripted ``("greeting", "")`` answer instead of the 220, then the connection
+        closed (a relay refusing more connections says 421 and hangs up)."""
+        greeting = self.event_handler._next("greeting", "")
+        if greeting:
+            await self.push(greeting)
+            self.transport.close()
+            return
+        await super()._handle_client()
 
     async def smtp_DATA(self, arg: str) -> None:
         inbox: Inbox = self.event_handler

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from syndicate.deliver import MaildirMailer, SendOptions, SmtpMailer, deliver
+from syndicate.deliver import MaildirMailer, Pacer, SendOptions, SmtpMailer, deliver
 from syndicate.errors import DatabaseError, DeliveryError
 from syndicate.state import open_store
 from syndicate.state.locks import run_lock
@@ -338,6 +338,18 @@ def test_a_451_burst_is_retried_and_what_outlasts_it_waits_for_the_next_run(
     later = deliver(store, mailer(port), compose, options(retries=2), NOW)
     assert later.sent == 1 and inbox.counts() == everyone(20)
     assert store.deliveries("sent")[5].attempts == 5  # the fourth 451, then the 250
+
+
+def test_a_relay_that_refuses_connections_with_421_slows_the_send(store, smtp_server) -> None:
+    """A 421 at the greeting (too many connections) is a slow-down reply like a 421 to a
+    command: the rate is cut, the connection tried again, and everyone still gets one."""
+    inbox, port = smtp_server
+    make_issue(store, add_readers(store, 3))
+    inbox.script[("greeting", "")] = ["421 4.7.0 too many connections, slow down"] * 2
+    pace = Pacer(100.0)
+    counts = deliver(store, mailer(port), compose, options(workers=1, pace=pace), NOW)
+    assert counts.sent == 3 and inbox.counts() == everyone(3)
+    assert pace.cut is not None and pace.current() < 100.0
 
 
 class _Faulty:

@@ -143,6 +143,10 @@ class SmtpMailer:
         except smtplib.SMTPAuthenticationError as exc:
             reply = _reply(exc.smtp_code, exc.smtp_error)
             raise DeliveryError(f"SMTP login to {self.host}:{self.port} refused: {reply}") from None
+        except smtplib.SMTPConnectError as exc:  # a greeting other than 220
+            reply = _reply(exc.smtp_code, exc.smtp_error)
+            # the reply first, so that a 421 at the greeting reads as one (``throttling``)
+            raise TemporaryFailure(f"{reply} (the greeting of {self.host}:{self.port})") from None
         except (smtplib.SMTPException, OSError) as exc:
             reply = f"cannot reach the SMTP server {self.host}:{self.port} ({exc})"
             raise TemporaryFailure(reply) from None
@@ -670,6 +674,8 @@ class _Run:
                 return self.mailer.open()
             except TemporaryFailure as exc:
                 last = exc.reply
+                if throttling(exc.reply):  # a 421 at the greeting: too many connections
+                    self.pacer.slowed(exc.reply)
         return last
 
 
