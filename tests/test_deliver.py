@@ -340,6 +340,24 @@ def test_a_451_burst_is_retried_and_what_outlasts_it_waits_for_the_next_run(
     assert store.deliveries("sent")[5].attempts == 5  # the fourth 451, then the 250
 
 
+def test_a_finished_run_leaves_its_sessions_pooled_and_holding_no_lock(
+    postgres_url: str, smtp_server
+) -> None:
+    """Its database sessions go back to the pool for the next batch, without the run's
+    liveness lock (PostgreSQL's): the run is seen as over, as if they had ended."""
+    store = open_store(postgres_url)
+    inbox, port = smtp_server
+    make_issue(store, add_readers(store, 6))
+    deliver(store, mailer(port), compose, options(workers=3), NOW)
+    assert len(inbox.received) == 6 and store.engine.pool.checkedin() >= 3
+    with store.engine.connect() as db:
+        key = run_lock(db)
+        [run_id] = db.execute(sa.text("SELECT id FROM send_runs")).scalars()
+        assert db.execute(sa.select(sa.func.pg_try_advisory_lock(key, run_id))).scalar()
+        db.execute(sa.select(sa.func.pg_advisory_unlock(key, run_id)))
+    store.close()
+
+
 def test_a_relay_that_refuses_connections_with_421_slows_the_send(store, smtp_server) -> None:
     """A 421 at the greeting (too many connections) is a slow-down reply like a 421 to a
     command: the rate is cut, the connection tried again, and everyone still gets one."""

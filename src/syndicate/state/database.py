@@ -93,15 +93,16 @@ def release_session(db: sa.Connection) -> None:
     holds (a new session for every batch cost the database a process and the worker a
     handshake, for each of a batch's connections); one whose state is in doubt is closed for
     good instead (``end_session``)."""
-    raw = db.connection.dbapi_connection
     try:
-        assert raw is not None  # checked out
+        raw = db.connection.dbapi_connection
+        if raw is None:  # already closed
+            return
         raw.rollback()
         cursor = raw.cursor()
         cursor.execute("SELECT pg_advisory_unlock_all()")
         cursor.close()
         raw.commit()
-    except (AssertionError, sa.exc.SQLAlchemyError, db.dialect.loaded_dbapi.Error):
+    except (sa.exc.SQLAlchemyError, db.dialect.loaded_dbapi.Error):
         end_session(db)
 
 
