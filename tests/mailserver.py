@@ -6,9 +6,10 @@ accepting, in order: an SMTP reply such as ``"451 4.3.0 later"``, ``"DROP"`` (cu
 connection) or ``"HOLD"`` (accept the message, then keep the 250 back until ``release`` is
 set, like a server whose reply never reaches a sender that dies meanwhile). The stages:
 ``greeting`` (the address ``""``: the answer instead of the 220, then the connection closed);
-``rcpt``; ``body`` (only ``DROP``: close the connection right after the 354, inside DATA,
-before the end of data can arrive); ``data`` (the whole message has arrived); ``accepted``
-(only ``DROP``: keep the message, then close without a reply).
+``mail`` (the address ``""``: the answer to any sender); ``rcpt``; ``body`` (only ``DROP``:
+close the connection right after the 354, inside DATA, before the end of data can arrive);
+``data`` (the whole message has arrived); ``accepted`` (only ``DROP``: keep the message, then
+close without a reply).
 """
 
 from __future__ import annotations
@@ -102,6 +103,9 @@ class Inbox:
         if b"\r\nDATA\r\n" in bytes(server._reader._buffer):  # what is read but not handled
             with self.lock:
                 self.pipelined += 1
+        refusal = self._next("mail", "")
+        if refusal:
+            return refusal
         envelope.mail_from = address
         envelope.mail_options.extend(options)
         return "250 OK"

@@ -129,6 +129,20 @@ def test_a_reply_is_recorded_as_the_server_wrote_it_quotes_and_all(store, smtp_s
     assert [d.email for d in store.deliveries("sent")] == ["reader0@example.com"]
 
 
+def test_a_refused_sender_stops_the_run_and_keeps_every_reader_pending(
+    store, any_smtp_server
+) -> None:
+    """Every reader would fail the same way: the run stops at the first refusal, saying so,
+    and nobody is marked failed or bounced."""
+    inbox, port = any_smtp_server
+    make_issue(store, add_readers(store, 3))
+    inbox.script[("mail", "")] = ["550 5.7.1 sender not allowed"]
+    with pytest.raises(DeliveryError, match=r"refuses the sender address: 550 5\.7\.1"):
+        deliver(store, mailer(port), compose, options(workers=1), NOW)
+    assert inbox.received == [] and len(store.deliveries("pending")) == 3
+    assert all(reader.status == "active" for reader in store.subscribers())
+
+
 def test_a_connection_dropped_before_the_message_is_complete_is_retried(
     store, any_smtp_server
 ) -> None:
