@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import mailbox
 import re
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -23,12 +24,12 @@ from syndicate.bounces import (
 )
 from syndicate.cli import main
 from syndicate.config import Config, load_config, parse_config
-from syndicate.deliver import SmtpMailer
+from syndicate.deliver import SendOptions, SmtpMailer, deliver
 from syndicate.errors import ConfigError
 from syndicate.state import Bounced, Store, open_store
 from syndicate.tokens import secret_key
 from tests.conftest import ARTICLES
-from tests.sending import NOW, add_readers, make_issue
+from tests.sending import NOW, add_readers, compose, make_issue
 
 FIXTURES = Path(__file__).resolve().parent / "bounces"
 RETURN = "bounces@news.example.org"
@@ -128,6 +129,58 @@ def test_a_permanent_bounce_counts_once_per_delivery(database_url: str) -> None:
     [risk] = store.readers_at_risk()
     assert (risk.email, risk.bounces, risk.temporary, risk.complaints) == (reader.email, 2, 1, 0)
     assert store.bounce_counts() == {PERMANENT: 3, TEMPORARY: 1}
+    store.close()
+
+
+def test_bounces_older_than_the_window_are_forgotten_at_the_next_one(database_url: str) -> None:
+    """Reports 100 days apart never add up (the older count is forgotten and the new bounce is
+    the first again); reports within the window do, however late each arrives."""
+    store = open_store(database_url)
+    reader = add_readers(store, 1)[0]
+    issues = [make_issue(store, [reader], content=c) for c in ("one", "two", "three")]
+    targets = [
+        store.bounced_deliveries(message_ids=[f"<{i.id}.{reader.id}@news.example.org>"])[0]
+        for i in issues
+    ]
+
+    def record(target: Bounced, message_hash: str, days: int) -> str:
+        return store.record_bounce(
+            message_hash=message_hash,
+            target=target,
+            kind=PERMANENT,
+            status="5.1.1",
+            reason="user unknown",
+            matched_by="verp",
+            max_bounces=2,
+            now=NOW + timedelta(days=days),
+            window=timedelta(days=90),
+        )
+
+    assert record(targets[0], "a" * 64, 0) == "counted"
+    assert record(targets[1], "b" * 64, 100) == "counted"  # the first again
+    assert store.subscriber_by_id(reader.id).bounces == 1
+    assert record(targets[2], "c" * 64, 180) == "bounced"  # 80 days after the last one
+    assert store.subscriber_by_id(reader.id).status == "bounced"
+    store.close()
+
+
+def test_a_refusal_at_the_send_forgets_old_bounces_alike(database_url: str, smtp_server) -> None:
+    inbox, port = smtp_server
+    store = open_store(database_url)
+    reader = add_readers(store, 1)[0]
+    inbox.script[("rcpt", reader.email)] = ["550 5.1.1 no such user"] * 3
+    window = timedelta(days=30)
+    for n, days in enumerate((0, 40, 60)):
+        make_issue(store, [reader], content=f"issue {n}")
+        when = NOW + timedelta(days=days)
+        options = SendOptions(
+            sender="digest@news.example.org", workers=1, max_bounces=2, bounce_window=window
+        )
+        counts = deliver(store, SmtpMailer("127.0.0.1", port, timeout=10), compose, options, when)
+        assert counts.failed == 1
+        expected = {0: ("active", 1), 40: ("active", 1), 60: ("bounced", 2)}[days]
+        found = store.subscriber_by_id(reader.id)
+        assert (found.status, found.bounces) == expected, f"day {days}"
     store.close()
 
 

@@ -7,7 +7,7 @@ import hashlib
 import mailbox
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 
 from .bounces import (
@@ -161,6 +161,7 @@ def _act(
             matched_by=by,
             max_bounces=config.smtp.max_bounces,
             now=now,
+            window=timedelta(days=config.smtp.bounce_window_days),
         )
     return BounceOutcome(**base, action=action, email=target.email, matched_by=by)
 

@@ -289,6 +289,9 @@ class Smtp(Section):
     """Retries of a temporary failure within one run."""
     max_bounces: int = Field(3, ge=1)
     """Permanent failures after which a reader is marked bounced."""
+    bounce_window_days: float = Field(90.0, gt=0)
+    """Days after which a reader's counted bounces are forgotten when the next one comes (it
+    counts as the first again): a bounce now and then never adds up to max_bounces."""
     retry_backoff: float = Field(1.0, ge=0)
     """Seconds before the first retry of a temporary failure; doubles with each retry."""
 

@@ -17,7 +17,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from email.utils import parseaddr
 from functools import cache, partial
 from pathlib import Path
@@ -429,6 +429,8 @@ class SendOptions:
     backoff: float = 1.0
     """Seconds before the first retry of a temporary failure; doubles each time."""
     max_bounces: int = 3
+    bounce_window: timedelta = timedelta(days=90)
+    """A reader's counted bounces older than this are forgotten at the next one."""
     return_path: Callable[[Claim], str] | None = None
     """The envelope sender of each delivery (VERP, for bounces); ``sender`` when None."""
     slow_down: SlowDown = SlowDown()
@@ -753,8 +755,8 @@ class _Sender:
             return exc.reply
         except PermanentFailure as exc:
             if exc.bounce:
-                bounces = run.options.max_bounces
-                ledger.bounce(claim.id, claim.subscriber_id, exc.reply, bounces, now)
+                limit, window = run.options.max_bounces, run.options.bounce_window
+                ledger.bounce(claim.id, claim.subscriber_id, exc.reply, limit, now, window)
             else:
                 ledger.finish(claim.id, "failed", exc.reply, now)
             run.outcome("failed", claim.email, exc.reply)

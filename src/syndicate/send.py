@@ -603,6 +603,7 @@ def send_options(config: Config) -> SendOptions:
         retries=smtp.retries,
         backoff=smtp.retry_backoff,
         max_bounces=smtp.max_bounces,
+        bounce_window=timedelta(days=smtp.bounce_window_days),
         return_path=verp,
         slow_down=slow_down(config),
     )

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 import sqlalchemy as sa
 
 from .database import Database, utc
 from .schema import bounce_reports, deliveries, subscribers
-from .subscribers import count_bounce
+from .subscribers import BOUNCE_WINDOW, count_bounce
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,7 +54,13 @@ def _counted_before(db: sa.Connection, delivery_id: int | None) -> bool:
 
 
 def _act(
-    db: sa.Connection, kind: str, counted: bool, subscriber_id: int, max_bounces: int, now: datetime
+    db: sa.Connection,
+    kind: str,
+    counted: bool,
+    subscriber_id: int,
+    max_bounces: int,
+    now: datetime,
+    window: timedelta,
 ) -> str:
     """What a report does to its reader (see ``record_bounce``), and what was done."""
     if kind == "complaint":
@@ -68,7 +74,7 @@ def _act(
         return "recorded"
     if not counted:
         return "already counted"
-    count_bounce(db, subscriber_id, max_bounces, now)
+    count_bounce(db, subscriber_id, max_bounces, now, window)
     status_now = db.execute(
         sa.select(subscribers.c.status).where(subscribers.c.id == subscriber_id)
     ).scalar()
@@ -128,6 +134,7 @@ class BounceReports(Database):
         matched_by: str,
         max_bounces: int,
         now: datetime,
+        window: timedelta = BOUNCE_WINDOW,
     ) -> str:
         """Record one bounce report, once (by ``message_hash``), and act on it in one transaction.
 
@@ -153,7 +160,7 @@ class BounceReports(Database):
                     created_at=now,
                 )
             )
-            return _act(db, kind, counted, target.subscriber_id, max_bounces, now)
+            return _act(db, kind, counted, target.subscriber_id, max_bounces, now, window)
 
     def readers_at_risk(self) -> list[AtRisk]:
         """Readers with counted bounces, or any bounce or complaint on record, worst first."""

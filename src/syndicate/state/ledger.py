@@ -14,7 +14,7 @@ import socket
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, suppress
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, cast
 
 import sqlalchemy as sa
@@ -23,7 +23,7 @@ from sqlalchemy.sql.compiler import SQLCompiler
 from .database import Database, database_error, inserted_id, release_session, utc
 from .locks import one_send_run, run_lock, run_lock_key
 from .schema import deliveries, issues, send_runs, subscribers
-from .subscribers import COUNT_BOUNCE, MARK_BOUNCED
+from .subscribers import BOUNCE_WINDOW, COUNT_BOUNCE, MARK_BOUNCED
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,9 +155,9 @@ class _Compiled:
         self.when = deliveries.c.updated_at.type.bind_processor(dialect)
 
     def params(self, values: dict[str, Any]) -> Any:
-        """``values`` as the driver takes them for ``sql``."""
-        if self.when is not None and "now" in values:
-            values["now"] = self.when(values["now"])
+        """``values`` as the driver takes them for ``sql`` (times as the dialect stores them)."""
+        if self.when is not None:
+            values = {k: self.when(v) if isinstance(v, datetime) else v for k, v in values.items()}
         params: Any = self.compiled.construct_params(values)
         return [params[n] for n in self.order] if self.order else params
 
@@ -317,14 +317,21 @@ class Ledger:
         self._release(delivery_id)
 
     def bounce(
-        self, delivery_id: int, subscriber_id: int, reply: str, max_bounces: int, now: datetime
+        self,
+        delivery_id: int,
+        subscriber_id: int,
+        reply: str,
+        max_bounces: int,
+        now: datetime,
+        window: timedelta = BOUNCE_WINDOW,
     ) -> None:
-        """A permanent failure: the delivery fails and the reader is bounced after max_bounces."""
+        """A permanent failure: the delivery fails and the reader is bounced after max_bounces
+        (each within ``window`` of the one before; see ``COUNT_BOUNCE``)."""
         failed = {"delivery_id": delivery_id, "status": "failed", "reply": reply[:2000]}
         reader = {"subscriber_id": subscriber_id}
         self._commit(
             (self._finish, {**failed, "now": now}),
-            (self._bounces, {**reader, "now": now}),
+            (self._bounces, {**reader, "now": now, "stale_before": now - window}),
             (self._bounced, {**reader, "max_bounces": max_bounces}),
         )
         self._release(delivery_id)

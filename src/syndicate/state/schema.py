@@ -41,6 +41,9 @@ subscribers = sa.Table(
     # case-insensitive collations stop at ASCII).
     sa.Column("email_key", sa.String(320), nullable=False),
     sa.Column("timezone", sa.String(64), nullable=True),  # IANA name; none: the site's
+    # when ``bounces`` was last counted: a count older than ``smtp.bounce_window_days`` is
+    # forgotten at the next bounce
+    sa.Column("last_bounce_at", sa.DateTime(timezone=True), nullable=True),
     sa.Index("ix_subscribers_email_key", "email_key", unique=True),
     # an issue's readers, read a chunk at a time in id order (``group_readers``)
     sa.Index("ix_subscribers_variant", "lang", "audiences", "status", "id"),
@@ -190,7 +193,7 @@ dies then leaves the row pending, and the server discards the message it never s
 _MIGRATING = threading.Lock()
 
 
-HEAD_REVISION = "0007"
+HEAD_REVISION = "0008"
 """The newest migration's revision; a test holds it to what Alembic finds."""
 
 

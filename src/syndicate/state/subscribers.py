@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import sqlalchemy as sa
@@ -48,13 +48,26 @@ def _subscriber(row: sa.Row) -> Subscriber:
     )
 
 
+BOUNCE_WINDOW = timedelta(days=90)
+"""``smtp.bounce_window_days``'s default."""
+
 # One more permanent failure for a reader, who is marked bounced at ``max_bounces``: a 5xx
 # during the send (``Ledger.bounce``, compiled) and a bounce that arrives later by mail
-# (``count_bounce``) count alike.
+# (``count_bounce``) count alike. A count whose last bounce is older than ``stale_before``
+# (now less the bounce window) is forgotten: this bounce is the first again, so a bounce now
+# and then over the years never adds up to the limit, while an address that is gone, mailed
+# every week, does within weeks.
 COUNT_BOUNCE = (
     sa.update(subscribers)
     .where(subscribers.c.id == sa.bindparam("subscriber_id"))
-    .values(bounces=subscribers.c.bounces + 1, updated_at=sa.bindparam("now"))
+    .values(
+        bounces=sa.case(
+            (subscribers.c.last_bounce_at < sa.bindparam("stale_before"), 1),
+            else_=subscribers.c.bounces + 1,
+        ),
+        last_bounce_at=sa.bindparam("now"),
+        updated_at=sa.bindparam("now"),
+    )
 )
 
 MARK_BOUNCED = (
@@ -67,10 +80,16 @@ MARK_BOUNCED = (
 )
 
 
-def count_bounce(db: sa.Connection, subscriber_id: int, max_bounces: int, now: datetime) -> None:
+def count_bounce(
+    db: sa.Connection,
+    subscriber_id: int,
+    max_bounces: int,
+    now: datetime,
+    window: timedelta = BOUNCE_WINDOW,
+) -> None:
     """One more permanent failure for a reader (see ``COUNT_BOUNCE``)."""
     reader = {"subscriber_id": subscriber_id}
-    db.execute(COUNT_BOUNCE, {**reader, "now": now})
+    db.execute(COUNT_BOUNCE, {**reader, "now": now, "stale_before": now - window})
     db.execute(MARK_BOUNCED, {**reader, "max_bounces": max_bounces})
 
 
@@ -86,6 +105,8 @@ def _imported(row: ReaderRow, *, status: str, consent_source: str, now: datetime
         "created_at": row.created or now,
         "updated_at": row.updated or now,
         "bounces": row.bounces or 0,
+        # bounces brought along count from the row's time, as the migration that added this did
+        "last_bounce_at": (row.updated or now) if row.bounces else None,
         "timezone": row.timezone,
     }
 
@@ -112,6 +133,7 @@ def _changes(
                 consent_source=row.consent_source or consent_source,
                 created_at=row.created or now,
                 bounces=row.bounces or 0,
+                last_bounce_at=(row.updated or now) if row.bounces else None,
             )
     return {k: v for k, v in values.items() if getattr(found, k) != v}
 
