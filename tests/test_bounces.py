@@ -26,7 +26,7 @@ from syndicate.cli import main
 from syndicate.config import Config, load_config, parse_config
 from syndicate.deliver import SendOptions, SmtpMailer, deliver
 from syndicate.errors import ConfigError
-from syndicate.state import Bounced, Store, open_store
+from syndicate.state import Bounced, Store, Subscriber, open_store
 from syndicate.tokens import secret_key
 from tests.conftest import ARTICLES
 from tests.sending import NOW, add_readers, compose, make_issue
@@ -96,27 +96,37 @@ def test_a_return_path_must_be_a_bare_address() -> None:
 # -- the store: counting, on both databases ---------------------------------------------------
 
 
+def _report(store: Store, target: Bounced, message_hash: str, kind: str, days: int = 0) -> str:
+    """A bounce report of ``target``'s delivery, ``days`` after NOW (limit 2, window 90 days)."""
+    return store.record_bounce(
+        message_hash=message_hash,
+        target=target,
+        kind=kind,
+        status="5.1.1",
+        reason="user unknown",
+        matched_by="verp",
+        max_bounces=2,
+        now=NOW + timedelta(days=days),
+        window=timedelta(days=90),
+    )
+
+
+def _deliveries(store: Store, reader: Subscriber, count: int) -> list[Bounced]:
+    """``count`` issues sent to ``reader``: their deliveries, as a bounce names them."""
+    issues = [make_issue(store, [reader], content=f"issue {n}") for n in range(count)]
+    return [
+        store.bounced_deliveries(message_ids=[f"<{i.id}.{reader.id}@news.example.org>"])[0]
+        for i in issues
+    ]
+
+
 def test_a_permanent_bounce_counts_once_per_delivery(database_url: str) -> None:
     store = open_store(database_url)
     reader = add_readers(store, 1)[0]
-    first = make_issue(store, [reader], content="one")
-    second = make_issue(store, [reader], content="two")
-    one, two = (
-        store.bounced_deliveries(message_ids=[f"<{i.id}.{reader.id}@news.example.org>"])[0]
-        for i in (first, second)
-    )
+    one, two = _deliveries(store, reader, 2)
 
     def record(target: Bounced, message_hash: str, kind: str = PERMANENT) -> str:
-        return store.record_bounce(
-            message_hash=message_hash,
-            target=target,
-            kind=kind,
-            status="5.1.1",
-            reason="user unknown",
-            matched_by="verp",
-            max_bounces=2,
-            now=NOW,
-        )
+        return _report(store, target, message_hash, kind)
 
     assert record(one, "a" * 64) == "counted"
     assert record(one, "a" * 64) == "duplicate"  # the same message again
@@ -137,24 +147,10 @@ def test_bounces_older_than_the_window_are_forgotten_at_the_next_one(database_ur
     the first again); reports within the window do, however late each arrives."""
     store = open_store(database_url)
     reader = add_readers(store, 1)[0]
-    issues = [make_issue(store, [reader], content=c) for c in ("one", "two", "three")]
-    targets = [
-        store.bounced_deliveries(message_ids=[f"<{i.id}.{reader.id}@news.example.org>"])[0]
-        for i in issues
-    ]
+    targets = _deliveries(store, reader, 3)
 
     def record(target: Bounced, message_hash: str, days: int) -> str:
-        return store.record_bounce(
-            message_hash=message_hash,
-            target=target,
-            kind=PERMANENT,
-            status="5.1.1",
-            reason="user unknown",
-            matched_by="verp",
-            max_bounces=2,
-            now=NOW + timedelta(days=days),
-            window=timedelta(days=90),
-        )
+        return _report(store, target, message_hash, PERMANENT, days)
 
     assert record(targets[0], "a" * 64, 0) == "counted"
     assert record(targets[1], "b" * 64, 100) == "counted"  # the first again
