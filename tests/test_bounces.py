@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import mailbox
 import re
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -223,6 +223,43 @@ def invoke(tmp_path: Path, *args: str) -> str:
     result = CliRunner().invoke(main, [*args, "--config", str(tmp_path / "config.toml")])
     assert result.exit_code == 0, result.output
     return result.output
+
+
+def test_the_list_says_when_a_count_has_aged_out(tmp_path: Path, database_url: str) -> None:
+    config = site(tmp_path, database_url, 25)
+    store = open_store(config.database_url)
+    reader = add_readers(store, 1)[0]
+    old, new = _deliveries(store, reader, 2)
+    today = datetime.now(UTC)
+    store.record_bounce(
+        message_hash="a" * 64,
+        target=old,
+        kind=PERMANENT,
+        status="5.1.1",
+        reason="unknown",
+        matched_by="verp",
+        max_bounces=2,
+        now=today - timedelta(days=100),
+    )
+    [listed] = json.loads(invoke(tmp_path, "bounces", "list", "--json"))
+    assert (listed["bounces"], listed["bounces_aged_out"]) == (1, True)
+    assert "bounces 1/2 (aged out: the next counts as the first)" in invoke(
+        tmp_path, "bounces", "list"
+    )
+    store.record_bounce(
+        message_hash="b" * 64,
+        target=new,
+        kind=PERMANENT,
+        status="5.1.1",
+        reason="unknown",
+        matched_by="verp",
+        max_bounces=2,
+        now=today,
+    )
+    [listed] = json.loads(invoke(tmp_path, "bounces", "list", "--json"))
+    assert (listed["bounces"], listed["bounces_aged_out"]) == (1, False)  # the first again
+    assert listed["bounces_counted_at"].startswith(today.date().isoformat())
+    store.close()
 
 
 def test_bounce_mail_is_matched_to_its_delivery_and_acted_on_once(

@@ -22,7 +22,7 @@ import sys
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from datetime import UTC, date, datetime
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -1264,12 +1264,16 @@ def bounces_list(config: Config, as_json: bool) -> None:
     finally:
         store.close()
     limit = config.smtp.max_bounces
+    stale_before = datetime.now(UTC) - timedelta(days=config.smtp.bounce_window_days)
+    aged = {r.email for r in found if r.counted_at is not None and r.counted_at < stale_before}
     records = [
         {
             "email": r.email,
             "status": r.status,
             "bounces": r.bounces,
             "max_bounces": limit,
+            "bounces_counted_at": r.counted_at.isoformat() if r.counted_at else None,
+            "bounces_aged_out": r.email in aged,
             "temporary": r.temporary,
             "complaints": r.complaints,
             "last": None
@@ -1292,8 +1296,11 @@ def bounces_list(config: Config, as_json: bool) -> None:
         why = f"{r.last_kind} {r.last_status or ''}".strip() if r.last_kind else "5xx at send"
         if r.last_reason:
             why += f": {r.last_reason}"
+        count = f"bounces {r.bounces}/{limit}"
+        if r.email in aged:
+            count += " (aged out: the next counts as the first)"
         click.echo(
-            f"{r.email}\t{r.status}\tbounces {r.bounces}/{limit}\ttemporary {r.temporary}"
+            f"{r.email}\t{r.status}\t{count}\ttemporary {r.temporary}"
             f"\tcomplaints {r.complaints}\t{why}"
         )
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 import sqlalchemy as sa
 
@@ -30,6 +31,9 @@ class AtRisk:
     status: str
     bounces: int
     """Permanent failures counted (at the send and from bounce mail)."""
+    counted_at: datetime | None
+    """When the last of them was counted (older than the bounce window: forgotten at the
+    next)."""
     temporary: int
     complaints: int
     last_kind: str | None
@@ -79,6 +83,12 @@ def _act(
         sa.select(subscribers.c.status).where(subscribers.c.id == subscriber_id)
     ).scalar()
     return "bounced" if status_now == "bounced" else "counted"
+
+
+def _at_risk(row: Any) -> AtRisk:
+    """An ``AtRisk`` from a row of ``readers_at_risk``'s query (its labels are the fields)."""
+    times = {k: utc(row[k]) if row[k] is not None else None for k in ("counted_at", "last_at")}
+    return AtRisk(**{**row, **times})
 
 
 class BounceReports(Database):
@@ -184,12 +194,13 @@ class BounceReports(Database):
                 subscribers.c.email,
                 subscribers.c.status,
                 subscribers.c.bounces,
-                sa.func.coalesce(kinds.c.temporary, 0),
-                sa.func.coalesce(kinds.c.complaints, 0),
-                last.c.kind,
-                last.c.status,
-                last.c.reason,
-                last.c.created_at,
+                subscribers.c.last_bounce_at.label("counted_at"),
+                sa.func.coalesce(kinds.c.temporary, 0).label("temporary"),
+                sa.func.coalesce(kinds.c.complaints, 0).label("complaints"),
+                last.c.kind.label("last_kind"),
+                last.c.status.label("last_status"),
+                last.c.reason.label("last_reason"),
+                last.c.created_at.label("last_at"),
             )
             .select_from(subscribers)
             .outerjoin(kinds, kinds.c.subscriber_id == subscribers.c.id)
@@ -199,9 +210,7 @@ class BounceReports(Database):
         )
         with self.engine.connect() as db:
             rows = db.execute(query).all()
-        return [
-            AtRisk(*row[:-1], last_at=utc(row[-1]) if row[-1] is not None else None) for row in rows
-        ]
+        return [_at_risk(row._mapping) for row in rows]
 
     def bounce_counts(self) -> dict[str, int]:
         """Bounce reports on record by kind (permanent, temporary, complaint)."""
