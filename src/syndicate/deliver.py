@@ -26,6 +26,7 @@ from urllib.parse import unquote, urlsplit
 
 from .errors import DatabaseError, DeliveryError
 from .state import Batch, Claim, Issue, Ledger, Store
+from .state.subscribers import BOUNCE_WINDOW
 from .subscribers import smtp_address
 
 
@@ -429,7 +430,7 @@ class SendOptions:
     backoff: float = 1.0
     """Seconds before the first retry of a temporary failure; doubles each time."""
     max_bounces: int = 3
-    bounce_window: timedelta = timedelta(days=90)
+    bounce_window: timedelta = BOUNCE_WINDOW
     """A reader's counted bounces older than this are forgotten at the next one."""
     return_path: Callable[[Claim], str] | None = None
     """The envelope sender of each delivery (VERP, for bounces); ``sender`` when None."""
