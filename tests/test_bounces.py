@@ -96,8 +96,10 @@ def test_a_return_path_must_be_a_bare_address() -> None:
 # -- the store: counting, on both databases ---------------------------------------------------
 
 
-def _report(store: Store, target: Bounced, message_hash: str, kind: str, days: int = 0) -> str:
-    """A bounce report of ``target``'s delivery, ``days`` after NOW (limit 2, window 90 days)."""
+def _report(
+    store: Store, target: Bounced, message_hash: str, kind: str, now: datetime = NOW
+) -> str:
+    """A bounce report of ``target``'s delivery at ``now`` (limit 2, window 90 days)."""
     return store.record_bounce(
         message_hash=message_hash,
         target=target,
@@ -106,7 +108,7 @@ def _report(store: Store, target: Bounced, message_hash: str, kind: str, days: i
         reason="user unknown",
         matched_by="verp",
         max_bounces=2,
-        now=NOW + timedelta(days=days),
+        now=now,
         window=timedelta(days=90),
     )
 
@@ -150,7 +152,7 @@ def test_bounces_older_than_the_window_are_forgotten_at_the_next_one(database_ur
     targets = _deliveries(store, reader, 3)
 
     def record(target: Bounced, message_hash: str, days: int) -> str:
-        return _report(store, target, message_hash, PERMANENT, days)
+        return _report(store, target, message_hash, PERMANENT, NOW + timedelta(days=days))
 
     assert record(targets[0], "a" * 64, 0) == "counted"
     assert record(targets[1], "b" * 64, 100) == "counted"  # the first again
@@ -231,31 +233,13 @@ def test_the_list_says_when_a_count_has_aged_out(tmp_path: Path, database_url: s
     reader = add_readers(store, 1)[0]
     old, new = _deliveries(store, reader, 2)
     today = datetime.now(UTC)
-    store.record_bounce(
-        message_hash="a" * 64,
-        target=old,
-        kind=PERMANENT,
-        status="5.1.1",
-        reason="unknown",
-        matched_by="verp",
-        max_bounces=2,
-        now=today - timedelta(days=100),
-    )
+    _report(store, old, "a" * 64, PERMANENT, today - timedelta(days=100))
     [listed] = json.loads(invoke(tmp_path, "bounces", "list", "--json"))
     assert (listed["bounces"], listed["bounces_aged_out"]) == (1, True)
     assert "bounces 1/2 (aged out: the next counts as the first)" in invoke(
         tmp_path, "bounces", "list"
     )
-    store.record_bounce(
-        message_hash="b" * 64,
-        target=new,
-        kind=PERMANENT,
-        status="5.1.1",
-        reason="unknown",
-        matched_by="verp",
-        max_bounces=2,
-        now=today,
-    )
+    _report(store, new, "b" * 64, PERMANENT, today)
     [listed] = json.loads(invoke(tmp_path, "bounces", "list", "--json"))
     assert (listed["bounces"], listed["bounces_aged_out"]) == (1, False)  # the first again
     assert listed["bounces_counted_at"].startswith(today.date().isoformat())

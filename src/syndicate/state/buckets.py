@@ -112,16 +112,10 @@ class Buckets(Database):
             db.execute(insert)
             db.execute(changed)
 
-    def take_token(self, relay: str, recover_seconds: float) -> float:
-        """Take one token; 0 when it was taken, else the seconds until one is due (at the rate
-        now, which climbs back to the configured one in ``recover_seconds`` after a cut to
-        nothing)."""
-        taken, wait = self.take_tokens(relay, recover_seconds, 1)
-        return 0.0 if taken else wait
-
     def take_tokens(self, relay: str, recover_seconds: float, want: int) -> tuple[int, float]:
         """Take up to ``want`` tokens, as many as there are: how many were taken, and when
-        none was, the seconds until one is due."""
+        none was, the seconds until one is due (at the rate now, which climbs back to the
+        configured one in ``recover_seconds`` after a cut to nothing)."""
         # each statement commits on the server as it runs (autocommit): a worker stopped
         # between two statements holds no lock on the row every other worker draws from
         with self._database(), self.engine.connect() as conn:
