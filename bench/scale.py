@@ -6,8 +6,9 @@ Runs, each on a fresh schema with the same planned rows and the same composed me
    message after ``--delay-ms`` (a relay's latency); the ratio of each to one worker;
 2. CPU-bound: one worker and a sink that answers at once, against the bare loop: the local
    engine (``send.engine = "local"``) sending the same rows in one process through the same
-   number of connections (``smtp.pool_size``). It keeps the ledger's exactly-once protocol (a
-   row reserved, marked ``sending`` before its end of data, its 250 committed) and drops what
+   number of connections (``smtp.pool_size``) and micro-batches (``send.micro_batch``). It
+   keeps the ledger's exactly-once protocol (rows claimed, marked ``sending`` before their
+   messages are written, each reply committed with the next claim) and drops what
    spreading a send adds: the jobs, a run and new connections per batch, the shared relay
    bucket (a database round trip per message). Worker / bare is that overhead;
 3. where ``ip netns`` works (as root): two workers in two network namespaces, each joined to
@@ -27,7 +28,7 @@ Not part of ``make bench``: it needs PostgreSQL (``SYNDICATE_BENCH_POSTGRES_URL`
 local test database) and takes minutes at full size (``--quick``: 3,000 messages).
 
     .venv/bin/python bench/scale.py [MESSAGES] [--quick] [--workers 1,2,3,4] [--delay-ms 5]
-        [--batch-size 500] [--runs relay,cpu,netns] [--repeat 3]
+        [--batch-size 500] [--micro-batch 20] [--runs relay,cpu,netns] [--repeat 3]
 """
 
 from __future__ import annotations
@@ -242,7 +243,9 @@ class Workers:
         return cls([[]] * count)
 
 
-def config_file(path: Path, url: str, host: str, port: int, engine: str, batch: int) -> Path:
+def config_file(
+    path: Path, url: str, host: str, port: int, engine: str, batch: int, micro: int
+) -> Path:
     path.write_text(
         f"""
 [site]
@@ -261,6 +264,7 @@ secret_key = "a bench key that is long enough to sign tokens"
 [send]
 engine = "{engine}"
 batch_size = {batch}
+micro_batch = {micro}
 poll_seconds = 0.5
 """
     )
@@ -282,7 +286,7 @@ def bench_schema() -> Iterator[tuple[str, str]]:
         admin.dispose()
 
 
-def one_run(messages: int, batch: int, delay: float, workers: Workers | None) -> Run:
+def one_run(messages: int, batch: int, micro: int, delay: float, workers: Workers | None) -> Run:
     """Plan ``messages`` deliveries in a fresh schema and time their sending: by ``workers``
     (started first, and idle until the plan commits), or, with None, by the bare loop."""
     host = workers.sink_host if workers else "127.0.0.1"
@@ -292,7 +296,8 @@ def one_run(messages: int, batch: int, delay: float, workers: Workers | None) ->
         sink = Sink(host, delay)
         stack.callback(lambda: sink.process.is_alive() and sink.stop())
         engine = "procrastinate" if workers else "local"
-        config = load_config(config_file(folder / "plan.toml", url, host, sink.port, engine, batch))
+        plan = config_file(folder / "plan.toml", url, host, sink.port, engine, batch, micro)
+        config = load_config(plan)
         store = open_store(url)
         stack.callback(store.close)
         rows = [ReaderRow(f"r{n}@example.com", "en", ("cost",)) for n in range(messages)]
@@ -301,7 +306,7 @@ def one_run(messages: int, batch: int, delay: float, workers: Workers | None) ->
         started = None
         if workers:
             worker_config = config_file(
-                folder / "worker.toml", _url(url, workers), host, sink.port, engine, batch
+                folder / "worker.toml", _url(url, workers), host, sink.port, engine, batch, micro
             )
             procs, started = start_workers(store.engine, worker_config, workers.prefixes, stack)
         send.send_due(config, NOW)  # bare: plans and sends; else plans for the workers
@@ -572,7 +577,7 @@ def netns_unavailable() -> str | None:
     return f"ip netns fails: {done.stderr.strip()}" if done.returncode else None
 
 
-def netns_run(messages: int, batch: int, delay: float) -> tuple[Run, Network]:
+def netns_run(messages: int, batch: int, micro: int, delay: float) -> tuple[Run, Network]:
     """Two workers, one in each of two namespaces, through the sink and PostgreSQL as seen
     over their veth pairs."""
     target = sa.engine.make_url(POSTGRES)
@@ -582,7 +587,7 @@ def netns_run(messages: int, batch: int, delay: float) -> tuple[Run, Network]:
     ):
         prefixes = [["ip", "netns", "exec", name] for name in network.names]
         workers = Workers(prefixes, network.service, (network.service, port))
-        return one_run(messages, batch, delay, workers), network
+        return one_run(messages, batch, micro, delay, workers), network
 
 
 # -- the report ----------------------------------------------------------------------------------
@@ -595,7 +600,10 @@ def verdict(value: float, target: float) -> str:
 def median_run(args: argparse.Namespace, delay: float, workers: Workers | None) -> Run:
     """The run of median rate of ``--repeat`` runs (a single run on a shared 2-core machine
     moves by several percent from one to the next); each one's rate is printed when more."""
-    runs = [one_run(args.messages, args.batch_size, delay, workers) for _ in range(args.repeat)]
+    runs = [
+        one_run(args.messages, args.batch_size, args.micro_batch, delay, workers)
+        for _ in range(args.repeat)
+    ]
     runs.sort(key=lambda run: run.rate)
     if len(runs) > 1:
         print(f"  (runs: {', '.join(f'{run.rate:,.0f}' for run in runs)} msg/s; the median:)")
@@ -638,7 +646,7 @@ def netns(args: argparse.Namespace, loopback: Run | None) -> None:
     if reason:
         print(f"netns        skipped: {reason}")
         return
-    run, network = netns_run(args.messages, args.batch_size, args.delay_ms / 1000)
+    run, network = netns_run(args.messages, args.batch_size, args.micro_batch, args.delay_ms / 1000)
     compared = f"   {run.rate / loopback.rate:.2f}x 2 workers here" if loopback else ""
     print(f"netns        2 workers    {run.line()}{compared}")
     for name, peer in zip(network.names, network.peers, strict=True):
@@ -658,6 +666,9 @@ def main() -> None:
     parser.add_argument("--workers", default="1,2,3,4")
     parser.add_argument("--delay-ms", type=float, default=5.0)
     parser.add_argument("--batch-size", type=int, default=500)
+    parser.add_argument(
+        "--micro-batch", type=int, default=20, help="send.micro_batch, of every run alike"
+    )
     parser.add_argument("--runs", default="relay,cpu,netns", help="which runs, of these")
     parser.add_argument("--repeat", type=int, default=1, help="runs of each; the median counts")
     args = parser.parse_args()
@@ -667,9 +678,10 @@ def main() -> None:
         args.messages, args.batch_size = 3_000, 100
     counts = [int(n) for n in args.workers.split(",")]
     print(
-        f"{args.messages:,} messages in batches of {args.batch_size}, {CONNECTIONS} connections"
-        f" a worker, relay delay {args.delay_ms:g} ms; rates from the first message at the sink"
-        " to the last (the workers started and idle before the send is planned)"
+        f"{args.messages:,} messages in batches of {args.batch_size}, micro-batches of"
+        f" {args.micro_batch}, {CONNECTIONS} connections a worker, relay delay"
+        f" {args.delay_ms:g} ms; rates from the first message at the sink to the last (the"
+        " workers started and idle before the send is planned)"
     )
     chosen = set(args.runs.split(","))
     runs = relay_bound(args, counts) if "relay" in chosen else {}

@@ -34,10 +34,13 @@ def everyone(count: int) -> Counter[str]:
     return Counter({f"reader{n}@example.com": 1 for n in range(count)})
 
 
-def test_every_reader_gets_one_message_and_a_rerun_sends_nothing(store, smtp_server) -> None:
+@pytest.mark.parametrize("micro_batch", [1, 5])
+def test_every_reader_gets_one_message_and_a_rerun_sends_nothing(
+    store, smtp_server, micro_batch: int
+) -> None:
     inbox, port = smtp_server
     make_issue(store, add_readers(store, 12))
-    counts = deliver(store, mailer(port), compose, options(workers=3), NOW)
+    counts = deliver(store, mailer(port), compose, options(3, micro_batch=micro_batch), NOW)
     assert (counts.sent, counts.failed, counts.uncertain) == (12, 0, 0)
     assert inbox.counts() == everyone(12)
     replies = {d.reply for d in store.deliveries("sent")}
@@ -274,7 +277,7 @@ def test_a_sender_killed_mid_batch_then_rerun_delivers_each_reader_once(
     counts = deliver(store, mailer(port), compose, options(workers=3), NOW)
     uncertain = {d.email for d in store.deliveries("uncertain")}
     assert "reader11@example.com" in uncertain and counts.uncertain == len(uncertain)
-    assert len(uncertain) <= 3  # at most one per connection: the one at its end of data
+    assert len(uncertain) <= 3  # at most one per connection: the one it had claimed
     received = inbox.counts()
     assert max(received.values()) == 1  # nobody twice
     assert set(everyone(30)) - uncertain <= set(received)  # nobody left out but the uncertain
@@ -419,16 +422,38 @@ def test_any_error_sending_one_message_fails_that_delivery_only(store, smtp_serv
     assert inbox.counts() == everyone(4) - Counter({"reader2@example.com": 1})
 
 
+def test_the_late_marks_of_a_run_taken_for_dead_change_nothing(store) -> None:
+    """Every mark is fenced by the run and the state: once another run settled a run's rows
+    in flight, that run's replies and give-backs leave them as they are."""
+    make_issue(store, add_readers(store, 3))
+    with store.send_run(NOW) as run_id, store.ledger(run_id) as ledger:
+        claims = ledger.claim(NOW, 3)
+        assert [c.email for c in claims] == list(everyone(3))
+        with store.engine.begin() as db:  # taken for dead meanwhile
+            db.execute(sa.update(deliveries).values(status="uncertain"))
+        ledger.sent(claims[0].id, "250 queued", NOW)
+        ledger.finish(claims[1].id, "failed", "550 no such user", NOW)
+        ledger.flush(NOW, [claims[2].id])
+    assert [(d.status, d.attempts) for d in store.deliveries()] == [("uncertain", 0)] * 3
+
+
 def _in_flight(store) -> list[str]:
     return [d.email for d in store.deliveries("sending")]
 
 
-def test_a_delivery_is_claimed_after_the_wait_and_a_stop_drains(store, smtp_server) -> None:
+@pytest.mark.parametrize("micro_batch", [1, 3])
+def test_a_delivery_is_claimed_after_the_wait_and_a_stop_drains(
+    store, smtp_server, micro_batch: int
+) -> None:
+    """A worker claims once it has its slot (a second one, waiting for its own, holds
+    nothing); stopped, it finishes the message on the wire and gives back the rest of its
+    micro-batch, pending as if never claimed."""
     inbox, port = smtp_server
     make_issue(store, add_readers(store, 5))
     inbox.script[("data", "reader0@example.com")] = ["HOLD"]
     stop = threading.Event()
-    slow = SendOptions(sender=SENDER, workers=2, rate=0.1, backoff=0)  # the next slot: in 10 s
+    # the next slot: in 10 s
+    slow = SendOptions(sender=SENDER, workers=2, micro_batch=micro_batch, rate=0.1, backoff=0)
     done: list = []
     thread = threading.Thread(
         target=lambda: done.append(deliver(store, mailer(port), compose, slow, NOW, stop=stop))
@@ -437,7 +462,7 @@ def test_a_delivery_is_claimed_after_the_wait_and_a_stop_drains(store, smtp_serv
     try:
         assert inbox.holding.wait(30)
         # the second worker waits for its slot and has claimed nothing
-        assert _in_flight(store) == ["reader0@example.com"]
+        assert _in_flight(store) == [f"reader{n}@example.com" for n in range(micro_batch)]
         stop.set()
         inbox.release.set()
     finally:
@@ -499,9 +524,13 @@ def _terminate(database_url: str, pids) -> None:
 
 
 @pytest.mark.parametrize("database_url", ["postgresql"], indirect=True)  # sessions: PostgreSQL's
+@pytest.mark.parametrize("micro_batch", [1, 4])
 def test_a_run_that_lost_its_sessions_stops_and_is_never_taken_for_dead_while_alive(
-    store, smtp_server, database_url: str
+    store, smtp_server, database_url: str, micro_batch: int
 ) -> None:
+    """While one of its sessions lives, the run is alive for others; once the server ended
+    them, the worker writes no further message of the rows it claimed (they may be being
+    settled), the run stops, and its micro-batch in flight is settled as uncertain."""
     inbox, port = smtp_server
     make_issue(store, add_readers(store, 6))
     inbox.script[("data", "reader2@example.com")] = ["HOLD"]
@@ -509,7 +538,7 @@ def test_a_run_that_lost_its_sessions_stops_and_is_never_taken_for_dead_while_al
 
     def run() -> None:
         try:
-            deliver(store, mailer(port), compose, options(workers=1), NOW)
+            deliver(store, mailer(port), compose, options(1, micro_batch=micro_batch), NOW)
         except BaseException as exc:
             failure.append(exc)
 
@@ -537,11 +566,14 @@ def test_a_run_that_lost_its_sessions_stops_and_is_never_taken_for_dead_while_al
         assert isinstance(error, DatabaseError)
         assert str(error).startswith("database connection lost (")
         assert str(error).endswith("; 3 sent, 3 left for the next run")
-        # the run noticed and claimed nothing more; now it is gone, its last row is settled
+        # the run noticed and wrote nothing more; now it is gone, its rows in flight (the
+        # micro-batch of reader2, whose replies were noted, not committed) are settled
         assert inbox.counts() == everyone(3)
         with other.send_run(NOW) as other_run:
-            assert other.mark_lost(other_run, NOW) == 1
-        assert [d.email for d in other.deliveries("uncertain")] == ["reader2@example.com"]
+            assert other.mark_lost(other_run, NOW) == micro_batch
+        first = 2 // micro_batch * micro_batch
+        in_flight = [f"reader{n}@example.com" for n in range(first, first + micro_batch)]
+        assert [d.email for d in other.deliveries("uncertain")] == in_flight
     finally:
         inbox.release.set()
         thread.join(60)

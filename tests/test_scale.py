@@ -193,6 +193,10 @@ def _worker(config_file: Path, concurrency: int = 1) -> subprocess.Popen:
     )
 
 
+MICRO_BATCH = 5
+"""The workers' ``send.micro_batch``: rows claimed at once by each connection."""
+
+
 def _write_config(root: Path, url: str, port: int) -> Path:
     """A config file the worker processes read: short heartbeats, small batches."""
     path = root / "config.toml"
@@ -218,6 +222,7 @@ batch_size = 50
 poll_seconds = 0.5
 heartbeat_seconds = 0.5
 stalled_seconds = 2
+micro_batch = {MICRO_BATCH}
 """
     )
     return path
@@ -239,8 +244,8 @@ def test_a_worker_killed_mid_send_loses_nothing_and_duplicates_nothing(
     tmp_path: Path, scale_url: str, smtp_server
 ) -> None:
     """Test 3: SIGKILL one of three workers mid-send: sent + uncertain + failed = readers,
-    no Message-ID twice at the server, uncertain at most one per connection of the killed
-    worker, every sent row at the server, and its jobs finished by the others."""
+    no Message-ID twice at the server, uncertain at most one micro-batch per connection of
+    the killed worker, every sent row at the server, and its jobs finished by the others."""
     inbox, port = smtp_server
     config = load_config(_write_config(tmp_path, scale_url, port))
     store = open_store(scale_url)
@@ -262,7 +267,7 @@ def test_a_worker_killed_mid_send_loses_nothing_and_duplicates_nothing(
     by_status = _statuses(store)
     assert by_status["sent"] + by_status["uncertain"] + by_status["failed"] == readers
     uncertain = {d.email for d in store.deliveries("uncertain")}
-    assert held in uncertain and len(uncertain) <= 2  # pool_size × concurrency of the victim
+    assert held in uncertain and len(uncertain) <= MICRO_BATCH * 2  # × the victim's pool_size
     arrived = Counter(message["Message-ID"] for message in inbox.messages)
     assert set(arrived.values()) == {1}
     assert {d.message_id for d in store.deliveries("sent")} <= set(arrived)
@@ -275,9 +280,9 @@ def test_a_zombie_worker_waking_after_its_batch_was_retried_sends_nothing_twice(
 ) -> None:
     """Test 4: a worker stopped (SIGSTOP) past the stalled time while a message is on the
     wire; its job is retried by another worker, which finishes the batch but for what the
-    stopped one holds; woken (SIGCONT), it records its reply, sends the one row its other
-    connection had reserved, and resends nothing. (Its session, alive throughout, keeps its
-    run alive: its rows are never taken over, so no late mark can undo another's.)"""
+    stopped one has in flight; woken (SIGCONT), it records its reply, sends the rest of the
+    rows its connections had claimed, and resends nothing. (Its session, alive throughout,
+    keeps its run alive: its rows are never taken over, so no late mark can undo another's.)"""
     inbox, port = smtp_server
     config = load_config(_write_config(tmp_path, scale_url, port))
     store = open_store(scale_url)
@@ -295,17 +300,17 @@ def test_a_zombie_worker_waking_after_its_batch_was_retried_sends_nothing_twice(
         retried: list[int] = []
 
         def only_the_zombies_left() -> bool:
-            """Its job ran again elsewhere, and every row left is one the zombie holds: in
-            flight (its run's) or reserved (locked by its session)."""
+            """Its job ran again elsewhere, and every row left is in flight for the zombie's
+            run."""
             in_flight = _in_flight_pids(store)
             return sum(retried) >= 1 and in_flight == {zombie.pid} and not _free_pending(store)
 
         reconcile = lambda: retried.append(scale.reconcile_now(config).retried)  # noqa: E731
         assert _until(only_the_zombies_left, 20, every=reconcile)
-        # in flight, noted sent or reserved: the zombie's alone, at most two a connection
+        # in flight (claimed, or noted sent): the zombie's alone, a micro-batch a connection
         in_flight = {d.email for d in store.deliveries("sending")}
         assert held in in_flight and {_holder(store, e) for e in in_flight} == {zombie.pid}
-        assert len(in_flight) + len(store.deliveries("pending")) <= 4
+        assert len(in_flight) <= MICRO_BATCH * 2 and not store.deliveries("pending")
         zombie.send_signal(signal.SIGCONT)
         assert _until(lambda: _settled(store), 15)
     finally:

@@ -202,6 +202,11 @@ class Send(Section):
     first chunk of deliveries (and their jobs), then each further chunk commits on its own; a
     planning stopped between two is taken up where it stopped by the next send (and, with
     workers, by the reconciler)."""
+    micro_batch: int | None = Field(None, ge=1, le=1_000)
+    """Deliveries each connection claims at once (marks in flight, in one commit, with the
+    outcomes of the ones before): fewer commits, but up to so many uncertain per connection
+    when a sender dies. Unset: 1 with the local engine, 20 with procrastinate (where the
+    database is shared by every worker)."""
     max_connections: int | None = Field(None, ge=1)
     """Connections to the relay at most, across every worker (none: each batch opens
     smtp.pool_size)."""

@@ -15,11 +15,12 @@ import socket
 import ssl
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from email.utils import parseaddr
-from functools import cache, partial
+from functools import cache
 from pathlib import Path
 from typing import NoReturn, Protocol
 from urllib.parse import unquote, urlsplit
@@ -424,6 +425,9 @@ class SendOptions:
     sender: str
     """Envelope sender (MAIL FROM), a bare address."""
     workers: int = 4
+    micro_batch: int = 1
+    """Deliveries each worker claims (marks in flight) at once: one commit for so many, and
+    so many uncertain at most if the run dies."""
     rate: float = 50.0
     """Messages per second at most, across all workers."""
     retries: int = 3
@@ -568,6 +572,9 @@ class _Run:
         """Set when a worker met a failure that stops them all."""
         self.fatal: list[BaseException] = []
         self.settled = 0
+        self.unclaimed = 0
+        """Deliveries pending at the start that no worker has claimed yet (about)."""
+        self.workers = 0
         """Deliveries that ended this run (sent, failed, uncertain, skipped: not deferred)."""
         self.issues: dict[int, Issue] = {}
         self.senders: list[_Sender] = []
@@ -582,7 +589,8 @@ class _Run:
                 pending = store.pending_count(now, self.batch)
                 if self.progress is not None:
                     self.progress.start(pending)
-                workers = min(self.options.workers, pending)
+                self.workers = workers = min(self.options.workers, pending)
+                self.unclaimed = pending
                 threads = [
                     threading.Thread(target=self.work, args=(run_id,)) for _ in range(workers)
                 ]
@@ -617,25 +625,43 @@ class _Run:
         sender = _Sender(self)
         with self.lock:
             self.senders.append(sender)
+        claimed: deque[Claim] = deque()
         try:
             with self.store.ledger(run_id, self.batch) as ledger:
-                # Wait for the slot and the connection first, then take a row: nothing waits
-                # while it is reserved, and it is in flight only once its end of data goes.
-                while not self.stopping() and self.pacer.wait(self.pause):
-                    if sender.transport is None and not sender.reconnect():
-                        break
-                    claim = ledger.take(self.now)
-                    if claim is None:
-                        break
-                    sender.send(ledger, claim)
-                ledger.flush()
+                try:
+                    # Wait for the slot and the connection first, then claim: nothing is in
+                    # flight while the worker waits for either before a micro-batch.
+                    while not self.stopping() and self.pacer.wait(self.pause):
+                        if sender.transport is None and not sender.reconnect():
+                            break
+                        if not claimed:
+                            claimed.extend(ledger.claim(self.now, self.claim_size()))
+                            self.claimed(len(claimed))
+                            if not claimed:
+                                break
+                        ledger.check_session()
+                        sender.send(ledger, claimed.popleft())
+                finally:  # what it stopped before trying is pending again
+                    ledger.flush(self.now, [claim.id for claim in claimed])
         except BaseException as exc:
-            # The database gone, the server refusing us, a bug: every worker stops. A row left
-            # in flight is settled at the next run, never resent blindly.
+            # The database gone, the server refusing us, a bug: every worker stops. The rows
+            # left in flight are settled at the next run, never resent blindly.
             self.fatal.append(exc)
             self.halt.set()
         finally:
             sender.close()
+
+    def claim_size(self) -> int:
+        """``micro_batch``, but no more than a worker's share of what is left, so that the
+        workers run out together: the last micro-batch of a batch is not sent by one
+        connection while the others are done."""
+        with self.lock:
+            share = -(-self.unclaimed // self.workers)  # rounded up
+        return max(1, min(self.options.micro_batch, share))
+
+    def claimed(self, count: int) -> None:
+        with self.lock:
+            self.unclaimed -= count
 
     def stopping(self) -> bool:
         return self.halt.is_set() or (self.stop is not None and self.stop.is_set())
@@ -744,9 +770,7 @@ class _Sender:
         self.ended = False
         assert self.transport is not None
         try:
-            reply = self.transport.send(
-                sender, claim.email, message, partial(self._end_of_data, ledger, claim.id)
-            )
+            reply = self.transport.send(sender, claim.email, message, self._end_of_data)
         except TemporaryFailure as exc:
             if exc.reconnect:
                 self.close()
@@ -774,9 +798,8 @@ class _Sender:
         run.outcome("sent", claim.email, reply)
         return None
 
-    def _end_of_data(self, ledger: Ledger, delivery_id: int) -> None:
-        """The transport's ``ending``: record ``sending`` before the end of data goes out."""
-        ledger.sending(delivery_id, self.run.now)
+    def _end_of_data(self) -> None:
+        """The transport's ``ending``: from now on the message may be accepted."""
         self.ended = True
 
     def _broken(self, ledger: Ledger, claim: Claim, exc: Exception) -> None:
@@ -800,7 +823,7 @@ class _Sender:
             return False
         if self.transport is None and not self.reconnect():
             return False
-        return ledger.take_back(claim.id)
+        return ledger.take_back(claim.id, run.now)
 
 
 def envelope_sender(sender: str) -> str:

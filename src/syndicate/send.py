@@ -599,6 +599,7 @@ def send_options(config: Config) -> SendOptions:
     return SendOptions(
         sender=config.email.return_path or envelope_sender(config.email.sender),
         workers=smtp.pool_size,
+        micro_batch=config.send.micro_batch or (20 if config.send.engine == "procrastinate" else 1),
         rate=smtp.rate,
         retries=smtp.retries,
         backoff=smtp.retry_backoff,

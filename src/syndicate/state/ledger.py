@@ -1,15 +1,17 @@
 """The delivery ledger: one row per message to one reader, and the protocol that sends each
 exactly once.
 
-A delivery is first only reserved (``Ledger.take``), marked ``sending`` and committed just
-before its end of data, and its 250 recorded with the worker's next commit; a run that dies
-leaves in flight only rows whose end of data went out, which the next run marks uncertain
-(``mark_lost``) and never resends without a person deciding (``resend_uncertain``).
+A worker claims a few deliveries at a time (``Ledger.claim``: marked ``sending`` for its run
+and committed before the first of their messages is written) and notes each one's outcome, to
+commit with its next claim; a run that dies leaves its claimed rows in flight, which the next
+run marks uncertain (``mark_lost``) and never resends without a person deciding
+(``resend_uncertain``).
 """
 
 from __future__ import annotations
 
 import os
+import select
 import socket
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, suppress
@@ -28,7 +30,7 @@ from .subscribers import BOUNCE_WINDOW, COUNT_BOUNCE, MARK_BOUNCED
 
 @dataclass(frozen=True, slots=True)
 class Claim:
-    """A delivery a worker has taken: one message to one reader, reserved while it is written."""
+    """A delivery a worker has claimed: one message to one reader, in flight for its run."""
 
     id: int
     issue_id: int
@@ -54,14 +56,8 @@ _DUE = sa.or_(deliveries.c.not_before.is_(None), deliveries.c.not_before <= sa.b
 """A delivery's time has come (a local-time digest's rows wait for their reader's hour)."""
 
 # The statements of every delivery, built once (SQLAlchemy then reuses their compiled form).
-_TAKE = (
-    sa.select(
-        deliveries.c.id,
-        deliveries.c.issue_id,
-        deliveries.c.subscriber_id,
-        deliveries.c.email,
-        deliveries.c.message_id,
-    )
+_NEXT = (
+    sa.select(deliveries.c.id)
     .where(
         deliveries.c.status == "pending",
         sa.select(subscribers.c.id)
@@ -73,15 +69,34 @@ _TAKE = (
     )
     .order_by(deliveries.c.id)
     .limit(sa.bindparam("n", type_=sa.Integer))
-    .with_for_update(skip_locked=True, of=deliveries)
+    .with_for_update(skip_locked=True)
 )
+"""The next ``n`` pending deliveries of active readers whose time has come, skipping those
+another worker is claiming this instant."""
 
 _IN_BATCH = sa.and_(
     deliveries.c.issue_id == sa.bindparam("issue_id"),
     deliveries.c.batch_no == sa.bindparam("batch_no"),
 )
-_TAKE_BATCH = _TAKE.where(_IN_BATCH)
-"""``_TAKE`` within one batch of one issue: what a batch job sends."""
+
+
+def _claim(batch: bool) -> sa.Update:
+    """Mark the next pending deliveries (with ``batch``: of one batch of one issue, what a
+    batch job sends) in flight for this run, returning what their messages need."""
+    taken = _NEXT.where(_IN_BATCH) if batch else _NEXT
+    return (
+        sa.update(deliveries)
+        .where(deliveries.c.id.in_(taken))
+        .values(status="sending", run_id=sa.bindparam("run_id"), updated_at=sa.bindparam("now"))
+        .returning(
+            deliveries.c.id,
+            deliveries.c.issue_id,
+            deliveries.c.subscriber_id,
+            deliveries.c.email,
+            deliveries.c.message_id,
+        )
+    )
+
 
 Batch = tuple[int, int]
 """(issue id, batch number): the deliveries one job sends."""
@@ -94,26 +109,18 @@ def _of(batch: Batch | None) -> sa.ColumnElement[bool]:
     return sa.and_(deliveries.c.issue_id == batch[0], deliveries.c.batch_no == batch[1])
 
 
-_TAKE_BACK = (
-    sa.select(deliveries.c.id)
-    .where(deliveries.c.id == sa.bindparam("delivery_id"), deliveries.c.status == "pending")
-    # Waits rather than skips: another worker's take may hold this row's lock without having
-    # it (PostgreSQL keeps a row locked when its re-check after a concurrent update fails, to
-    # the end of that worker's transaction: its message). Skipping left the row to the next
-    # run; waiting finds it pending once that message is through, or taken by another run.
-    .with_for_update()
+_MINE = sa.and_(
+    deliveries.c.id == sa.bindparam("delivery_id"),
+    deliveries.c.status == "sending",
+    deliveries.c.run_id == sa.bindparam("run_id"),
 )
-
-_SENDING = (
-    sa.update(deliveries)
-    .where(deliveries.c.id == sa.bindparam("delivery_id"))
-    .values(status="sending", run_id=sa.bindparam("run_id"), updated_at=sa.bindparam("now"))
-)
+"""A delivery this run has in flight: every mark is fenced by it, so the late mark of a run
+taken for dead (its rows settled by another) changes nothing."""
 
 # Every try ends in one of these two (and counts as an attempt).
 _FINISH = (
     sa.update(deliveries)
-    .where(deliveries.c.id == sa.bindparam("delivery_id"))
+    .where(_MINE)
     .values(
         status=sa.bindparam("status"),
         reply=sa.bindparam("reply"),
@@ -124,14 +131,32 @@ _FINISH = (
 
 _GIVE_BACK = (
     sa.update(deliveries)
-    .where(deliveries.c.id == sa.bindparam("delivery_id"))
+    .where(_MINE)
     .values(
         status="pending",
         reply=sa.bindparam("reply"),
-        run_id=sa.bindparam("run_id"),
         attempts=deliveries.c.attempts + 1,
         updated_at=sa.bindparam("now"),
     )
+)
+"""Pending again after a try, with its reply; still this run's, which takes it again only by
+``_TAKE_BACK`` (another run may take it meanwhile)."""
+
+_UNCLAIM = (
+    sa.update(deliveries).where(_MINE).values(status="pending", updated_at=sa.bindparam("now"))
+)
+"""A claimed delivery the run stopped before trying: pending, as if never claimed (but for
+this run, as ``_GIVE_BACK``)."""
+
+_TAKE_BACK = (
+    sa.update(deliveries)
+    .where(
+        deliveries.c.id == sa.bindparam("delivery_id"),
+        deliveries.c.status == "pending",
+        deliveries.c.run_id == sa.bindparam("run_id"),
+    )
+    .values(status="sending", updated_at=sa.bindparam("now"))
+    .returning(deliveries.c.id)
 )
 
 _HOLD_RUN = sa.select(sa.func.pg_advisory_lock_shared(sa.bindparam("key"), sa.bindparam("run_id")))
@@ -141,7 +166,7 @@ _SCHEMA = sa.select(sa.func.current_schema())
 class _Compiled:
     """A statement compiled once for one dialect and run straight on the DBAPI cursor.
 
-    The per-message path of a send runs two statements per message; SQLAlchemy's per-call
+    The per-message path of a send runs a statement or two per message; SQLAlchemy's per-call
     work (cache keys, result objects, pool checkout) was measured at more than the database's
     own, so these skip it. The SQL is still SQLAlchemy's, rendered for the dialect.
     """
@@ -161,87 +186,92 @@ class _Compiled:
         params: Any = self.compiled.construct_params(values)
         return [params[n] for n in self.order] if self.order else params
 
-    def run(self, cursor: Any, values: dict[str, Any]) -> None:
-        cursor.execute(self.sql, self.params(values))
+
+Step = tuple[_Compiled, dict[str, Any]]
+"""A statement and its values."""
 
 
 class Ledger:
     """The per-message statements of delivery, on one worker's connection.
 
-    A delivery is first only reserved (``take``: PostgreSQL locks the row ``FOR UPDATE SKIP
-    LOCKED`` in a transaction left open; SQLite, one run at a time, keeps the ids its workers
-    hold in memory), so a run that dies while writing a message leaves nothing in flight. Just
-    before the end of data it is marked ``sending`` and committed (``sending``), together with
-    the previous message's 250 (``sent`` only notes it): one commit per message, and on
-    PostgreSQL one round trip for it (see ``_commit``). A database failure is raised as a
-    DatabaseError.
+    A worker claims up to ``micro_batch`` deliveries at once: marks them ``sending`` for its
+    run and commits, before the first of their messages is written, so a run that dies leaves
+    in flight (to be marked uncertain, never resent blindly) at most that many per connection,
+    and every message it may have written among them. Each outcome (sent, failed, uncertain)
+    is only noted, and committed with the worker's next claim (or ``flush``): one commit, and
+    on PostgreSQL one round trip, per micro-batch. Every mark is fenced by the run and the
+    state (``_MINE``). A database failure is raised as a DatabaseError.
 
     Its connection is driven through the DBAPI alone, from the first statement to the last:
     SQLAlchemy's per-call work was measured at more than the database's own on this path
-    (see ``_Compiled``), and one connection never mixes two ways of committing.
+    (see ``_Compiled``), and one connection never mixes two ways of committing. On
+    PostgreSQL it is in autocommit: a commit's statements go as one script, which the server
+    runs as one transaction.
     """
 
     def __init__(
-        self,
-        db: sa.Connection,
-        lock: AbstractContextManager,
-        reserved: set[int],
-        run_id: int,
-        batch: Batch | None = None,
+        self, db: sa.Connection, lock: AbstractContextManager, run_id: int, batch: Batch | None
     ) -> None:
         self._lock = lock
         self._batch = {"issue_id": batch[0], "batch_no": batch[1]} if batch else {}
-        self._reserved = reserved
         self._run_id = run_id
         raw = db.connection.dbapi_connection
         assert raw is not None  # an open connection
         self._raw = raw
-        self._cursor = raw.cursor()
-        """One cursor for the connection's life: a new one per statement cost more than the
-        statement's parameters."""
         self._dialect = db.dialect.name
-        self._script: Any = None
-        """PostgreSQL: a cursor that binds values itself, for a commit's statements sent as
-        one script (``_commit``)."""
+        self._cursor: Any = raw.cursor()
+        """One cursor for the connection's life: a new one per statement cost more than the
+        statement's parameters. On PostgreSQL one that binds values itself, for a commit's
+        statements sent as one script (a script of several statements takes no parameters
+        from the server)."""
         if self._dialect == "postgresql":
             from psycopg import ClientCursor, Connection
 
-            self._script = ClientCursor(cast(Connection, raw))
+            self._cursor = ClientCursor(cast(Connection, raw))
         self._errors = (db.dialect.loaded_dbapi.Error, sa.exc.DBAPIError)
-        self._take = _Compiled(_TAKE_BATCH if batch else _TAKE, db.dialect)
-        self._take_back = _Compiled(_TAKE_BACK, db.dialect)
-        self._sending = _Compiled(_SENDING, db.dialect)
-        self._finish = _Compiled(_FINISH, db.dialect)
-        self._give_back = _Compiled(_GIVE_BACK, db.dialect)
-        self._bounces = _Compiled(COUNT_BOUNCE, db.dialect)
-        self._bounced = _Compiled(MARK_BOUNCED, db.dialect)
-        self._hold_run = _Compiled(_HOLD_RUN, db.dialect)
-        self._schema = _Compiled(_SCHEMA, db.dialect)
-        self._noted: dict[str, Any] | None = None
-        """The last 250, recorded with the next commit."""
+        compiled = {
+            name: _Compiled(statement, db.dialect)
+            for name, statement in {
+                "claim": _claim(batch is not None),
+                "take_back": _TAKE_BACK,
+                "finish": _FINISH,
+                "give_back": _GIVE_BACK,
+                "unclaim": _UNCLAIM,
+                "bounces": COUNT_BOUNCE,
+                "bounced": MARK_BOUNCED,
+                "hold_run": _HOLD_RUN,
+                "schema": _SCHEMA,
+            }.items()
+        }
+        self._sql = compiled
+        self._noted: list[Step] = []
+        """Outcomes to commit with the next claim (or ``flush``)."""
 
-    def _commit(self, *steps: tuple[_Compiled, dict[str, Any]]) -> None:
-        """Run ``steps`` and the noted 250, if any, in one transaction (under the write lock)."""
-        if self._noted is not None:
-            steps = ((self._finish, self._noted), *steps)
+    def _step(self, name: str, **values: Any) -> Step:
+        return self._sql[name], values
+
+    def _commit(self, *steps: Step) -> list[Any]:
+        """Run the noted outcomes and ``steps`` in one transaction (under the write lock); the
+        rows the last step returns."""
+        steps = (*self._noted, *steps)
         with self._lock, self._statements():
             try:
-                if self._script is None:
-                    for statement, values in steps:
-                        statement.run(self._cursor, values)
-                    self._raw.commit()
+                if self._dialect == "postgresql":
+                    script = [self._cursor.mogrify(s.sql, s.params(v)) for s, v in steps]
+                    self._cursor.execute("; ".join(script))
+                    while self._cursor.nextset():  # to the last statement's result
+                        pass
                 else:
-                    # One round trip for the statements, the commit and the start of the
-                    # next transaction (so the next take needs no BEGIN of its own), where
-                    # each was one: a script of several statements takes no parameters from
-                    # the server, so the driver binds them here.
-                    script = [self._script.mogrify(s.sql, s.params(v)) for s, v in steps]
-                    self._script.execute("; ".join([*script, "COMMIT", "BEGIN"]))
+                    for statement, values in steps:
+                        self._cursor.execute(statement.sql, statement.params(values))
+                rows = self._cursor.fetchall() if self._cursor.description else []
+                self._raw.commit()
             except BaseException:
                 with suppress(*self._errors):
                     self._raw.rollback()
                 raise
-        self._noted = None
+        self._noted = []
+        return rows
 
     @contextmanager
     def _statements(self) -> Iterator[None]:
@@ -250,71 +280,39 @@ class Ledger:
         except self._errors as exc:
             raise database_error(exc, self._dialect) from exc
 
-    def _query(self, statement: _Compiled, values: dict[str, Any]) -> Sequence[Any]:
-        statement.run(self._cursor, values)
-        return self._cursor.fetchall()
-
     def hold_run(self) -> None:
         """PostgreSQL: hold the run's liveness lock shared on this worker's session, so the run
         is alive for others as long as this worker can record (``run_lock``)."""
-        with self._statements():
-            schema = self._query(self._schema, {})[0][0]
-        self._commit((self._hold_run, {"key": run_lock_key(schema), "run_id": self._run_id}))
+        (schema,) = self._commit(self._step("schema"))[0]
+        self._commit(self._step("hold_run", key=run_lock_key(schema), run_id=self._run_id))
 
-    def take(self, now: datetime) -> Claim | None:
-        """Reserve the next pending delivery of an active reader whose time has come at
-        ``now`` (nothing is recorded yet)."""
-        values = {"run_id": self._run_id, "now": now, **self._batch}
-        with self._lock, self._statements():
-            if self._dialect == "postgresql":
-                rows = self._query(self._take, {**values, "n": 1})
-            else:  # skip what the other workers hold
-                n = len(self._reserved) + 1
-                rows = self._query(self._take, {**values, "n": n})
-                rows = [row for row in rows if row[0] not in self._reserved][:1]
-                self._reserved.update(row[0] for row in rows)
-        return Claim(*rows[0]) if rows else None
+    def check_session(self) -> None:
+        """PostgreSQL: raise DatabaseError if the server has ended this session (it says so
+        before closing one), before another of the claimed messages is written: the run's
+        liveness lock went with it, so another run may be settling the rows in flight."""
+        if self._dialect == "postgresql" and select.select([self._raw.fileno()], [], [], 0)[0]:
+            self._commit(self._step("schema"))  # fails if it was the end; else it was a notice
 
-    def take_back(self, delivery_id: int) -> bool:
-        """Reserve again a delivery this worker gave back for a retry; False if another run
+    def claim(self, now: datetime, n: int) -> list[Claim]:
+        """Commit the noted outcomes and mark up to ``n`` pending deliveries of active readers
+        whose time has come at ``now`` in flight for this run, in id order."""
+        step = self._step("claim", run_id=self._run_id, now=now, n=n, **self._batch)
+        return [Claim(*row) for row in sorted(self._commit(step))]
+
+    def take_back(self, delivery_id: int, now: datetime) -> bool:
+        """In flight again: a delivery this worker gave back for a retry; False if another run
         has taken it meanwhile."""
-        with self._lock, self._statements():
-            rows = self._query(self._take_back, {"delivery_id": delivery_id})
-            if rows and self._dialect != "postgresql":
-                self._reserved.add(delivery_id)
-        return bool(rows)
-
-    def _release(self, delivery_id: int) -> None:
-        with self._lock:
-            self._reserved.discard(delivery_id)
-
-    def sending(self, delivery_id: int, now: datetime) -> None:
-        """The end of data is about to be written: from now on the message may be accepted."""
-        values = {"delivery_id": delivery_id, "run_id": self._run_id, "now": now}
-        self._commit((self._sending, values))
-        self._release(delivery_id)
+        step = self._step("take_back", delivery_id=delivery_id, run_id=self._run_id, now=now)
+        return bool(self._commit(step))
 
     def sent(self, delivery_id: int, reply: str, now: datetime) -> None:
-        """Note a 250, to be committed with the worker's next commit (or ``flush``)."""
-        self._noted = {"delivery_id": delivery_id, "status": "sent", "reply": reply, "now": now}
-
-    def flush(self) -> None:
-        """Commit the noted 250, if any."""
-        if self._noted is not None:
-            self._commit()
+        """Note a 250."""
+        self.finish(delivery_id, "sent", reply, now)
 
     def finish(self, delivery_id: int, status: str, reply: str, now: datetime) -> None:
-        """Record how a delivery ended (failed, uncertain), in its own transaction."""
-        values = {"delivery_id": delivery_id, "status": status, "reply": reply[:2000], "now": now}
-        self._commit((self._finish, values))
-        self._release(delivery_id)
-
-    def give_back(self, delivery_id: int, reply: str, now: datetime) -> None:
-        """Pending again, with the reply that put it back; this run does not take it again but
-        by ``take_back``."""
-        values = {"delivery_id": delivery_id, "reply": reply[:2000], "run_id": self._run_id}
-        self._commit((self._give_back, {**values, "now": now}))
-        self._release(delivery_id)
+        """Note how a delivery ended (sent, failed, uncertain)."""
+        mine = {"delivery_id": delivery_id, "run_id": self._run_id}
+        self._noted.append(self._step("finish", **mine, status=status, reply=reply[:2000], now=now))
 
     def bounce(
         self,
@@ -325,25 +323,30 @@ class Ledger:
         now: datetime,
         window: timedelta = BOUNCE_WINDOW,
     ) -> None:
-        """A permanent failure: the delivery fails and the reader is bounced after max_bounces
-        (each within ``window`` of the one before; see ``COUNT_BOUNCE``)."""
-        failed = {"delivery_id": delivery_id, "status": "failed", "reply": reply[:2000]}
+        """Note a permanent failure: the delivery fails and the reader is bounced after
+        max_bounces (each within ``window`` of the one before; see ``COUNT_BOUNCE``)."""
+        self.finish(delivery_id, "failed", reply, now)
         reader = {"subscriber_id": subscriber_id}
-        self._commit(
-            (self._finish, {**failed, "now": now}),
-            (self._bounces, {**reader, "now": now, "stale_before": now - window}),
-            (self._bounced, {**reader, "max_bounces": max_bounces}),
-        )
-        self._release(delivery_id)
+        self._noted.append(self._step("bounces", **reader, now=now, stale_before=now - window))
+        self._noted.append(self._step("bounced", **reader, max_bounces=max_bounces))
+
+    def give_back(self, delivery_id: int, reply: str, now: datetime) -> None:
+        """Pending again, with the reply that put it back, committed at once (nothing is held
+        while the worker waits to retry it); this run takes it again only by ``take_back``."""
+        mine = {"delivery_id": delivery_id, "run_id": self._run_id}
+        self._commit(self._step("give_back", **mine, reply=reply[:2000], now=now))
+
+    def flush(self, now: datetime, unclaimed: Sequence[int] = ()) -> None:
+        """Commit the noted outcomes, and give back ``unclaimed``: claimed deliveries the
+        worker stopped before trying (pending again at ``now``)."""
+        mine = {"run_id": self._run_id, "now": now}
+        back = [self._step("unclaim", delivery_id=i, **mine) for i in unclaimed]
+        if self._noted or back:
+            self._commit(*back)
 
 
 class Deliveries(Database):
     """The send runs and the deliveries' rows."""
-
-    def __init__(self, engine: sa.Engine) -> None:
-        super().__init__(engine)
-        self._reserved: set[int] = set()
-        """SQLite: deliveries this process's workers are writing (PostgreSQL locks the rows)."""
 
     @contextmanager
     def send_run(self, now: datetime) -> Iterator[int]:
@@ -500,13 +503,14 @@ class Deliveries(Database):
     def ledger(self, run_id: int, batch: Batch | None = None) -> Iterator[Ledger]:
         """One delivery worker's own connection, held for its whole run; on PostgreSQL it holds
         the run's liveness lock too, so the run is alive for others as long as it can record.
-        With ``batch`` it takes that batch's deliveries only."""
+        With ``batch`` it claims that batch's deliveries only."""
         with self._database(), self.engine.connect() as db:
             if self.engine.dialect.name != "postgresql":
-                yield Ledger(db, self._write_lock, self._reserved, run_id, batch)
+                yield Ledger(db, self._write_lock, run_id, batch)
                 return
             try:
-                ledger = Ledger(db, self._write_lock, set(), run_id, batch)
+                db.execution_options(isolation_level="AUTOCOMMIT")
+                ledger = Ledger(db, self._write_lock, run_id, batch)
                 ledger.hold_run()
                 yield ledger
             finally:
