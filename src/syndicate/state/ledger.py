@@ -20,6 +20,7 @@ from datetime import datetime, timedelta
 from typing import Any, cast
 
 import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql
 from sqlalchemy.sql.compiler import SQLCompiler
 
 from .database import Database, database_error, inserted_id, release_session, utc
@@ -80,11 +81,13 @@ _IN_BATCH = sa.and_(
 )
 
 
-def _claim(batch: bool) -> sa.Update:
+def _claim(batch: bool, recording: bool) -> sa.Update:
     """Mark the next pending deliveries (with ``batch``: of one batch of one issue, what a
-    batch job sends) in flight for this run, returning what their messages need."""
+    batch job sends) in flight for this run, returning what their messages need; with
+    ``recording`` (PostgreSQL), recording the outcomes of the ones before in the same
+    statement (``_RECORD``)."""
     taken = _NEXT.where(_IN_BATCH) if batch else _NEXT
-    return (
+    claim = (
         sa.update(deliveries)
         .where(deliveries.c.id.in_(taken))
         .values(status="sending", run_id=sa.bindparam("run_id"), updated_at=sa.bindparam("now"))
@@ -96,6 +99,7 @@ def _claim(batch: bool) -> sa.Update:
             deliveries.c.message_id,
         )
     )
+    return claim.add_cte(_RECORD.cte("recorded")) if recording else claim
 
 
 Batch = tuple[int, int]
@@ -128,6 +132,37 @@ _FINISH = (
         updated_at=sa.bindparam("now"),
     )
 )
+
+_OUTCOMES = (
+    sa.func.unnest(
+        sa.bindparam("ids", type_=postgresql.ARRAY(sa.Integer)),
+        sa.bindparam("statuses", type_=postgresql.ARRAY(sa.String)),
+        sa.bindparam("replies", type_=postgresql.ARRAY(sa.Text)),
+    )
+    .table_valued(
+        sa.column("id", sa.Integer),
+        sa.column("status", sa.String),
+        sa.column("reply", sa.Text),
+        name="outcome",
+    )
+    .render_derived()
+)
+_RECORD = (
+    sa.update(deliveries)
+    .where(
+        deliveries.c.id == _OUTCOMES.c.id,
+        deliveries.c.status == "sending",
+        deliveries.c.run_id == sa.bindparam("run_id"),
+    )
+    .values(
+        status=_OUTCOMES.c.status,
+        reply=_OUTCOMES.c.reply,
+        attempts=deliveries.c.attempts + 1,
+        updated_at=sa.bindparam("now"),
+    )
+)
+"""PostgreSQL: ``_FINISH`` for many deliveries in one statement (their ids, statuses and
+replies as arrays): one statement planned, where one per row cost more than the rows."""
 
 _GIVE_BACK = (
     sa.update(deliveries)
@@ -199,18 +234,23 @@ class Ledger:
     in flight (to be marked uncertain, never resent blindly) at most that many per connection,
     and every message it may have written among them. Each outcome (sent, failed, uncertain)
     is only noted, and committed with the worker's next claim (or ``flush``): one commit, and
-    on PostgreSQL one round trip, per micro-batch. Every mark is fenced by the run and the
+    on PostgreSQL one statement, per micro-batch. Every mark is fenced by the run and the
     state (``_MINE``). A database failure is raised as a DatabaseError.
 
     Its connection is driven through the DBAPI alone, from the first statement to the last:
     SQLAlchemy's per-call work was measured at more than the database's own on this path
     (see ``_Compiled``), and one connection never mixes two ways of committing. On
-    PostgreSQL it is in autocommit: a commit's statements go as one script, which the server
-    runs as one transaction.
+    PostgreSQL it is in autocommit: a claim is one prepared statement, and a commit of several
+    statements goes as one script, which the server runs as one transaction.
     """
 
     def __init__(
-        self, db: sa.Connection, lock: AbstractContextManager, run_id: int, batch: Batch | None
+        self,
+        db: sa.Connection,
+        lock: AbstractContextManager,
+        run_id: int,
+        batch: Batch | None,
+        statements: dict[str, _Compiled],
     ) -> None:
         self._lock = lock
         self._batch = {"issue_id": batch[0], "batch_no": batch[1]} if batch else {}
@@ -218,53 +258,62 @@ class Ledger:
         raw = db.connection.dbapi_connection
         assert raw is not None  # an open connection
         self._raw = raw
-        self._dialect = db.dialect.name
+        self._pg = db.dialect.name == "postgresql"
         self._cursor: Any = raw.cursor()
         """One cursor for the connection's life: a new one per statement cost more than the
-        statement's parameters. On PostgreSQL one that binds values itself, for a commit's
-        statements sent as one script (a script of several statements takes no parameters
-        from the server)."""
-        if self._dialect == "postgresql":
+        statement's parameters."""
+        self._script: Any = None
+        """PostgreSQL: a cursor that binds values itself, for a commit's statements sent as
+        one script (a script of several statements takes no parameters from the server)."""
+        if self._pg:
             from psycopg import ClientCursor, Connection
 
-            self._cursor = ClientCursor(cast(Connection, raw))
+            self._script = ClientCursor(cast(Connection, raw))
         self._errors = (db.dialect.loaded_dbapi.Error, sa.exc.DBAPIError)
-        compiled = {
-            name: _Compiled(statement, db.dialect)
-            for name, statement in {
-                "claim": _claim(batch is not None),
-                "take_back": _TAKE_BACK,
-                "finish": _FINISH,
-                "give_back": _GIVE_BACK,
-                "unclaim": _UNCLAIM,
-                "bounces": COUNT_BOUNCE,
-                "bounced": MARK_BOUNCED,
-                "hold_run": _HOLD_RUN,
-                "schema": _SCHEMA,
-            }.items()
-        }
-        self._sql = compiled
-        self._noted: list[Step] = []
-        """Outcomes to commit with the next claim (or ``flush``)."""
+        self._sql = statements
+        self._noted: list[tuple[int, str, str]] = []
+        """Outcomes (delivery id, status, reply) to commit with the next claim (or ``flush``)."""
+        self._noted_at = datetime.min
+        """When the last of them was noted (what they are recorded at)."""
 
     def _step(self, name: str, **values: Any) -> Step:
         return self._sql[name], values
 
+    def _outcomes(self) -> dict[str, Any]:
+        """The noted outcomes as ``_RECORD`` takes them."""
+        ids, statuses, replies = zip(*self._noted, strict=True) if self._noted else ((), (), ())
+        lists = {"ids": list(ids), "statuses": list(statuses), "replies": list(replies)}
+        return {**lists, "run_id": self._run_id, "now": self._noted_at}
+
+    def _recording(self) -> list[Step]:
+        """The statements that record the noted outcomes."""
+        if not self._noted:
+            return []
+        if self._pg:
+            return [self._step("record", **self._outcomes())]
+        mine = {"run_id": self._run_id, "now": self._noted_at}
+        return [
+            self._step("finish", delivery_id=i, status=status, reply=reply, **mine)
+            for i, status, reply in self._noted
+        ]
+
     def _commit(self, *steps: Step) -> list[Any]:
-        """Run the noted outcomes and ``steps`` in one transaction (under the write lock); the
-        rows the last step returns."""
-        steps = (*self._noted, *steps)
+        """Record the noted outcomes and run ``steps`` in one transaction (under the write
+        lock); the rows the last step returns."""
+        steps = (*self._recording(), *steps)
         with self._lock, self._statements():
             try:
-                if self._dialect == "postgresql":
-                    script = [self._cursor.mogrify(s.sql, s.params(v)) for s, v in steps]
-                    self._cursor.execute("; ".join(script))
-                    while self._cursor.nextset():  # to the last statement's result
+                if self._pg:
+                    script = [self._script.mogrify(s.sql, s.params(v)) for s, v in steps]
+                    self._script.execute("; ".join(script))
+                    while self._script.nextset():  # to the last statement's result
                         pass
+                    cursor = self._script
                 else:
                     for statement, values in steps:
                         self._cursor.execute(statement.sql, statement.params(values))
-                rows = self._cursor.fetchall() if self._cursor.description else []
+                    cursor = self._cursor
+                rows = cursor.fetchall() if cursor.description else []
                 self._raw.commit()
             except BaseException:
                 with suppress(*self._errors):
@@ -273,31 +322,49 @@ class Ledger:
         self._noted = []
         return rows
 
+    def _prepared(self, step: Step) -> list[Any]:
+        """PostgreSQL: one statement, prepared on the server (planned once, not per claim),
+        committed on its own."""
+        statement, values = step
+        with self._lock, self._statements():
+            self._cursor.execute(statement.sql, statement.params(values), prepare=True)
+            rows = self._cursor.fetchall()
+        self._noted = []
+        return rows
+
     @contextmanager
     def _statements(self) -> Iterator[None]:
         try:
             yield
         except self._errors as exc:
-            raise database_error(exc, self._dialect) from exc
+            raise database_error(exc, "postgresql" if self._pg else "sqlite") from exc
 
-    def hold_run(self) -> None:
+    def hold_run(self, key: int | None) -> int:
         """PostgreSQL: hold the run's liveness lock shared on this worker's session, so the run
-        is alive for others as long as this worker can record (``run_lock``)."""
-        (schema,) = self._commit(self._step("schema"))[0]
-        self._commit(self._step("hold_run", key=run_lock_key(schema), run_id=self._run_id))
+        is alive for others as long as this worker can record; ``key`` is ``run_lock``'s
+        (looked up when None), returned."""
+        if key is None:
+            (schema,) = self._commit(self._step("schema"))[0]
+            key = run_lock_key(schema)
+        self._commit(self._step("hold_run", key=key, run_id=self._run_id))
+        return key
 
     def check_session(self) -> None:
         """PostgreSQL: raise DatabaseError if the server has ended this session (it says so
         before closing one), before another of the claimed messages is written: the run's
         liveness lock went with it, so another run may be settling the rows in flight."""
-        if self._dialect == "postgresql" and select.select([self._raw.fileno()], [], [], 0)[0]:
-            self._commit(self._step("schema"))  # fails if it was the end; else it was a notice
+        if self._pg and select.select([self._raw.fileno()], [], [], 0)[0]:
+            self._commit(self._step("schema"))  # fails if it was the end, else a notice
 
     def claim(self, now: datetime, n: int) -> list[Claim]:
-        """Commit the noted outcomes and mark up to ``n`` pending deliveries of active readers
+        """Record the noted outcomes and mark up to ``n`` pending deliveries of active readers
         whose time has come at ``now`` in flight for this run, in id order."""
-        step = self._step("claim", run_id=self._run_id, now=now, n=n, **self._batch)
-        return [Claim(*row) for row in sorted(self._commit(step))]
+        values = {"run_id": self._run_id, "now": now, "n": n, **self._batch}
+        if self._pg:  # recording is part of the claim
+            rows = self._prepared(self._step("claim", **{**self._outcomes(), **values}))
+        else:
+            rows = self._commit(self._step("claim", **values))
+        return [Claim(*row) for row in sorted(rows)]
 
     def take_back(self, delivery_id: int, now: datetime) -> bool:
         """In flight again: a delivery this worker gave back for a retry; False if another run
@@ -311,8 +378,8 @@ class Ledger:
 
     def finish(self, delivery_id: int, status: str, reply: str, now: datetime) -> None:
         """Note how a delivery ended (sent, failed, uncertain)."""
-        mine = {"delivery_id": delivery_id, "run_id": self._run_id}
-        self._noted.append(self._step("finish", **mine, status=status, reply=reply[:2000], now=now))
+        self._noted.append((delivery_id, status, reply[:2000]))
+        self._noted_at = now
 
     def bounce(
         self,
@@ -323,12 +390,15 @@ class Ledger:
         now: datetime,
         window: timedelta = BOUNCE_WINDOW,
     ) -> None:
-        """Note a permanent failure: the delivery fails and the reader is bounced after
-        max_bounces (each within ``window`` of the one before; see ``COUNT_BOUNCE``)."""
+        """A permanent failure, committed at once: the delivery fails and the reader is
+        bounced after max_bounces (each within ``window`` of the one before; see
+        ``COUNT_BOUNCE``)."""
         self.finish(delivery_id, "failed", reply, now)
         reader = {"subscriber_id": subscriber_id}
-        self._noted.append(self._step("bounces", **reader, now=now, stale_before=now - window))
-        self._noted.append(self._step("bounced", **reader, max_bounces=max_bounces))
+        self._commit(
+            self._step("bounces", **reader, now=now, stale_before=now - window),
+            self._step("bounced", **reader, max_bounces=max_bounces),
+        )
 
     def give_back(self, delivery_id: int, reply: str, now: datetime) -> None:
         """Pending again, with the reply that put it back, committed at once (nothing is held
@@ -337,7 +407,7 @@ class Ledger:
         self._commit(self._step("give_back", **mine, reply=reply[:2000], now=now))
 
     def flush(self, now: datetime, unclaimed: Sequence[int] = ()) -> None:
-        """Commit the noted outcomes, and give back ``unclaimed``: claimed deliveries the
+        """Record the noted outcomes, and give back ``unclaimed``: claimed deliveries the
         worker stopped before trying (pending again at ``now``)."""
         mine = {"run_id": self._run_id, "now": now}
         back = [self._step("unclaim", delivery_id=i, **mine) for i in unclaimed]
@@ -345,8 +415,33 @@ class Ledger:
             self._commit(*back)
 
 
+def ledger_statements(dialect: sa.Dialect, batch: bool) -> dict[str, _Compiled]:
+    """The statements of a ``Ledger``, by name, compiled for ``dialect``."""
+    pg = dialect.name == "postgresql"
+    statements = {
+        "claim": _claim(batch, recording=pg),
+        "record" if pg else "finish": _RECORD if pg else _FINISH,
+        "take_back": _TAKE_BACK,
+        "give_back": _GIVE_BACK,
+        "unclaim": _UNCLAIM,
+        "bounces": COUNT_BOUNCE,
+        "bounced": MARK_BOUNCED,
+        "hold_run": _HOLD_RUN,
+        "schema": _SCHEMA,
+    }
+    return {name: _Compiled(statement, dialect) for name, statement in statements.items()}
+
+
 class Deliveries(Database):
     """The send runs and the deliveries' rows."""
+
+    def __init__(self, engine: sa.Engine) -> None:
+        super().__init__(engine)
+        self._ledger_sql: dict[bool, dict[str, _Compiled]] = {}
+        """The ledgers' statements (with and without a batch), compiled once: compiling them
+        for each of a batch's connections was a tenth of a worker's time."""
+        self._run_key: int | None = None
+        """PostgreSQL: ``run_lock``'s key, once a ledger looked it up."""
 
     @contextmanager
     def send_run(self, now: datetime) -> Iterator[int]:
@@ -505,13 +600,16 @@ class Deliveries(Database):
         the run's liveness lock too, so the run is alive for others as long as it can record.
         With ``batch`` it claims that batch's deliveries only."""
         with self._database(), self.engine.connect() as db:
+            if (batch is not None) not in self._ledger_sql:
+                self._ledger_sql[batch is not None] = ledger_statements(db.dialect, bool(batch))
+            statements = self._ledger_sql[batch is not None]
             if self.engine.dialect.name != "postgresql":
-                yield Ledger(db, self._write_lock, run_id, batch)
+                yield Ledger(db, self._write_lock, run_id, batch, statements)
                 return
             try:
                 db.execution_options(isolation_level="AUTOCOMMIT")
-                ledger = Ledger(db, self._write_lock, run_id, batch)
-                ledger.hold_run()
+                ledger = Ledger(db, self._write_lock, run_id, batch, statements)
+                self._run_key = ledger.hold_run(self._run_key)
                 yield ledger
             finally:
                 release_session(db)
