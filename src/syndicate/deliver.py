@@ -129,9 +129,11 @@ class SmtpMailer:
             smtp: smtplib.SMTP
             if self.security == "tls":
                 context = self.tls_context or default_tls_context()
-                smtp = smtplib.SMTP_SSL(self.host, self.port, timeout=self.timeout, context=context)
+                smtp = smtplib.SMTP_SSL(
+                    self.host, self.port, ehlo_name(), timeout=self.timeout, context=context
+                )
             else:
-                smtp = smtplib.SMTP(self.host, self.port, timeout=self.timeout)
+                smtp = smtplib.SMTP(self.host, self.port, ehlo_name(), timeout=self.timeout)
             smtp.ehlo()
             if self.security == "starttls":
                 smtp.starttls(context=self.tls_context or default_tls_context())
@@ -153,6 +155,13 @@ class SmtpMailer:
             reply = f"cannot reach the SMTP server {self.host}:{self.port} ({exc})"
             raise TemporaryFailure(reply) from None
         return SmtpTransport(smtp, f"{self.host}:{self.port}")
+
+
+@cache
+def ehlo_name() -> str:
+    """This host's name as EHLO gives it (smtplib's own choice), looked up once per process:
+    the lookup took longer than a message, for every connection."""
+    return socket.getfqdn()
 
 
 @cache

@@ -190,12 +190,25 @@ class _Worker:
     def __init__(self, config: Config) -> None:
         self.config = config
         self._store: Store | None = None
+        self._pace: SharedPace | None = None
 
     @property
     def store(self) -> Store:
         if self._store is None:
             self._store = open_store(self.config.database_url)
         return self._store
+
+    @property
+    def pace(self) -> SharedPace:
+        """The relay's shared rate, for every batch of this process: the tokens one batch
+        took and left over go to the next (a new pace per batch cost each batch's
+        connections a take from the shared row before their first message)."""
+        if self._pace is None:
+            config = self.config
+            self._pace = SharedPace(
+                self.store, relay_name(config), config.smtp.rate, slow_down(config)
+            )
+        return self._pace
 
     def send(self, issue_id: int, batch_no: int) -> DeliveryCounts:
         """One batch, through a connection pool of its own (``smtp.pool_size``), at the
@@ -205,10 +218,7 @@ class _Worker:
         if cap is not None:
             relay = relay_name(self.config)
             mailer = CappedMailer(mailer, self.store, relay, cap, self.config.smtp.timeout)
-        pace = SharedPace(
-            self.store, relay_name(self.config), self.config.smtp.rate, slow_down(self.config)
-        )
-        context = BatchContext(self.config, self.store, mailer, datetime.now(UTC), pace=pace)
+        context = BatchContext(self.config, self.store, mailer, datetime.now(UTC), pace=self.pace)
         counts = DeliveryCounts()
         send_batch(context, (issue_id, batch_no), counts)
         logger.info(
