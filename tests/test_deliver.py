@@ -49,6 +49,26 @@ def test_every_reader_gets_one_message_and_a_rerun_sends_nothing(
     assert again.sent == 0 and inbox.counts() == everyone(12)
 
 
+def test_lines_that_begin_with_a_dot_arrive_as_written(store, any_smtp_server) -> None:
+    """Dot-stuffing (RFC 5321 4.5.2): a body line that begins with a dot, the first one and
+    one that is a dot alone included, is not taken for the end of data and arrives as it was."""
+    inbox, port = any_smtp_server
+    make_issue(store, add_readers(store, 2))
+    dotted = b".first\r\n..two\r\n.\r\nmiddle\r\n.\r\n.last"
+
+    def compose_dotted(issue, claim) -> bytes:
+        head = compose(issue, claim).split(b"\n\n", 1)[0].replace(b"\n", b"\r\n")
+        return head + b"\r\n\r\n" + (dotted if claim.email.startswith("reader0") else b"plain")
+
+    counts = deliver(store, mailer(port), compose_dotted, options(workers=1), NOW)
+    assert counts.sent == 2
+    bodies = {rcpt: raw.split(b"\r\n\r\n", 1)[1] for rcpt, raw in inbox.received}
+    assert bodies == {
+        "reader0@example.com": dotted + b"\r\n",
+        "reader1@example.com": b"plain\r\n",
+    }
+
+
 def test_the_same_content_is_never_issued_twice(store) -> None:
     readers = add_readers(store, 2)
     make_issue(store, readers)
