@@ -583,10 +583,11 @@ class _Run:
         """Set when a worker met a failure that stops them all."""
         self.fatal: list[BaseException] = []
         self.settled = 0
+        """Deliveries that ended this run (sent, failed, uncertain, skipped: not deferred)."""
+        self.workers = 0
+        """The run's workers (connections), once it knows what is pending."""
         self.unclaimed = 0
         """Deliveries pending at the start that no worker has claimed yet (about)."""
-        self.workers = 0
-        """Deliveries that ended this run (sent, failed, uncertain, skipped: not deferred)."""
         self.issues: dict[int, Issue] = {}
         self.senders: list[_Sender] = []
 

@@ -180,8 +180,8 @@ _GIVE_BACK = (
 _UNCLAIM = (
     sa.update(deliveries).where(_MINE).values(status="pending", updated_at=sa.bindparam("now"))
 )
-"""A claimed delivery the run stopped before trying: pending, as if never claimed (but for
-this run, as ``_GIVE_BACK``)."""
+"""A claimed delivery the run stopped before trying: pending, as if never claimed, but like
+``_GIVE_BACK``'s not taken again by this run."""
 
 _TAKE_BACK = (
     sa.update(deliveries)
