@@ -24,7 +24,7 @@ from sqlalchemy.dialects import postgresql
 from sqlalchemy.sql.compiler import SQLCompiler
 
 from .database import Database, database_error, inserted_id, release_session, utc
-from .locks import one_send_run, run_lock, run_lock_key
+from .locks import one_send_run, run_lock
 from .schema import deliveries, issues, send_runs, subscribers
 from .subscribers import BOUNCE_WINDOW, COUNT_BOUNCE, MARK_BOUNCED
 
@@ -113,13 +113,14 @@ def _of(batch: Batch | None) -> sa.ColumnElement[bool]:
     return sa.and_(deliveries.c.issue_id == batch[0], deliveries.c.batch_no == batch[1])
 
 
-_MINE = sa.and_(
-    deliveries.c.id == sa.bindparam("delivery_id"),
-    deliveries.c.status == "sending",
-    deliveries.c.run_id == sa.bindparam("run_id"),
+_IN_FLIGHT = sa.and_(
+    deliveries.c.status == "sending", deliveries.c.run_id == sa.bindparam("run_id")
 )
-"""A delivery this run has in flight: every mark is fenced by it, so the late mark of a run
-taken for dead (its rows settled by another) changes nothing."""
+"""In flight for this run: every mark is fenced by it, so the late mark of a run taken for
+dead (its rows settled by another) changes nothing."""
+
+_MINE = sa.and_(deliveries.c.id == sa.bindparam("delivery_id"), _IN_FLIGHT)
+"""The one delivery a mark is for, if this run has it in flight."""
 
 # Every try ends in one of these two (and counts as an attempt).
 _FINISH = (
@@ -149,11 +150,7 @@ _OUTCOMES = (
 )
 _RECORD = (
     sa.update(deliveries)
-    .where(
-        deliveries.c.id == _OUTCOMES.c.id,
-        deliveries.c.status == "sending",
-        deliveries.c.run_id == sa.bindparam("run_id"),
-    )
+    .where(deliveries.c.id == _OUTCOMES.c.id, _IN_FLIGHT)
     .values(
         status=_OUTCOMES.c.status,
         reply=_OUTCOMES.c.reply,
@@ -339,15 +336,10 @@ class Ledger:
         except self._errors as exc:
             raise database_error(exc, "postgresql" if self._pg else "sqlite") from exc
 
-    def hold_run(self, key: int | None) -> int:
-        """PostgreSQL: hold the run's liveness lock shared on this worker's session, so the run
-        is alive for others as long as this worker can record; ``key`` is ``run_lock``'s
-        (looked up when None), returned."""
-        if key is None:
-            (schema,) = self._commit(self._step("schema"))[0]
-            key = run_lock_key(schema)
+    def hold_run(self, key: int) -> None:
+        """PostgreSQL: hold the run's liveness lock (``key``: ``run_lock``'s) shared on this
+        worker's session, so the run is alive for others as long as this worker can record."""
         self._commit(self._step("hold_run", key=key, run_id=self._run_id))
-        return key
 
     def check_session(self) -> None:
         """PostgreSQL: raise DatabaseError if the server has ended this session (it says so
@@ -441,7 +433,7 @@ class Deliveries(Database):
         """The ledgers' statements (with and without a batch), compiled once: compiling them
         for each of a batch's connections was a tenth of a worker's time."""
         self._run_key: int | None = None
-        """PostgreSQL: ``run_lock``'s key, once a ledger looked it up."""
+        """PostgreSQL: ``run_lock``'s key, once the first ledger looked it up."""
 
     @contextmanager
     def send_run(self, now: datetime) -> Iterator[int]:
@@ -608,8 +600,10 @@ class Deliveries(Database):
                 return
             try:
                 db.execution_options(isolation_level="AUTOCOMMIT")
+                if self._run_key is None:  # autocommit: no transaction is left open
+                    self._run_key = run_lock(db)
                 ledger = Ledger(db, self._write_lock, run_id, batch, statements)
-                self._run_key = ledger.hold_run(self._run_key)
+                ledger.hold_run(self._run_key)
                 yield ledger
             finally:
                 release_session(db)
