@@ -9,8 +9,8 @@ Runs, each on a fresh schema with the same planned rows and the same composed me
    number of connections (``smtp.pool_size``) and micro-batches (``send.micro_batch``). It
    keeps the ledger's exactly-once protocol (rows claimed, marked ``sending`` before their
    messages are written, each reply committed with the next claim) and drops what
-   spreading a send adds: the jobs, a run and new connections per batch, the shared relay
-   bucket (a database round trip per message). Worker / bare is that overhead;
+   spreading a send adds: the jobs, a run per batch, the shared relay bucket (a database
+   round trip per block of tokens). Worker / bare is that overhead;
 3. where ``ip netns`` works (as root): two workers in two network namespaces, each joined to
    this one by a veth pair, that reach the sink and PostgreSQL over it, nothing else (the
    server listens on 127.0.0.1 only, so a TCP forwarder the bench runs carries it).
@@ -47,7 +47,7 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -273,11 +273,15 @@ poll_seconds = 0.5
 
 @contextmanager
 def bench_schema() -> Iterator[tuple[str, str]]:
-    """A fresh schema and the URL whose search path it is; dropped afterwards."""
+    """A fresh schema and the URL whose search path it is; dropped afterwards. A checkpoint
+    first, so that every run starts alike: one that the last run's writes (hundreds of MB of
+    WAL at full size) set off would otherwise fall inside the next."""
     schema = f"bench_{uuid.uuid4().hex[:10]}"
     admin = sa.create_engine(POSTGRES)
     with admin.begin() as db:
         db.execute(sa.text(f"CREATE SCHEMA {schema}"))
+    with suppress(sa.exc.DBAPIError), admin.connect() as db:  # a superuser's alone
+        db.execute(sa.text("CHECKPOINT"))
     try:
         yield schema, f"{POSTGRES}?options=-csearch_path%3D{schema}"
     finally:
