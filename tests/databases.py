@@ -53,10 +53,15 @@ def postgres_url() -> Iterator[str]:
 
 
 @pytest.fixture
-def scale_url(postgres_url: str) -> str:
-    """PostgreSQL with the scale-out engine installed (the optional extra syndicate[scale])."""
+def scale_extra() -> None:
+    """The scale-out engine installed (the optional extra syndicate[scale])."""
     try:
         import syndicate.scale  # noqa: F401
     except ImportError as exc:
         missing_real_part(f"procrastinate is not installed (pip install 'syndicate[scale]'): {exc}")
+
+
+@pytest.fixture
+def scale_url(postgres_url: str, scale_extra: None) -> str:
+    """PostgreSQL with the scale-out engine installed."""
     return postgres_url

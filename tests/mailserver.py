@@ -50,6 +50,10 @@ class Inbox:
     """Connections open now."""
     most_sessions: int = 0
     """The most connections open at once."""
+    opened: int = 0
+    """Connections opened, in all."""
+    servers: list[SMTP] = field(default_factory=list)
+    """The server's side of each open connection."""
     times: list[float] = field(default_factory=list)
     """When each message was taken (``time.monotonic``)."""
     idle: threading.Condition = field(default_factory=threading.Condition)
@@ -87,6 +91,19 @@ class Inbox:
         """Wait until every connection is closed (a killed sender's too)."""
         with self.idle:
             return self.idle.wait_for(lambda: self.sessions == 0, timeout)
+
+    def hang_up(self) -> None:
+        """Say 421 on every open connection and close it, as a relay does to an idle one."""
+        with self.idle:
+            servers = list(self.servers)
+        for server in servers:
+            server.loop.call_soon_threadsafe(self._hang_up, server)
+        self.wait_idle(10)
+
+    @staticmethod
+    def _hang_up(server: SMTP) -> None:
+        server.transport.write(b"421 4.4.2 idle too long, closing\r\n")
+        server.transport.close()
 
     def _next(self, stage: str, address: str) -> str | None:
         with self.lock:
@@ -147,7 +164,9 @@ class ScriptedSMTP(SMTP):
         inbox: Inbox = self.event_handler
         with inbox.idle:
             inbox.sessions += 1
+            inbox.opened += 1
             inbox.most_sessions = max(inbox.most_sessions, inbox.sessions)
+            inbox.servers.append(self)
         super().connection_made(transport)
 
     def connection_lost(self, error) -> None:
@@ -155,6 +174,7 @@ class ScriptedSMTP(SMTP):
         inbox: Inbox = self.event_handler
         with inbox.idle:
             inbox.sessions -= 1
+            inbox.servers.remove(self)
             inbox.idle.notify_all()
 
     async def _handle_client(self) -> None:

@@ -23,7 +23,7 @@ from click.testing import CliRunner
 from syndicate import send
 from syndicate.cli import main
 from syndicate.config import Config, load_config, parse_config
-from syndicate.deliver import SmtpMailer
+from syndicate.deliver import LostInFlight, PermanentFailure, SmtpMailer, Transport
 from syndicate.errors import ConfigError
 from syndicate.state import BATCH_SIZE, Store, open_store
 from syndicate.subscribers import ReaderRow
@@ -164,6 +164,8 @@ def test_a_batch_run_twice_and_concurrently_sends_each_message_once(
     for thread in runs:
         thread.join()
     again = workers[0].send(issue_id, batch_no)
+    for worker in workers:
+        worker.close()
     assert (again.sent, again.left) == (0, 0)
     ids = Counter(message["Message-ID"] for message in inbox.messages)
     assert len(ids) == 80 and set(ids.values()) == {1}
@@ -323,8 +325,10 @@ def test_a_zombie_worker_waking_after_its_batch_was_retried_sends_nothing_twice(
 
 def test_three_workers_share_the_relay_rate(tmp_path: Path, scale_url: str, smtp_server) -> None:
     """Test 6: a relay rate of 200/s with three workers: the server sees at most 220 messages
-    in any second, and the send takes as long as the rate says."""
+    in any second, and the send takes as long as the rate says. Each worker's two
+    connections carry over from batch to batch (14 batches, 6 connections opened)."""
     inbox, port = smtp_server
+    before = inbox.opened
     path = _write_config(tmp_path, scale_url, port)
     path.write_text(path.read_text().replace("rate = 10000", "rate = 200"))
     config = load_config(path)
@@ -341,6 +345,7 @@ def test_three_workers_share_the_relay_rate(tmp_path: Path, scale_url: str, smtp
     busiest = max(bisect.bisect_right(times, t + 1.0) - i for i, t in enumerate(times))
     assert busiest <= 220
     assert times[-1] - times[0] >= (readers - 20) / 200 - 0.1
+    assert inbox.opened - before <= 3 * 2
     store.close()
 
 
@@ -348,7 +353,7 @@ def test_three_workers_never_open_more_connections_than_the_cap(
     tmp_path: Path, scale_url: str, smtp_server
 ) -> None:
     """Test 7: a connection cap of 4 with three workers, each sending two batches at once
-    through two connections each (12 wanted): the server never sees more than 4 sessions."""
+    through its two connections (6 wanted): the server never sees more than 4 sessions."""
     inbox, port = smtp_server
     path = _write_config(tmp_path, scale_url, port)
     path.write_text(path.read_text() + "max_connections = 4\n")
@@ -365,6 +370,102 @@ def test_three_workers_never_open_more_connections_than_the_cap(
     assert inbox.most_sessions == 4
     assert len({m["Message-ID"] for m in inbox.messages}) == len(inbox.messages) == readers
     store.close()
+
+
+def _kept(port: int, size: int = 2, keep: float = 60) -> Any:
+    """A worker's connections to the test server (``scale.KeptConnections``)."""
+    return scale.KeptConnections(SmtpMailer("127.0.0.1", port, timeout=5), size, keep)
+
+
+def _send(connection: Transport, n: int) -> str:
+    message = f"Message-ID: <kept.{n}@news.example.org>\r\nSubject: {n}\r\n\r\nText\r\n"
+    return connection.send("digest@news.example.org", f"reader{n}@example.com", message.encode())
+
+
+def test_a_workers_connections_carry_over_from_one_batch_to_the_next(
+    smtp_server, scale_extra: None
+) -> None:
+    """Three batches through two connections open two; one the relay hung up on while idle
+    is replaced by a new one, without a failure."""
+    inbox, port = smtp_server
+    kept, before = _kept(port), inbox.opened  # the server's own check when it started
+    for batch in range(3):
+        connections = [kept.open() for _ in range(2)]
+        for n, connection in enumerate(connections):
+            _send(connection, 2 * batch + n)
+        for connection in connections:
+            connection.close()
+    assert inbox.opened - before == 2 and len(inbox.received) == 6 and inbox.sessions == 2
+    inbox.hang_up()
+    connection = kept.open()
+    assert _send(connection, 6).startswith("250")
+    connection.close()
+    assert inbox.opened - before == 3 and len(inbox.received) == 7
+    kept.close_idle()
+    assert inbox.wait_idle(5)
+
+
+def test_a_connection_left_in_doubt_is_closed_and_a_refusal_keeps_it(
+    smtp_server, scale_extra: None
+) -> None:
+    """A recipient refused leaves the connection as it was (kept); a connection lost after
+    the end of data is in an unknown state (closed: the next batch gets a new one)."""
+    inbox, port = smtp_server
+    inbox.script[("rcpt", "reader1@example.com")] = ["550 5.1.1 no such reader"]
+    inbox.script[("accepted", "reader2@example.com")] = ["DROP"]
+    kept, before = _kept(port, size=1), inbox.opened
+    connection = kept.open()
+    with pytest.raises(PermanentFailure):
+        _send(connection, 1)
+    connection.close()
+    connection = kept.open()
+    with pytest.raises(LostInFlight):
+        _send(connection, 2)
+    connection.close()
+    assert inbox.opened - before == 1
+    connection = kept.open()
+    _send(connection, 3)
+    connection.close()
+    assert inbox.opened - before == 2 and list(inbox.counts()) == [
+        "reader2@example.com",
+        "reader3@example.com",
+    ]
+    kept.close_idle()
+
+
+def test_a_worker_opens_no_more_connections_than_its_pool(smtp_server, scale_extra: None) -> None:
+    """The batches a worker runs at once share its ``smtp.pool_size`` connections: a third
+    asked of two waits until one is handed back, and gets that one."""
+    inbox, port = smtp_server
+    kept, before = _kept(port), inbox.opened
+    held = [kept.open(), kept.open()]
+    got: list[Transport] = []
+    waiting = threading.Thread(target=lambda: got.append(kept.open()))
+    waiting.start()
+    waiting.join(0.5)
+    assert waiting.is_alive() and not got
+    _send(held[0], 0)
+    held[0].close()
+    waiting.join(5)
+    assert got and inbox.opened - before == 2
+    _send(got[0], 1)
+    for connection in (got[0], held[1]):
+        connection.close()
+    kept.close_idle()
+
+
+def test_idle_connections_close_after_the_keep_time(smtp_server, scale_extra: None) -> None:
+    """Kept ``keep`` seconds, then QUIT; with no keep time (a relay whose connections are
+    capped across workers: each holds a slot), closed as soon as a batch is done with it."""
+    inbox, port = smtp_server
+    for keep in (0.5, 0):
+        kept = _kept(port, keep=keep)
+        connection = kept.open()
+        _send(connection, 0)
+        connection.close()
+        if keep:
+            assert inbox.sessions == 1
+        assert inbox.wait_idle(keep + 1)
 
 
 def _in_flight_pids(store: Store) -> set[int]:

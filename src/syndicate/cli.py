@@ -885,7 +885,7 @@ def send(
     type=click.IntRange(1, 64),
     default=1,
     show_default=True,
-    help="Batches sent at once by this process (each through smtp.pool_size connections).",
+    help="Batches in progress at once in this process (sharing its smtp.pool_size connections).",
 )
 def worker(config: Config, concurrency: int) -> None:
     """Send the batches that `send` planned, with send.engine = "procrastinate": run one per

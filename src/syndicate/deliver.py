@@ -74,6 +74,11 @@ class Transport(Protocol):
 
     def close(self) -> None: ...
 
+    def usable(self) -> bool:
+        """Whether an idle connection can take another message (kept from one batch to the
+        next, the server may have closed it meanwhile)."""
+        ...
+
 
 class Mailer(Protocol):
     """Where messages go: opens one transport per worker."""
@@ -324,6 +329,12 @@ class SmtpTransport:
             raise DeliveryError(f"the server refuses the sender address: {reply}")
         raise PermanentFailure(reply)
 
+    def usable(self) -> bool:
+        """Connected, between messages, and nothing from the server since its last reply: an
+        idle connection it timed out has its 421 or its close waiting to be read."""
+        sock = self.smtp.sock
+        return sock is not None and not self._in_data and not select.select([sock], [], [], 0)[0]
+
     def close(self) -> None:
         """QUIT, or, in the middle of the data, drop the connection: the server then discards
         the message whose end it never saw."""
@@ -366,6 +377,9 @@ class MaildirMailer:
                 self._box = mailbox.Maildir(self.path, create=True)
             key = self._box.add(message)
         return f"250 stored in {self.path} as {key}"
+
+    def usable(self) -> bool:
+        return True
 
     def close(self) -> None:
         pass

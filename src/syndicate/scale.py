@@ -34,6 +34,7 @@ from .deliver import (
     DeliveryCounts,
     Mailer,
     Pause,
+    PermanentFailure,
     SlowDown,
     TemporaryFailure,
     Transport,
@@ -165,6 +166,120 @@ class CappedMailer:
             raise
 
 
+KEEP_SECONDS = 2.0
+"""How long a worker keeps an idle connection to the relay open: long enough to carry it from
+one batch to the next, short enough not to hold the relay's session long after the last."""
+
+
+class KeptConnections:
+    """A worker process's connections to the relay, at most ``size`` (``smtp.pool_size``),
+    shared by the batches it runs and kept open from one to the next for ``keep`` seconds.
+
+    A new connection for each of a batch's connections cost a TCP handshake, a greeting and
+    an EHLO (and, to a real relay, TLS and a login) every few hundred messages. A batch that
+    starts while another still sends waits for its connections, so a process with
+    ``--concurrency 2`` has a batch's setup overlap the last one's sending without opening
+    more. A connection a failure left in doubt is closed, not kept (``_Kept``); so is one
+    idle for ``keep`` seconds, or closed by the server meanwhile.
+    """
+
+    def __init__(self, mailer: Mailer, size: int, keep: float) -> None:
+        self.mailer = mailer
+        self.size = size
+        self.keep = keep
+        self.changed = threading.Condition()
+        self.idle: list[tuple[float, Transport]] = []
+        """The kept connections no batch uses, with when each was handed back."""
+        self.in_use = 0
+        self.reaper: threading.Thread | None = None
+
+    def open(self) -> Transport:
+        """A kept connection if one is idle and usable, else a new one; waits while ``size``
+        are in use."""
+        with self.changed:
+            while self.in_use >= self.size:
+                self.changed.wait()
+            self.in_use += 1
+            kept = self.idle.pop()[1] if self.idle else None
+        try:
+            if kept is not None and kept.usable():
+                return _Kept(self, kept)
+            if kept is not None:
+                kept.close()
+            return _Kept(self, self.mailer.open())
+        except BaseException:
+            self._handed_back(None)
+            raise
+
+    def _handed_back(self, transport: Transport | None) -> None:
+        """A batch is done with a connection (None: it was closed)."""
+        if transport is not None and not self.keep:
+            transport.close()
+            transport = None
+        with self.changed:
+            self.in_use -= 1
+            if transport is not None:
+                self.idle.append((time.monotonic(), transport))
+                if self.reaper is None:
+                    self.reaper = threading.Thread(target=self._reap, daemon=True)
+                    self.reaper.start()
+            self.changed.notify()
+
+    def _reap(self) -> None:
+        """Close the connections idle for ``keep`` seconds, for the process's life."""
+        while True:
+            time.sleep(self.keep / 4)
+            self.close_idle(time.monotonic() - self.keep)
+
+    def close_idle(self, before: float = float("inf")) -> None:
+        """Close the idle connections handed back before ``before`` (by default, all)."""
+        with self.changed:
+            old = [transport for since, transport in self.idle if since < before]
+            self.idle = [(since, t) for since, t in self.idle if since >= before]
+        for transport in old:
+            transport.close()
+
+
+class _Kept:
+    """A kept connection as one batch's worker uses it: handed back on ``close`` unless a
+    failure left it in doubt (anything but a refusal of one message)."""
+
+    def __init__(self, kept: KeptConnections, transport: Transport) -> None:
+        self.kept = kept
+        self.transport: Transport | None = transport
+        self.in_doubt = False
+
+    def send(
+        self, sender: str, recipient: str, message: bytes, ending: Callable[[], None] = _nothing
+    ) -> str:
+        assert self.transport is not None, "sent through after close"
+        try:
+            return self.transport.send(sender, recipient, message, ending)
+        except PermanentFailure:
+            raise  # refused, and the server reset for the next one
+        except TemporaryFailure as exc:
+            self.in_doubt = exc.reconnect
+            raise
+        except BaseException:
+            self.in_doubt = True
+            raise
+
+    def usable(self) -> bool:
+        return self.transport is not None and not self.in_doubt and self.transport.usable()
+
+    def close(self) -> None:
+        transport, self.transport = self.transport, None
+        if transport is None:
+            return
+        if self.in_doubt:
+            try:
+                transport.close()
+            finally:
+                self.kept._handed_back(None)
+        else:
+            self.kept._handed_back(transport)
+
+
 class _SlotTransport:
     """A connection and the session that holds its slot, closed together."""
 
@@ -177,6 +292,9 @@ class _SlotTransport:
     ) -> str:
         return self.transport.send(sender, recipient, message, ending)
 
+    def usable(self) -> bool:
+        return self.transport.usable()
+
     def close(self) -> None:
         try:
             self.transport.close()
@@ -185,40 +303,45 @@ class _SlotTransport:
 
 
 class _Worker:
-    """What one worker process keeps between jobs: its store (the engine's pool)."""
+    """What one worker process keeps between jobs, made at its first: its store (the
+    engine's pool), the relay's shared pace (the tokens one batch took and left over go to
+    the next) and its connections to the relay (``KeptConnections``)."""
 
     def __init__(self, config: Config) -> None:
         self.config = config
+        self._lock = threading.Lock()
+        """The jobs of a process with ``--concurrency`` above 1 start on threads of their own."""
         self._store: Store | None = None
-        self._pace: SharedPace | None = None
+        self._sending: tuple[SharedPace, KeptConnections] | None = None
 
     @property
     def store(self) -> Store:
-        if self._store is None:
-            self._store = open_store(self.config.database_url)
-        return self._store
+        with self._lock:
+            if self._store is None:
+                self._store = open_store(self.config.database_url)
+            return self._store
 
-    @property
-    def pace(self) -> SharedPace:
-        """The relay's shared rate, for every batch of this process: the tokens one batch
-        took and left over go to the next (a new pace per batch cost each batch's
-        connections a take from the shared row before their first message)."""
-        if self._pace is None:
-            config = self.config
-            self._pace = SharedPace(
-                self.store, relay_name(config), config.smtp.rate, slow_down(config)
-            )
-        return self._pace
+    def _senders(self) -> tuple[SharedPace, KeptConnections]:
+        store, config = self.store, self.config
+        with self._lock:
+            if self._sending is None:
+                relay = relay_name(config)
+                pace = SharedPace(store, relay, config.smtp.rate, slow_down(config))
+                mailer: Mailer = open_mailer(config)
+                keep, cap = KEEP_SECONDS, config.send.max_connections
+                if cap is not None:  # each holds a slot another worker may be waiting for
+                    mailer = CappedMailer(mailer, store, relay, cap, config.smtp.timeout)
+                    keep = 0
+                connections = KeptConnections(mailer, config.smtp.pool_size, keep)
+                self._sending = pace, connections
+            return self._sending
 
     def send(self, issue_id: int, batch_no: int) -> DeliveryCounts:
-        """One batch, through a connection pool of its own (``smtp.pool_size``), at the
-        relay's rate shared by every worker."""
-        mailer: Mailer = open_mailer(self.config)
-        cap = self.config.send.max_connections
-        if cap is not None:
-            relay = relay_name(self.config)
-            mailer = CappedMailer(mailer, self.store, relay, cap, self.config.smtp.timeout)
-        context = BatchContext(self.config, self.store, mailer, datetime.now(UTC), pace=self.pace)
+        """One batch, through the process's connections, at the relay's rate shared by every
+        worker."""
+        pace, connections = self._senders()
+        now = datetime.now(UTC)
+        context = BatchContext(self.config, self.store, connections, now, pace=pace)
         counts = DeliveryCounts()
         send_batch(context, (issue_id, batch_no), counts)
         logger.info(
@@ -232,8 +355,15 @@ class _Worker:
         )
         return counts
 
+    def close(self) -> None:
+        """Once its jobs have ended: QUIT to the kept connections, the store's pool closed."""
+        if self._sending is not None:
+            self._sending[1].close_idle()
+        if self._store is not None:
+            self._store.close()
 
-def make_app(config: Config) -> procrastinate.App:
+
+def make_app(config: Config, worker: _Worker | None = None) -> procrastinate.App:
     """The Procrastinate app on the state database, with the send and maintenance tasks.
 
     The send jobs have no ``lock`` and no ``queueing_lock``: Procrastinate's stalled-job
@@ -243,7 +373,7 @@ def make_app(config: Config) -> procrastinate.App:
     app = procrastinate.App(
         connector=procrastinate.PsycopgConnector(conninfo=conninfo(config.database_url))
     )
-    worker = _Worker(config)
+    worker = worker or _Worker(config)
 
     @app.task(name=SEND_BATCH, queue=SEND_QUEUE)
     def send_batch_job(issue_id: int, batch_no: int) -> None:
@@ -395,7 +525,7 @@ class ProcrastinateDispatcher:
 
 
 def run_worker(config: Config, concurrency: int) -> None:
-    """A worker process: runs send jobs (``concurrency`` at once, each with up to
+    """A worker process: runs send jobs (``concurrency`` at once, sharing the process's
     ``smtp.pool_size`` connections) until SIGTERM or SIGINT, then lets the running ones end.
     Finished jobs are deleted (``delete_jobs="successful"``, procrastinate#1454): the ledger
     keeps the record."""
@@ -405,12 +535,16 @@ def run_worker(config: Config, concurrency: int) -> None:
             ensure_schema(db)
     finally:
         engine.dispose()
-    make_app(config).run_worker(
-        queues=[SEND_QUEUE, MAINTENANCE_QUEUE],
-        concurrency=concurrency,
-        delete_jobs="successful",
-        fetch_job_polling_interval=config.send.poll_seconds,
-        update_heartbeat_interval=config.send.heartbeat_seconds,
-        stalled_worker_timeout=config.send.stalled_seconds,
-        shutdown_graceful_timeout=config.smtp.timeout + 5,
-    )
+    worker = _Worker(config)
+    try:
+        make_app(config, worker).run_worker(
+            queues=[SEND_QUEUE, MAINTENANCE_QUEUE],
+            concurrency=concurrency,
+            delete_jobs="successful",
+            fetch_job_polling_interval=config.send.poll_seconds,
+            update_heartbeat_interval=config.send.heartbeat_seconds,
+            stalled_worker_timeout=config.send.stalled_seconds,
+            shutdown_graceful_timeout=config.smtp.timeout + 5,
+        )
+    finally:
+        worker.close()
