@@ -181,7 +181,12 @@ def _reply(code: int, text: bytes | str) -> str:
     return f"{code} {' '.join(text.split())}"
 
 
-_LEADING_DOT = re.compile(rb"(?m)^\.")
+def _dot_stuffed(message: bytes) -> bytes:
+    """Each line that begins with a dot, with one more (RFC 5321 4.5.2), so that none reads as
+    the end of data. A digest has such lines in every message (a quoted-printable line break
+    before a full stop): a plain replace, not a regex, which was a fifth of a worker's time."""
+    stuffed = message.replace(b"\n.", b"\n..")
+    return b"." + stuffed if stuffed.startswith(b".") else stuffed
 
 
 class SmtpTransport:
@@ -211,9 +216,7 @@ class SmtpTransport:
         mail_from, rcpt_to, utf8 = self._envelope(sender, recipient)
         try:
             self._begin_data(mail_from, rcpt_to, utf8)
-            body = message
-            if body.startswith(b".") or b"\n." in body:  # rare; looking costs a tenth of it
-                body = _LEADING_DOT.sub(b"..", body)
+            body = _dot_stuffed(message)
             if not body.endswith(b"\r\n"):
                 body += b"\r\n"
             self._write(body)
