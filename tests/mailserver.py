@@ -92,13 +92,14 @@ class Inbox:
         with self.idle:
             return self.idle.wait_for(lambda: self.sessions == 0, timeout)
 
-    def hang_up(self) -> None:
-        """Say 421 on every open connection and close it, as a relay does to an idle one."""
+    def hang_up(self) -> bool:
+        """Say 421 on every open connection and close it, as a relay does to an idle one;
+        whether every one is closed within 10 s."""
         with self.idle:
             servers = list(self.servers)
         for server in servers:
             server.loop.call_soon_threadsafe(self._hang_up, server)
-        self.wait_idle(10)
+        return self.wait_idle(10)
 
     @staticmethod
     def _hang_up(server: SMTP) -> None:

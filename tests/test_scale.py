@@ -28,7 +28,7 @@ from syndicate.errors import ConfigError
 from syndicate.state import BATCH_SIZE, Store, open_store
 from syndicate.subscribers import ReaderRow
 from tests.conftest import ARTICLES, ROOT
-from tests.sending import NOW
+from tests.sending import NOW, mailer
 
 try:
     from syndicate import scale
@@ -374,7 +374,7 @@ def test_three_workers_never_open_more_connections_than_the_cap(
 
 def _kept(port: int, size: int = 2, keep: float = 60) -> Any:
     """A worker's connections to the test server (``scale.KeptConnections``)."""
-    return scale.KeptConnections(SmtpMailer("127.0.0.1", port, timeout=5), size, keep)
+    return scale.KeptConnections(mailer(port), size, keep)
 
 
 def _send(connection: Transport, n: int) -> str:
@@ -396,7 +396,7 @@ def test_a_workers_connections_carry_over_from_one_batch_to_the_next(
         for connection in connections:
             connection.close()
     assert inbox.opened - before == 2 and len(inbox.received) == 6 and inbox.sessions == 2
-    inbox.hang_up()
+    assert inbox.hang_up()
     connection = kept.open()
     assert _send(connection, 6).startswith("250")
     connection.close()
