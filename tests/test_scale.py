@@ -24,8 +24,9 @@ from syndicate import send
 from syndicate.cli import main
 from syndicate.config import Config, load_config, parse_config
 from syndicate.deliver import LostInFlight, PermanentFailure, SmtpMailer, Transport
-from syndicate.errors import ConfigError
+from syndicate.errors import ConfigError, DeliveryError
 from syndicate.state import BATCH_SIZE, Store, open_store
+from syndicate.state.locks import run_lock
 from syndicate.subscribers import ReaderRow
 from tests.conftest import ARTICLES, ROOT
 from tests.sending import NOW, mailer
@@ -173,6 +174,98 @@ def test_a_batch_run_twice_and_concurrently_sends_each_message_once(
     store.close()
 
 
+def _planned(tmp_path: Path, url: str, port: int, readers: int) -> tuple[Any, list[Any]]:
+    """A worker, and the batches (of 10) of an issue planned for ``readers``."""
+    config = scale_config(tmp_path, url, port, batch_size=10)
+    store = open_store(url)
+    add_readers(store, readers)
+    send.send_due(config, NOW)
+    batches = [(job["issue_id"], job["batch_no"]) for job in jobs(store)]
+    store.close()
+    return scale._Worker(config), batches
+
+
+def _runs(url: str) -> list[Any]:
+    """The send runs, and the sessions holding each alive (its advisory lock)."""
+    query = """
+        SELECT r.id, r.finished_at,
+               (SELECT count(*) FROM pg_locks l
+                 WHERE l.locktype = 'advisory' AND l.classid::bigint = :key
+                   AND l.objid::bigint = r.id AND l.objsubid = 2) AS holders
+          FROM send_runs r ORDER BY r.id
+    """
+    engine = sa.create_engine(url)
+    with engine.connect() as db:
+        key = run_lock(db) & 0xFFFFFFFF  # as the oid pg_locks shows it
+        runs = db.execute(sa.text(query), {"key": key}).all()
+    engine.dispose()
+    return runs
+
+
+def test_a_workers_senders_take_up_batch_after_batch_in_one_run(
+    tmp_path: Path, scale_url: str, smtp_server
+) -> None:
+    """Two batches in progress at once, then three more, are sent by the worker's
+    ``smtp.pool_size`` threads as one run, whose sessions do not grow with the batches; the
+    run ends with the worker."""
+    inbox, port = smtp_server
+    worker, batches = _planned(tmp_path, scale_url, port, 50)
+    assert len(batches) == 5
+    both = [threading.Thread(target=worker.send, args=batch) for batch in batches[:2]]
+    for thread in both:
+        thread.start()
+    for thread in both:
+        thread.join()
+    counts = [worker.send(*batch) for batch in batches[2:]]
+    assert [(c.sent, c.left) for c in counts] == [(10, 0)] * 3
+    ((run_id, finished, holders),) = _runs(scale_url)
+    assert finished is None and 2 <= holders <= worker.config.smtp.pool_size + 1
+    worker.close()
+    ((ended, finished, holders),) = _runs(scale_url)
+    assert ended == run_id and finished is not None and holders == 0
+    ids = Counter(message["Message-ID"] for message in inbox.messages)
+    assert len(ids) == 50 and set(ids.values()) == {1}
+
+
+def test_what_a_batch_gave_back_is_taken_by_its_next_run_on_the_same_senders(
+    tmp_path: Path, scale_url: str, smtp_server
+) -> None:
+    """A reader the relay keeps deferring past ``smtp.retries`` is left pending by the
+    batch, and sent by the batch's retry on the same worker: the same run, a later now."""
+    inbox, port = smtp_server
+    worker, (batch,) = _planned(tmp_path, scale_url, port, 10)
+    deferred = "reader3@example.com"
+    inbox.script[("rcpt", deferred)] = ["451 4.3.0 try again later"] * (
+        worker.config.smtp.retries + 1
+    )
+    first = worker.send(*batch)
+    assert (first.sent, first.left) == (9, 1) and deferred not in inbox.counts()
+    again = worker.send(*batch)
+    worker.close()
+    assert (again.sent, again.left) == (1, 0) and inbox.counts()[deferred] == 1
+    assert len(_runs(scale_url)) == 1
+
+
+def test_a_failed_batch_retires_the_senders_and_ends_their_run(
+    tmp_path: Path, scale_url: str, smtp_server
+) -> None:
+    """The relay refusing the sender stops the batch (what it claimed is pending again) and
+    retires the worker's senders: their run ends, so what it left in flight could be settled,
+    and the batch's retry is sent by new ones."""
+    inbox, port = smtp_server
+    worker, (batch, *_) = _planned(tmp_path, scale_url, port, 20)
+    inbox.script[("mail", "")] = ["553 5.7.1 sender not allowed"] * 10
+    with pytest.raises(DeliveryError, match="refuses the sender"):
+        worker.send(*batch)
+    assert _until(lambda: _runs(scale_url)[0].finished_at is not None, 10)
+    assert _runs(scale_url)[0].holders == 0
+    inbox.script.clear()
+    again = worker.send(*batch)
+    worker.close()
+    assert (again.sent, again.left) == (10, 0) and len(inbox.received) == 10
+    assert len(_runs(scale_url)) == 2
+
+
 class _Plan(send.LocalDispatcher):
     """A dispatcher whose planning is the given function."""
 
@@ -185,7 +278,7 @@ def _no_mail() -> SmtpMailer:
     return SmtpMailer("127.0.0.1", 9)
 
 
-def _worker(config_file: Path, concurrency: int = 1) -> subprocess.Popen:
+def _worker(config_file: Path, concurrency: int = 2) -> subprocess.Popen:
     command = [sys.executable, "-m", "syndicate", "--config", str(config_file), "worker"]
     return subprocess.Popen(
         [*command, "--concurrency", str(concurrency)],

@@ -74,7 +74,7 @@ def test_a_job_left_doing_by_a_pruned_worker_is_run_again(
     dead, busy = "reader10@example.com", "reader60@example.com"  # in batches 0 and 1
     inbox.script[("data", dead)] = ["HOLD"]
     inbox.script[("data", busy)] = ["HOLD"]
-    workers = [_worker(path)]
+    workers = [_worker(path, concurrency=1)]  # one batch in doing at a time
     try:
         assert inbox.holding.wait(15)
         ((batch, victim),) = _doing(store).items()
@@ -83,7 +83,7 @@ def test_a_job_left_doing_by_a_pruned_worker_is_run_again(
         workers[0].wait()
         stalled = config.send.stalled_seconds
         assert _until(lambda: _silent_for(store, victim) > stalled, 15)
-        workers.append(_worker(path))  # the restart: it prunes silent workers as it starts
+        workers.append(_worker(path, concurrency=1))  # it prunes silent workers as it starts
         assert _until(lambda: busy in inbox.counts(), 15)  # it holds batch 1 now
         (fresh,) = _workers(store)
         assert fresh != victim  # the victim's row is gone ...

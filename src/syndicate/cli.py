@@ -883,9 +883,10 @@ def send(
 @click.option(
     "--concurrency",
     type=click.IntRange(1, 64),
-    default=1,
+    default=2,
     show_default=True,
-    help="Batches in progress at once in this process (sharing its smtp.pool_size connections).",
+    help="Batches in progress at once in this process: the next is set up while one is sent,"
+    " by the process's smtp.pool_size senders and connections.",
 )
 def worker(config: Config, concurrency: int) -> None:
     """Send the batches that `send` planned, with send.engine = "procrastinate": run one per

@@ -7,6 +7,7 @@ builds a message itself; a ``compose`` callable turns (issue, claim) into bytes.
 
 from __future__ import annotations
 
+import logging
 import mailbox
 import re
 import select
@@ -17,6 +18,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from email.utils import parseaddr
@@ -29,6 +31,8 @@ from .errors import DatabaseError, DeliveryError
 from .state import Batch, Claim, Issue, Ledger, Store
 from .state.subscribers import BOUNCE_WINDOW
 from .subscribers import smtp_address
+
+logger = logging.getLogger(__name__)
 
 
 class TemporaryFailure(Exception):
@@ -553,9 +557,11 @@ def deliver(
     counts: DeliveryCounts | None = None,
     stop: threading.Event | None = None,
     batch: Batch | None = None,
+    standing: Senders | None = None,
 ) -> DeliveryCounts:
     """Send every pending delivery (with ``batch``: that batch's), each recorded right after
-    the server's answer.
+    the server's answer; with ``standing``, on those senders (a worker process's), not on
+    threads of this call's own.
 
     Deliveries left in flight by a run that died (their end of data was written) are marked
     uncertain first, never resent. ``progress`` hears the outcome of each delivery; ``counts``
@@ -566,7 +572,8 @@ def deliver(
     how many were sent and how many are left for the next run, which are kept pending.
     """
     counts = DeliveryCounts() if counts is None else counts
-    return _Run(store, mailer, compose, options, now, progress, counts, stop, batch).go()
+    run = _Run(store, mailer, compose, options, now, progress, counts, stop, batch)
+    return run.go(standing)
 
 
 class _Run:
@@ -608,30 +615,41 @@ class _Run:
         self.issues: dict[int, Issue] = {}
         self.senders: list[_Sender] = []
 
-    def go(self) -> DeliveryCounts:
+    def go(self, standing: Senders | None = None) -> DeliveryCounts:
+        """Send the run's deliveries on threads of its own, or (``standing``) on a worker
+        process's standing senders, as part of their run."""
         store, now, counts = self.store, self.now, self.counts
-        pending = workers = 0
+        pending = 0
         try:
-            with store.send_run(now) as run_id:
+            with ExitStack() as stack:
+                if standing is not None:
+                    run_id = standing.run_id(now)
+                else:
+                    run_id = stack.enter_context(store.send_run(now))
                 counts.uncertain += store.mark_lost(run_id, now, self.batch)
                 counts.skipped += store.skip_inactive(now, self.batch)
                 pending = store.pending_count(now, self.batch)
                 if self.progress is not None:
                     self.progress.start(pending)
-                self.workers = workers = min(self.options.workers, pending)
+                self.workers = min(self.options.workers, pending)
                 self.unclaimed = pending
-                threads = [
-                    threading.Thread(target=self.work, args=(run_id,)) for _ in range(workers)
-                ]
-                for thread in threads:
-                    thread.start()
-                for thread in threads:
-                    thread.join()
+                if standing is not None:
+                    if pending:
+                        standing.send(self)
+                else:
+                    threads = [
+                        threading.Thread(target=self.work, args=(run_id,))
+                        for _ in range(self.workers)
+                    ]
+                    for thread in threads:
+                        thread.start()
+                    for thread in threads:
+                        thread.join()
         except DatabaseError as exc:  # before the workers started, or after they ended
             self.fatal.append(exc)
-        return self._ended(pending, workers)
+        return self._ended(pending)
 
-    def _ended(self, pending: int, workers: int) -> DeliveryCounts:
+    def _ended(self, pending: int) -> DeliveryCounts:
         """The counts, or the failure that stopped the run, saying what it kept."""
         counts = self.counts
         counts.stopped = self.stop is not None and self.stop.is_set()
@@ -645,40 +663,52 @@ class _Run:
                 raise type(first)(f"{first}; {kept}") from first
             raise first
         unreachable = [sender.unreachable for sender in self.senders if sender.unreachable]
-        if workers and len(unreachable) == workers:  # no worker could connect any more
+        if self.senders and len(unreachable) == len(self.senders):  # none could connect
             raise DeliveryError(f"{unreachable[0]}; {kept}")
         return counts
 
     def work(self, run_id: int) -> None:
         """One worker: its own connection to the server and to the database, for the run."""
+        try:
+            with self.store.ledger(run_id, self.batch) as ledger:
+                self.work_with(ledger)
+        except BaseException as exc:  # the ledger's session could not be had or given back
+            self.failed(exc)
+
+    def work_with(self, ledger: Ledger) -> bool:
+        """Send through ``ledger`` until nothing is left to claim or the run stops (True), or
+        this worker cannot reach the server (False: the others may still)."""
         sender = _Sender(self)
         with self.lock:
             self.senders.append(sender)
         claimed: deque[Claim] = deque()
         try:
-            with self.store.ledger(run_id, self.batch) as ledger:
-                try:
-                    # Wait for the slot and the connection first, then claim: nothing is in
-                    # flight while the worker waits for either before a micro-batch.
-                    while not self.stopping() and self.pacer.wait(self.pause):
-                        if sender.transport is None and not sender.reconnect():
-                            break
+            try:
+                # Wait for the slot and the connection first, then claim: nothing is in
+                # flight while the worker waits for either before a micro-batch.
+                while not self.stopping() and self.pacer.wait(self.pause):
+                    if sender.transport is None and not sender.reconnect():
+                        break
+                    if not claimed:
+                        claimed.extend(ledger.claim(self.now, self.claim_size()))
+                        self.claimed(len(claimed))
                         if not claimed:
-                            claimed.extend(ledger.claim(self.now, self.claim_size()))
-                            self.claimed(len(claimed))
-                            if not claimed:
-                                break
-                        ledger.check_session()
-                        sender.send(ledger, claimed.popleft())
-                finally:  # what it stopped before trying is pending again
-                    ledger.flush(self.now, [claim.id for claim in claimed])
+                            break
+                    ledger.check_session()
+                    sender.send(ledger, claimed.popleft())
+            finally:  # what it stopped before trying is pending again
+                ledger.flush(self.now, [claim.id for claim in claimed])
         except BaseException as exc:
-            # The database gone, the server refusing us, a bug: every worker stops. The rows
-            # left in flight are settled at the next run, never resent blindly.
-            self.fatal.append(exc)
-            self.halt.set()
+            self.failed(exc)
         finally:
             sender.close()
+        return not sender.unreachable
+
+    def failed(self, exc: BaseException) -> None:
+        """The database gone, the server refusing us, a bug: every worker stops. The rows
+        left in flight are settled at the next run, never resent blindly."""
+        self.fatal.append(exc)
+        self.halt.set()
 
     def claim_size(self) -> int:
         """``micro_batch``, but no more than a worker's share of what is left, so that the
@@ -735,6 +765,138 @@ class _Run:
                 if throttling(exc.reply):  # a 421 at the greeting: too many connections
                     self.pacer.slowed(exc.reply)
         return last
+
+
+@dataclass(eq=False)
+class _Turn:
+    """A run queued on standing senders, and which of their threads are at it."""
+
+    run: _Run
+    batch: Batch
+    active: int = 0
+    """Threads sending its deliveries now."""
+    left: set[int] = field(default_factory=set)
+    """Threads done with it (they take it up no more)."""
+    over: bool = False
+    """Nothing of it is left to claim, or it stops."""
+    done: bool = False
+
+
+class Senders:
+    """Sender threads, each with its ledger session, that outlive a batch: a worker process's
+    ``smtp.pool_size``, all in one send run.
+
+    With threads of each batch's own, a batch's connections sat idle from the moment each ran
+    out of rows until the slowest had finished, the run had ended, the job was done, the next
+    one fetched and its run begun: a quarter of a worker's time at batches of 500. Here a
+    thread that finds nothing left to claim in one batch takes up the next batch queued
+    (``send``, from the jobs in progress at once). Their rows given back after retries wait
+    for a later run of their batch, which has a later ``now`` (``_NEXT``).
+
+    A failure that stops a batch (the database, the server refusing us, a bug) retires them:
+    they take up no further batch, and once the last thread is done the run ends, so what the
+    failed batch left in flight can be settled by the next run of it; the batches queued and
+    not begun are left pending, to be tried again. The caller makes new ones for new batches.
+    """
+
+    def __init__(self, store: Store, workers: int) -> None:
+        self.store = store
+        self.workers = workers
+        self.changed = threading.Condition()
+        self.queue: list[_Turn] = []
+        self.threads: list[threading.Thread] = []
+        self.alive = 0
+        self.retired = False
+        self._run = ExitStack()
+        self._run_id: int | None = None
+
+    def run_id(self, now: datetime) -> int:
+        """The senders' run (begun with the first batch)."""
+        with self.changed:
+            if self._run_id is None:
+                self._run_id = self._run.enter_context(self.store.send_run(now))
+            return self._run_id
+
+    def send(self, run: _Run) -> None:
+        """Have the threads send ``run``'s deliveries; returns once they are done with it."""
+        assert run.batch is not None, "standing senders send batches"
+        turn = _Turn(run, run.batch)
+        with self.changed:
+            if not self.threads:
+                for _ in range(self.workers):
+                    self.threads.append(threading.Thread(target=self._serve, daemon=True))
+                    self.threads[-1].start()
+                self.alive = self.workers
+            self.queue.append(turn)
+            self._settle()
+            while not turn.done:
+                self.changed.wait()
+
+    def _serve(self) -> None:
+        me = threading.get_ident()
+        turn = self._next(me)
+        try:
+            if turn is not None:
+                assert self._run_id is not None  # begun by the run's go
+                with self.store.ledger(self._run_id, turn.batch) as ledger:
+                    while turn is not None:
+                        ledger.for_batch(turn.batch)
+                        over = turn.run.work_with(ledger)
+                        self._left(turn, me, over)
+                        turn = self._next(me)
+        except BaseException as exc:  # its session could not be had, or given back
+            if turn is not None:
+                turn.run.failed(exc)
+                self._left(turn, me, True)
+            else:
+                logger.warning("a sender's database session failed: %s", exc)
+            with self.changed:
+                self.retired = True
+        finally:
+            with self.changed:
+                self.alive -= 1
+                self._settle()
+
+    def _next(self, me: int) -> _Turn | None:
+        """The first queued run this thread may take up; None once they retire or close."""
+        with self.changed:
+            while not self.retired:
+                for turn in self.queue:
+                    if not turn.over and me not in turn.left:
+                        turn.active += 1
+                        return turn
+                self.changed.wait()
+            return None
+
+    def _left(self, turn: _Turn, me: int, over: bool) -> None:
+        with self.changed:
+            turn.active -= 1
+            turn.left.add(me)
+            turn.over = turn.over or over
+            if turn.run.fatal:
+                self.retired = True
+            self._settle()
+
+    def _settle(self) -> None:
+        """Under ``changed``: the runs no thread will take up any more are done; once the
+        senders retired and their last thread is done, their run ends."""
+        for turn in list(self.queue):
+            if turn.active == 0 and (turn.over or self.retired or len(turn.left) >= self.alive):
+                turn.done = True
+                self.queue.remove(turn)
+        if self.retired and not self.alive:
+            self._run.close()
+        self.changed.notify_all()
+
+    def close(self) -> None:
+        """Once no batch is in progress any more: the threads end, and the run."""
+        with self.changed:
+            self.retired = True
+            self._settle()
+        for thread in self.threads:
+            thread.join()
+        with self.changed:
+            self._run.close()
 
 
 class _Sender:

@@ -35,6 +35,7 @@ from .deliver import (
     Mailer,
     Pause,
     PermanentFailure,
+    Senders,
     SlowDown,
     TemporaryFailure,
     Transport,
@@ -305,7 +306,9 @@ class _SlotTransport:
 class _Worker:
     """What one worker process keeps between jobs, made at its first: its store (the
     engine's pool), the relay's shared pace (the tokens one batch took and left over go to
-    the next) and its connections to the relay (``KeptConnections``)."""
+    the next), its connections to the relay (``KeptConnections``) and its standing senders,
+    which take up one batch the moment they run out of the last (``Senders``; new ones
+    after a failure retired them)."""
 
     def __init__(self, config: Config) -> None:
         self.config = config
@@ -313,6 +316,7 @@ class _Worker:
         """The jobs of a process with ``--concurrency`` above 1 start on threads of their own."""
         self._store: Store | None = None
         self._sending: tuple[SharedPace, KeptConnections] | None = None
+        self._standing: Senders | None = None
 
     @property
     def store(self) -> Store:
@@ -321,7 +325,7 @@ class _Worker:
                 self._store = open_store(self.config.database_url)
             return self._store
 
-    def _senders(self) -> tuple[SharedPace, KeptConnections]:
+    def _senders(self) -> tuple[SharedPace, KeptConnections, Senders]:
         store, config = self.store, self.config
         with self._lock:
             if self._sending is None:
@@ -334,14 +338,18 @@ class _Worker:
                     keep = 0
                 connections = KeptConnections(mailer, config.smtp.pool_size, keep)
                 self._sending = pace, connections
-            return self._sending
+            if self._standing is None or self._standing.retired:
+                self._standing = Senders(store, config.smtp.pool_size)
+            return (*self._sending, self._standing)
 
     def send(self, issue_id: int, batch_no: int) -> DeliveryCounts:
-        """One batch, through the process's connections, at the relay's rate shared by every
-        worker."""
-        pace, connections = self._senders()
+        """One batch, through the process's connections and senders, at the relay's rate
+        shared by every worker."""
+        pace, connections, standing = self._senders()
         now = datetime.now(UTC)
-        context = BatchContext(self.config, self.store, connections, now, pace=pace)
+        context = BatchContext(
+            self.config, self.store, connections, now, pace=pace, standing=standing
+        )
         counts = DeliveryCounts()
         send_batch(context, (issue_id, batch_no), counts)
         logger.info(
@@ -356,7 +364,10 @@ class _Worker:
         return counts
 
     def close(self) -> None:
-        """Once its jobs have ended: QUIT to the kept connections, the store's pool closed."""
+        """Once its jobs have ended: the senders' run ended, QUIT to the kept connections,
+        the store's pool closed."""
+        if self._standing is not None:
+            self._standing.close()
         if self._sending is not None:
             self._sending[1].close_idle()
         if self._store is not None:
@@ -525,8 +536,9 @@ class ProcrastinateDispatcher:
 
 
 def run_worker(config: Config, concurrency: int) -> None:
-    """A worker process: runs send jobs (``concurrency`` at once, sharing the process's
-    ``smtp.pool_size`` connections) until SIGTERM or SIGINT, then lets the running ones end.
+    """A worker process: runs send jobs (``concurrency`` at once: while one is sent by the
+    process's ``smtp.pool_size`` senders, the next is set up and queued for them) until
+    SIGTERM or SIGINT, then lets the running ones end.
     Finished jobs are deleted (``delete_jobs="successful"``, procrastinate#1454): the ledger
     keeps the record."""
     engine = sa.create_engine(config.database_url)

@@ -32,6 +32,7 @@ from .deliver import (
     Mailer,
     Pace,
     Progress,
+    Senders,
     SendOptions,
     SlowDown,
     SmtpMailer,
@@ -258,6 +259,8 @@ class BatchContext:
     stop: threading.Event | None = None
     pace: Pace | None = None
     """The rate shared with other senders (workers); None: ``smtp.rate`` for this run."""
+    standing: Senders | None = None
+    """A worker process's senders, which outlive the batch; None: threads of the batch's own."""
 
 
 def send_batch(context: BatchContext, batch: Batch | None, counts: DeliveryCounts) -> None:
@@ -277,6 +280,7 @@ def send_batch(context: BatchContext, batch: Batch | None, counts: DeliveryCount
         counts=counts,
         stop=context.stop,
         batch=batch,
+        standing=context.standing,
     )
 
 

@@ -64,8 +64,13 @@ _NEXT = (
         sa.select(subscribers.c.id)
         .where(subscribers.c.id == deliveries.c.subscriber_id, subscribers.c.status == "active")
         .exists(),
-        # what this run gave back after its retries waits for the next run
-        sa.or_(deliveries.c.run_id.is_(None), deliveries.c.run_id != sa.bindparam("run_id")),
+        # What this run gave back after its retries waits for a later run; a worker's standing
+        # senders run every batch as one run, whose runs of a batch differ by their ``now``.
+        sa.or_(
+            deliveries.c.run_id.is_(None),
+            deliveries.c.run_id != sa.bindparam("run_id"),
+            deliveries.c.updated_at < sa.bindparam("now"),
+        ),
         _DUE,
     )
     .order_by(deliveries.c.id)
@@ -272,6 +277,11 @@ class Ledger:
         """Outcomes (delivery id, status, reply) to commit with the next claim (or ``flush``)."""
         self._noted_at = datetime.min
         """When the last of them was noted (what they are recorded at)."""
+
+    def for_batch(self, batch: Batch) -> None:
+        """Claim ``batch``'s deliveries from now on (a ledger opened for a batch)."""
+        assert self._batch, "a ledger of every batch claims from every batch"
+        self._batch = {"issue_id": batch[0], "batch_no": batch[1]}
 
     def _step(self, name: str, **values: Any) -> Step:
         return self._sql[name], values
