@@ -9,8 +9,9 @@ Runs, each on a fresh schema with the same planned rows and the same composed me
    number of connections (``smtp.pool_size``) and micro-batches (``send.micro_batch``). It
    keeps the ledger's exactly-once protocol (rows claimed, marked ``sending`` before their
    messages are written, each reply committed with the next claim) and drops what
-   spreading a send adds: the jobs, a run per batch, the shared relay bucket (a database
-   round trip per block of tokens). Worker / bare is that overhead;
+   spreading a send adds: the jobs, each batch's checks before its first claim (rows of dead
+   runs, readers who left), the shared relay bucket (a database round trip per block of
+   tokens). Worker / bare is that overhead;
 3. where ``ip netns`` works (as root): two workers in two network namespaces, each joined to
    this one by a veth pair, that reach the sink and PostgreSQL over it, nothing else (the
    server listens on 127.0.0.1 only, so a TCP forwarder the bench runs carries it).

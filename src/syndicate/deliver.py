@@ -884,9 +884,15 @@ class Senders:
             if turn.active == 0 and (turn.over or self.retired or len(turn.left) >= self.alive):
                 turn.done = True
                 self.queue.remove(turn)
-        if self.retired and not self.alive:
-            self._run.close()
         self.changed.notify_all()
+        if self.retired and not self.alive:
+            self._end_run()
+
+    def _end_run(self) -> None:
+        try:
+            self._run.close()  # once: the stack is empty after
+        except DatabaseError as exc:  # its sessions end with the process all the same
+            logger.warning("the senders' run did not end cleanly: %s", exc)
 
     def close(self) -> None:
         """Once no batch is in progress any more: the threads end, and the run."""
@@ -896,7 +902,7 @@ class Senders:
         for thread in self.threads:
             thread.join()
         with self.changed:
-            self._run.close()
+            self._end_run()
 
 
 class _Sender:

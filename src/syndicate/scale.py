@@ -177,11 +177,11 @@ class KeptConnections:
     shared by the batches it runs and kept open from one to the next for ``keep`` seconds.
 
     A new connection for each of a batch's connections cost a TCP handshake, a greeting and
-    an EHLO (and, to a real relay, TLS and a login) every few hundred messages. A batch that
-    starts while another still sends waits for its connections, so a process with
-    ``--concurrency 2`` has a batch's setup overlap the last one's sending without opening
-    more. A connection a failure left in doubt is closed, not kept (``_Kept``); so is one
-    idle for ``keep`` seconds, or closed by the server meanwhile.
+    an EHLO (and, to a real relay, TLS and a login) every few hundred messages. A sender that
+    asks for one while ``size`` are in use waits (the senders retired after a failure still
+    finishing beside their successors), so a process never holds more. A connection a failure
+    left in doubt is closed, not kept (``_Kept``); so is one idle for ``keep`` seconds, or
+    closed by the server meanwhile.
     """
 
     def __init__(self, mailer: Mailer, size: int, keep: float) -> None:
