@@ -445,8 +445,8 @@ def test_three_workers_share_the_relay_rate(tmp_path: Path, scale_url: str, smtp
 def test_three_workers_never_open_more_connections_than_the_cap(
     tmp_path: Path, scale_url: str, smtp_server
 ) -> None:
-    """Test 7: a connection cap of 4 with three workers, each sending two batches at once
-    through its two connections (6 wanted): the server never sees more than 4 sessions."""
+    """Test 7: a connection cap of 4 with three workers, each with two batches in progress at
+    once and two connections (6 wanted): the server never sees more than 4 sessions."""
     inbox, port = smtp_server
     path = _write_config(tmp_path, scale_url, port)
     path.write_text(path.read_text() + "max_connections = 4\n")

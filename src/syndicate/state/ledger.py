@@ -64,8 +64,8 @@ _NEXT = (
         sa.select(subscribers.c.id)
         .where(subscribers.c.id == deliveries.c.subscriber_id, subscribers.c.status == "active")
         .exists(),
-        # What this run gave back after its retries waits for a later run; a worker's standing
-        # senders run every batch as one run, whose runs of a batch differ by their ``now``.
+        # What this run gave back after its retries waits for a later run, or a later ``now``:
+        # a worker's senders send all its batches as one run, a batch's retry among them.
         sa.or_(
             deliveries.c.run_id.is_(None),
             deliveries.c.run_id != sa.bindparam("run_id"),
