@@ -230,16 +230,13 @@ def make_entry(
 
 class FeedgenEntry(FeedEntry):
     """feedgen 1.0.0 drops every entry link attribute but href (python-feedgen#135), and
-    writes no RSS author without an e-mail address: re-emit the links (the article's own
-    first), add dc:creator."""
+    writes no RSS author without an e-mail address: re-emit the links, add dc:creator."""
 
     def atom_entry(self, extensions: bool = True):
         entry = super().atom_entry(extensions)
         for old in entry.findall("link"):
             entry.remove(old)
-        links = self.link() or []
-        # The article's own URL was added last (for RSS); readers take Atom's first alternate.
-        for link in links[-1:] + links[:-1]:
+        for link in self.link() or []:
             xml_elem("link", entry, **{k: str(v) for k, v in link.items() if v})
         return entry
 
@@ -309,10 +306,13 @@ def _generator(
         fe.published(e.published)
         fe.updated(e.updated)
         fe.author(_author(config))
-        for lang_, url in e.translations:
-            fe.link(href=url, rel="alternate", type="text/html", hreflang=lang_)
-        # Last: feedgen makes the last alternate link the RSS <link>.
+        # The article's own page is its one alternate; translations are related links.
+        # Readers pick an entry's link among its alternates, some the first (Miniflux,
+        # SimplePie), some the last (feedparser, newsboat): with one, every reader opens the
+        # entry's own language. feedgen makes that alternate the RSS <link> too.
         fe.link(href=e.url, rel="alternate", type="text/html", hreflang=lang)
+        for lang_, url in e.translations:
+            fe.link(href=url, rel="related", type="text/html", hreflang=lang_)
         for term, label in e.categories:
             fe.category(term=term, label=label)
         fe.summary(e.summary)
@@ -390,8 +390,8 @@ def archive_document(config: Config, lang: str, entries: Sequence[Entry], page: 
             f"    {summary}\n"
             f"{''.join(map(_category_element, e.categories))}"
             f"    <published>{published}</published>\n"
-            f"{_link_element(lang, e.url)}"
-            f"{''.join(_link_element(*t) for t in e.translations)}"
+            f"{_link_element('alternate', lang, e.url)}"
+            f"{''.join(_link_element('related', *t) for t in e.translations)}"
             "  </entry>\n"
         )
     assert head.endswith(closing)
@@ -413,9 +413,11 @@ def _category_element(category: tuple[str, str]) -> str:
     return f'    <category term="{_xml_attr(term)}"{named}/>\n'
 
 
-def _link_element(lang: str, url: str) -> str:
+def _link_element(rel: str, lang: str, url: str) -> str:
+    """An archive entry's link to its own page (``alternate``) or a translation (``related``),
+    as ``_generator`` adds them."""
     return (
-        f'    <link href="{_xml_attr(url)}" rel="alternate" type="text/html"'
+        f'    <link href="{_xml_attr(url)}" rel="{rel}" type="text/html"'
         f' hreflang="{_xml_attr(lang)}"/>\n'
     )
 

@@ -1,0 +1,151 @@
+"""Feeds as real readers open them: every entry of every document leads to the page in that
+document's language, in feedparser and in newsboat (Debian's package, run headless)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sqlite3
+import subprocess
+from contextlib import closing
+from datetime import date
+from pathlib import Path
+
+import feedparser
+import pytest
+from lxml import etree
+
+from syndicate.build import INDEX, MANIFEST, build_feeds
+from syndicate.config import Config, parse_config
+from syndicate.routes import article_url, home_url
+from tests.conftest import missing_real_part, write_articles
+
+LANGS = ("en", "nl", "de")
+ATOM = "{http://www.w3.org/2005/Atom}"
+FORMATS = ("atom.xml", "rss.xml", "json")
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Config, Path]:
+    """Five articles per language, two per document: each language has a subscription
+    document per format and two Atom archive pages."""
+    root = tmp_path_factory.mktemp("readers")
+    write_articles(root / "articles", 5, newest=date(2025, 12, 1), langs=LANGS)
+    config = parse_config(
+        {"feeds": {"max_entries": 2, "archive_entries": 2}}, root=root, source="(test)", env={}
+    )
+    build_feeds(config, root / "articles")
+    return config, root / "feeds"
+
+
+def documents(out: Path, kind: str) -> dict[str, Path]:
+    """Every document of one format, archives included, by its name in the feeds folder."""
+    found = {
+        str(p.relative_to(out)): p
+        for p in sorted(out.rglob(f"*.{kind}"))
+        if p.name not in (INDEX, MANIFEST)  # the build's own files
+    }
+    per_lang = 3 if kind == "atom.xml" else 1  # the subscription document, 2 archive pages
+    assert len(found) == len(LANGS) * per_lang, sorted(found)
+    return found
+
+
+def language_of(name: str) -> str:
+    """``de.atom.xml`` and ``archive/de-2.atom.xml`` are German."""
+    return name.rpartition("/")[2].partition(".")[0].partition("-")[0]
+
+
+def expected_links(config: Config, name: str, ids: list[str]) -> dict[str, str]:
+    """Each entry id's own page: the article's page in the document's language."""
+    lang = language_of(name)
+    expected = {}
+    for id_ in ids:
+        entry_lang, _, slug = id_.rpartition(":")[2].partition("/")
+        assert entry_lang == lang, (name, id_)
+        expected[id_] = article_url(config, lang, slug)
+    return expected
+
+
+def entry_ids(path: Path) -> list[str]:
+    """The ids the document holds, read without either reader."""
+    if path.name.endswith(".json"):
+        return [item["id"] for item in json.loads(path.read_bytes())["items"]]
+    root = etree.parse(str(path)).getroot()
+    if root.tag == f"{ATOM}feed":
+        return [e.findtext(f"{ATOM}id") for e in root.iter(f"{ATOM}entry")]
+    return [item.findtext("guid") for item in root.iter("item")]
+
+
+@pytest.mark.parametrize("kind", FORMATS)
+def test_feedparser_opens_every_entry_in_its_own_language(
+    built: tuple[Config, Path], kind: str
+) -> None:
+    config, out = built
+    for name, path in documents(out, kind).items():
+        parsed = feedparser.parse(path.read_bytes())
+        if kind == "json" and not parsed.version:
+            # feedparser 6.0 reads no JSON Feed; a JSON Feed reader opens the item's "url".
+            items = json.loads(path.read_bytes())["items"]
+            links = {item["id"]: item["url"] for item in items}
+        else:
+            assert not parsed.bozo, (name, parsed.get("bozo_exception"))
+            assert parsed.feed.link == home_url(config, language_of(name)), name
+            links = {entry.id: entry.link for entry in parsed.entries}
+        assert links == expected_links(config, name, entry_ids(path)), name
+
+
+@pytest.fixture(scope="module")
+def newsboat() -> str:
+    """Debian's newsboat: a reader with an Atom parser of its own (C++ over libxml2)."""
+    found = shutil.which("newsboat")
+    if found is None:
+        missing_real_part("no newsboat on PATH (apt-get install newsboat)")
+    assert found is not None  # missing_real_part skipped or failed the test
+    return found
+
+
+def newsboat_reading(
+    program: str, paths: list[Path], work: Path
+) -> tuple[dict[str, str], dict[str, dict[str, str]]]:
+    """What newsboat makes of the documents, from its cache after a headless reload: each
+    document's site link and each of its items' link, by document."""
+    work.mkdir()
+    urls, cache, settings = work / "urls", work / "cache.db", work / "config"
+    urls.write_text("".join(f"{path.as_uri()}\n" for path in paths), "utf-8")
+    settings.write_text("", "utf-8")
+    done = subprocess.run(
+        [program, "-u", urls, "-c", cache, "-C", settings, "-x", "reload"],
+        # Its own home: newsboat reads and writes nothing of the user's.
+        env={"HOME": str(work), "PATH": os.environ.get("PATH", ""), "LANG": "C.UTF-8"},
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, (done.stdout, done.stderr)
+    by_uri = {path.as_uri(): path for path in paths}
+    feeds: dict[str, str] = {}
+    items: dict[str, dict[str, str]] = {}
+    with closing(sqlite3.connect(cache)) as db:
+        for uri, link in db.execute("SELECT rssurl, url FROM rss_feed"):
+            feeds[str(by_uri[uri])] = link
+        for uri, guid, link in db.execute("SELECT feedurl, guid, url FROM rss_item"):
+            items.setdefault(str(by_uri[uri]), {})[guid] = link
+    return feeds, items
+
+
+@pytest.mark.parametrize("kind", FORMATS)
+def test_newsboat_opens_every_entry_in_its_own_language(
+    built: tuple[Config, Path], kind: str, newsboat: str, tmp_path: Path
+) -> None:
+    """One reload per format: newsboat keeps one item per id across its feeds, and a
+    language's Atom, RSS and JSON Feed documents share their entries' ids."""
+    config, out = built
+    docs = documents(out, kind)
+    feeds, items = newsboat_reading(newsboat, list(docs.values()), tmp_path / "newsboat")
+    if kind == "json" and not feeds:
+        return  # newsboat (2.21) reads no JSON Feed: not a document it could open wrongly
+    for name, path in docs.items():
+        assert feeds[str(path)] == home_url(config, language_of(name)), name
+        assert items.get(str(path)) == expected_links(config, name, entry_ids(path)), name
