@@ -23,7 +23,9 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import procrastinate
+import psycopg
 import sqlalchemy as sa
+from procrastinate.exceptions import ConnectorException
 from procrastinate.schema import SchemaManager
 from procrastinate.types import JSONDict
 
@@ -40,6 +42,7 @@ from .deliver import (
     TemporaryFailure,
     Transport,
 )
+from .errors import DatabaseError, UsageError
 from .send import (
     BatchContext,
     close_finished,
@@ -65,9 +68,25 @@ RETRY_SECONDS = 60
 
 
 def conninfo(database_url: str) -> str:
-    """The libpq URL of a SQLAlchemy PostgreSQL URL (its options, such as a search path, kept)."""
-    url = sa.engine.make_url(database_url).set(drivername="postgresql")
-    return url.render_as_string(hide_password=False)
+    """The libpq parameters of a SQLAlchemy PostgreSQL URL, as SQLAlchemy parsed them (its
+    options, such as a search path, kept). Not the URL rendered again: that writes a space
+    as ``+``, which libpq takes literally, so ``options=-csearch_path%3Dx%20-c...`` reached
+    the server as one garbled search path."""
+    try:
+        url = sa.engine.make_url(database_url)
+    except (sa.exc.ArgumentError, ValueError) as exc:
+        raise UsageError(f"state.database: not a database URL ({exc})") from None
+    given = {
+        "host": url.host,
+        "port": url.port,
+        "user": url.username,
+        "password": url.password,
+        "dbname": url.database,
+    }
+    params = {key: value for key, value in given.items() if value is not None}
+    for key, value in url.query.items():  # a key given twice (host, port): libpq's a,b
+        params[key] = value if isinstance(value, str) else ",".join(value)
+    return psycopg.conninfo.make_conninfo("", **params)
 
 
 def ensure_schema(db: sa.Connection) -> None:
@@ -540,11 +559,15 @@ def run_worker(config: Config, concurrency: int) -> None:
     process's ``smtp.pool_size`` senders, the next is set up and queued for them) until
     SIGTERM or SIGINT, then lets the running ones end.
     Finished jobs are deleted (``delete_jobs="successful"``, procrastinate#1454): the ledger
-    keeps the record."""
+    keeps the record. One that cannot start, or whose database fails it, says why in one line."""
+    conninfo(config.database_url)  # a URL that is none: a UsageError before anything starts
     engine = sa.create_engine(config.database_url)
     try:
         with engine.begin() as db:
+            _schema_to_work_in(db, config.database_url)
             ensure_schema(db)
+    except _STOPS as exc:
+        raise _stopped(config.database_url, exc) from exc
     finally:
         engine.dispose()
     worker = _Worker(config)
@@ -558,5 +581,33 @@ def run_worker(config: Config, concurrency: int) -> None:
             stalled_worker_timeout=config.send.stalled_seconds,
             shutdown_graceful_timeout=config.smtp.timeout + 5,
         )
+    except _STOPS as exc:
+        raise _stopped(config.database_url, exc) from exc
     finally:
         worker.close()
+
+
+def _schema_to_work_in(db: sa.Connection, database_url: str) -> None:
+    """Refuse a search path none of whose schemas exists: nowhere to make the job tables."""
+    if db.scalar(sa.text("SELECT current_schema()")) is None:
+        path = db.scalar(sa.text("SELECT current_setting('search_path')"))
+        shown = sa.engine.make_url(database_url).render_as_string(hide_password=True)
+        raise DatabaseError(
+            f"state database {shown}: no schema of its search path ({path}) exists"
+            " (CREATE SCHEMA it, or correct the URL's options)"
+        )
+
+
+_STOPS = (ConnectorException, psycopg.Error, sa.exc.DBAPIError)
+"""What the database answers a worker that cannot go on: a missing function or table, a
+connection refused or lost."""
+
+
+def _stopped(database_url: str, exc: BaseException) -> DatabaseError:
+    """One of ``_STOPS`` as one line naming the database, not Procrastinate's traceback (whose
+    own message says only "Database error")."""
+    cause = exc.__cause__ if isinstance(exc, ConnectorException) else exc
+    cause = getattr(cause, "orig", None) or cause or exc
+    reason = next(iter(str(cause).strip().splitlines()), "") or type(cause).__name__
+    shown = sa.engine.make_url(database_url).render_as_string(hide_password=True)
+    return DatabaseError(f"state database {shown}: {reason}")
