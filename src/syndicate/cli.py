@@ -32,7 +32,7 @@ from .build import FeedReport, build_feeds
 from .config import Config, load_config
 from .errors import Exit, SyndicateError, UsageError, describe
 from .i18n import catalog_problems
-from .model import ArticleSet, Severity
+from .model import ArticleSet, Diagnostic, Severity
 from .previews import write_digest
 from .reader import read_articles, scan
 from .skeleton import in_the_way
@@ -236,7 +236,8 @@ def check(config: Config, articles: Path | None, as_json: bool, summary: bool) -
     """Read the article set and report what was found and every problem."""
     with owned_process():
         found = load_articles(config, articles)
-    found = ArticleSet(found.articles, found.problems + tuple(catalog_problems(config)))
+    more = (*catalog_problems(config), *private_file_problems(config))
+    found = ArticleSet(found.articles, found.problems + more)
     if as_json:
         click.echo(json.dumps(check_report(found), ensure_ascii=False, indent=2))
     elif summary:
@@ -245,6 +246,27 @@ def check(config: Config, articles: Path | None, as_json: bool, summary: bool) -
     else:
         print_summary(found, config)
     sys.exit(Exit.FAILED if found.has_errors else Exit.OK)
+
+
+def private_file_problems(config: Config) -> list[Diagnostic]:
+    """A warning for each file holding readers, or the key of their links, that users other
+    than its owner can read (a site started before these were made owner-only, or a copy),
+    with the command that fixes it."""
+    from .files import readable_by_others
+    from .state.database import database_files
+
+    held = {
+        path: "every reader's address, consent record and the ledger"
+        for path in database_files(config.database_url)
+    }
+    held[config.path(config.web.secret_key_file)] = "the key that signs readers' links"
+    problems = []
+    for path, what in held.items():
+        if readable_by_others(path):
+            shown = os.path.relpath(path) if path.is_relative_to(Path.cwd()) else str(path)
+            message = f"other users can read it ({what}): chmod 600 {shown}"
+            problems.append(Diagnostic(shown, None, Severity.WARNING, message))
+    return problems
 
 
 def check_report(found: ArticleSet) -> dict[str, Any]:
@@ -1512,7 +1534,7 @@ def subscribers_export(config: Config, file: Path) -> None:
     if str(file) == "-":
         click.echo(out.getvalue(), nl=False)
         return
-    write_atomic(file, out.getvalue().encode())
+    write_atomic(file, out.getvalue().encode(), private=True)  # every reader's address
     click.echo(f"{len(found)} reader(s) written to {file}", err=True)
 
 

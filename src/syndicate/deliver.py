@@ -28,6 +28,7 @@ from typing import NoReturn, Protocol
 from urllib.parse import unquote, urlsplit
 
 from .errors import DatabaseError, DeliveryError
+from .files import make_private
 from .state import Batch, Claim, Issue, Ledger, Store
 from .state.subscribers import BOUNCE_WINDOW
 from .subscribers import smtp_address
@@ -383,6 +384,7 @@ class MaildirMailer:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
                 self._box = mailbox.Maildir(self.path, create=True)
             key = self._box.add(message)
+            make_private(self.path / "new" / key)  # its reader's address and links
         return f"250 stored in {self.path} as {key}"
 
     def usable(self) -> bool:

@@ -4,6 +4,9 @@ Every document lands whole or not at all: it is written to a hidden temporary fi
 name, named after its writer's process, then renamed into place. A reader of the folder sees
 the old file or the new one, never half of one; a writer killed part-way (``kill -9``, a power
 cut) leaves a temporary file that ``sweep_leftovers`` recognises and removes.
+
+Who may read a file is decided here too (``file_mode``): what holds readers (addresses,
+consent, personal links) is its owner's alone, whatever the umask; the rest is public.
 """
 
 from __future__ import annotations
@@ -17,11 +20,55 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import BinaryIO
 
+PUBLIC = 0o644
+"""Pages, feeds and the rest of the site: anyone may read them."""
+PRIVATE = 0o600
+"""What holds readers (addresses, consent records, personal links) or a secret."""
+PRIVATE_FOLDER = 0o700
+"""A folder made for private files (the state folder): its names are nobody else's either."""
+PRIVATE_SUFFIXES = frozenset({".eml"})
+"""Names that say what a file holds whoever writes it: a message has an address and links."""
 
-def write_atomic(path: Path, data: bytes) -> bool:
+
+def file_mode(path: Path, *, private: bool = False) -> int:
+    """The mode a file written here gets: owner-only when it holds readers (``private``, or a
+    name that says so), else readable by all. The one place that decides: under umask 022 a
+    file the default way is 0644, every reader's address for any user of the machine."""
+    return PRIVATE if private or path.suffix in PRIVATE_SUFFIXES else PUBLIC
+
+
+def private_folder(folder: Path) -> None:
+    """Make ``folder`` (and its parents) where missing; ``folder`` itself, if made now, is
+    its owner's alone (a folder that exists is left as its owner set it)."""
+    folder.mkdir(mode=PRIVATE_FOLDER, parents=True, exist_ok=True)
+
+
+def create_private(path: Path) -> None:
+    """Create ``path`` empty and owner-only unless it exists, before another program (SQLite)
+    creates it with the umask's mode; its folder too (``private_folder``)."""
+    private_folder(path.parent)
+    with contextlib.suppress(FileExistsError):
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE))
+
+
+def make_private(path: Path) -> None:
+    """Owner-only, for a file another library wrote with the umask's mode (a Maildir's)."""
+    os.chmod(path, PRIVATE)
+
+
+def readable_by_others(path: Path) -> bool:
+    """Whether a file that exists lets users other than its owner in (group or others)."""
+    try:
+        return bool(path.stat().st_mode & 0o077)
+    except FileNotFoundError:
+        return False
+
+
+def write_atomic(path: Path, data: bytes, *, private: bool = False) -> bool:
     """Replace ``path`` with ``data`` unless it already holds exactly that; True if written.
-    A document staged and put in place on its own: see ``Staging``."""
-    staging = Staging(path.parent)
+    A document staged and put in place on its own: see ``Staging``; ``private``: owner-only
+    (``file_mode``)."""
+    staging = Staging(path.parent, private=private)
     try:
         staging.add(path.name, data)
         written, _ = staging.commit()
@@ -31,11 +78,11 @@ def write_atomic(path: Path, data: bytes) -> bool:
     return bool(written)
 
 
-def write_once(path: Path, data: bytes, *, mode: int = 0o600) -> None:
+def write_once(path: Path, data: bytes, *, mode: int = PRIVATE) -> None:
     """Create ``path`` with ``data`` unless it exists; when two processes race, the first
     one's file stays and the other's is dropped (a generated key must not change under a
     process that already uses it)."""
-    fd, tmp = _temporary_beside(path)
+    fd, tmp = _temporary_beside(path, private=mode == PRIVATE)
     try:
         with _writing(path), os.fdopen(fd, "wb") as handle:
             handle.write(data)
@@ -48,15 +95,16 @@ def write_once(path: Path, data: bytes, *, mode: int = 0o600) -> None:
 
 
 @contextmanager
-def atomic_file(path: Path) -> Iterator[BinaryIO]:
+def atomic_file(path: Path, *, private: bool = False) -> Iterator[BinaryIO]:
     """A file to write ``path``'s new content into; it replaces ``path`` when the block ends
     without an error, and is removed when it does not."""
-    fd, tmp = _temporary_beside(path)
+    mode = file_mode(path, private=private)
+    fd, tmp = _temporary_beside(path, private=mode == PRIVATE)
     try:
         with _writing(path), os.fdopen(fd, "wb") as handle:
             yield handle
             handle.close()
-            os.chmod(tmp, 0o644)
+            os.chmod(tmp, mode)
             os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -84,26 +132,30 @@ class Staging:
     (``discard`` removes them). A reader of the folder sees old documents or new ones, never
     a half-written one, and a build that fails leaves the old ones. A document whose bytes
     did not change is left alone, so its mtime (and the Last-Modified a web server derives
-    from it) stays."""
+    from it) stays. ``private``: every document owner-only (``file_mode``)."""
 
-    def __init__(self, folder: Path) -> None:
+    def __init__(self, folder: Path, *, private: bool = False) -> None:
         self.folder = folder
+        self.private = private
         self.files: dict[str, str | None] = {}  # name -> its temporary file; None: unchanged
 
     def add(self, name: str, data: bytes) -> None:
         path = self.folder / name
+        mode = file_mode(path, private=self.private)
         try:
             if path.stat().st_size == len(data) and path.read_bytes() == data:
+                if mode == PRIVATE and readable_by_others(path):  # written before it was
+                    os.chmod(path, mode)
                 self.files[name] = None
                 return
         except FileNotFoundError:
             pass
-        fd, tmp = _temporary_beside(path)
+        fd, tmp = _temporary_beside(path, private=mode == PRIVATE)
         try:
             with _writing(path), os.fdopen(fd, "wb") as handle:
                 handle.write(data)
                 handle.close()
-                os.chmod(tmp, 0o644)
+                os.chmod(tmp, mode)
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
             raise
@@ -158,11 +210,15 @@ def _writing(path: Path) -> Iterator[None]:
         raise
 
 
-def _temporary_beside(path: Path) -> tuple[int, str]:
+def _temporary_beside(path: Path, *, private: bool = False) -> tuple[int, str]:
     """A new hidden file in ``path``'s folder, named after ``path`` and this process, whose
-    id tells ``sweep_leftovers`` whether the file's writer is still at work."""
+    id tells ``sweep_leftovers`` whether the file's writer is still at work; the folder, if
+    made for a private file, is private too."""
     with _writing(path):
-        path.parent.mkdir(parents=True, exist_ok=True)
+        if private:
+            private_folder(path.parent)
+        else:
+            path.parent.mkdir(parents=True, exist_ok=True)
         prefix = f".{path.name}.{os.getpid()}."
         return tempfile.mkstemp(prefix=prefix, suffix=".tmp", dir=path.parent)
 

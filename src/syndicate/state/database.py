@@ -16,12 +16,33 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from ..errors import DatabaseError
+from ..files import create_private
+
+SQLITE_SIDECARS = ("-wal", "-shm", "-journal")
+"""What SQLite keeps beside a database file (with the file's own mode, which SQLite copies)."""
+
+
+def database_files(url: str) -> list[Path]:
+    """The files of a SQLite state database (the file, then its sidecars); none for another
+    database, or one in memory."""
+    parsed = sa.engine.make_url(url)
+    name = parsed.database
+    if parsed.get_backend_name() != "sqlite" or not name or name == ":memory:":
+        return []
+    if name.startswith("file:"):  # a URI filename (?uri=true): SQLite's to read
+        return []
+    return [Path(name + suffix) for suffix in ("", *SQLITE_SIDECARS)]
 
 
 def create_engine(url: str) -> Engine:
-    """An engine for ``url``; SQLite files get their folder, WAL and a busy timeout."""
-    if url.startswith("sqlite:///") and url != "sqlite:///:memory:":
-        Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+    """An engine for ``url``; SQLite files get their folder, WAL and a busy timeout.
+
+    A new SQLite file and its folder are created owner-only before SQLite opens it: it holds
+    every reader's address, consent record and the ledger, and SQLite gives its -wal, -shm and
+    -journal files the database file's mode."""
+    files = database_files(url)
+    if files:
+        create_private(files[0])
     engine = sa.create_engine(url, pool_pre_ping=True)
     if engine.dialect.name == "sqlite":
 
