@@ -6,9 +6,10 @@ import json
 from datetime import date, timedelta
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
-from syndicate import send
+from syndicate import cli, send
 from syndicate.cli import main
 from syndicate.config import load_config
 from syndicate.deliver import SmtpMailer
@@ -142,4 +143,77 @@ def test_a_held_issue_expires_unsent_and_the_next_shows_what_changed(
     # its content was never sent: it comes again, held for a fresh look
     assert [h[:2] for h in third.held] == [(3, "en-cost")]
     assert inbox.counts() == {EDITOR: 3, "a@example.com": 1, "b@example.com": 1}
+    store.close()
+
+
+def test_an_approval_after_the_expiry_is_refused_and_the_issue_expires(
+    tmp_path: Path, database_url: str, smtp_server, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    inbox, port = smtp_server
+    path = _site(tmp_path, database_url, port, "approval_expires_days = 3")
+    config = load_config(path)
+    store = open_store(database_url)
+    send.send_digests(config, NOW, mailer=SmtpMailer.from_url(config.smtp.url), store=store)
+    assert [i.id for i in store.held_issues()] == [1]
+
+    monkeypatch.setattr(cli, "wall_clock", lambda: NOW + timedelta(days=3, minutes=1))
+    result = _send(path, "--approve", "1")
+    assert result.exit_code == 2, result.output
+    assert result.stderr.splitlines() == [
+        "issue 1 (en-cost) not approved: held since 2025-12-15 08:00 UTC, longer than "
+        "email.approval_expires_days (3), so it expired unsent"
+    ]
+    assert inbox.counts() == {EDITOR: 1}  # the test copy alone: nobody got it stale
+    assert store.issue(1).state == "expired"
+    assert {d.status for d in store.deliveries(issue_id=1)} == {"skipped"}
+    assert _send(path, "--approve", "1").exit_code == 1  # no longer held
+    store.close()
+
+
+def test_several_issues_are_approved_and_rejected_at_once_each_with_its_line(
+    tmp_path: Path, database_url: str, smtp_server, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    inbox, port = smtp_server
+    path = _site(tmp_path, database_url, port)
+    config = load_config(path)
+    store = open_store(database_url)
+    for address, audience in [("c@example.com", "strategy"), ("d@example.com", "ecosystem")]:
+        store.add_subscriber(
+            address, "en", [audience], status="active", consent_source="t", now=NOW
+        )
+    # issue 1 is held first, issues 2 and 3 six days later
+    mailer = SmtpMailer.from_url(config.smtp.url)
+    send.send_digests(config, NOW, mailer=mailer, store=store, audiences=["cost"])
+    send.send_digests(config, NOW + timedelta(days=6), mailer=mailer, store=store)
+    held = {i.id: i.key for i in store.held_issues()}
+    assert held == {1: "en-cost", 2: "en-ecosystem", 3: "en-strategy"}
+    monkeypatch.setattr(cli, "wall_clock", lambda: NOW + timedelta(days=7, minutes=1))
+
+    result = _send(path, "--reject", "3", "4", "--approve", "1", "2", "9")
+    assert result.exit_code == 2, result.output  # the worst of the refusals: issue 1's expiry
+    lines = result.stderr.splitlines()
+    assert lines[:5] == [
+        "issue 3 rejected: its content may be issued again",
+        "issue 4 is not held: not rejected",
+        "issue 1 (en-cost) not approved: held since 2025-12-15 08:00 UTC, longer than "
+        "email.approval_expires_days (7), so it expired unsent",
+        "issue 2 (en-ecosystem) approved",
+        "issue 9 is not held: not approved",
+    ]
+    assert inbox.counts() == {EDITOR: 3, "d@example.com": 1}
+    assert {i: store.issue(i).state for i in held} == {1: "expired", 2: "issued", 3: "rejected"}
+
+    # one id still works, and one line each
+    send.send_digests(config, NOW + timedelta(days=7), mailer=mailer, store=store)
+    again = {i.id for i in store.held_issues()}
+    assert len(again) == 2
+    first, second = sorted(again)
+    result = _send(path, f"--approve={first}", str(second))
+    assert result.exit_code == 0, result.output
+    assert [line for line in result.stderr.splitlines() if "approved" in line] == [
+        f"issue {first} (en-cost) approved",
+        f"issue {second} (en-strategy) approved",
+    ]
+    everyone = {"a@example.com": 1, "b@example.com": 1, "c@example.com": 1, "d@example.com": 1}
+    assert inbox.counts() == {EDITOR: 5, **everyone}
     store.close()

@@ -7,8 +7,10 @@ from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
+import pytest
 from click.testing import CliRunner
 
+from syndicate import cli
 from syndicate.cli import main, send_status
 from syndicate.config import load_config
 from syndicate.digest import local_send_time
@@ -211,4 +213,41 @@ def test_a_held_local_time_issue_waits_for_approval_then_for_each_readers_time(
     assert inbox.counts() == {editor: 1, "tokyo@example.com": 1}
     run_at(path, datetime(2026, 3, 29, 5, 31, tzinfo=UTC))
     run_at(path, datetime(2026, 3, 29, 12, 0, tzinfo=UTC))
+    assert inbox.counts() == {editor: 1, "tokyo@example.com": 1, "amsterdam@example.com": 1}
+
+
+def test_an_issue_approved_on_the_command_line_goes_out_at_each_readers_time(
+    tmp_path: Path, database_url: str, smtp_server, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``send --approve`` before anyone's 07:30 sends nobody at once: the deliveries wait for
+    their zones, and the next start of the schedule sets the release for the first."""
+    inbox, port = smtp_server
+    editor = "editor@news.example.org"
+    articles = write_articles(tmp_path / "articles", 2, newest=date(2026, 3, 27))
+    job = ["[[schedule.digests]]", 'name = "sunday"', 'day_of_week = "sun"', "hour = 7",
+           "minute = 30", "local_time = true"]  # fmt: skip
+    email = ["approval = true", f'preview_to = "{editor}"']
+    path = write_config(tmp_path, database_url, port, articles, email=email, rest=job)
+    runner = CliRunner()
+    for address, zone in [("tokyo@example.com", "Asia/Tokyo"),
+                          ("amsterdam@example.com", "Europe/Amsterdam")]:  # fmt: skip
+        args = ["subscribers", "add", address, "--config", str(path), "--lang", "en"]
+        assert runner.invoke(main, [*args, "--audience", "cost", "--timezone", zone]).exit_code == 0
+    issue_for_every_zone(path)
+    assert inbox.counts() == {editor: 1}  # the test copy alone
+
+    approved = TOKYO_DUE - timedelta(hours=1)
+    monkeypatch.setattr(cli, "wall_clock", lambda: approved)
+    result = runner.invoke(main, ["send", "--config", str(path), "--approve", "1"])
+    assert result.exit_code == 0, result.output
+    assert "issue 1 (en-cost) approved" in result.stderr
+    assert "2 delivery(ies) wait for their readers' local time" in result.stderr
+    assert inbox.counts() == {editor: 1}  # nobody's time has come
+    config = load_config(path)
+    planned = Scheduler(config, default_jobs(config), clock=lambda: approved).planned()
+    assert [p.next_run for p in planned if p.id == RELEASE_JOB] == [TOKYO_DUE]
+
+    assert run_at(path, TOKYO_DUE + timedelta(minutes=1))
+    assert inbox.counts() == {editor: 1, "tokyo@example.com": 1}
+    assert run_at(path, datetime(2026, 3, 29, 5, 31, tzinfo=UTC))
     assert inbox.counts() == {editor: 1, "tokyo@example.com": 1, "amsterdam@example.com": 1}

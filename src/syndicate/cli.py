@@ -808,7 +808,32 @@ def print_send_report(report: SendReport, *, dry_run: bool) -> int:
     return Exit.OK if report.stopped or not report.deferred else Exit.FAILED
 
 
-@main.command()
+class _SeveralIds(click.Command):
+    """``send --approve 12 13`` as ``--approve 12 --approve 13`` (the same for ``--reject``
+    and ``--resend``): click options take one value each, and ``send`` has no arguments, so a
+    bare value after one of these can only be another id."""
+
+    several = ("--approve", "--reject", "--resend")
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        given: list[str] = []
+        option, valued = None, False  # the last option, and whether it has its value yet
+        for n, arg in enumerate(args):
+            if arg == "--":
+                given += args[n:]
+                break
+            if arg.startswith("-"):
+                name = arg.split("=", 1)[0]
+                option, valued = (name if name in self.several else None), "=" in arg
+            elif option is not None:
+                if valued:
+                    given.append(option)
+                valued = True
+            given.append(arg)
+        return super().parse_args(ctx, given)
+
+
+@main.command(cls=_SeveralIds)
 @with_config
 @articles_option
 @click.option("--lang", "langs", multiple=True, help="Only readers of this language (repeatable).")
@@ -830,7 +855,7 @@ def print_send_report(report: SendReport, *, dry_run: bool) -> int:
     type=int,
     multiple=True,
     metavar="ID",
-    help="Queue an uncertain delivery again, once you know it did not arrive (repeatable).",
+    help="Queue uncertain deliveries again, once you know they did not arrive: --resend 7 9.",
 )
 @click.option(
     "--resend-uncertain",
@@ -839,11 +864,15 @@ def print_send_report(report: SendReport, *, dry_run: bool) -> int:
 )
 @click.option("--issue", "issue_id", type=int, metavar="N", help="With --resend-uncertain.")
 @click.option(
-    "--approve", type=int, multiple=True, metavar="ISSUE", help="Release a held issue and send it."
+    "--approve",
+    type=int,
+    multiple=True,
+    metavar="ISSUE",
+    help="Release held issues and send them: --approve 12 13 (or --approve 12 --approve 13).",
 )
 @click.option("--approve-all", is_flag=True, help="Release every held issue and send them.")
 @click.option(
-    "--reject", type=int, multiple=True, metavar="ISSUE", help="Cancel a held issue (repeatable)."
+    "--reject", type=int, multiple=True, metavar="ISSUE", help="Cancel held issues: --reject 12 13."
 )
 def send(
     config: Config,
@@ -865,7 +894,7 @@ def send(
     from .state import open_store
 
     if approve or approve_all or reject:
-        sys.exit(judge(config, approve, approve_all, reject, datetime.now(UTC)))
+        sys.exit(judge(config, approve, approve_all, reject, wall_clock()))
 
     check_known(config, langs=langs, audiences=audiences)
     if as_json and not show_status:
@@ -930,29 +959,36 @@ def judge(
     reject: tuple[int, ...],
     now: datetime,
 ) -> int:
-    """Reject and release held issues, then send what was released; exit 1 when an issue
-    named is not held (the others are still acted on)."""
-    from .send import approve_issue
+    """Reject and release held issues, then send what was released; one line per issue. Exit
+    1 when an issue named is not held, 2 when one was held too long to be approved (it is
+    expired instead); the others are still acted on."""
+    from .send import ApprovalExpired, approve_issue
     from .state import open_store
 
     store = open_store(config.database_url)
     try:
         status: int = Exit.OK
-        for issue_id in reject:
+        for issue_id in dict.fromkeys(reject):
             if store.withdraw_issue(issue_id, "rejected", "issue rejected by an editor", now):
                 click.echo(f"issue {issue_id} rejected: its content may be issued again", err=True)
             else:
                 click.echo(f"issue {issue_id} is not held: not rejected", err=True)
-                status = Exit.FAILED
+                status = max(status, Exit.FAILED)
         chosen = [i.id for i in store.held_issues()] if approve_all else list(approve)
         released = []
-        for issue_id in chosen:
-            if (issue := approve_issue(config, store, issue_id, now)) is not None:
+        for issue_id in dict.fromkeys(chosen):  # each once, in the order given
+            try:
+                issue = approve_issue(config, store, issue_id, now)
+            except ApprovalExpired as refused:
+                click.echo(str(refused), err=True)
+                status = max(status, refused.exit_code)
+                continue
+            if issue is not None:
                 click.echo(f"issue {issue_id} ({issue.key}) approved", err=True)
                 released.append(issue_id)
             else:
                 click.echo(f"issue {issue_id} is not held: not approved", err=True)
-                status = Exit.FAILED
+                status = max(status, Exit.FAILED)
     finally:
         store.close()
     if released:

@@ -14,7 +14,7 @@ import logging
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import date, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from email.message import EmailMessage
 from email.utils import parseaddr
 from pathlib import Path
@@ -40,7 +40,7 @@ from .deliver import (
     envelope_sender,
 )
 from .digest import FIRST_ZONE, audience_order, local_send_time, select_digest, window_start
-from .errors import ConfigError
+from .errors import ConfigError, UsageError
 from .files import write_atomic
 from .model import ArticleSet, Diagnostic, Digest
 from .reader import (
@@ -655,19 +655,45 @@ def test_copy(config: Config, mailer: Mailer, issue: Issue) -> str:
 
 def expire_held(config: Config, store: Store, now: datetime) -> list[tuple[int, str]]:
     """Cancel the held issues older than ``email.approval_expires_days``: never sent stale."""
-    limit = now - timedelta(days=config.email.approval_expires_days)
-    reply = f"held longer than {config.email.approval_expires_days} day(s) without approval"
     return [
         (held.id, held.key)
         for held in store.held_issues()
-        if held.created_at < limit and store.withdraw_issue(held.id, "expired", reply, now)
+        if _stale(config, held, now) and _expire(config, store, held.id, now)
     ]
+
+
+def _stale(config: Config, issue: Issue, now: datetime) -> bool:
+    return issue.created_at < now - timedelta(days=config.email.approval_expires_days)
+
+
+def _expire(config: Config, store: Store, issue_id: int, now: datetime) -> bool:
+    reply = f"held longer than {config.email.approval_expires_days} day(s) without approval"
+    return store.withdraw_issue(issue_id, "expired", reply, now)
+
+
+class ApprovalExpired(UsageError):
+    """An approval came after ``email.approval_expires_days``: the issue is expired instead,
+    as the next send would do, so that no approval sends it stale."""
 
 
 def approve_issue(config: Config, store: Store, issue_id: int, now: datetime) -> Issue | None:
     """Release a held issue (its deliveries go out with the next send) and write its page
     among the sent issues (``web.issues``), which show only what was sent; None when it is
-    not held."""
+    not held. One held longer than ``email.approval_expires_days`` is expired instead
+    (ApprovalExpired, naming the expiry)."""
+    held = store.issue(issue_id)
+    if (
+        held is not None
+        and held.state == "held"
+        and _stale(config, held, now)
+        and _expire(config, store, issue_id, now)
+    ):
+        since = held.created_at.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
+        days = config.email.approval_expires_days
+        raise ApprovalExpired(
+            f"issue {issue_id} ({held.key}) not approved: held since {since}, longer than "
+            f"email.approval_expires_days ({days}), so it expired unsent"
+        )
     if not store.release_issue(issue_id, now):
         return None
     released = store.issue(issue_id)
