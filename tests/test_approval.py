@@ -167,6 +167,7 @@ def test_an_approval_after_the_expiry_is_refused_and_the_issue_expires(
     assert store.issue(1).state == "expired"
     assert {d.status for d in store.deliveries(issue_id=1)} == {"skipped"}
     assert _send(path, "--approve", "1").exit_code == 1  # no longer held
+    assert _status(path)["bounces"] == {"permanent": 0, "temporary": 0, "complaint": 0}
     store.close()
 
 

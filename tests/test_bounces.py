@@ -362,6 +362,8 @@ def test_bounce_mail_is_matched_to_its_delivery_and_acted_on_once(
 
     status = invoke(tmp_path, "send", "--status")
     assert "bounce mail: 6 permanent, 1 temporary, 1 complaint(s)" in status
+    status = json.loads(invoke(tmp_path, "send", "--status", "--json"))
+    assert status["bounces"] == {"permanent": 6, "temporary": 1, "complaint": 1}
     store.close()
 
 

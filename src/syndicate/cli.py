@@ -458,6 +458,7 @@ def logging_to_stderr(json_lines: bool) -> Iterator[None]:
         "alembic": logging.WARNING,
         "apscheduler": logging.WARNING,
         "apscheduler.executors": logging.ERROR,  # its "missed" warnings repeat our run lines
+        "procrastinate": logging.WARNING,  # a line per job and poll: a worker logs its batches
     }
     loggers = {logging.getLogger(name): level for name, level in levels.items()}
     root = logging.getLogger()
@@ -805,7 +806,8 @@ def print_send_report(report: SendReport, *, dry_run: bool) -> int:
         click.echo("uncertain deliveries are never resent blindly: see `syndicate send --status`")
     if report.refused or report.failed or report.uncertain:
         return Exit.FAILED
-    return Exit.OK if report.stopped or not report.deferred else Exit.FAILED
+    # A delivery this run deferred that another run at once then sent is not left.
+    return Exit.OK if report.stopped or not (report.deferred and report.left) else Exit.FAILED
 
 
 class _SeveralIds(click.Command):
@@ -939,9 +941,12 @@ def send(
     help="Batches in progress at once in this process: the next is set up while one is sent,"
     " by the process's smtp.pool_size senders and connections.",
 )
-def worker(config: Config, concurrency: int) -> None:
+@click.option("--log-json", is_flag=True, help="Write every line as one JSON object, on stderr.")
+def worker(config: Config, concurrency: int, log_json: bool) -> None:
     """Send the batches that `send` planned, with send.engine = "procrastinate": run one per
-    core on each sender machine, until SIGTERM."""
+    core on each sender machine, until SIGTERM. It logs its start, each batch, the relay's
+    slow-downs and its stop, as `run` does."""
+    options().log_json = log_json
     if config.send.engine != "procrastinate":
         raise UsageError('worker needs send.engine = "procrastinate" in the config')
     try:
@@ -949,7 +954,8 @@ def worker(config: Config, concurrency: int) -> None:
     except ImportError as exc:
         extra = "pip install 'syndicate[scale]'"
         raise UsageError(f"worker needs the scale extra: {extra} ({exc})") from None
-    run_worker(config, concurrency)
+    with logging_to_stderr(log_json):
+        run_worker(config, concurrency)
 
 
 def judge(
@@ -1022,7 +1028,7 @@ def show_send_status(config: Config, store: Any, *, as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps(report, ensure_ascii=False, indent=2))
     else:
-        print_send_status(report, store)
+        print_send_status(report)
 
 
 _STATUSES = ("held", "pending", "sending", "sent", "failed", "uncertain", "skipped")
@@ -1032,8 +1038,9 @@ def send_status(store: Any, site_zone: str = "", now: datetime | None = None) ->
     """The ``send --status --json`` contract: deliveries per issue (and whether it is still
     being planned, when it finished), the uncertain ones, the held issues and the deliveries
     waiting for their readers' local time (a reader without a zone of their own is in
-    ``site_zone``)."""
+    ``site_zone``), and the bounce reports on record by kind."""
     counts = store.delivery_counts()
+    reports = store.bounce_counts()
     issues = sorted({(issue_id, key) for issue_id, key, _ in counts})
     progress = store.issue_progress()
     return {
@@ -1082,6 +1089,7 @@ def send_status(store: Any, site_zone: str = "", now: datetime | None = None) ->
             }
             for issue_id, key, zone, when, n in store.waiting(now or datetime.now(UTC))
         ],
+        "bounces": {kind: reports.get(kind, 0) for kind in ("permanent", "temporary", "complaint")},
     }
 
 
@@ -1146,7 +1154,7 @@ def print_issued(report: SendReport, *, dry_run: bool) -> None:
         click.echo(f"issue {done.id} ({done.key}) finished: {counts}", err=True)
 
 
-def print_send_status(status: dict[str, Any], store: Any) -> None:
+def print_send_status(status: dict[str, Any]) -> None:
     """The status (``send_status``) as tables that fit the terminal (long cells wrap inside
     their column)."""
     from rich.console import Console
@@ -1172,12 +1180,11 @@ def print_send_status(status: dict[str, Any], store: Any) -> None:
         console.print(_waiting_table(status["waiting"]), markup=False)
     if "workers" in status:
         _print_engine(console, status)
-    reports = store.bounce_counts()
-    if reports:
+    reports = status["bounces"]
+    if any(reports.values()):
         click.echo(
-            f"bounce mail: {reports.get('permanent', 0)} permanent, "
-            f"{reports.get('temporary', 0)} temporary, {reports.get('complaint', 0)} "
-            "complaint(s) (syndicate bounces list)"
+            f"bounce mail: {reports['permanent']} permanent, {reports['temporary']} temporary, "
+            f"{reports['complaint']} complaint(s) (syndicate bounces list)"
         )
 
 

@@ -622,6 +622,7 @@ class _Run:
         process's standing senders, as part of their run."""
         store, now, counts = self.store, self.now, self.counts
         pending = 0
+        left: int | None = None
         try:
             with ExitStack() as stack:
                 if standing is not None:
@@ -647,15 +648,19 @@ class _Run:
                         thread.start()
                     for thread in threads:
                         thread.join()
+                if pending and not self.fatal:
+                    # read, not worked out: what another run at once sent or holds is not left
+                    left = store.pending_count(now, self.batch)
         except DatabaseError as exc:  # before the workers started, or after they ended
             self.fatal.append(exc)
-        return self._ended(pending)
+        return self._ended(pending, left)
 
-    def _ended(self, pending: int) -> DeliveryCounts:
-        """The counts, or the failure that stopped the run, saying what it kept."""
+    def _ended(self, pending: int, left: int | None = None) -> DeliveryCounts:
+        """The counts, or the failure that stopped the run, saying what it kept (``left``:
+        the deliveries still pending, when the run could read them)."""
         counts = self.counts
         counts.stopped = self.stop is not None and self.stop.is_set()
-        counts.left = pending - self.settled
+        counts.left = pending - self.settled if left is None else left
         kept = f"{counts.sent:,} sent, {counts.left:,} left for the next run"
         if not pending and self.fatal:
             kept = f"{counts.sent:,} sent; what is pending is kept for the next run"

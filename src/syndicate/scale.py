@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -150,7 +151,8 @@ class SharedPace:
             self.slow_down.recover_seconds,
         )
         if cut is not None:
-            logger.warning("%s asks to slow down (%s): rate now %.3g/s", self.relay, reply, cut)
+            fields = {"worker": "slow-down", "relay": self.relay, "rate": round(cut, 3)}
+            log_line(logging.WARNING, {**fields, "reply": reply})
 
 
 def _nothing() -> None:
@@ -336,6 +338,9 @@ class _Worker:
         self._store: Store | None = None
         self._sending: tuple[SharedPace, KeptConnections] | None = None
         self._standing: Senders | None = None
+        self.batches = 0
+        self.totals = DeliveryCounts()
+        """What its batches did, for the line of its stop."""
 
     @property
     def store(self) -> Store:
@@ -370,16 +375,27 @@ class _Worker:
             self.config, self.store, connections, now, pace=pace, standing=standing
         )
         counts = DeliveryCounts()
-        send_batch(context, (issue_id, batch_no), counts)
-        logger.info(
-            "batch %s/%s: %s sent, %s failed, %s uncertain, %s left",
-            issue_id,
-            batch_no,
-            counts.sent,
-            counts.failed,
-            counts.uncertain,
-            counts.left,
-        )
+        began = time.monotonic()
+        failure: BaseException | None = None
+        try:
+            send_batch(context, (issue_id, batch_no), counts)
+        except BaseException as exc:
+            failure = exc
+            raise
+        finally:
+            took = time.monotonic() - began
+            with self._lock:
+                self.batches += 1
+                for name in _SETTLED:
+                    setattr(self.totals, name, getattr(self.totals, name) + getattr(counts, name))
+            outcome = "error" if failure else "ok" if _complete(counts) else "partial"
+            fields: dict[str, Any] = {"worker": "batch", "issue": issue_id, "batch": batch_no}
+            fields |= {"outcome": outcome, "start": now.isoformat(timespec="seconds")}
+            fields |= {"duration": round(took, 3), "counts": _counts(counts)}
+            fields |= {"rate": round(counts.sent / took, 1) if took else 0.0}
+            if failure is not None:
+                fields["reason"] = str(failure) or type(failure).__name__
+            log_line(logging.ERROR if failure else logging.INFO, fields)
         return counts
 
     def close(self) -> None:
@@ -391,6 +407,36 @@ class _Worker:
             self._sending[1].close_idle()
         if self._store is not None:
             self._store.close()
+
+
+_SETTLED = ("sent", "failed", "uncertain", "skipped")
+_COUNTED = (*_SETTLED, "left")
+
+
+def _counts(counts: DeliveryCounts, names: tuple[str, ...] = _COUNTED) -> dict[str, int]:
+    return {name: getattr(counts, name) for name in names}
+
+
+def _complete(counts: DeliveryCounts) -> bool:
+    return not (counts.failed or counts.uncertain or counts.left)
+
+
+def log_line(level: int, fields: dict[str, Any]) -> None:
+    """One line of a worker's log, as ``run`` writes its own: ``key=value`` (a duration in
+    seconds, a rate a second, counts spread out), and with ``--log-json`` the fields as keys."""
+    words = []
+    for key, value in fields.items():
+        if key == "counts":
+            words += [f"{name}={n}" for name, n in value.items()]
+        elif key == "duration":
+            words.append(f"duration={value:.3f}s")
+        elif key == "rate":
+            words.append(f"rate={value:.1f}".removesuffix(".0") + "/s")
+        elif key in ("reason", "reply"):
+            words.append(f"{key}={value!r}")
+        else:
+            words.append(f"{key}={value}")
+    logger.log(level, "%s", " ".join(words), extra={"fields": fields})
 
 
 def make_app(config: Config, worker: _Worker | None = None) -> procrastinate.App:
@@ -571,6 +617,10 @@ def run_worker(config: Config, concurrency: int) -> None:
     finally:
         engine.dispose()
     worker = _Worker(config)
+    began = time.monotonic()
+    fields: dict[str, Any] = {"worker": "started", "pid": os.getpid(), "concurrency": concurrency}
+    fields |= {"pool_size": config.smtp.pool_size, "relay": relay_name(config)}
+    log_line(logging.INFO, {**fields, "rate": config.smtp.rate})
     try:
         make_app(config, worker).run_worker(
             queues=[SEND_QUEUE, MAINTENANCE_QUEUE],
@@ -585,6 +635,9 @@ def run_worker(config: Config, concurrency: int) -> None:
         raise _stopped(config.database_url, exc) from exc
     finally:
         worker.close()
+        fields = {"worker": "stopped", "pid": os.getpid(), "batches": worker.batches}
+        fields |= {"duration": round(time.monotonic() - began, 3)}
+        log_line(logging.INFO, {**fields, "counts": _counts(worker.totals, _SETTLED)})
 
 
 def _schema_to_work_in(db: sa.Connection, database_url: str) -> None:

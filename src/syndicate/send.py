@@ -114,8 +114,8 @@ class SendReport(DeliveryCounts):
     @property
     def partial(self) -> bool:
         """Some reader did not get what was due: a group refused, or deliveries that failed,
-        are uncertain or wait for the next run."""
-        return bool(self.refused or self.failed or self.uncertain or self.deferred)
+        are uncertain or wait for the next run (deferred, and not sent by another run since)."""
+        return bool(self.refused or self.failed or self.uncertain or (self.deferred and self.left))
 
 
 def open_mailer(config: Config) -> Mailer:
