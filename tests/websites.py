@@ -4,13 +4,17 @@ schema, with a real SMTP server (tests/mailserver.py) behind its mail sender."""
 from __future__ import annotations
 
 import smtplib
+import socket
+import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from email.message import EmailMessage
 from pathlib import Path
 
 import lxml.html
 import pytest
+import uvicorn
 from starlette.testclient import TestClient
 
 from syndicate.config import Config, parse_config
@@ -118,3 +122,30 @@ def subscribe(
 ):
     data = {"email": email, "lang": lang, "audiences": list(audiences), "csrf": csrf(client)}
     return client.post("/subscribe", data={**data, **extra}, headers=headers)
+
+
+def listening_socket() -> socket.socket:
+    """A loopback socket that already listens: its port is known before the server runs,
+    and a client that connects early waits in the backlog instead of being refused."""
+    return socket.create_server(("127.0.0.1", 0))
+
+
+def base_url_of(listener: socket.socket) -> str:
+    return f"http://127.0.0.1:{listener.getsockname()[1]}"
+
+
+@contextmanager
+def running(app, listener: socket.socket) -> Iterator[uvicorn.Server]:
+    """``app`` under uvicorn on ``listener``, as `syndicate serve` runs it, until the block
+    ends. No readiness wait is needed: the socket listens before the server starts."""
+    server = uvicorn.Server(
+        uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off")
+    )
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [listener]}, daemon=True)
+    thread.start()
+    try:
+        yield server
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)
+        listener.close()

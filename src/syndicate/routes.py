@@ -70,8 +70,10 @@ def issue_url(config: Config, lang: str, name: str) -> str:
     return config.site.base_url + ISSUE.format(lang=lang, issue=name)
 
 
-ISSUE_NAME = re.compile(r"(\d+)-(.+)")
-"""A sent issue's page name, as ``issue_name`` makes it: the issue's id and key."""
+ISSUE_NAME = re.compile(r"([0-9]+)-([^/\\\x00]+)")
+"""A sent issue's page name, as ``issue_name`` makes it: the issue's id and key (a digest's,
+``<lang>-<audience>+<audience>...``). The issue pages serve exactly these names: one path
+segment, never ``.`` or ``..`` (it starts with a digit), so no name leaves ``web.issues``."""
 
 
 def issue_name(issue_id: int, key: str) -> str:

@@ -190,10 +190,10 @@ def issue_list(request: Request) -> Response:
     made = ctx.store.issue_times(lang)
     found = []
     for path in folder.glob("*.html") if folder.is_dir() else ():
-        if path.name.startswith("."):
-            continue
         named = ISSUE_NAME.fullmatch(path.stem)
-        issue = (int(named[1]), named[2]) if named else (0, path.stem)
+        if not named:  # a page issue_page would not serve (a dot file, say): no link to it
+            continue
+        issue = (int(named[1]), named[2])
         # A page the store does not know (put there by hand) is dated by its file.
         when = made.get(issue) or datetime.fromtimestamp(path.stat().st_mtime, UTC)
         found.append((when, issue, path))
@@ -209,7 +209,7 @@ def issue_page(request: Request) -> Response:
     lang = language_of(request)
     name = request.path_params["issue"]
     path = context_of(request).issues / lang / f"{name}.html"
-    if not re.fullmatch(r"[\w][\w.-]*", name) or not path.is_file():
+    if not ISSUE_NAME.fullmatch(name) or not path.is_file():
         raise HTTPException(404)
     return HTMLResponse(path.read_bytes(), headers=ISSUE_HEADERS)
 
