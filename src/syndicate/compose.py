@@ -1,9 +1,10 @@
 """Compose stage: a RenderedDigest and one reader → the complete message as bytes.
 
-The parts that are the same for every reader of a variant (headers folded and RFC 2047-encoded
-by the standard library, the quoted-printable bodies) are built once and cached; a reader then
-costs a few short encodings and one join. CRLF line ends, 7-bit clean (but for the To header
-of an address that needs SMTPUTF8), ready for SMTP and for DKIM signing by delivery.
+The parts that are the same for every reader of a variant (headers folded and RFC 2047-encoded,
+the quoted-printable bodies) are built once and cached; a reader then costs a few short
+encodings and one join. CRLF line ends, 7-bit clean (but for the To header of an address that
+needs SMTPUTF8), ready for SMTP and for DKIM signing by delivery. A header refuses line breaks
+and control characters, nothing else: no-break spaces, any script, emoji all go through.
 ``compose_note`` builds the short mails the web side sends one reader (confirmations). No I/O.
 """
 
@@ -14,7 +15,9 @@ import email.policy
 import html
 import re
 from datetime import UTC, datetime
+from email.header import Header
 from email.message import EmailMessage
+from email.policy import EmailPolicy
 from email.utils import format_datetime
 from functools import lru_cache
 
@@ -39,16 +42,60 @@ class HeaderError(SyndicateError, ValueError):
     """A header value that would break the message (line breaks, control characters, ...)."""
 
 
-def _printable(name: str, value: str) -> str:
-    """Refuse CR, LF and every other control character: no header injection, ever."""
-    if not value.isprintable():
-        raise HeaderError(f"{name}: control character or line break in {value!r}")
+_BREAKS = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
+"""What no header may hold: the controls (Unicode category Cc: CR, LF, NEL, tab, ...), the
+line and paragraph separators, and lone surrogates (no UTF-8 for them)."""
+
+
+def _header_safe(name: str, value: str) -> str:
+    """Refuse line breaks and control characters: no header injection, ever. Everything else
+    a catalog or an article title holds stays: the no-break spaces of French typography
+    (U+00A0, U+202F), guillemets, right-to-left scripts and their marks, emoji.
+    (``str.isprintable`` would refuse the no-break spaces, and every French subject with them.)
+    """
+    found = _BREAKS.search(value)
+    if found:
+        raise HeaderError(
+            f"{name}: control character or line break (U+{ord(found[0]):04X}) in {value!r}"
+        )
     return value
 
 
+def _words(name: str, value: str) -> str:
+    """``value`` as RFC 2047 encoded-words, folded between them, every space inside one."""
+    return Header(value, "utf-8", header_name=name).encode(linesep="\r\n")
+
+
+def _subject(value: str) -> bytes:
+    """The Subject line, folded here rather than by the standard library, whose folder (3.11)
+    loses text a reader sees: it can fold two encoded-words apart at the space between two
+    words, which a reader then drops ("articles« cités »"); it can fold right after the
+    colon, which a reader keeps as a leading space; it writes a literal ``=?utf-8?q?...?=``
+    as it is, which a reader decodes. Plain ASCII stays readable, folded at its spaces (a
+    line of 78 at most where a word allows); anything else is encoded whole.
+    """
+    if not value.isascii() or "=?" in value or value != value.strip(" "):
+        return f"Subject: {_words('Subject', value)}\r\n".encode("ascii")
+    lines: list[str] = []
+    line = f"Subject: {value}"
+    while len(line) > 78:
+        start = len(line) - len(line.lstrip(" ")) + (len("Subject: ") if not lines else 0) + 1
+        cut = line.rfind(" ", start, 79)
+        cut = cut if cut != -1 else line.find(" ", start)
+        if cut == -1:
+            break
+        lines.append(line[:cut])
+        line = line[cut:]
+    lines.append(line)
+    return ("\r\n".join(lines) + "\r\n").encode("ascii")
+
+
 def _fold(name: str, value: str) -> bytes:
-    """One header, folded and encoded by the standard library (once per variant)."""
-    _printable(name, value)
+    """One header, folded and encoded once per variant (by the standard library, but for the
+    Subject): 7-bit, any non-ASCII text in RFC 2047 encoded-words."""
+    _header_safe(name, value)
+    if name == "Subject":
+        return _subject(value)
     header = _POLICY.header_factory(name, value)
     if header.defects:
         raise HeaderError(f"{name}: {header.defects[0]} in {value!r}")
@@ -105,7 +152,8 @@ def _skeleton(
     rendered: RenderedDigest, sender: str, list_id: str, reply_to: str | None, boundary: str
 ) -> tuple[bytes, bytes, bytes, tuple[bytes | str, ...], bytes, tuple[bytes | str, ...], bytes]:
     """Everything but the reader: (From, Subject, middle headers, text, html head, html, end)."""
-    _printable("boundary", boundary)
+    if not (boundary.isascii() and boundary.isprintable()):
+        raise HeaderError(f"boundary: not printable ASCII: {boundary!r}")
     list_id = list_id if list_id.startswith("<") or "<" in list_id else f"<{list_id}>"
     middle = b"".join(
         [
@@ -170,7 +218,7 @@ def _date_header(date: datetime) -> bytes:
 
 def _message_id(message_id: str) -> str:
     """``<local@domain>``, angle brackets added when missing."""
-    message_id = _printable("Message-ID", message_id.strip())
+    message_id = _header_safe("Message-ID", message_id.strip())
     if not message_id.startswith("<"):
         message_id = f"<{message_id}>"
     if not _MESSAGE_ID.fullmatch(message_id):
@@ -222,7 +270,7 @@ def compose_message(
     html_values = {name: _soft(_qp(html.escape(urls[name]))) for name in PLACEHOLDERS}
     pieces = [
         from_,
-        _address(_printable("To", to)),
+        _address(_header_safe("To", to)),
         subject,
         b"Date: ",
         _date_header(date),
@@ -297,15 +345,21 @@ def compose_note(
     """A reader's confirmation or note as a plain-text message, marked auto-generated (RFC
     3834) so that vacation responders stay quiet. Raises HeaderError like ``compose_message``."""
     message = EmailMessage()
-    message["From"] = _printable("From", sender)
-    message["To"] = _note_address(_printable("To", to))
-    message["Subject"] = _printable("Subject", rendered.subject)
+    message["From"] = _header_safe("From", sender)
+    message["To"] = _note_address(_header_safe("To", to))
+    subject = _header_safe("Subject", rendered.subject)
+    # A header set on a message is decoded at once: a literal encoded-word goes in encoded.
+    message["Subject"] = (
+        _words("Subject", subject).replace("\r\n", "") if "=?" in subject else subject
+    )
     message["Date"] = format_datetime(_dated(date).astimezone(UTC))
     message["Message-ID"] = _message_id(message_id)
     message["Auto-Submitted"] = "auto-generated"
     if reply_to:
-        message["Reply-To"] = _printable("Reply-To", reply_to)
-    message.set_content(rendered.text)
+        message["Reply-To"] = _header_safe("Reply-To", reply_to)
+    # Quoted-printable, not the 8bit the standard library picks for short non-ASCII lines: the
+    # relay was never asked for 8BITMIME.
+    message.set_content(rendered.text, cte=None if rendered.text.isascii() else "quoted-printable")
     return message
 
 
@@ -320,8 +374,23 @@ def _note_address(to: str) -> str:
         raise HeaderError(f"To: {exc}") from None
 
 
+class _NotePolicy(EmailPolicy):
+    """The SMTP policy, but the Subject is written as a digest's is (``_subject``); with
+    ``utf8`` too, where encoded-words are still what every reader reads."""
+
+    def fold_binary(self, name: str, value: str) -> bytes:
+        if name.lower() == "subject":
+            return _subject(str(value))
+        return super().fold_binary(name, value)
+
+
+_NOTE_SMTP = _NotePolicy(linesep="\r\n")
+_NOTE_SMTPUTF8 = _NotePolicy(linesep="\r\n", utf8=True)
+
+
 def note_bytes(message: EmailMessage) -> bytes:
     """A note as it goes over SMTP: 7-bit headers with encoded-words, or, for a reader whose
-    local part is not ASCII, UTF-8 headers (RFC 6532; the envelope then needs SMTPUTF8)."""
+    local part is not ASCII, UTF-8 headers (RFC 6532; the envelope then needs SMTPUTF8).
+    The body is 7-bit either way (quoted-printable)."""
     utf8 = not str(message["To"]).isascii()
-    return message.as_bytes(policy=email.policy.SMTPUTF8 if utf8 else email.policy.SMTP)
+    return message.as_bytes(policy=_NOTE_SMTPUTF8 if utf8 else _NOTE_SMTP)
