@@ -22,6 +22,7 @@ from datetime import date
 from functools import cache, lru_cache
 from importlib.metadata import version
 from pathlib import Path
+from typing import Literal
 
 from babel import Locale, UnknownLocaleError
 from babel.dates import format_date
@@ -74,6 +75,19 @@ def babel_locale(lang: str) -> Locale | None:
         return Locale.parse(locale_name(lang))
     except (UnknownLocaleError, ValueError):
         return None
+
+
+Direction = Literal["ltr", "rtl"]
+
+
+@cache
+def text_direction(lang: str) -> Direction:
+    """``rtl`` for a language written right to left (Arabic, Hebrew, Persian, ...), from CLDR's
+    character order; ``ltr`` otherwise, and where Babel does not know the language. The one
+    place mails and pages learn their ``dir``: a browser or mail client shown Arabic without
+    it lays the page out mirrored wrongly and reorders the punctuation."""
+    locale = babel_locale(lang)
+    return "rtl" if locale is not None and locale.character_order == "right-to-left" else "ltr"
 
 
 # -- templates ---------------------------------------------------------------------------------
@@ -168,7 +182,8 @@ def _messages(
 @lru_cache(maxsize=64)
 def environment(roots: tuple[Path, ...], lang: str, translations: NullTranslations) -> Environment:
     """One Environment per template folders and interface language: gettext is installed per
-    environment, and so is ``number``, which writes a number as CLDR does in ``lang``.
+    environment, and so is ``number``, which writes a number as CLDR does in ``lang``;
+    ``text_direction(code)`` gives templates the ``dir`` of any language they mark.
     Autoescape for HTML and MJML, none for text; an undefined variable fails the render."""
     env = Environment(
         loader=template_loader(roots),
@@ -181,6 +196,7 @@ def environment(roots: tuple[Path, ...], lang: str, translations: NullTranslatio
     )
     env.install_gettext_translations(translations, newstyle=True)  # type: ignore[attr-defined]
     env.filters["number"] = functools.partial(format_number, lang=lang)
+    env.globals["text_direction"] = text_direction
     return env
 
 

@@ -38,6 +38,7 @@ from .i18n import (
     shown,
     template_files,
     template_roots,
+    text_direction,
 )
 from .model import Digest
 from .routes import article_url, home_url, site_url
@@ -119,7 +120,8 @@ def digest_context(digest: Digest, config: Config, ui_lang: str) -> dict[str, ob
     """The values both templates see: data only, no markup.
 
     Everything that is not the articles' own text is in ``ui_lang``: audience labels and
-    names, dates, the language's name. A fallback interface is whole, never mixed.
+    names, dates, the language's name. A fallback interface is whole, never mixed. ``dir``
+    and ``article_dir`` are each one's writing direction (``rtl`` for Arabic, Hebrew, ...).
     """
     profile = config.languages[ui_lang]
     labels = [
@@ -136,7 +138,9 @@ def digest_context(digest: Digest, config: Config, ui_lang: str) -> dict[str, ob
         for_audiences = ", ".join(labels)
     return {
         "lang": ui_lang,
+        "dir": text_direction(ui_lang),
         "article_lang": digest.lang,
+        "article_dir": text_direction(digest.lang),
         "site_title": config.title(ui_lang),
         "site_url": site_url(config),
         "language_name": language_name(config, digest.lang, ui_lang),
