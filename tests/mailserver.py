@@ -6,14 +6,30 @@ accepting, in order: an SMTP reply such as ``"451 4.3.0 later"``, ``"DROP"`` (cu
 connection) or ``"HOLD"`` (accept the message, then keep the 250 back until ``release`` is
 set, like a server whose reply never reaches a sender that dies meanwhile). The stages:
 ``greeting`` (the address ``""``: the answer instead of the 220, then the connection closed);
-``mail`` (the address ``""``: the answer to any sender); ``rcpt``; ``body`` (only ``DROP``:
-close the connection right after the 354, inside DATA, before the end of data can arrive);
-``data`` (the whole message has arrived); ``accepted`` (only ``DROP``: keep the message, then
-close without a reply).
+``mail`` (the address ``""``: the answer to any sender); ``rcpt``; ``body`` (what to do with
+the data, after the 354: see below); ``data`` (the whole message has arrived); ``accepted``
+(only ``DROP``: keep the message, then close without a reply).
+
+The ``body`` actions, each of which closes the connection:
+
+- ``DROP``: at once, before the end of data can arrive;
+- ``CUT n``: once the first ``n`` lines of the data are read, none of the rest: a relay that
+  hangs up after the first lines. The final dot is never read: closed with bytes unread, or
+  reached by them once closed, the server's kernel resets the connection;
+- ``CUT AT END``: once the whole message and its final dot have reached the server's kernel,
+  none of it read (a reset that comes only after the dot is written);
+- ``FIN n``: once the first ``n`` bytes are read (all of the message but its end), with a
+  FIN and nothing unread, then ``closed`` is set (the sender may wait for it to write the dot);
+- ``AFTER END``: once the whole message and its end are read; the message is kept, no reply
+  (as ``("accepted", rcpt)`` ``DROP``).
+
+``cut_every`` gives every so many messages (counted over all connections) ``cut_with``
+instead: a fixed share of them, whichever reader they are for.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import socket
 import threading
@@ -61,6 +77,15 @@ class Inbox:
     """Offer PIPELINING, as the relays a site sends through do."""
     pipelined: int = 0
     """MAIL commands that came with their RCPT and DATA already behind them."""
+    cut_every: int = 0
+    """Give every so many messages the ``body`` action ``cut_with`` (0: none)."""
+    cut_with: str = "CUT 3"
+    data_taken: int = 0
+    """DATA commands taken (a 354, or a ``body`` action), over all connections."""
+    cut_off: list[str] = field(default_factory=list)
+    """The recipient of each message a ``CUT``, ``FIN`` or ``AFTER END`` action played on."""
+    closed: threading.Event = field(default_factory=threading.Event)
+    """Set once a ``FIN`` action has closed its connection."""
     _parsed: list[EmailMessage] = field(default_factory=list)
 
     def counts(self) -> Counter[str]:
@@ -111,6 +136,18 @@ class Inbox:
             queue = self.script.get((stage, address))
             return queue.pop(0) if queue else None
 
+    def _body_action(self, rcpt: str) -> str | None:
+        """What to do with the data of a message whose DATA is taken: every ``cut_every``-th
+        message ``cut_with``, else what the script says."""
+        with self.lock:
+            self.data_taken += 1
+            ruled = self.cut_every > 0 and self.data_taken % self.cut_every == 0
+        action = self.cut_with if ruled else self._next("body", rcpt)
+        if action and action != "DROP":
+            with self.lock:
+                self.cut_off.append(rcpt)
+        return action
+
     async def handle_EHLO(self, server, session, envelope, hostname, responses) -> list[str]:
         session.host_name = hostname
         if not self.pipelining:
@@ -153,13 +190,16 @@ class Inbox:
         if action == "HOLD":  # queued, but the sender hears nothing yet
             self.holding.set()
             await _wait(self.release)
-        if self._next("accepted", rcpt) == "DROP":
+        if self._next("accepted", rcpt) == "DROP" or server.drop_after_end:
             server.transport.abort()
         return f"250 2.0.0 queued as {len(self.received)}"
 
 
 class ScriptedSMTP(SMTP):
     """aiosmtpd's server, counting its connections and able to close inside DATA."""
+
+    drop_after_end = False
+    """The message being read gets ``AFTER END``."""
 
     def connection_made(self, transport) -> None:
         inbox: Inbox = self.event_handler
@@ -191,7 +231,12 @@ class ScriptedSMTP(SMTP):
     async def smtp_DATA(self, arg: str) -> None:
         inbox: Inbox = self.event_handler
         rcpts = self.envelope.rcpt_tos if self.envelope else []
-        if rcpts and not arg and inbox._next("body", rcpts[0]) == "DROP":
+        action = inbox._body_action(rcpts[0]) if rcpts and not arg else None
+        if action and action.startswith(("CUT ", "FIN ")):
+            await self._cut(action)
+            return
+        self.drop_after_end = action == "AFTER END"
+        if action == "DROP":
             # 354, then the connection is closed at once: corked, the reply and the close go
             # in one segment, so the sender sees the close as soon as it has read the 354
             sock = self.transport.get_extra_info("socket")
@@ -201,6 +246,73 @@ class ScriptedSMTP(SMTP):
             self.transport.abort()
             return
         await super().smtp_DATA(arg)
+
+    async def _cut(self, action: str) -> None:
+        """The 354, then a ``CUT`` or ``FIN`` action played on the data, and the connection
+        closed. asyncio reads ahead (what it has read, the server has read, for TCP), so
+        the data is taken straight from the socket, in a thread, as much as the action says."""
+        assert not self._reader._buffer, "data before the 354"  # the sender waits for it
+        self.transport.write(b"354 End data with <CR><LF>.<CR><LF>\r\n")
+        self.transport.pause_reading()  # in the same step: nothing of the data read yet
+        fd = self.transport.get_extra_info("socket").fileno()
+        inbox: Inbox = self.event_handler
+        try:
+            await self.loop.run_in_executor(None, _take_data, fd, action, inbox.closed)
+        finally:
+            self.transport.abort()  # the socket closed: a reset if bytes are left unread
+
+
+def _take_data(fd: int, action: str, closed: threading.Event) -> None:
+    """Read what ``action`` says of the data, not a byte more, from a second descriptor of
+    the connection's socket."""
+    with socket.socket(fileno=os.dup(fd)) as sock:
+        sock.settimeout(30)
+        kind, _, count = action.partition(" ")
+        if count == "AT END":
+            _wait_for_the_end(sock)
+        elif kind == "CUT":
+            _take_lines(sock, int(count))
+        else:
+            _take_bytes(sock, int(count))
+            sock.shutdown(socket.SHUT_RDWR)  # the FIN, with nothing unread
+            closed.set()
+
+
+def _peek(sock: socket.socket, size: int) -> bytes:
+    """What the kernel holds, once it holds ``size`` bytes or the sender is gone: the timeout
+    polls the socket first, and SO_RCVLOWAT makes that poll wait for so many (MSG_WAITALL
+    does not wait on the non-blocking socket a timeout makes)."""
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT, size)
+    return sock.recv(max(size, 1 << 16), socket.MSG_PEEK)
+
+
+def _take_lines(sock: socket.socket, count: int) -> None:
+    """The first ``count`` lines, a byte at a time; never the final dot's line."""
+    for _ in range(count):
+        if _peek(sock, 3)[:3] in (b"", b".\r\n"):
+            return
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT, 1)
+        while sock.recv(1) not in (b"\n", b""):
+            pass
+
+
+def _take_bytes(sock: socket.socket, count: int) -> None:
+    while count > 0:
+        taken = sock.recv(min(count, 1 << 16))
+        if not taken:
+            return
+        count -= len(taken)
+
+
+def _wait_for_the_end(sock: socket.socket) -> None:
+    """Until the whole message and its final dot are in the kernel, none of it read (it must
+    fit the socket's receive buffer)."""
+    seen = b""
+    while not seen.endswith(b"\r\n.\r\n"):
+        more = _peek(sock, len(seen) + 1)  # a byte more than last time
+        if len(more) <= len(seen):
+            return  # the sender is gone
+        seen = more
 
 
 class ScriptedController(Controller):

@@ -21,6 +21,7 @@ from tests.mailserver import Inbox, ScriptedController, free_port
 from tests.sending import NOW
 from tests.test_scale import (
     MICRO_BATCH,
+    PATIENCE,
     _settled,
     _statuses,
     _stop,
@@ -76,15 +77,15 @@ def test_a_job_left_doing_by_a_pruned_worker_is_run_again(
     inbox.script[("data", busy)] = ["HOLD"]
     workers = [_worker(path, concurrency=1)]  # one batch in doing at a time
     try:
-        assert inbox.holding.wait(15)
+        assert inbox.holding.wait(PATIENCE)
         ((batch, victim),) = _doing(store).items()
         assert batch == 0 and victim is not None
         workers[0].send_signal(signal.SIGKILL)
         workers[0].wait()
         stalled = config.send.stalled_seconds
-        assert _until(lambda: _silent_for(store, victim) > stalled, 15)
+        assert _until(lambda: _silent_for(store, victim) > stalled, PATIENCE)
         workers.append(_worker(path, concurrency=1))  # it prunes silent workers as it starts
-        assert _until(lambda: busy in inbox.counts(), 15)  # it holds batch 1 now
+        assert _until(lambda: busy in inbox.counts(), PATIENCE)  # it holds batch 1 now
         (fresh,) = _workers(store)
         assert fresh != victim  # the victim's row is gone ...
         assert _doing(store) == {0: None, 1: fresh}  # ... and its job is nobody's
@@ -92,7 +93,7 @@ def test_a_job_left_doing_by_a_pruned_worker_is_run_again(
         assert reconciled.retried >= 1 and reconciled.deferred == 0
         assert _status(store, 0) == "todo"  # again, the same job
         inbox.release.set()
-        assert _until(lambda: _settled(store) and not _doing(store), 20)
+        assert _until(lambda: _settled(store) and not _doing(store), PATIENCE)
     finally:
         inbox.release.set()  # a worker holding a message ends only once it is answered
         _stop(workers)
