@@ -12,6 +12,7 @@ import sys
 import time
 import uuid
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -107,7 +108,10 @@ def test_procrastinate_connects_with_the_options_as_sqlalchemy_parsed_them(
         async with app.open_async():  # the pool the worker runs on
             return await app.connector.execute_query_one_async(query)
 
-    row = asyncio.run(settings())
+    # in a thread of its own: the browser tests' Playwright keeps an event loop running in
+    # this one for the whole session, and asyncio.run refuses to start inside it
+    with ThreadPoolExecutor(1) as thread:
+        row = thread.submit(asyncio.run, settings()).result()
     assert (row["path"], row["current_setting"]) == (schema, application)
 
 
