@@ -7,13 +7,13 @@ from datetime import UTC, datetime, timedelta
 
 from syndicate.schedule.plan import (
     FEEDS_JOB,
-    INTERRUPTED_PREFIX,
     RELEASE_JOB,
     JobSpec,
     StoredJob,
     latest_due,
     plan,
 )
+from syndicate.state import OwedRun
 
 NOW = datetime(2026, 1, 13, 12, 0, tzinfo=UTC)  # a Tuesday
 OPTIONS = {"misfire_grace_time": 604800, "coalesce": True, "max_instances": 1}
@@ -79,23 +79,40 @@ def test_an_unchanged_job_keeps_its_stored_run_and_options_that_changed_are_upda
     assert (kept.action, kept.note(NOW)) == ("keep", "")
 
 
-def test_the_feed_rebuild_and_an_interrupted_send_run_at_start() -> None:
+def test_the_feed_rebuild_runs_at_start_and_an_owed_send_says_since_when_and_why() -> None:
     later = datetime(2026, 1, 19, 7, 30, tzinfo=UTC)
+    owed = (
+        OwedRun("digest:w", datetime(2026, 1, 12, 7, 30, tzinfo=UTC), "fired"),
+        OwedRun("digest:w", datetime(2026, 1, 13, 7, 30, tzinfo=UTC), "stopped during its send"),
+    )
     steps = plan(
         [spec(FEEDS_JOB, EVERY, "every"), spec("digest:w", MONDAY, "mon")],
-        [
-            stored(FEEDS_JOB, "every", later),
-            stored("digest:w", "mon", later),
-            stored(INTERRUPTED_PREFIX + "digest:w", "", None),
-        ],
+        [stored(FEEDS_JOB, "every", later), stored("digest:w", "mon", later)],
         NOW,
         OPTIONS,
+        owed={"digest:w": owed},
     )
     by_id = {step.id: step for step in steps}
     assert by_id[FEEDS_JOB].first_run(NOW) == NOW
-    assert by_id["digest:w"].first_run(NOW) == NOW and by_id["digest:w"].interrupted
-    assert by_id["digest:w"].note(NOW) == "interrupted: runs again at next start"
-    assert by_id[INTERRUPTED_PREFIX + "digest:w"].action == "remove"
+    digest = by_id["digest:w"]
+    assert digest.first_run(NOW) == later and digest.owed == owed  # run by the pass, not moved
+    assert digest.late == 4.5 * 3600 and not digest.missed  # from the latest owed firing
+    assert digest.note(NOW) == (
+        "owed since 2026-01-12T07:30+00:00 (stopped during its send): runs at next start"
+    )
+
+
+def test_an_owed_send_over_the_grace_is_missed() -> None:
+    later = datetime(2026, 1, 19, 7, 30, tzinfo=UTC)
+    owed = (OwedRun("digest:w", datetime(2026, 1, 5, 7, 30, tzinfo=UTC), "fired"),)
+    (step,) = plan(
+        [spec("digest:w", MONDAY, "mon")],
+        [stored("digest:w", "mon", later)],
+        NOW,
+        {**OPTIONS, "misfire_grace_time": 86400},
+        owed={"digest:w": owed},
+    )
+    assert step.missed and step.note(NOW).startswith("missed (")
 
 
 def test_new_jobs_are_added_and_jobs_gone_from_the_config_removed() -> None:

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from zoneinfo import ZoneInfo
 
 import click
 
@@ -409,6 +410,7 @@ def schedule(config: Config, as_json: bool) -> None:
     from .schedule.scheduler import Scheduler
 
     rows = Scheduler(config, default_jobs(config), clock=wall_clock).planned()
+    zone = ZoneInfo(config.site.timezone)
     if as_json:
         jobs = [
             {
@@ -416,6 +418,10 @@ def schedule(config: Config, as_json: bool) -> None:
                 "trigger": row.trigger,
                 "next_run": row.next_run.isoformat() if row.next_run else None,
                 "note": row.note or None,
+                "owed": [
+                    {"due": run.due_at.astimezone(zone).isoformat(), "reason": run.reason}
+                    for run in row.owed
+                ],
             }
             for row in rows
         ]

@@ -13,11 +13,10 @@ from datetime import datetime
 from typing import Any, Literal, Protocol
 
 from ..config import DigestJob
+from ..state.firings import OwedRun
 
 FEEDS_JOB = "feeds"
 DIGEST_PREFIX = "digest:"
-INTERRUPTED_PREFIX = "interrupted:"
-"""A paused marker job saying "this run started and never finished"; the next start reruns it."""
 RELEASE_JOB = "release"
 """A one-off job at the time the next deliveries of a local-time digest are due: it sends what
 is due then and is set again for the next zone. Set from the ledger (the earliest time of the
@@ -66,14 +65,16 @@ class JobPlan:
     next_run: datetime | None
     """The run the store keeps or gets; a job that runs at start runs at once instead."""
     at_start: bool = False
-    """Runs at once when the scheduler starts (the feed rebuild, an interrupted run)."""
-    interrupted: bool = False
+    """Runs at once when the scheduler starts (the feed rebuild)."""
+    owed: tuple[OwedRun, ...] = ()
+    """Firings that came due and whose send is not planned yet (the state database's): they
+    run after the feed rebuild of the next start or pass, unless over the grace."""
     new_trigger: bool = False
     changes: Mapping[str, Any] = field(default_factory=dict)
     """The options to set: all of them on a new job, those that differ on a stored one."""
     spec: JobSpec | None = None
     late: float = 0.0
-    """Seconds since the latest fire time an overdue run stands for (0: not overdue)."""
+    """Seconds since the latest fire time an overdue or owed run stands for (0: neither)."""
     missed: bool = False
     """Overdue by more than the grace: the start logs it as missed instead of running it."""
 
@@ -87,10 +88,11 @@ class JobPlan:
             return "removed at next start"
         if self.id == RELEASE_JOB:
             return "the next zone"
-        if self.interrupted:
-            return "interrupted: runs again at next start"
         if self.missed:
             return f"missed ({self.late:.0f} s late, over the grace): not run at next start"
+        if self.owed:
+            since = self.owed[0].due_at.isoformat(timespec="minutes")
+            return f"owed since {since} ({self.owed[-1].reason}): runs at next start"
         overdue = self.next_run is not None and self.next_run <= now
         if self.new_trigger:
             missed = "; the send it missed runs at once" if overdue else ""
@@ -106,25 +108,25 @@ def plan(
     now: datetime,
     options: Mapping[str, Any],
     release: datetime | None = None,
+    owed: Mapping[str, Sequence[OwedRun]] | None = None,
 ) -> list[JobPlan]:
     """Make the store match the config without losing a run missed while down.
 
     New jobs are added, removed ones dropped, changed ones updated in place, keeping the stored
     next run; a new trigger replaces that run only when it is not overdue (a send missed while
-    down and then moved still goes out once). The feed rebuild, and any run left unfinished by
-    the previous process, run at once. ``options`` are set on every job. ``release`` is when
+    down and then moved still goes out once). The feed rebuild runs at once; a job's ``owed``
+    firings (fired, but their send never planned: a lost session, a stop, a crash) count as
+    overdue runs. ``options`` are set on every job. ``release`` is when
     the first delivery waiting for its reader's local time is due (the ledger's): the release
     job runs then (after the configured jobs: after the due sends), or is dropped with nothing
     waiting.
     """
     found = {job.id: job for job in stored}
-    interrupted = {
-        job_id.removeprefix(INTERRUPTED_PREFIX)
-        for job_id in found
-        if job_id.startswith(INTERRUPTED_PREFIX)
-    }
+    owed = owed or {}
     configured = {spec.id for spec in specs}
-    plans = [_one(spec, found.get(spec.id), spec.id in interrupted, now, options) for spec in specs]
+    plans = [
+        _one(spec, found.get(spec.id), tuple(owed.get(spec.id, ())), now, options) for spec in specs
+    ]
     if release is not None:
         stored_release = found.get(RELEASE_JOB)
         action: Action = "add" if stored_release is None else "keep"
@@ -133,36 +135,33 @@ def plan(
         changes = options if action != "keep" else {}
         plans.append(JobPlan(RELEASE_JOB, action, release, changes=changes))
     keep = configured | ({RELEASE_JOB} if release is not None else set())
-    return plans + [
-        JobPlan(job_id, "remove", None)
-        for job_id in found
-        if job_id.startswith(INTERRUPTED_PREFIX) or job_id not in keep
-    ]
+    return plans + [JobPlan(job_id, "remove", None) for job_id in found if job_id not in keep]
 
 
 def _one(
     spec: JobSpec,
     job: StoredJob | None,
-    interrupted: bool,
+    owed: tuple[OwedRun, ...],
     now: datetime,
     options: Mapping[str, Any],
 ) -> JobPlan:
-    at_start = spec.id == FEEDS_JOB or interrupted
-    if job is None:
-        upcoming = spec.trigger.get_next_fire_time(None, now)
-        return JobPlan(spec.id, "add", upcoming, at_start, interrupted, changes=options, spec=spec)
-    changes = {key: value for key, value in options.items() if job.options.get(key) != value}
-    next_run, new_trigger = job.next_run, job.key != spec.key
-    if new_trigger and not (next_run is not None and next_run <= now):
-        next_run = spec.trigger.get_next_fire_time(None, now)
-    action: Action = "change" if new_trigger or changes else "keep"
-    late = 0.0
+    at_start = spec.id == FEEDS_JOB
+    action: Action = "add"
+    next_run, new_trigger, changes = spec.trigger.get_next_fire_time(None, now), False, options
+    if job is not None:
+        changes = {key: value for key, value in options.items() if job.options.get(key) != value}
+        next_run, new_trigger = job.next_run, job.key != spec.key
+        if new_trigger and not (next_run is not None and next_run <= now):
+            next_run = spec.trigger.get_next_fire_time(None, now)
+        action = "change" if new_trigger or changes else "keep"
+    due = [run.due_at for run in owed[-1:]]
     if not at_start and next_run is not None and next_run <= now:
-        late = (now - latest_due(spec.trigger, next_run, now)).total_seconds()
+        due.append(latest_due(spec.trigger, next_run, now))
+    late = (now - max(due)).total_seconds() if due else 0.0
     grace = options.get("misfire_grace_time")
     missed = grace is not None and late > grace
     return JobPlan(
-        spec.id, action, next_run, at_start, interrupted, new_trigger, changes, spec, late, missed
+        spec.id, action, next_run, at_start, owed, new_trigger, changes, spec, late, missed
     )
 
 

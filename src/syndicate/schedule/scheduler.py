@@ -9,11 +9,11 @@ module never touches articles, templates or mail; *what a start does* to the sto
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import threading
-import time
-from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -23,10 +23,10 @@ from apscheduler.events import (
     EVENT_JOB_MAX_INSTANCES,
     EVENT_JOB_MISSED,
     EVENT_SCHEDULER_START,
-    JobExecutionEvent,
     JobSubmissionEvent,
 )
 from apscheduler.executors.pool import ThreadPoolExecutor
+from apscheduler.jobstores.base import JobLookupError
 from apscheduler.jobstores.sqlalchemy import SQLAlchemyJobStore
 from apscheduler.schedulers import SchedulerNotRunningError
 from apscheduler.schedulers.base import STATE_STOPPED
@@ -38,19 +38,27 @@ from apscheduler.triggers.interval import IntervalTrigger
 
 from ..config import Config, DigestJob
 from ..digest import FIRST_ZONE
-from ..errors import SchedulerBusyError, SyndicateError, describe
-from ..state import SchedulerLock, Store, create_engine, database_errors, scheduler_lock
+from ..errors import SchedulerBusyError, SyndicateError
+from ..state import (
+    OwedRun,
+    SchedulerLock,
+    Store,
+    create_engine,
+    database_errors,
+    scheduler_lock,
+)
 from ..state.schema import migrate
+from .owed import FiringJobStore, OwedRuns
 from .plan import (
     DIGEST_PREFIX,
     FEEDS_JOB,
-    INTERRUPTED_PREFIX,
     RELEASE_JOB,
     JobPlan,
     JobSpec,
     StoredJob,
     plan,
 )
+from .runlog import Report, Step, log_run, run_and_log
 
 log = logging.getLogger("syndicate.scheduler")
 
@@ -58,21 +66,6 @@ Clock = Callable[[], datetime]
 
 
 # -- what runs -----------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Report:
-    """What one run did: counts for the log line, and why nothing was done when nothing was."""
-
-    counts: Mapping[str, int] = field(default_factory=dict)
-    reason: str | None = None
-    complete: bool = True
-    """False when part of the work failed (e.g. deliveries); the counts say which."""
-
-
-Step = Callable[[datetime], "Report | None"]
-"""One piece of work run at ``now``: a job, or a step of ``run --once`` of the caller's own
-(None: there was nothing to do, not even worth a line)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,26 +201,62 @@ class Planned:
     """When it runs, as a person reads it (``describe_trigger``)."""
     next_run: datetime | None
     note: str = ""
+    owed: tuple[OwedRun, ...] = ()
+    """Its firings whose send is not planned yet, oldest first, each with why."""
 
 
 class Releases:
     """When the release job of local-time deliveries runs: the first pending delivery waiting
     for its reader's local time, as the ledger says, whatever became of the last run."""
 
-    def __init__(self, engine: sa.Engine, *, enabled: bool) -> None:
-        self.engine = engine
+    def __init__(self, ledger: Callable[[], Store], *, enabled: bool) -> None:
+        self.ledger = ledger
         self.enabled = enabled
         """False when no release step is wired in: there is nothing to release them with."""
-        self._ledger: Store | None = None
 
     def next(self, after: datetime | None = None) -> datetime | None:
         """The first waiting delivery's time (after ``after``), or None."""
-        if not self.enabled:
-            return None
-        if self._ledger is None:
-            migrate(self.engine)  # a first start: the ledger, as the first send would make it
-            self._ledger = Store(self.engine)
-        return self._ledger.next_release(after)
+        return self.ledger().next_release(after) if self.enabled else None
+
+    def wake(
+        self, sched: BlockingScheduler | None, after: datetime | None, options: Mapping[str, Any]
+    ) -> None:
+        """After a send or a release, whatever its outcome, set the release job for the next
+        zone (``after`` it) from the ledger; what a failed run left due goes out with it.
+        After a feed rebuild (``after`` None), for the first delivery waiting, even if overdue:
+        with the database unreadable after a release, the next rebuild sets it."""
+        try:
+            when = self.next(after)
+        except SyndicateError as exc:
+            log.warning("release job not set: %s; the next feed rebuild sets it", exc)
+            return
+        if when is not None:
+            _set_release(sched, when, options)
+
+
+class Running:
+    """The jobs running now in this process, for a stop to wait on."""
+
+    def __init__(self) -> None:
+        self.ids: set[str] = set()
+        self._idle = threading.Condition()
+
+    def begin(self, job_id: str) -> bool:
+        """Count ``job_id`` as running; False if it already is."""
+        with self._idle:
+            fresh = job_id not in self.ids
+            self.ids.add(job_id)
+            return fresh
+
+    def end(self, job_id: str) -> None:
+        with self._idle:
+            self.ids.discard(job_id)
+            self._idle.notify_all()
+
+    def wait_idle(self, timeout: float) -> bool:
+        """Whether every job ended within ``timeout`` seconds."""
+        with self._idle:
+            return self._idle.wait_for(lambda: not self.ids, timeout=timeout)
 
 
 class Scheduler:
@@ -247,27 +276,31 @@ class Scheduler:
         self.zone = ZoneInfo(config.site.timezone)
         self.specs = {spec.id: spec for spec in job_specs(config, clock())}
         self.grace = config.schedule.misfire_grace_seconds
+        self.options = {"misfire_grace_time": self.grace, "coalesce": True, "max_instances": 1}
+        """Set on every job explicitly: the store freezes them, so defaults would go stale."""
         self.stop_timeout = (
             config.schedule.stop_timeout_seconds if stop_timeout is None else stop_timeout
         )
         self.engine = create_engine(config.database_url)
         self.lock = scheduler_lock(config.database_url, self.engine)
         self.interrupted = False
-        """True after a stop that had to leave a run unfinished (it resumes at the next start)."""
+        """True after a stop that had to leave a run unfinished (owed: the next start runs it)."""
         self._sched: BlockingScheduler | None = None
         self._stopping = threading.Event()
-        self._running: set[str] = set()
-        self._idle = threading.Condition()
+        self._running = Running()
         self._starting = threading.Lock()
         self.lost_lock = False
-        """True after the lock was found gone (e.g. the database restarted): this process
-        stopped acting, since another scheduler may have taken over."""
+        """True once the lock was found gone (another scheduler may act): this one stopped."""
         self.failed: list[str] = []
         """The jobs and steps of the last ``run_once`` that failed or did part of their work."""
         self.debug = False
         """Log the traceback of every failure, not only of unexpected ones."""
         self._steps: dict[str, Step] = {}
-        self.releases = Releases(self.engine, enabled=jobs.deliver_due is not None)
+        self.ledger = _ledger_of(self.engine)
+        self.releases = Releases(self.ledger, enabled=jobs.deliver_due is not None)
+        self.owed = OwedRuns(self.ledger, clock, config.database_url, self.zone)
+        self._passes_pay = False
+        """Each feed rebuild runs the owed digests after it (``run``; ``--once``: once)."""
 
     # -- entry points ------------------------------------------------------------------
 
@@ -279,13 +312,14 @@ class Scheduler:
         """
         database = database_errors(self.config.database_url)
         holding = _holding(self.lock, self.engine, self._stopping, standby, poll_seconds)
+        self._passes_pay = True
         with database, holding as acquired:
             if acquired:
                 self._session(self._start_running)
 
     def run_once(self, steps: Mapping[str, Step] | None = None) -> bool:
         """Do what is due now: the feed rebuild, then ``steps`` (work of the caller's own,
-        such as previews), then the due or interrupted digests, all under the lock, which is
+        such as previews), then the due and the owed digests, all under the lock, which is
         taken before anything else (SchedulerBusyError). Each logs one line, and one that
         fails never stops the next. True if all went well; else ``failed`` names the jobs
         and steps that failed or did part of their work."""
@@ -304,7 +338,8 @@ class Scheduler:
         rows: list[Planned] = []
 
         def collect(sched: BlockingScheduler) -> bool:
-            rows.extend(self._rows(sched, self.clock()))
+            now = self.clock()
+            rows.extend(planned_rows(sched, self.specs, self._plan(sched, now), now, self.zone))
             return False
 
         with database_errors(self.config.database_url):
@@ -312,10 +347,8 @@ class Scheduler:
         return rows
 
     def request_stop(self) -> None:
-        """Stop taking new work, let the running job finish (up to the bound), then stop.
-
-        Safe from a signal handler: the waiting happens in a helper thread.
-        """
+        """Stop taking new work, let the running job finish (up to the bound), then stop; safe
+        from a signal handler (the waiting happens in a helper thread)."""
         if self._stopping.is_set():
             return
         self._stopping.set()
@@ -328,7 +361,8 @@ class Scheduler:
         ``work`` returns True (it resumed the scheduler), shut it down again. Blocks until
         shutdown. Errors inside ``work`` are raised here, not swallowed by the listeners."""
         global _active
-        sched = _new_scheduler(self.engine, len(self.specs) + 1, self._options(), self.zone)
+        store = FiringJobStore(self.engine, self.owed.fired)
+        sched = _new_scheduler(store, len(self.specs) + 1, self.options, self.zone)
         failure: list[BaseException] = []
 
         def started(_event: object) -> None:
@@ -341,7 +375,7 @@ class Scheduler:
                 _shutdown(sched, wait=False)
 
         sched.add_listener(started, EVENT_SCHEDULER_START)
-        sched.add_listener(_missed(self.clock), EVENT_JOB_MISSED)
+        sched.add_listener(self.owed.missed, EVENT_JOB_MISSED)
         sched.add_listener(_overlapped, EVENT_JOB_MAX_INSTANCES)
         self._sched = sched
         if lock:
@@ -357,9 +391,7 @@ class Scheduler:
 
     def _start_running(self, sched: BlockingScheduler) -> bool:
         with self._starting:
-            now = self.clock()
-            steps = _plan(sched, self.specs, now, self._options(), self.releases.next())
-            reconcile(sched, self.specs, steps, now)
+            self._reconciled(sched, self.clock())
             if self._stopping.is_set():
                 return False
             sched.resume()
@@ -367,26 +399,48 @@ class Scheduler:
         return True
 
     def _run_due(self, sched: BlockingScheduler) -> bool:
-        """Apply the plan, then run what it says is due now, in the order of the config."""
+        """Apply the plan, then run what it says is due now, in the order of the config, and
+        last what is owed."""
         now = self.clock()
-        steps = _plan(sched, self.specs, now, self._options(), self.releases.next())
-        reconcile(sched, self.specs, steps, now)
+        steps = self._reconciled(sched, now)
+        tried = set()
         for step in steps:
             first = step.first_run(now)
             if step.id == RELEASE_JOB and first is not None and first <= now:
                 sched.remove_job(RELEASE_JOB)  # set again from the ledger after the run
                 self.execute(RELEASE_JOB)
             elif step.action != "remove" and step.spec and first is not None and first <= now:
+                due = now - timedelta(seconds=step.late)
                 if step.missed:
-                    reason = f"{step.late:.0f} s late, over the grace"
-                    log_run(step.id, now, 0.0, "missed", reason=reason)
+                    self.owed.miss(step.id, due, now)
                 else:
+                    if step.spec.digest is not None:  # a fact before it is attempted
+                        self.owed.record(step.id, due, now, step.owed)
                     self.execute(step.id)  # several missed runs coalesce into this one
+                    tried.add(step.id)
                 _advance(sched, step.id, now)
             if step.id == FEEDS_JOB:
                 for name, step_work in self._steps.items():
                     self._report(name, step_work)
+        self._pay_owed(tried)
         return False
+
+    def _plan(self, sched: BlockingScheduler, now: datetime) -> list[JobPlan]:
+        owed = self.ledger().owed()
+        return _plan(sched, self.specs, now, self.options, self.releases.next(), owed)
+
+    def _reconciled(self, sched: BlockingScheduler, now: datetime) -> list[JobPlan]:
+        """Make the store match the config and the ledger as the plan says; the plan."""
+        steps = self._plan(sched, now)
+        reconcile(sched, self.specs, steps, now)
+        self.owed.forget(step.id for step in steps if step.action == "remove")
+        return steps
+
+    def _pay_owed(self, tried: Collection[str] = ()) -> None:
+        """Run the owed digests but those running or ``tried`` by this pass already."""
+        skip = {*tried, *self._running.ids}
+        for job_id in self.owed.payable(self.specs, skip, self.grace, self.clock()):
+            self.execute(job_id)  # deferred, still owed, after a stop
 
     def _stop(self) -> None:
         with self._starting:  # let a start in progress finish reconciling first
@@ -394,25 +448,16 @@ class Scheduler:
             if sched is None or sched.state == STATE_STOPPED:
                 return  # in standby or not started: they check _stopping themselves
             sched.pause()
-        with self._idle:
-            finished = self._idle.wait_for(lambda: not self._running, timeout=self.stop_timeout)
+        finished = self._running.wait_idle(self.stop_timeout)
         if not finished:
             self.interrupted = True
             log.warning(
                 "stopping with %s unfinished after %.0f s; it resumes at the next start",
-                ", ".join(sorted(self._running)),
+                ", ".join(sorted(self._running.ids)),
                 self.stop_timeout,
             )
         _shutdown(sched, wait=finished)  # waits only for bookkeeping once the jobs are done
         log.info("scheduler stopped")
-
-    def _options(self) -> dict[str, Any]:
-        """Set on every job explicitly: the store freezes them, so defaults would go stale."""
-        return {"misfire_grace_time": self.grace, "coalesce": True, "max_instances": 1}
-
-    def _rows(self, sched: BlockingScheduler, now: datetime) -> list[Planned]:
-        steps = _plan(sched, self.specs, now, self._options(), self.releases.next())
-        return planned_rows(sched, self.specs, steps, now, self.zone)
 
     # -- one run -----------------------------------------------------------------------
 
@@ -428,85 +473,75 @@ class Scheduler:
             self.lost_lock = True
             self.request_stop()
         if self._stopping.is_set():
-            if spec.digest is not None:
-                _mark_interrupted(self._sched, job_id)
             reason = "the scheduler lock was lost" if self.lost_lock else "stopping"
+            if spec.digest is not None:
+                self.owed.still_owed(job_id, f"deferred: {reason}")
             log_run(job_id, self.clock(), 0.0, "deferred", reason=f"{reason}; runs at next start")
             return
-        with self._idle:
-            self._running.add(job_id)
+        if not self._running.begin(job_id):  # an owed run taken by a pass as it fired
+            log_run(job_id, self.clock(), 0.0, "skipped", reason="already running")
+            return
         try:
             self._execute(spec)
         finally:
-            with self._idle:
-                self._running.discard(job_id)
-                self._idle.notify_all()
+            self._running.end(job_id)
 
     def _execute(self, spec: JobSpec) -> None:
         now = self.clock()
         if spec.digest is not None:
-            _mark_interrupted(self._sched, spec.id)  # cleared below unless the process dies
             digest = spec.digest
-            self._report(spec.id, lambda now: self.jobs.send_digest(digest, now))
-            self._wake(now)
-            if not self._stopping.is_set():
-                # a send that ran into a stop may have left deliveries: it resumes at next start
-                _clear_interrupted(self._sched, spec.id)
+            outcome, report = self._report(spec.id, lambda now: self.jobs.send_digest(digest, now))
+            self.releases.wake(self._sched, now, self.options)
+            self.owed.sent(spec.id, now, outcome, report, stopped=self._stopping.is_set())
         elif spec.id == RELEASE_JOB:
             if self.jobs.deliver_due is not None:
                 self._report(spec.id, self.jobs.deliver_due)
-            self._wake(now)
+            self.releases.wake(self._sched, now, self.options)
         else:
             self._report(spec.id, self.jobs.build_feeds)
-            self._wake(None)  # what a release left due while the database was down
+            self.releases.wake(self._sched, None, self.options)  # what a release left due
+            if self._passes_pay:
+                self._pay_owed()
 
-    def _wake(self, now: datetime | None) -> None:
-        """After a send or a release, whatever its outcome, set the release job for the next
-        zone (after ``now``) from the ledger; what a failed run left due goes out with it.
-        After a feed rebuild (``now`` None), for the first delivery waiting, even if overdue:
-        with the database unreadable after a release, the next rebuild sets it."""
-        try:
-            when = self.releases.next(after=now)
-        except SyndicateError as exc:
-            log.warning("release job not set: %s; the next feed rebuild sets it", exc)
-            return
-        if when is not None:
-            _set_release(self._sched, when, self._options())
-
-    def _report(self, name: str, work: Step) -> Report | None:
+    def _report(self, name: str, work: Step) -> tuple[str | None, Report | None]:
         outcome, report = run_and_log(name, work, self.clock(), debug=self.debug)
         if outcome in ("error", "partial"):
             self.failed.append(name)
-        return report
+        return outcome, report
+
+
+def _ledger_of(engine: sa.Engine) -> Callable[[], Store]:
+    """The state database on ``engine``, migrated at first use (a first start makes it as the
+    first send would): the owed runs and the release times."""
+
+    @functools.cache
+    def ledger() -> Store:
+        migrate(engine)
+        return Store(engine)
+
+    return ledger
 
 
 def _new_scheduler(
-    engine: sa.Engine, workers: int, options: Mapping[str, Any], zone: ZoneInfo
+    store: SQLAlchemyJobStore, workers: int, options: Mapping[str, Any], zone: ZoneInfo
 ) -> BlockingScheduler:
     return BlockingScheduler(
-        jobstores={"default": SQLAlchemyJobStore(engine=engine)},
+        jobstores={"default": store},
         executors={"default": ThreadPoolExecutor(max_workers=workers)},
         job_defaults=dict(options),
         timezone=zone,
     )
 
 
-def _missed(clock: Clock) -> Callable[[JobExecutionEvent], None]:
-    """A listener that logs a run APScheduler found later than the grace."""
-
-    def log_missed(event: JobExecutionEvent) -> None:
-        late = clock() - event.scheduled_run_time
-        reason = f"{late.total_seconds():.0f} s late, over the grace"
-        log_run(event.job_id, event.scheduled_run_time, 0.0, "missed", reason=reason)
-
-    return log_missed
-
-
 def _advance(sched: BlockingScheduler, job_id: str, now: datetime) -> None:
     """Move a job run by ``run --once`` to its next time: only after the run, so that a crash
-    during it leaves it due for the next ``--once``."""
+    during it leaves it due for the next ``--once`` (and a run that did not plan its send is
+    recorded as owed as it moves: ``FiringJobStore``)."""
     job = sched.get_job(job_id)
-    job.modify(next_run_time=job.trigger.get_next_fire_time(now, now))
+    if job is None:
+        return
+    with contextlib.suppress(JobLookupError):  # a stop shut the scheduler down meanwhile:
+        job.modify(next_run_time=job.trigger.get_next_fire_time(now, now))  # it is owed
 
 
 @contextlib.contextmanager
@@ -539,14 +574,6 @@ def _holding(
         engine.dispose()
 
 
-def _mark_interrupted(sched: BlockingScheduler | None, job_id: str) -> None:
-    """Leave a marker that says the run started; the next start runs it again unless the run
-    clears it (a process killed meanwhile leaves it)."""
-    if sched is not None and sched.state != STATE_STOPPED:
-        marker = INTERRUPTED_PREFIX + job_id
-        sched.add_job(fire, args=(job_id,), id=marker, next_run_time=None, replace_existing=True)
-
-
 def _set_release(
     sched: BlockingScheduler | None, when: datetime, options: Mapping[str, Any]
 ) -> None:
@@ -566,12 +593,6 @@ def _set_release(
     )
 
 
-def _clear_interrupted(sched: BlockingScheduler | None, job_id: str) -> None:
-    marker = INTERRUPTED_PREFIX + job_id
-    if sched is not None and sched.state != STATE_STOPPED and sched.get_job(marker):
-        sched.remove_job(marker)
-
-
 def _overlapped(event: JobSubmissionEvent) -> None:
     reason = "the previous run is still going (max_instances=1)"
     log_run(event.job_id, event.scheduled_run_times[-1], 0.0, "skipped", reason=reason)
@@ -586,8 +607,10 @@ def _plan(
     now: datetime,
     options: dict[str, Any],
     release: datetime | None,
+    owed: Mapping[str, Sequence[OwedRun]],
 ) -> list[JobPlan]:
-    """``plan.plan`` over the jobs ``sched``'s store holds and the ledger's ``release``."""
+    """``plan.plan`` over the jobs ``sched``'s store holds and what the ledger says: the owed
+    runs and the next release."""
     stored = [
         StoredJob(
             job.id,
@@ -597,7 +620,7 @@ def _plan(
         )
         for job in sched.get_jobs()
     ]
-    return plan(list(specs.values()), stored, now, options, release)
+    return plan(list(specs.values()), stored, now, options, release, owed)
 
 
 def reconcile(
@@ -611,8 +634,6 @@ def reconcile(
             _reconcile_unconfigured(sched, step)
             continue
         spec = specs[step.id]
-        if step.interrupted:
-            log.info("job %s was interrupted; running it again now", step.id)
         if step.action == "add":
             sched.add_job(
                 fire,
@@ -636,11 +657,11 @@ def reconcile(
 
 
 def _reconcile_unconfigured(sched: BlockingScheduler, step: JobPlan) -> None:
-    """A job the config does not name: one removed from it, a marker of an interrupted run
-    that is no more, or the release job, set from the ledger."""
+    """A job the config does not name: one removed from it, or the release job, set from the
+    ledger."""
     if step.action == "remove":
         sched.remove_job(step.id)
-        if not step.id.startswith(INTERRUPTED_PREFIX) and step.id != RELEASE_JOB:
+        if step.id != RELEASE_JOB:
             log.info("job %s removed (no longer in the config)", step.id)
     elif step.action != "keep" and step.next_run is not None:
         _set_release(sched, step.next_run, step.changes)
@@ -657,77 +678,17 @@ def planned_rows(
     stored = {job.id: job for job in sched.get_jobs()}
     rows = []
     for step in steps:
-        if step.action == "remove" and step.id.startswith(INTERRUPTED_PREFIX):
-            continue
         said = "local-time deliveries"
         if step.id != RELEASE_JOB:
             trigger = specs[step.id].trigger if step.spec else stored[step.id].trigger
             said = describe_trigger(trigger)
         first = step.first_run(now) if step.action == "add" else step.next_run
         when = first and first.astimezone(zone)
-        rows.append(Planned(step.id, said, when, step.note(now)))
+        rows.append(Planned(step.id, said, when, step.note(now), step.owed))
     return rows
-
-
-# -- one run -------------------------------------------------------------------------------
-
-
-def run_and_log(
-    name: str, work: Step, now: datetime, *, debug: bool
-) -> tuple[str | None, Report | None]:
-    """Run ``work`` and log its one line; the outcome and the report (None, None: nothing
-    worth a line). Never raises: a SyndicateError or an OSError is for the operator and needs
-    no traceback (unless ``debug``); anything else gets one."""
-    started = time.monotonic()
-    failure: BaseException | None = None
-    try:
-        report = work(now)
-    except (SyndicateError, OSError) as exc:  # a full disk, a lost database, ...
-        reason = describe(exc) if isinstance(exc, OSError) else str(exc)
-        outcome, report = "error", Report(reason=reason)
-        failure = exc if debug else None
-    except Exception as exc:
-        outcome, report, failure = "error", Report(reason=f"{type(exc).__name__}: {exc}"), exc
-    else:
-        if report is None:
-            return None, None
-        outcome = "ok" if report.reason is None else "nothing"
-        outcome = outcome if report.complete else "partial"
-    duration = time.monotonic() - started
-    log_run(name, now, duration, outcome, report.counts, report.reason, failure)
-    return outcome, report
 
 
 def _shutdown(sched: BlockingScheduler, *, wait: bool) -> None:
     """Shut down unless already down (a stop and the end of a start may race here)."""
     with contextlib.suppress(SchedulerNotRunningError):
         sched.shutdown(wait=wait)
-
-
-def log_run(
-    job_id: str,
-    start: datetime,
-    duration: float,
-    outcome: str,
-    counts: Mapping[str, int] | None = None,
-    reason: str | None = None,
-    failure: BaseException | None = None,
-) -> None:
-    """The one structured line per run (with the traceback of a failure); ``record.fields``
-    carries it for JSON output."""
-    fields: dict[str, Any] = {
-        "job": job_id,
-        "start": start.isoformat(timespec="seconds"),
-        "duration": round(duration, 3),
-        "outcome": outcome,
-        "counts": dict(counts or {}),
-    }
-    if reason:
-        fields["reason"] = reason
-    text = " ".join(
-        [f"job={job_id} outcome={outcome} start={fields['start']} duration={duration:.3f}s"]
-        + [f"{key}={value}" for key, value in fields["counts"].items()]
-        + ([f"reason={reason!r}"] if reason else [])
-    )
-    level = logging.ERROR if outcome == "error" else logging.INFO
-    log.log(level, "%s", text, exc_info=failure, extra={"fields": fields})

@@ -4,12 +4,13 @@
 aggregate: ``published`` (first publication times of feed entries), ``subscribers``,
 ``issues``, ``planning`` (an issue's readers planned in chunks, an issue closed once settled),
 ``ledger`` (send runs and deliveries, the exactly-once protocol), ``bounce_reports`` (bounce
-reports); ``locks`` (the scheduler's and the send run's), ``schema`` (tables and
-migrations), ``database`` (the engine, its errors, the one way to write).
+reports), ``firings`` (scheduled runs owed); ``locks`` (the scheduler's and the send run's),
+``schema`` (tables and migrations), ``database`` (the engine, its errors, the one way to write).
 """
 
 from .bounce_reports import AtRisk, Bounced
 from .database import create_engine, database_errors, utc
+from .firings import OwedRun
 from .issues import BATCH_SIZE, Issue, Within
 from .ledger import Batch, Claim, Delivery, Ledger
 from .locks import AdvisoryLock, FileLock, NoLock, SchedulerLock, scheduler_lock
@@ -35,6 +36,7 @@ __all__ = [
     "Issue",
     "Ledger",
     "NoLock",
+    "OwedRun",
     "Planning",
     "SchedulerLock",
     "Store",

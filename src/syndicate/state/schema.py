@@ -175,6 +175,20 @@ bounce_reports = sa.Table(
 (``message_hash``: the SHA-256 of the message); ``counted`` when it added to the reader's
 bounces."""
 
+job_firings = sa.Table(
+    "job_firings",
+    metadata,
+    sa.Column("job_id", sa.String(200), primary_key=True),
+    sa.Column("due_at", sa.DateTime(timezone=True), primary_key=True),
+    sa.Column("state", sa.String(20), nullable=False),
+    sa.Column("reason", sa.Text, nullable=False),
+    sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
+)
+"""Each firing of a scheduled digest that came due: ``owed`` from the moment it is due until
+its send is planned (``done``) or it is past the grace (``missed``); ``reason`` says why it is
+still owed. A due run is a fact here before it is attempted, so no crash, lost session or stop
+can drop it."""
+
 SUBSCRIBER_STATUSES = STATUSES
 DELIVERY_STATUSES = ("held", "pending", "sending", "sent", "failed", "uncertain", "skipped")
 """A delivery is ``pending`` until its message is complete but for its end of data; ``sending``
@@ -193,7 +207,7 @@ dies then leaves the row pending, and the server discards the message it never s
 _MIGRATING = threading.Lock()
 
 
-HEAD_REVISION = "0008"
+HEAD_REVISION = "0009"
 """The newest migration's revision; a test holds it to what Alembic finds."""
 
 

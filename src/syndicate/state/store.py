@@ -5,6 +5,7 @@ from __future__ import annotations
 from .bounce_reports import BounceReports
 from .buckets import Buckets
 from .database import create_engine
+from .firings import Firings
 from .issues import Issues
 from .ledger import Deliveries
 from .planning import IssuePlanning
@@ -13,7 +14,9 @@ from .schema import migrate
 from .subscribers import Subscribers
 
 
-class Store(Publications, Subscribers, IssuePlanning, Issues, Deliveries, BounceReports, Buckets):
+class Store(
+    Publications, Subscribers, IssuePlanning, Issues, Deliveries, BounceReports, Buckets, Firings
+):
     """The project's persistent state, on one database.
 
     Each part (its own module) holds the statements of one aggregate; they share the engine
