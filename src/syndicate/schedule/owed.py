@@ -53,8 +53,10 @@ class OwedRuns:
         keeps the run due when this cannot be recorded."""
         now = self.clock()
         if due <= now:
-            fired = latest_due(job.trigger, due, now)
-            self.ledger().owe(job.id, fired, self._why.get(job.id, FIRED), now)
+            self.ledger().owe(job.id, latest_due(job.trigger, due, now), FIRED, now)
+            # after the row: an attempt ending meanwhile said why before or sees the row
+            if (why := self._why.get(job.id)) is not None:
+                self.ledger().explain(job.id, why, now)
 
     def record(
         self, job_id: str, due: datetime, now: datetime, owed: Sequence[OwedRun] = ()
@@ -96,11 +98,11 @@ class OwedRuns:
     ) -> None:
         """A send of ``job_id`` at ``now`` ended with ``outcome``: paid, unless it failed
         before its send was planned (the next start or pass tries again) or a stop cut it
-        short (it may have left deliveries: the next start resumes it)."""
-        if stopped:
-            self.still_owed(job_id, "stopped during its send")
-        elif outcome == "error":
+        short, leaving deliveries (the next start resumes it)."""
+        if outcome == "error":
             self.still_owed(job_id, f"its send failed: {report.reason if report else None}")
+        elif stopped and outcome == "partial":
+            self.still_owed(job_id, "stopped during its send")
         else:
             self.paid(job_id, now)
 

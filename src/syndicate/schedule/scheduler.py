@@ -522,10 +522,24 @@ def _ledger_of(engine: sa.Engine) -> Callable[[], Store]:
     return ledger
 
 
+class _Scheduler(BlockingScheduler):
+    """APScheduler's BlockingScheduler, but one that has shut down fires nothing more: its
+    loop, woken by the shutdown, would hand a job fallen due during a drain to the executor
+    it just shut down ("cannot schedule new futures after shutdown"), a traceback in the
+    log. The state is looked at under the lock the shutdown takes before it closes the
+    executors, so no job goes out after it."""
+
+    def _process_jobs(self) -> float | None:
+        with self._jobstores_lock:
+            if self.state == STATE_STOPPED:
+                return None
+            return super()._process_jobs()
+
+
 def _new_scheduler(
     store: SQLAlchemyJobStore, workers: int, options: Mapping[str, Any], zone: ZoneInfo
 ) -> BlockingScheduler:
-    return BlockingScheduler(
+    return _Scheduler(
         jobstores={"default": store},
         executors={"default": ThreadPoolExecutor(max_workers=workers)},
         job_defaults=dict(options),
