@@ -14,7 +14,9 @@ fault has happened.
 from __future__ import annotations
 
 import logging
+import os
 import signal
+import subprocess
 import threading
 import uuid
 from collections import Counter
@@ -28,15 +30,17 @@ import sqlalchemy as sa
 from alembic import command
 from alembic.config import Config as AlembicConfig
 
-from syndicate.config import Config, DigestJob
+from syndicate.config import Config, DigestJob, load_config
 from syndicate.errors import DatabaseError
+from syndicate.schedule.jobs import default_jobs
 from syndicate.schedule.owed import FIRED
-from syndicate.schedule.scheduler import Planned, Report, Scheduler
+from syndicate.schedule.scheduler import Jobs, Planned, Report, Scheduler
 from syndicate.state import create_engine, open_store
 from tests.test_scheduler import (
     AMSTERDAM,
     Process,
     Recorder,
+    _due_send,
     due_daily_digest,
     make_config,
     processes,  # noqa: F401 (a fixture)
@@ -184,6 +188,44 @@ def test_sessions_ended_before_the_firing_leave_it_owed_and_the_next_start_sends
     assert owed(config) == {"digest:daily": ["deferred: the scheduler lock was lost"]}
     assert sends_after_one_restart(config) == {"daily": 1}
     assert owed(config) == {}
+
+
+@postgresql_only
+def test_every_reader_gets_a_digest_a_lost_session_deferred_from_the_next_start(
+    tmp_path: Path, database_url: str, smtp_server: tuple[Any, int]
+) -> None:
+    """End to end: the real feed rebuild and send, 300 readers, a real SMTP server; the
+    sessions end before the firing; the next ``run --once`` (a process) sends every reader
+    the digest, once."""
+    inbox, port = smtp_server
+    url, application = named(database_url)
+    readers = [f"reader{n}@example.com" for n in range(300)]
+    path, command = _due_send(tmp_path, url, port, readers, stop_timeout=30)
+    config = load_config(path, env={})
+    Scheduler(config, Recorder().jobs, clock=wall_clock).run_once()  # today's run is next
+    built = threading.Event()
+    real = default_jobs(config)
+
+    def rebuild(now: datetime) -> Report | None:
+        report = real.build_feeds(now)
+        built.set()
+        return report
+
+    jobs = Jobs(rebuild, real.send_digest, real.deliver_due)
+    thread = Running(Scheduler(config, jobs, clock=wall_clock))
+    assert built.wait(PATIENCE)
+    end_sessions(database_url, application)
+    fire_now(thread.scheduler, "digest:daily")
+    thread.join(PATIENCE)
+    assert not thread.is_alive() and thread.raised is None and thread.scheduler.lost_lock
+    assert inbox.counts() == {}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SYNDICATE_")}
+    rerun = subprocess.run(
+        [*command, "--once"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
+    )
+    assert rerun.returncode == 0, rerun.stderr
+    assert "job digest:daily is owed since" in rerun.stderr
+    assert inbox.counts() == dict.fromkeys(readers, 1)
 
 
 @postgresql_only
