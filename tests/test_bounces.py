@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import json
 import mailbox
+import os
 import re
+import stat
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -391,11 +393,19 @@ def test_an_mbox_is_read_and_emptied_into_processed(
     box.flush()
     box.close()
 
-    out = invoke(tmp_path, "bounces", "process", str(path))
+    umask = os.umask(0o022)  # the usual one: what is not made owner-only is world-readable
+    try:
+        out = invoke(tmp_path, "bounces", "process", str(path))
+    finally:
+        os.umask(umask)
     assert "gone@example.com (by verp): counted" in out
     assert store.subscriber("gone@example.com").bounces == 1
     assert len(mailbox.mbox(path)) == 0
-    assert len(mailbox.mbox(tmp_path / "processed" / "bounces.mbox")) == 1
+    processed = tmp_path / "processed" / "bounces.mbox"
+    assert len(mailbox.mbox(processed)) == 1
+    # a bounce names its reader
+    assert stat.S_IMODE(processed.stat().st_mode) == 0o600
+    assert stat.S_IMODE(processed.parent.stat().st_mode) == 0o700
     assert "0 message(s) read" in invoke(tmp_path, "bounces", "process", str(path))
     store.close()
 

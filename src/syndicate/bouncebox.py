@@ -20,6 +20,7 @@ from .bounces import (
 )
 from .config import Config
 from .errors import UsageError
+from .files import create_private
 from .send import return_path
 from .state import Bounced, Store
 from .tokens import secret_key
@@ -75,10 +76,10 @@ class BounceBox:
         if not names:
             return
         done: mailbox.Mailbox
-        if isinstance(self.box, mailbox.Maildir):
+        if isinstance(self.box, mailbox.Maildir):  # its folders are made owner-only
             done = mailbox.Maildir(self.processed, factory=None)
-        else:
-            self.processed.parent.mkdir(exist_ok=True)
+        else:  # a bounce names its reader: the processed mbox is its owner's alone
+            create_private(self.processed)
             done = mailbox.mbox(self.processed, factory=None)
         self.box.lock()
         try:
