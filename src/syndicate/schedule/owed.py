@@ -45,7 +45,7 @@ class OwedRuns:
 
     def read(self) -> Mapping[str, tuple[OwedRun, ...]] | None:
         """Each job's owed firings, oldest first; None if the database cannot say."""
-        return self._write(lambda store: store.owed(), "not read")
+        return self._quietly(lambda store: store.owed(), "not read")
 
     def fired(self, job: Any, due: datetime) -> None:
         """``job``'s stored run at ``due`` moves on (``FiringJobStore``): the latest firing it
@@ -63,7 +63,7 @@ class OwedRuns:
     ) -> None:
         """``job_id``'s firing at ``due`` is about to be attempted: owed until it is paid
         (and said to be, with the runs it already ``owed``)."""
-        self._write(lambda store: store.owe(job_id, due, FIRED, now))
+        self._quietly(lambda store: store.owe(job_id, due, FIRED, now))
         if owed:
             self._say(job_id, owed)
 
@@ -91,7 +91,7 @@ class OwedRuns:
     def still_owed(self, job_id: str, reason: str) -> None:
         """An attempt of ``job_id`` ended without planning its send, for ``reason``."""
         self._why[job_id] = reason
-        self._write(lambda store: store.explain(job_id, reason, self.clock()))
+        self._quietly(lambda store: store.explain(job_id, reason, self.clock()))
 
     def sent(
         self, job_id: str, now: datetime, outcome: str | None, report: Report | None, stopped: bool
@@ -109,7 +109,7 @@ class OwedRuns:
     def paid(self, job_id: str, through: datetime) -> None:
         """``job_id``'s send is planned: its firings up to ``through`` are done."""
         self._why.pop(job_id, None)
-        self._write(lambda store: store.settle(job_id, through, "done", "sent", self.clock()))
+        self._quietly(lambda store: store.settle(job_id, through, "done", "sent", self.clock()))
 
     def missed(self, event: JobExecutionEvent) -> None:
         """APScheduler found a run later than the grace (a listener)."""
@@ -121,15 +121,15 @@ class OwedRuns:
         reason = f"{(now - due).total_seconds():.0f} s late, over the grace"
         log_run(job_id, due, 0.0, "missed", reason=reason)
         if job_id.startswith(DIGEST_PREFIX):
-            self._write(lambda store: store.settle(job_id, due, "missed", reason, now))
+            self._quietly(lambda store: store.settle(job_id, due, "missed", reason, now))
 
     def forget(self, job_ids: Iterable[str]) -> None:
         """Jobs removed from the config owe nothing any more."""
         gone = [job_id for job_id in job_ids if job_id.startswith(DIGEST_PREFIX)]
         if gone:
-            self._write(lambda store: store.forget(gone))
+            self._quietly(lambda store: store.forget(gone))
 
-    def _write(self, work: Callable[[Store], Any], failed: str = "not updated") -> Any:
+    def _quietly(self, work: Callable[[Store], Any], failed: str = "not updated") -> Any:
         try:
             with database_errors(self.url):
                 return work(self.ledger())
