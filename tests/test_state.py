@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import itertools
 import os
+import subprocess
+import sys
 import threading
 import uuid
 from collections.abc import Iterator
@@ -160,6 +162,27 @@ def test_every_downgrade_takes_the_schema_back_to_the_revision_before(
         assert _schema(engine) == made[before], f"the downgrade of {after}"
     step(command.downgrade, "base")
     assert sa.inspect(engine).get_table_names() == ["alembic_version"]
+    engine.dispose()
+
+
+@pytest.mark.parametrize("at", [None, "0008"])
+def test_processes_may_migrate_one_postgresql_schema_at_once(
+    at: str | None, request: pytest.FixtureRequest
+) -> None:
+    """A worker and the scheduler starting together after an upgrade (or on a new database):
+    one migrates, the others wait for it and find the schema done."""
+    url = _fresh_postgres(request)
+    if at is not None:
+        _upgrade_to(url, at).dispose()
+    code = "import sys; from syndicate.state import open_store; open_store(sys.argv[1]).close()"
+    starting = [
+        subprocess.Popen([sys.executable, "-c", code, url], stderr=subprocess.PIPE, text=True)
+        for _ in range(4)
+    ]
+    errors = [process.communicate(timeout=300)[1] for process in starting]
+    assert [process.returncode for process in starting] == [0] * 4, errors
+    engine = create_engine(url)
+    assert schema.revision(engine) == schema.HEAD_REVISION
     engine.dispose()
 
 

@@ -6,6 +6,7 @@ database up to date before use (a new one straight from the tables below).
 
 from __future__ import annotations
 
+import hashlib
 import threading
 from importlib import resources
 
@@ -229,31 +230,54 @@ def migrate(engine: Engine) -> None:
     """
     if revision(engine) == HEAD_REVISION:
         return
-    with _MIGRATING:
-        if sa.inspect(engine).get_table_names():
-            upgrade(engine)
+    with _MIGRATING, engine.begin() as db:
+        _one_migration_at_a_time(db)
+        if _revision(db) == HEAD_REVISION:  # another process migrated it meanwhile
             return
-        with engine.begin() as db:
-            metadata.create_all(db)
-            _alembic_version.create(db)
-            db.execute(_alembic_version.insert().values(version_num=HEAD_REVISION))
+        if sa.inspect(db).get_table_names():
+            _upgrade(db)
+            return
+        metadata.create_all(db)
+        _alembic_version.create(db)
+        db.execute(_alembic_version.insert().values(version_num=HEAD_REVISION))
 
 
 def upgrade(engine: Engine) -> None:
-    """Run the Alembic migrations up to the head (under ``_MIGRATING``)."""
+    """Run the Alembic migrations up to the head."""
+    with _MIGRATING, engine.begin() as db:
+        _one_migration_at_a_time(db)
+        _upgrade(db)
+
+
+def _upgrade(db: sa.Connection) -> None:
     from alembic import command
     from alembic.config import Config as AlembicConfig
 
     config = AlembicConfig()
     config.set_main_option("script_location", str(resources.files("syndicate") / "migrations"))
-    with engine.begin() as connection:
-        config.attributes["connection"] = connection
-        command.upgrade(config, "head")
+    config.attributes["connection"] = db
+    command.upgrade(config, "head")
+
+
+def _one_migration_at_a_time(db: sa.Connection) -> None:
+    """PostgreSQL: one migration of this schema at a time across processes too (a worker and
+    the scheduler starting together after an upgrade): the second waits, then finds it done.
+    The lock ends with the transaction. (SQLite takes one writer at a time by itself.)"""
+    if db.dialect.name != "postgresql":
+        return
+    schema = db.execute(sa.text("SELECT current_schema()")).scalar() or ""
+    digest = hashlib.sha256(f"syndicate.migration:{schema}".encode()).digest()
+    key = int.from_bytes(digest[:8], "big", signed=True)
+    db.execute(sa.select(sa.func.pg_advisory_xact_lock(key)))
 
 
 def revision(engine: Engine) -> str | None:
     """The database's schema revision; None before the first migration."""
-    if not sa.inspect(engine).has_table("alembic_version"):
-        return None
     with engine.connect() as db:
-        return db.execute(sa.text("SELECT version_num FROM alembic_version")).scalar()
+        return _revision(db)
+
+
+def _revision(db: sa.Connection) -> str | None:
+    if not sa.inspect(db).has_table("alembic_version"):
+        return None
+    return db.execute(sa.text("SELECT version_num FROM alembic_version")).scalar()
