@@ -13,7 +13,7 @@ COMPILED := $(shell $(PYTHON) -c "import tomllib; print(' '.join('src/syndicate/
 $(BIN)/syndicate: pyproject.toml hatch_build.py $(COMPILED)
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[test,scale]'
+	$(BIN)/pip install --quiet -e '.[test,dev,postgres,scale]'
 	touch $@
 
 run: $(BIN)/syndicate

@@ -24,7 +24,10 @@ POSTGRES_URL = os.environ.get(
 def postgres_schema() -> Iterator[str]:
     """A URL of PostgreSQL whose search path is a fresh schema, dropped when the test ends."""
     schema = f"t_{uuid.uuid4().hex[:12]}"
-    engine = sa.create_engine(POSTGRES_URL)
+    try:
+        engine = sa.create_engine(POSTGRES_URL)
+    except ModuleNotFoundError as exc:
+        missing_real_part(f"no PostgreSQL driver (pip install 'syndicate[postgres]'): {exc}")
     try:
         with engine.begin() as db:
             db.execute(sa.text(f"CREATE SCHEMA {schema}"))
