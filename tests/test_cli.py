@@ -7,6 +7,7 @@ import re
 import shutil
 import socket
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -234,6 +235,36 @@ def test_a_lost_database_is_one_line_and_the_feeds_stay(
     assert result.exit_code == 1
     assert result.stderr.startswith("syndicate: state database postgresql+psycopg://postgres:***@")
     assert len(result.stderr.splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    ("url", "said"),
+    [
+        (
+            "postgresql+psycopg://postgres@127.0.0.1:1/none",
+            "PostgreSQL needs the postgres extra: pip install 'syndicate[postgres]'",
+        ),
+        ("postgresql+psycopg2://postgres@127.0.0.1:1/none", "the psycopg2 driver is not installed"),
+    ],
+)
+def test_postgresql_without_its_driver_is_one_line_naming_the_extra(
+    runner: CliRunner,
+    articles_dir: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    url: str,
+    said: str,
+) -> None:
+    """A plain install has SQLite only: psycopg comes with syndicate[postgres]."""
+    for driver in ("psycopg", "psycopg2"):
+        monkeypatch.setitem(sys.modules, driver, None)  # an import of it fails, as uninstalled
+    env = {"SYNDICATE_DATABASE_URL": url}
+    out = str(tmp_path / "feeds")
+    for command in (["build", "--articles", str(articles_dir), "--out", out], ["send"]):
+        result = invoke(runner, *command, env=env)
+        assert result.exit_code == Exit.USAGE, command
+        assert result.stderr.startswith(f"syndicate: state.database: {said}"), result.stderr
+        assert len(result.stderr.splitlines()) == 1
 
 
 def test_build_publishes_every_other_article_past_broken_links(

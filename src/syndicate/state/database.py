@@ -1,7 +1,7 @@
 """The engine, its failures in one line, and the one way the parts of the store write.
 
 SQLAlchemy Core, so one code path serves SQLite (the default: a file, nothing to install) and
-PostgreSQL.
+PostgreSQL (psycopg, which the postgres extra installs).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from pathlib import Path
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
-from ..errors import DatabaseError
+from ..errors import DatabaseError, UsageError
 from ..files import create_private
 
 SQLITE_SIDECARS = ("-wal", "-shm", "-journal")
@@ -43,7 +43,12 @@ def create_engine(url: str) -> Engine:
     files = database_files(url)
     if files:
         create_private(files[0])
-    engine = sa.create_engine(url, pool_pre_ping=True)
+    try:
+        engine = sa.create_engine(url, pool_pre_ping=True)
+    except ModuleNotFoundError as exc:
+        if sa.engine.make_url(url).get_backend_name() != "postgresql":
+            raise
+        raise missing_driver(url, exc) from None
     if engine.dialect.name == "sqlite":
 
         @sa.event.listens_for(engine, "connect")
@@ -58,6 +63,22 @@ def create_engine(url: str) -> Engine:
             cursor.close()
 
     return engine
+
+
+def missing_driver(url: str, exc: ModuleNotFoundError) -> UsageError:
+    """A PostgreSQL URL whose driver is not installed, as one line saying what to install: a
+    plain install has SQLite only; psycopg comes with the postgres (or scale) extra."""
+    parsed = sa.engine.make_url(url)
+    if parsed.get_driver_name() == "psycopg":
+        return UsageError(
+            "state.database: PostgreSQL needs the postgres extra: "
+            f"pip install 'syndicate[postgres]' ({exc})"
+        )
+    return UsageError(
+        f"state.database: the {parsed.get_driver_name()} driver is not installed ({exc}); "
+        "the postgres extra (pip install 'syndicate[postgres]') brings psycopg, for a "
+        "postgresql+psycopg:// URL"
+    )
 
 
 def utc(value: datetime) -> datetime:
