@@ -64,14 +64,16 @@ class Section(BaseModel):
 
 
 class SeoFields(Section):
+    """The labels of the SEO tail's fields: [languages.<code>.seo_fields]."""
+
     title: list[str] = []
-    """Labels of the SEO title line."""
+    """Labels of the SEO title line; add the ones your editors write."""
     description: list[str] = []
-    """Labels of the SEO description line."""
+    """Labels of the SEO description line (the meta description)."""
     excerpt: list[str] = []
     """Labels of the excerpt line."""
     primary_slug: list[str] = []
-    """Labels of the primary URL slug (the translation key)."""
+    """Labels of the primary URL slug: the key that joins an article's translations."""
     alt_slugs: list[str] = []
     """Labels of alternative slugs (matched as a prefix: "Alt 1", "Alt 2", ...)."""
 
@@ -80,24 +82,26 @@ class LanguageProfile(Section):
     """The words one language uses, so that reading and rendering it needs no code."""
 
     name: str
-    """The language's own name, shown to readers."""
+    """The language's own name, shown to readers ("Nederlands")."""
     date_line: list[str]
-    """Words before the date on the article's date line."""
+    """Words before the date on the article's date line ("Updated on")."""
     takeaways: list[str]
     """Headings that open the key-takeaways section."""
     references: list[str]
     """Headings that open the reference list."""
     seo: list[str] = []
-    """Headings that open the SEO tail."""
+    """Headings that open the SEO tail (the tail may also start without one)."""
     seo_fields: SeoFields = SeoFields()
+    """Labels of the SEO tail's fields, per field."""
     audiences: dict[str, list[str]]
-    """Per audience id, the labels that open its takeaways line."""
+    """Per audience id, the labels that open its takeaways line (without the colon); a new id
+    adds an audience."""
     audience_names: dict[str, str] = {}
-    """Per audience id, the name digests use in headings."""
+    """Per audience id, the name digests and pages use in headings."""
     title: str = ""
-    """The site's title in this language (default: site.title): feeds and pages."""
+    """The site's title in this language (unset: site.title): feeds, pages and mails."""
     description: str = ""
-    """The site's description in this language (default: site.description): the feeds'
+    """The site's description in this language (unset: site.description): the feeds'
     subtitle."""
 
     @field_validator("date_line", "takeaways", "references")
@@ -109,38 +113,45 @@ class LanguageProfile(Section):
 
 
 class Site(Section):
+    """Who publishes what, and where: [site]."""
+
     title: str = "Syndicate"
     """Publisher name: the title of the feeds, pages and emails."""
     description: str | dict[LangCode, str] = ""
     """What the site publishes, one sentence: the feeds' subtitle. One text for every
-    language, or a table of one per language code (default: the title)."""
+    language, or a table of one per language code (unset: the title)."""
     base_url: HttpUrl = "http://127.0.0.1:8080"
-    """Public root URL; every link in feeds and emails is built from it."""
+    """Public root URL, http(s): every link in feeds, pages and emails is built from it, so
+    set it to where readers reach the site."""
     article_url: str = "{base_url}/{lang}/{slug}/"
-    """Template of an article's URL; knows {base_url}, {lang} and {slug}."""
+    """Template of an article's URL from {base_url}, {lang} and {slug}: change it when the
+    articles live at other addresses (an existing site's)."""
     author: str = "Syndicate editors"
-    """Author named in feeds."""
+    """Author named in the feeds."""
     author_email: str | None = None
-    """Author e-mail named in feeds (optional)."""
+    """Author's e-mail address named in the feeds (unset: none is named)."""
     timezone: TimeZone = "Europe/Amsterdam"
-    """IANA time zone of the publisher: dates, schedules."""
+    """IANA time zone of the publisher: article dates, the schedule's times, the send times."""
     publish_time: time = time(9, 0)
-    """Time of day an article's date line stands for, in the publisher's time zone."""
+    """Time of day (HH:MM:SS, in site.timezone) an article's date line stands for: the time
+    of its feed entry."""
     languages: list[LangCode] = ["en", "nl", "de"]
-    """Languages read and published, in display order."""
+    """Language codes read and published, in display order; each needs a profile (built in,
+    or a [languages.<code>] block)."""
     articles: Path = Path("articles")
-    """Folder of article files."""
+    """Folder of the article files."""
     locales: Path = Path("locales")
     """Folder of the publisher's own catalogs, <locales>/<lang>/LC_MESSAGES/messages.po: they add
     languages and override the built-in sentences, read again when they change."""
     templates: Path | None = None
-    """Folder whose email/ and web/ files replace the built-in templates of the same name."""
+    """Folder whose email/ and web/ files replace the built-in templates of the same name
+    (unset: the built-in ones alone)."""
     fallback_language: LangCode | None = None
     """Language of the whole interface (mail and web) for a language whose catalog is
-    incomplete; without one, its digests are refused and its pages are in English."""
-
+    incomplete; unset, its digests are refused and its pages are in English."""
     max_article_bytes: int = Field(2_000_000, ge=1)
-    """Size above which an article file is not read (a diagnostic names it)."""
+    """Size in bytes above which an article file is not read (a diagnostic names it): a guard
+    against a stray large file in the folder."""
 
     @model_validator(mode="after")
     def _described_languages(self) -> Site:
@@ -165,18 +176,21 @@ class Site(Section):
 
 
 class Feeds(Section):
+    """The feed documents: [feeds]."""
+
     out: Path = Path("feeds")
-    """Folder the feeds are written to."""
+    """Folder the feeds are written to (and served from)."""
     max_entries: int = Field(50, ge=1, le=10_000)
-    """Entries per feed document; older ones go to RFC 5005 archive documents."""
+    """Entries per feed document; older ones go to RFC 5005 archive documents. More let a
+    reader that polls seldom miss nothing; fewer make the document every poll fetches smaller."""
     archive_entries: int = Field(500, ge=1, le=100_000)
     """Entries per archive document. A reader fetches an archive once, to catch up, where it
     polls the feed: larger pages mean fewer documents to fetch, write and check."""
     hub: list[HttpUrl] = []
     """WebSub hubs announced in every feed and told after each build that changed a feed: one
-    URL, or a list of them (optional)."""
+    URL, or a list of them (empty: none)."""
     tag: str | None = Field(None, pattern=r"^[A-Za-z0-9.@-]+,\d{4}(-\d{2}(-\d{2})?)?$")
-    """Tag-URI authority and date of every feed and entry id ("example.org,2025-01-01"); default:
+    """Tag-URI authority and date of every feed and entry id ("example.org,2025-01-01"); unset:
     the host of site.base_url with 2025-01-01. Keep it when the site moves, so ids never change."""
 
     @field_validator("hub", mode="before")
@@ -186,17 +200,24 @@ class Feeds(Section):
 
 
 class State(Section):
+    """Where syndicate keeps what it has done: [state]."""
+
     database: str = "sqlite:///state/syndicate.db"
-    """SQLAlchemy URL of the state database; SYNDICATE_DATABASE_URL overrides it."""
+    """SQLAlchemy URL of the state database: a SQLite file needs no server; PostgreSQL
+    (postgresql+psycopg://...) for workers on several machines. SYNDICATE_DATABASE_URL
+    overrides it."""
 
 
 class Send(Section):
+    """How deliveries are sent, by one process or by workers: [send]."""
+
     engine: Literal["local", "procrastinate"] = "local"
     """Who sends the deliveries: ``local``, the ``send`` process itself (its ``smtp.pool_size``
     connections); ``procrastinate``, ``syndicate worker`` processes on any number of machines,
     through jobs in the state database (PostgreSQL only; install ``syndicate[scale]``)."""
     batch_size: int = Field(500, ge=1, le=100_000)
-    """Deliveries per job: a worker sends a batch of one issue (one variant) at a time."""
+    """Deliveries per job: a worker sends a batch of one issue (one variant) at a time;
+    smaller batches spread a send over more workers sooner."""
     plan_chunk: int = Field(10_000, ge=1)
     """Readers planned per transaction, rounded up to whole batches: an issue commits with its
     first chunk of deliveries (and their jobs), then each further chunk commits on its own; a
@@ -208,32 +229,36 @@ class Send(Section):
     when a sender dies. Unset: 1 with the local engine, 20 with procrastinate (where the
     database is shared by every worker)."""
     max_connections: int | None = Field(None, ge=1)
-    """Connections to the relay at most, across every worker (none: each batch opens
-    smtp.pool_size)."""
+    """Connections to the relay at most, across every worker of the procrastinate engine;
+    a batch waits up to smtp.timeout for a free one (unset: each batch opens smtp.pool_size)."""
     poll_seconds: float = Field(5.0, gt=0)
-    """How often an idle worker looks for jobs besides being told of new ones (a job run
-    again after its worker stalled is found this way)."""
+    """Seconds between an idle worker's looks for jobs besides being told of new ones (a job
+    run again after its worker stalled is found this way)."""
     heartbeat_seconds: float = Field(10.0, gt=0)
-    """How often a worker tells the database it is alive."""
+    """Seconds between a worker's reports to the database that it is alive; keep it below
+    stalled_seconds."""
     stalled_seconds: float = Field(30.0, gt=0)
-    """A worker silent for this long is taken as dead: its jobs are run again (the ledger
-    keeps anything from being sent twice). Keep it above heartbeat_seconds."""
+    """Seconds a worker may be silent before it is taken as dead and its jobs are run again
+    (the ledger keeps anything from being sent twice); must be above heartbeat_seconds."""
     min_rate: float = Field(1.0, gt=0)
-    """Messages a second the relay's slow-down replies (421, 451, 4.7.x) never push the rate
-    below (nor below smtp.rate): each cuts it to 70 %, once a second at most; with the
-    procrastinate engine, for every worker at once."""
+    """Messages a second the relay's slow-down replies (421, 4.7.x, a 4xx about its rate)
+    never push the rate below: each cuts it to 70 %, once a second at most; with the
+    procrastinate engine, for every worker at once. Set, it must not be above smtp.rate (a
+    lower smtp.rate is its own floor)."""
     recover_seconds: float = Field(600.0, gt=0)
     """After a cut the rate climbs back to smtp.rate by itself, linearly: by the whole of
     smtp.rate in this many seconds (so a cut to 70 % is made up in 30 % of it)."""
 
 
 class Email(Section):
+    """The digests' headers, previews, approval and signing: [email]."""
+
     sender: str = "Syndicate <digest@example.com>"
-    """From header of every digest."""
+    """From header of every digest and reader note."""
     reply_to: str | None = None
-    """Reply-To header (optional)."""
+    """Reply-To header, where readers' replies should go instead (unset: none)."""
     preview_to: str = "editor@example.com"
-    """Recipient of digests generated by hand for review."""
+    """Recipient of digests generated by hand for review, and of approval test copies."""
     outbox: Path = Path("outbox")
     """Folder of previews and of the local Maildir used when no SMTP server is configured."""
     english_fallback: bool = False
@@ -242,21 +267,22 @@ class Email(Section):
     """The most articles one digest lists, newest first; the rest of its window is one line
     with a link to the language's index page (fewer, when the HTML would pass its limit)."""
     first_window_days: int | None = Field(None, ge=1)
-    """A group's first digest covers the articles of these last days (default: however old;
+    """A group's first digest covers the articles of these last days (unset: however old;
     max_articles still caps it). Later digests hold what is new since the group's last one."""
     list_id: str = "digest.example.com"
-    """List-Id of the digests."""
+    """List-Id header of the digests, by which mail clients file and filter them."""
     unsubscribe_mailto: str | None = None
-    """Address for mailto: unsubscribe requests (optional)."""
+    """Address for mailto: unsubscribe requests, beside the one-click link (unset: none)."""
     dkim_selector: str | None = None
-    """DKIM selector; signing is on when this and dkim_key_file are set."""
+    """DKIM selector (<selector>._domainkey in DNS); signing is on when this and dkim_key_file
+    are set, and one without the other is refused."""
     dkim_domain: str | None = None
-    """DKIM signing domain (default: the sender's domain)."""
+    """DKIM signing domain (unset: the sender's domain); needs dkim_selector and dkim_key_file."""
     dkim_key_file: Path | None = None
-    """PEM private key for DKIM."""
+    """PEM file of the DKIM private key; needs dkim_selector."""
     return_path: str | None = None
     """Envelope sender of the digests, which bounces go back to: each delivery gets its own,
-    <local>+<delivery id>.<mac>@<domain> (default: bounces@ the sender's domain)."""
+    <local>+<delivery id>.<mac>@<domain> (unset: bounces@ the sender's domain)."""
     verp: bool = True
     """Give each delivery its own envelope sender; off for a relay that sends as one address
     only (then return_path, else the sender's address, and bounces match by fallbacks)."""
@@ -264,7 +290,7 @@ class Email(Section):
     """Hold every new issue until an editor approves it (send --approve); a test copy of each
     goes to preview_to."""
     approval_expires_days: int = Field(7, ge=1)
-    """A held issue older than this is cancelled, never sent stale."""
+    """Days after which a held issue is cancelled, never sent stale."""
 
     @field_validator("return_path")
     @classmethod
@@ -277,23 +303,30 @@ class Email(Section):
 
 
 class Smtp(Section):
+    """The mail server and how hard to push it: [smtp]."""
+
     url: str | None = None
     """Whole server as a URL (smtp://, smtp+starttls://, smtps://); SYNDICATE_SMTP_URL overrides
-    it. Without one, mail goes to the Maildir in the outbox."""
+    it. Unset, mail goes to the Maildir in the outbox."""
     username: str | None = None
     """Login name, when the URL holds none."""
     password: SecretStr | None = None
-    """Password; better given as SYNDICATE_SMTP_PASSWORD."""
+    """Login password; better given as SYNDICATE_SMTP_PASSWORD, so it stays out of the file."""
     pool_size: int = Field(4, ge=1, le=64)
-    """Persistent connections used at once."""
+    """Persistent connections a send process (or each worker) uses at once: more send faster
+    when the relay allows as many."""
     rate: float = Field(50.0, gt=0)
-    """Messages per second at most."""
+    """Messages per second at most, across the connections (with the procrastinate engine,
+    across every worker): the relay's own limit."""
     timeout: float = Field(30.0, gt=0)
-    """Seconds to wait for the server."""
+    """Seconds to wait for the server's reply (and, capped by send.max_connections, for a free
+    connection); a stopping send lets each message on the wire take this long."""
     retries: int = Field(3, ge=0, le=20)
-    """Retries of a temporary failure within one run."""
+    """Retries of a temporary failure (4xx, a lost connection) within one run; what is left
+    waits for the next run."""
     max_bounces: int = Field(3, ge=1)
-    """Permanent failures after which a reader is marked bounced."""
+    """Permanent failures (5xx at the send, or bounce mail) after which a reader is marked
+    bounced and no longer sent to."""
     bounce_window_days: float = Field(90.0, gt=0)
     """Days after which a reader's counted bounces are forgotten when the next one comes (it
     counts as the first again): a bounce now and then never adds up to max_bounces."""
@@ -309,16 +342,20 @@ class Smtp(Section):
 
 
 class DigestJob(Section):
+    """One digest send job: a [[schedule.digests]] table."""
+
     name: str
-    """Stable job id."""
+    """Stable job id: the state database knows the job by it, so keep it when times change."""
     day_of_week: str = "mon"
-    """Cron day(s) of week by name: mon..sun, ranges and lists (mon-fri)."""
+    """Day(s) of the week by name: mon..sun, ranges and lists (mon-fri, mon,thu)."""
     hour: int = Field(7, ge=0, le=23)
+    """Hour of the send (0-23), in site.timezone, or each reader's with local_time."""
     minute: int = Field(30, ge=0, le=59)
+    """Minute of the send (0-59)."""
     languages: list[LangCode] = []
-    """Languages this job sends (all when empty)."""
+    """Languages this job sends, of site.languages (empty: all)."""
     audiences: list[str] = []
-    """Audiences this job sends (all when empty)."""
+    """Audiences this job sends (empty: all)."""
     local_time: bool = False
     """Send at hour:minute in each reader's own time zone (else in site.timezone): the issue
     is made when the first zone's time comes, and each zone's deliveries wait for theirs."""
@@ -333,15 +370,19 @@ class DigestJob(Section):
 
 
 class Schedule(Section):
+    """What ``syndicate run`` does when: [schedule]."""
+
     feeds_every_minutes: int = Field(30, ge=1)
-    """Interval of the feed rebuild."""
+    """Minutes between feed rebuilds: how soon a new or changed article reaches the feeds."""
     misfire_grace_seconds: int = Field(7 * 24 * 3600, ge=1)
-    """How late a missed run may still start; runs missed while down coalesce into one."""
+    """Seconds a missed run may still start late (after the process was down); runs missed
+    meanwhile coalesce into one, and one later than this is logged missed."""
     stop_timeout_seconds: float = Field(60.0, gt=0)
-    """On SIGTERM, how long a running job may finish before the process exits anyway (the
-    send it leaves unfinished resumes at the next start); keep systemd's TimeoutStopSec above."""
+    """Seconds a running job may take to finish on SIGTERM before the process exits anyway
+    (the send it leaves unfinished resumes at the next start); keep it above smtp.timeout, and
+    systemd's TimeoutStopSec above it."""
     digests: list[DigestJob] = [DigestJob(name="weekly")]
-    """Digest send jobs."""
+    """Digest send jobs, one [[schedule.digests]] table each."""
 
     @field_validator("digests")
     @classmethod
@@ -356,10 +397,15 @@ class Schedule(Section):
 
 
 class Web(Section):
+    """The site ``syndicate serve`` runs: [web]."""
+
     host: str = "127.0.0.1"
+    """Address ``syndicate serve`` listens on; keep it local behind a reverse proxy."""
     port: int = Field(8080, ge=1, le=65535)
+    """Port ``syndicate serve`` listens on."""
     secret_key: SecretStr | None = None
-    """Key that signs reader tokens; better given as SYNDICATE_SECRET_KEY."""
+    """Key that signs reader tokens; better given as SYNDICATE_SECRET_KEY (unset: the one in
+    secret_key_file)."""
     subscribe_per_minute: int = Field(10, ge=1)
     """Subscribe requests per client address and minute."""
     mails_per_address_hour: int = Field(3, ge=1)
@@ -385,7 +431,18 @@ class Web(Section):
         return value
 
 
+class Conflicts(ValueError):
+    """Keys whose values each pass but contradict one another: one line per rule broken,
+    each naming its keys (reported together, as the other problems are)."""
+
+    def __init__(self, lines: list[str]) -> None:
+        self.lines = lines
+        super().__init__("; ".join(lines))
+
+
 class Config(Section):
+    """The whole configuration: one section per table of config.toml."""
+
     site: Site = Site()
     feeds: Feeds = Feeds()
     state: State = State()
@@ -395,38 +452,88 @@ class Config(Section):
     schedule: Schedule = Schedule()
     web: Web = Web()
     languages: dict[LangCode, LanguageProfile] = {}
-    """Every known language: the built-in profiles merged with config blocks."""
+    """Every known language: the built-in profiles merged with [languages.<code>] blocks."""
     root: Path = Path(".")
-    """Folder relative paths are resolved against (the config file's folder)."""
+    """Folder relative paths are resolved against: the config file's folder, set by
+    load_config (not a key of the file)."""
 
     @model_validator(mode="after")
-    def _languages_known(self) -> Config:
+    def _consistent(self) -> Config:
+        lines = [*self._languages_known(), *self._sending(), *self._signing()]
+        if lines:
+            raise Conflicts(lines)
+        return self
+
+    def _languages_known(self) -> list[str]:
+        lines = []
         missing = [lang for lang in self.site.languages if lang not in self.languages]
         if missing:
-            raise ValueError(
+            lines.append(
                 f"site.languages names {', '.join(missing)} but no [languages.<code>] "
                 "profile exists for it"
             )
         fallback = self.site.fallback_language
         if fallback is not None and fallback not in self.languages:
-            raise ValueError(f"site.fallback_language {fallback!r} has no language profile")
+            lines.append(f"site.fallback_language {fallback!r} has no language profile")
+        if self.email.english_fallback and fallback not in (None, "en"):
+            lines.append(
+                f'email.english_fallback (deprecated: "en") contradicts site.fallback_language '
+                f"({fallback!r}): drop email.english_fallback"
+            )
         for job in self.schedule.digests:
             unknown = set(job.audiences) - set(self.audiences)
             if unknown:
-                raise ValueError(
+                lines.append(
                     f"schedule.digests {job.name!r}: unknown audience(s) "
                     f"{', '.join(sorted(unknown))} (known: {', '.join(self.audiences)})"
                 )
-        return self
+            unpublished = [lang for lang in job.languages if lang not in self.site.languages]
+            if unpublished:
+                lines.append(
+                    f"schedule.digests {job.name!r}: languages names {', '.join(unpublished)}, "
+                    f"not one of site.languages ({', '.join(self.site.languages)})"
+                )
+        return lines
 
-    @model_validator(mode="after")
-    def _engine_database(self) -> Config:
-        if self.send.engine == "procrastinate" and not self.state.database.startswith("postgresql"):
-            raise ValueError(
+    def _sending(self) -> list[str]:
+        send, smtp = self.send, self.smtp
+        lines = []
+        if send.engine == "procrastinate" and not self.state.database.startswith("postgresql"):
+            lines.append(
                 'send.engine = "procrastinate" needs a PostgreSQL state.database (its jobs live '
                 f"in the same database as the deliveries), not {self.state.database.split(':')[0]}"
             )
-        return self
+        if send.stalled_seconds <= send.heartbeat_seconds:
+            lines.append(
+                f"send.stalled_seconds ({send.stalled_seconds:g}) must be above "
+                f"send.heartbeat_seconds ({send.heartbeat_seconds:g}): a live worker would be "
+                "taken as dead between two of its heartbeats"
+            )
+        # Left at its default, min_rate gives way to a lower smtp.rate (the rate is then its
+        # own floor); set, a floor above the rate itself says two things at once.
+        if "min_rate" in send.model_fields_set and send.min_rate > smtp.rate:
+            lines.append(
+                f"send.min_rate ({send.min_rate:g}) must not be above smtp.rate "
+                f"({smtp.rate:g}): slow-down replies cut the rate from smtp.rate down, never "
+                "to above it"
+            )
+        return lines
+
+    def _signing(self) -> list[str]:
+        email = self.email
+        keys = {
+            "email.dkim_selector": email.dkim_selector,
+            "email.dkim_key_file": email.dkim_key_file,
+            "email.dkim_domain": email.dkim_domain,
+        }
+        given = [key for key, value in keys.items() if value is not None]
+        missing = [key for key in list(keys)[:2] if keys[key] is None]
+        if given and missing:
+            return [
+                f"{' and '.join(given)} set without {' and '.join(missing)}: DKIM signing needs "
+                "email.dkim_selector and email.dkim_key_file (nothing would be signed)"
+            ]
+        return []
 
     @property
     def audiences(self) -> tuple[str, ...]:
@@ -538,6 +645,10 @@ def parse_config(
     except ValidationError as exc:
         problems = []
         for err in exc.errors():
+            conflicts = err.get("ctx", {}).get("error")
+            if isinstance(conflicts, Conflicts):  # each line names its own keys
+                problems.extend(conflicts.lines)
+                continue
             message = err["msg"].removeprefix("Value error, ")
             if err["type"] == "extra_forbidden":
                 message = _unknown(err["loc"])
