@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import subprocess
 import threading
 from collections.abc import Iterator
@@ -29,8 +28,8 @@ from syndicate.errors import SyndicateError
 from syndicate.model import Article, ArticleSet, Block, Reference, Seo, Takeaways
 from syndicate.routes import article_url
 from tests.conftest import ARTICLES, SCHEMAS
+from tests.golden import assert_golden_folder
 
-GOLDEN = Path(__file__).resolve().parent / "golden" / "feeds"
 SEED_SLUG = "amazon-trainium3-aws-nvidia-ai-chip-competition"
 DATE_LINES = {"en": "Updated", "nl": "Bijgewerkt op", "de": "Aktualisiert am"}
 ATOM = "{http://www.w3.org/2005/Atom}"
@@ -106,16 +105,7 @@ def test_seed_feeds_match_golden(tmp_path: Path, articles_dir: Path) -> None:
     """Regenerate with ``UPDATE_GOLDEN=1 pytest``; review the diff like code."""
     config = make_config(tmp_path, hub="https://hub.example.org/")
     build_feeds(config, articles_dir)
-    got = outputs(tmp_path / "feeds")
-    if os.environ.get("UPDATE_GOLDEN"):
-        shutil.rmtree(GOLDEN, ignore_errors=True)
-        for name, data in got.items():
-            (GOLDEN / name).parent.mkdir(parents=True, exist_ok=True)
-            (GOLDEN / name).write_bytes(data)
-    assert GOLDEN.is_dir(), "no golden files: run UPDATE_GOLDEN=1 pytest"
-    assert sorted(got) == sorted(str(p.relative_to(GOLDEN)) for p in GOLDEN.rglob("*.*"))
-    for name, data in got.items():
-        assert data.decode() == (GOLDEN / name).read_text("utf-8"), name
+    assert_golden_folder("feeds", outputs(tmp_path / "feeds"))
 
 
 def test_every_atom_document_validates_against_the_schema(

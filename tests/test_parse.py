@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import re
 import shutil
 from pathlib import Path
@@ -20,8 +19,8 @@ from syndicate.reader import parse as reader_parse
 from syndicate.reader import parse_article, read_articles
 from syndicate.reader.parse import paragraphs, split_marks
 from tests.conftest import ARTICLES
+from tests.golden import assert_golden
 
-GOLDEN = Path(__file__).parent / "golden" / "articles"
 SEEDS = {
     "nl": ARTICLES / "000_155b2b46303fac14.txt",
     "de": ARTICLES / "002_dfeedf542ab175c6.txt",
@@ -83,12 +82,8 @@ def test_seed_matches_golden(config: Config, lang: str) -> None:
     article, found = parse_article(SEEDS[lang].read_bytes(), str(SEEDS[lang]), config.profiles)
     assert found == []
     assert article is not None and article.lang == lang
-    golden = GOLDEN / f"{lang}.json"
     text = json.dumps(as_json(article), ensure_ascii=False, indent=2) + "\n"
-    if os.environ.get("UPDATE_GOLDEN"):
-        golden.write_text(text, "utf-8")
-    assert golden.exists(), f"missing {golden}; run UPDATE_GOLDEN=1 pytest"
-    assert json.loads(text) == json.loads(golden.read_text("utf-8"))
+    assert_golden(f"articles/{lang}.json", text.encode())
 
 
 def test_seed_facts_by_eye(config: Config) -> None:

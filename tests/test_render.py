@@ -32,23 +32,14 @@ from syndicate.previews import preview_files, preview_links
 from syndicate.reader import read_articles
 from syndicate.render import HTML_LIMIT, RenderedDigest, render_digest
 from tests.conftest import ARTICLES, write_articles
+from tests.golden import assert_golden
 
-GOLDEN = Path(__file__).resolve().parent / "golden" / "email"
 SLUG = "amazon-trainium3-aws-nvidia-ai-chip-competition"
 LINKS = {
     "unsubscribe_url": "https://news.example.org/unsubscribe?token=abc&list=1",
     "preferences_url": "https://news.example.org/preferences?token=abc",
     "view_url": "https://news.example.org/digest/view?token=abc",
 }
-
-
-def assert_golden(name: str, data: bytes) -> None:
-    path = GOLDEN / name
-    if os.environ.get("UPDATE_GOLDEN"):
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(data)
-    assert path.exists(), f"missing golden file {path}; create it with UPDATE_GOLDEN=1 pytest"
-    assert data == path.read_bytes(), f"{name} differs from its golden file"
 
 
 @pytest.fixture
@@ -105,7 +96,7 @@ def test_golden(
 ) -> None:
     rendered = render(seeds, config, lang, *audiences)
     for suffix, data in preview_files(rendered, config, now=now).items():
-        assert_golden(f"{rendered.key}{suffix}", data)
+        assert_golden(f"email/{rendered.key}{suffix}", data)
 
 
 @pytest.mark.parametrize(
