@@ -9,16 +9,21 @@ from __future__ import annotations
 
 import email
 import email.policy
+import sys
 import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from syndicate.compose import compose_message, reference_message
+from syndicate.compose import compose_message
 from syndicate.config import parse_config
 from syndicate.digest import select_digest
 from syndicate.previews import digest_variants
 from syndicate.reader import read_articles
 from syndicate.render import render_digest
+
+# This project's tests/, before any installed package named tests.
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from tests.sending import reference_message
 
 ROOT = Path(__file__).resolve().parent.parent
 MESSAGES = 10_000

@@ -34,6 +34,10 @@ from syndicate.state import Claim, Issue, Store, open_store
 from syndicate.subscribers import ReaderRow
 from syndicate.tokens import PREFERENCES, UNSUBSCRIBE, make_token
 
+# This project's tests/, before any installed package named tests.
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from tests.sending import create_issue
+
 MESSAGES = int(sys.argv[1]) if len(sys.argv) > 1 else 20_000
 SIGNED = 3_000
 STOCK = 150
@@ -86,7 +90,8 @@ def prepare(folder: Path, count: int, tag: str) -> Store:
     rows = [ReaderRow(f"reader{n}@example.com", "en", ("cost",)) for n in range(count)]
     store.import_subscribers(rows, status="active", consent_source="bench", now=NOW)
     readers = list(store.subscribers())
-    store.create_issue(
+    create_issue(
+        store,
         key="en-cost",
         lang="en",
         audiences=["cost"],

@@ -9,18 +9,13 @@ from email.message import EmailMessage
 
 import pytest
 
-from syndicate.compose import (
-    HeaderError,
-    compose_message,
-    compose_note,
-    note_bytes,
-    reference_message,
-)
+from syndicate.compose import HeaderError, compose_message, compose_note, note_bytes
 from syndicate.config import Config
 from syndicate.digest import select_digest
 from syndicate.reader import read_articles
 from syndicate.render import RenderedDigest, render_digest, render_note
 from tests.conftest import ARTICLES
+from tests.sending import reference_message
 
 BOUNDARY = "=_test-boundary"
 READER = {

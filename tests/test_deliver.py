@@ -20,7 +20,16 @@ from syndicate.state import open_store
 from syndicate.state.locks import run_lock
 from syndicate.state.schema import deliveries
 from tests.conftest import ROOT
-from tests.sending import NOW, SENDER, add_readers, compose, mailer, make_issue, options
+from tests.sending import (
+    NOW,
+    SENDER,
+    add_readers,
+    compose,
+    create_issue,
+    mailer,
+    make_issue,
+    options,
+)
 
 
 @pytest.fixture
@@ -73,7 +82,8 @@ def test_the_same_content_is_never_issued_twice(store) -> None:
     readers = add_readers(store, 2)
     make_issue(store, readers)
     assert (
-        store.create_issue(
+        create_issue(
+            store,
             key="en-cost",
             lang="en",
             audiences=["cost"],

@@ -16,6 +16,7 @@ from syndicate.config import parse_config
 from syndicate.model import ArticleSet
 from syndicate.send import issue_page_name
 from syndicate.web import ArticleWatch, pages
+from tests.sending import create_issue
 from tests.websites import (
     SLUG,
     html,
@@ -189,7 +190,8 @@ def test_archive_lists_issues_newest_first_with_their_dates(site, tmp_path, cloc
     start = datetime(2025, 10, 6, 6, 30, tzinfo=UTC)
     made = {}
     for week in range(11):
-        issue = store.create_issue(
+        issue = create_issue(
+            store,
             key="nl-cost",
             lang="nl",
             audiences=["cost"],

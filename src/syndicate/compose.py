@@ -292,47 +292,6 @@ def compose_message(
     return b"".join(pieces)
 
 
-def reference_message(
-    rendered: RenderedDigest,
-    *,
-    to: str,
-    sender: str,
-    message_id: str,
-    date: datetime,
-    list_id: str,
-    unsubscribe_url: str,
-    unsubscribe_mailto: str | None = None,
-    preferences_url: str,
-    view_url: str,
-    reply_to: str | None = None,
-) -> bytes:
-    """The same message the plain standard-library way: a new EmailMessage per reader.
-
-    Slow; kept as the benchmark's baseline and the tests' oracle for ``compose_message``.
-    """
-    personal = rendered.personalise(
-        unsubscribe_url=unsubscribe_url, preferences_url=preferences_url, view_url=view_url
-    )
-    msg = EmailMessage()
-    msg["From"] = sender
-    msg["To"] = to
-    msg["Subject"] = rendered.subject
-    msg["Date"] = date
-    msg["Message-ID"] = message_id if message_id.startswith("<") else f"<{message_id}>"
-    if reply_to:
-        msg["Reply-To"] = reply_to
-    msg["List-Id"] = list_id if "<" in list_id else f"<{list_id}>"
-    unsubscribe = f"<{unsubscribe_url}>"
-    if unsubscribe_mailto:
-        mailto = unsubscribe_mailto
-        unsubscribe += f", <{mailto if mailto.startswith('mailto:') else 'mailto:' + mailto}>"
-    msg["List-Unsubscribe"] = unsubscribe
-    msg["List-Unsubscribe-Post"] = "List-Unsubscribe=One-Click"
-    msg.set_content(personal.text)
-    msg.add_alternative(personal.html, subtype="html")
-    return msg.as_bytes(policy=_POLICY)
-
-
 def compose_note(
     rendered: RenderedNote,
     *,

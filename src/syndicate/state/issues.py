@@ -61,7 +61,7 @@ def delivery_rows(
     first_batch: int = 0,
 ) -> list[dict[str, Any]]:
     """The delivery rows of an issue, one per reader, in batches from ``first_batch`` on
-    (see ``Issues.create_issue``)."""
+    (see ``IssuePlanning.open_issue``)."""
     start = first_batch * batch_size
     return [
         {
@@ -166,50 +166,6 @@ class Issues(Database):
         with self.engine.connect() as db:
             found = db.execute(query).scalar()
         return utc(found) if found is not None else None
-
-    def create_issue(
-        self,
-        *,
-        key: str,
-        lang: str,
-        audiences: Sequence[str],
-        content_hash: str,
-        subject: str,
-        rendered: str,
-        articles: Sequence[tuple[str, str, str]],
-        readers: Sequence[Subscriber],
-        message_id: Callable[[int, int], str],
-        now: datetime,
-        held: bool = False,
-        not_before: Callable[[Subscriber], datetime | None] | None = None,
-        within: Within | None = None,
-        batch_size: int = BATCH_SIZE,
-    ) -> Issue | None:
-        """Record a new issue, the (lang, slug, content hash) of its ``articles`` and one
-        pending delivery per reader given, in one transaction (``open_issue`` plans a
-        variant's readers from the database, in chunks).
-
-        Nothing leaves before this commits, so a crash can never lose track of a reader.
-        Returns None when this variant already had an issue with the same content (also when
-        a concurrent run recorded it first). ``held``: the issue and its deliveries wait for
-        ``release_issue``; ``not_before`` gives each reader's delivery the time before which
-        it is not sent. ``within`` runs in the same transaction, after the rows are written
-        in batches of ``batch_size``.
-        """
-        values = issue_values(key, lang, audiences, content_hash, subject, rendered, now, held)
-        try:
-            with self._transaction() as db:
-                issue_id = insert_issue(db, values, articles)
-                if readers:
-                    rows = delivery_rows(
-                        issue_id, readers, message_id, now, held, not_before, batch_size
-                    )
-                    db.execute(sa.insert(deliveries), rows)
-                if within is not None:
-                    within(db, issue_id, batch_range(0, len(readers), batch_size))
-        except sa.exc.IntegrityError:
-            return None
-        return self.issue(issue_id)
 
     def issue_times(self, lang: str) -> dict[tuple[int, str], datetime]:
         """When each issue of ``lang`` was made, by (id, key): the dates the web archive shows."""
