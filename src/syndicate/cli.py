@@ -14,7 +14,6 @@ import functools
 import gc
 import json
 import logging
-import multiprocessing
 import os
 import signal
 import socket
@@ -29,17 +28,15 @@ from zoneinfo import ZoneInfo
 
 import click
 
-from .build import FeedReport, build_feeds
-from .config import Config, load_config
 from .errors import Exit, SyndicateError, UsageError, describe
-from .i18n import catalog_problems
 from .model import ArticleSet, Diagnostic, Severity
-from .previews import write_digest
-from .reader import read_articles, scan
 from .skeleton import in_the_way
-from .state import database_errors
 
+# Each command imports what it needs when it runs: `syndicate --help`, and every command,
+# would otherwise wait for the database, template, feed and language libraries of all of them.
 if TYPE_CHECKING:
+    from .build import FeedReport
+    from .config import Config
     from .schedule.scheduler import Scheduler
     from .send import SendReport
 
@@ -118,6 +115,10 @@ def with_config(command: Callable[..., Any]) -> Callable[..., Any]:
         shared.config = config_path if config_path is not None else shared.config
         shared.debug = shared.debug or debug
         with operator_errors():
+            from .config import load_config
+            from .state import database_errors
+
+            gc.freeze()  # what these imports made, as in main()
             config = load_config(shared.config)
             with database_errors(config.database_url):
                 return command(config, **kwargs)
@@ -152,6 +153,8 @@ def article_folder(config: Config, articles: Path | None = None) -> Path:
 
 def load_articles(config: Config, articles: Path | None, *, bodies: bool = True) -> ArticleSet:
     """Read the article set named on the command line, else the configured one."""
+    from .reader import read_articles
+
     folder = article_folder(config, articles)
     limit = config.site.max_article_bytes
     return read_articles(folder, config.profiles, bodies=bodies, max_bytes=limit)
@@ -197,9 +200,13 @@ def owned_process() -> Iterator[None]:
     articles hold no reference cycles, yet the collector would walk every object made so far,
     again and again (a fifth of the time). Reader workers forked: a fork starts one at once,
     with everything this process has loaded; only a process with no other threads may fork
-    (under a test runner it has some)."""
+    (under a test runner it has some). What the command imported before it is frozen, as in
+    main()."""
+    import multiprocessing
+
     collecting = gc.isenabled()
     method = multiprocessing.get_start_method(allow_none=True)
+    gc.freeze()
     gc.disable()
     if threading.active_count() == 1 and "fork" in multiprocessing.get_all_start_methods():
         multiprocessing.set_start_method("fork", force=True)
@@ -224,7 +231,8 @@ def main(ctx: click.Context, config_path: Path | None, debug: bool) -> None:
     """Multilingual Atom/RSS feeds and audience newsletters from plain-text articles."""
     ctx.obj = Options(config_path, debug)
     # What the imports made lives as long as the process: the cycle collector need not walk
-    # it again, and at exit, walking it cost a build of 30,000 files about 0.2 s.
+    # it again, and at exit, walking it cost a build of 30,000 files about 0.2 s. The commands
+    # import their libraries when they run, and freeze again (with_config, owned_process).
     gc.freeze()
 
 
@@ -235,6 +243,8 @@ def main(ctx: click.Context, config_path: Path | None, debug: bool) -> None:
 @click.option("--summary", is_flag=True, help="One line of counts instead of the table.")
 def check(config: Config, articles: Path | None, as_json: bool, summary: bool) -> None:
     """Read the article set and report what was found and every problem."""
+    from .i18n import catalog_problems
+
     with owned_process():
         found = load_articles(config, articles)
     more = (*catalog_problems(config), *private_file_problems(config))
@@ -322,6 +332,7 @@ def print_summary(found: ArticleSet, config: Config) -> None:
 @click.option("--log-json", is_flag=True, help="Write every line as one JSON object, on stderr.")
 def run(config: Config, articles: Path | None, once: bool, standby: bool, log_json: bool) -> None:
     """The publishing job: rebuild feeds and send digests on the configured schedule."""
+    from .reader import scan
     from .schedule.jobs import default_jobs, once_steps, preview_folder
     from .schedule.scheduler import Scheduler
 
@@ -514,12 +525,14 @@ def digest(
 
     Without --since it holds what the group's next issue would: what is new since its last one.
     """
+    from .previews import write_digest
+    from .state import open_store
+
     check_known(config, langs=[lang], audiences=audiences)
     with owned_process():
         found = load_articles(config, articles, bodies=False)  # a digest shows no body
     print_problems(found)
     out = out if out is not None else config.path(config.email.outbox) / "preview"
-    from .state import open_store
 
     day = since.date() if since else None
     store = open_store(config.database_url)
@@ -548,6 +561,7 @@ def digest(
 def build(config: Config, articles: Path | None, out: Path | None) -> None:
     """Build the Atom, RSS and JSON feeds of every language (files that would not change are
     left alone)."""
+    from .build import build_feeds
     from .websub import HubNotifier
 
     with owned_process():
@@ -594,6 +608,7 @@ def serve(
     """Serve the feeds, article pages and readers' subscription links over HTTP."""
     import tempfile
 
+    from .build import build_feeds
     from .send import message_sender
     from .state import open_store
     from .tokens import secret_key
