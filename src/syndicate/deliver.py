@@ -576,6 +576,10 @@ class SendOptions:
 Pause = Callable[[float], bool]
 """Wait so many seconds; False (at once) when the run is stopping."""
 
+DATABASE_PATIENCE = 60.0
+"""Seconds a worker whose database failed waits for it to answer again, to commit what it
+holds (``_Run.settle``); what it could not is left in flight, uncertain at the next run."""
+
 
 class Pace(Protocol):
     """Waits for a sender's turn: ``Pacer`` within one run, or a rate shared by runs."""
@@ -666,7 +670,8 @@ def deliver(
     more; the messages on the wire finish (bounded by the transport's timeout)
     and their replies are recorded. Raises DeliveryError when the server cannot be used at all
     (unreachable, login or sender refused) and DatabaseError when the database fails; both say
-    how many were sent and how many are left for the next run, which are kept pending.
+    how many were sent and how many are left for the next run, which are kept pending (after
+    a database failure, once it answers again: see ``_Run.settle``).
     """
     counts = DeliveryCounts() if counts is None else counts
     run = _Run(store, mailer, compose, options, now, progress, counts, stop, batch)
@@ -785,30 +790,66 @@ class _Run:
             self.senders.append(sender)
         claimed: deque[Claim] = deque()
         try:
-            try:
-                # Wait for the slot and the connection first, then claim: nothing is in
-                # flight while the worker waits for either before a micro-batch.
-                while not self.stopping() and self.pacer.wait(self.pause):
-                    if sender.transport is None and not sender.reconnect():
-                        break
+            # Wait for the slot and the connection first, then claim: nothing is in flight
+            # while the worker waits for either before a micro-batch.
+            while not self.stopping() and self.pacer.wait(self.pause):
+                if sender.transport is None and not sender.reconnect():
+                    break
+                if not claimed:
+                    claimed.extend(ledger.claim(self.now, self.claim_size()))
+                    self.claimed(len(claimed))
                     if not claimed:
-                        claimed.extend(ledger.claim(self.now, self.claim_size()))
-                        self.claimed(len(claimed))
-                        if not claimed:
-                            break
-                    ledger.check_session()
-                    sender.send(ledger, claimed.popleft())
-            finally:  # what it stopped before trying is pending again
-                ledger.flush(self.now, [claim.id for claim in claimed])
+                        break
+                sender.send(ledger, claimed.popleft())
         except BaseException as exc:
             self.failed(exc)
         finally:
-            sender.close()
+            sender.close()  # a message cut off before its end of data is dropped with it
+            self.settle(ledger, [claim.id for claim in (*sender.unwritten(), *claimed)])
         return not sender.unreachable
 
+    def settle(self, ledger: Ledger, unwritten: list[int]) -> None:
+        """Commit what this worker holds: the outcomes it noted and, pending again, the rows
+        it never wrote the end of data of (claimed and not tried, or stopped before the end).
+
+        If the database fails it, the worker stops the run and makes the same commit on a new
+        session as soon as the database answers again (for ``DATABASE_PATIENCE`` seconds at
+        most, not past a stop), fenced by the run: a row another run has settled meanwhile is
+        left as it is. Only what it could not commit stays in flight, to be marked uncertain.
+        """
+        try:
+            ledger.flush(self.now, unwritten)
+            return
+        except DatabaseError as exc:
+            if not self.halt.is_set():
+                self.failed(exc)
+            held = ledger.holding(unwritten)
+            logger.warning("%s; %d delivery(ies) wait for the database to answer again", exc, held)
+        end = time.monotonic() + DATABASE_PATIENCE
+        wait = 0.0
+        while True:
+            try:
+                ledger.reopen()
+                ledger.flush(self.now, unwritten)
+                logger.info("the database answers again: %d delivery(ies) settled", held)
+                return
+            except DatabaseError as exc:
+                wait = min(max(2 * wait, 0.1), 5.0)
+                if time.monotonic() + wait > end or not self.wait_for_database(wait):
+                    logger.warning("%s; %d delivery(ies) left in flight", exc, held)
+                    return
+
+    def wait_for_database(self, seconds: float) -> bool:
+        """Wait so many seconds; False (at once) when the run is asked to stop."""
+        if self.stop is None:
+            time.sleep(seconds)
+            return True
+        return not self.stop.wait(seconds)
+
     def failed(self, exc: BaseException) -> None:
-        """The database gone, the server refusing us, a bug: every worker stops. The rows
-        left in flight are settled at the next run, never resent blindly."""
+        """The database gone, the server refusing us, a bug: every worker stops. What each
+        was sure it never wrote is pending again (``settle``); what it could not commit is
+        settled at the next run, never resent blindly."""
         self.fatal.append(exc)
         self.halt.set()
 
@@ -1015,8 +1056,10 @@ class _Sender:
         self.transport: Transport | None = None
         self.unreachable = ""
         """Why the server could not be reached, once this worker gave up on it."""
+        self.in_hand: Claim | None = None
+        """The delivery ``send`` is at, until it returns."""
         self.ended = False
-        """The current message's end of data is out, or about to be."""
+        """The current try's end of data is out, or about to be, and its outcome not noted."""
 
     def reconnect(self) -> bool:
         """A new connection; False when the server is out of reach or the run stops."""
@@ -1035,6 +1078,11 @@ class _Sender:
             transport, self.transport = self.transport, None
             transport.close()
 
+    def unwritten(self) -> list[Claim]:
+        """The delivery in hand if ``send`` stopped before its end of data (the database
+        failed, or the run is asked to stop): never written, so pending again."""
+        return [self.in_hand] if self.in_hand is not None and not self.ended else []
+
     def send(self, ledger: Ledger, claim: Claim) -> None:
         """Send one reserved delivery and record how it ended (a 250 with the next commit).
 
@@ -1042,6 +1090,11 @@ class _Sender:
         failing is not about the message: it stops the run). Between retries the row is given
         back (pending), so nothing is held while the worker waits.
         """
+        self.in_hand = claim
+        self._send(ledger, claim)
+        self.in_hand = None
+
+    def _send(self, ledger: Ledger, claim: Claim) -> None:
         run = self.run
         issue = run.issue_of(claim.issue_id)
         try:
@@ -1058,6 +1111,7 @@ class _Sender:
             if attempt and not self._again(ledger, claim, attempt):
                 break
             last = self._attempt(ledger, claim, sender, message)
+            self.ended = False  # its outcome is noted, or it was given back
             if last is None:
                 return
         run.outcome("deferred", claim.email, last or "")  # already given back
@@ -1069,7 +1123,9 @@ class _Sender:
         self.ended = False
         assert self.transport is not None
         try:
-            reply = self.transport.send(sender, claim.email, message, self._end_of_data)
+            reply = self.transport.send(
+                sender, claim.email, message, lambda: self._end_of_data(ledger)
+            )
         except TemporaryFailure as exc:
             if exc.reconnect:
                 self.close()
@@ -1097,8 +1153,11 @@ class _Sender:
         run.outcome("sent", claim.email, reply)
         return None
 
-    def _end_of_data(self) -> None:
-        """The transport's ``ending``: from now on the message may be accepted."""
+    def _end_of_data(self, ledger: Ledger) -> None:
+        """The transport's ``ending``: from now on the message may be accepted; unless this
+        worker's database session has ended, which raises (nothing more is written: the
+        run's rows may be being settled by another, and this one is pending again)."""
+        ledger.check_session()
         self.ended = True
 
     def _broken(self, ledger: Ledger, claim: Claim, exc: Exception) -> None:

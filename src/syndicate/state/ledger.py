@@ -5,7 +5,9 @@ A worker claims a few deliveries at a time (``Ledger.claim``: marked ``sending``
 and committed before the first of their messages is written) and notes each one's outcome, to
 commit with its next claim; a run that dies leaves its claimed rows in flight, which the next
 run marks uncertain (``mark_lost``) and never resends without a person deciding
-(``resend_uncertain``).
+(``resend_uncertain``). A worker that loses its database knows what it never wrote: it settles
+its rows on a new session once the database answers again (``Ledger.reopen``), and leaves in
+flight only a message whose end of data may have gone out without a reply.
 """
 
 from __future__ import annotations
@@ -13,8 +15,8 @@ from __future__ import annotations
 import os
 import select
 import socket
-from collections.abc import Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager, suppress
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, ExitStack, contextmanager, suppress
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, cast
@@ -127,6 +129,12 @@ dead (its rows settled by another) changes nothing."""
 _MINE = sa.and_(deliveries.c.id == sa.bindparam("delivery_id"), _IN_FLIGHT)
 """The one delivery a mark is for, if this run has it in flight."""
 
+_STILL_MINE = sa.and_(_MINE, deliveries.c.updated_at == sa.bindparam("now"))
+"""``_MINE``, claimed (or taken back) at ``now``, the ``now`` of every mark of one worker's
+batch: what makes a row pending again, made a second time on a new session (the first
+commit's reply lost), leaves alone a row a later batch of the same senders' run (a later
+``now``) took in between."""
+
 # Every try ends in one of these two (and counts as an attempt).
 _FINISH = (
     sa.update(deliveries)
@@ -168,7 +176,7 @@ replies as arrays): one statement planned, where one per row cost more than the 
 
 _GIVE_BACK = (
     sa.update(deliveries)
-    .where(_MINE)
+    .where(_STILL_MINE)
     .values(
         status="pending",
         reply=sa.bindparam("reply"),
@@ -180,10 +188,12 @@ _GIVE_BACK = (
 ``_TAKE_BACK`` (another run may take it meanwhile)."""
 
 _UNCLAIM = (
-    sa.update(deliveries).where(_MINE).values(status="pending", updated_at=sa.bindparam("now"))
+    sa.update(deliveries)
+    .where(_STILL_MINE)
+    .values(status="pending", updated_at=sa.bindparam("now"))
 )
-"""A claimed delivery the run stopped before trying: pending, as if never claimed, but like
-``_GIVE_BACK``'s not taken again by this run."""
+"""A claimed delivery whose end of data the worker never wrote (not tried, or cut off before
+it): pending, as if never claimed, but like ``_GIVE_BACK``'s not taken again by this run."""
 
 _TAKE_BACK = (
     sa.update(deliveries)
@@ -195,6 +205,10 @@ _TAKE_BACK = (
     .values(status="sending", updated_at=sa.bindparam("now"))
     .returning(deliveries.c.id)
 )
+
+_COUNT_BOUNCE = COUNT_BOUNCE.where(sa.select(deliveries.c.id).where(_MINE).exists())
+"""A bounce counted while its delivery is in flight for this run, so once: a commit whose
+reply was lost and that is made again on a new session counts it no second time."""
 
 _HOLD_RUN = sa.select(sa.func.pg_advisory_lock_shared(sa.bindparam("key"), sa.bindparam("run_id")))
 _SCHEMA = sa.select(sa.func.current_schema())
@@ -237,7 +251,9 @@ class Ledger:
     and every message it may have written among them. Each outcome (sent, failed, uncertain)
     is only noted, and committed with the worker's next claim (or ``flush``): one commit, and
     on PostgreSQL one statement, per micro-batch. Every mark is fenced by the run and the
-    state (``_MINE``). A database failure is raised as a DatabaseError.
+    state (``_MINE``). A database failure is raised as a DatabaseError; what the failed commit
+    held (outcomes, bounces, rows given back) is kept and committed with the next one, which
+    may be on a new session (``reopen``).
 
     Its connection is driven through the DBAPI alone, from the first statement to the last:
     SQLAlchemy's per-call work was measured at more than the database's own on this path
@@ -249,14 +265,27 @@ class Ledger:
     def __init__(
         self,
         db: sa.Connection,
+        session: Callable[[], sa.Connection],
         lock: AbstractContextManager,
         run_id: int,
         batch: Batch | None,
         statements: dict[str, _Compiled],
     ) -> None:
+        self._session = session
+        """A new session of this worker's (on PostgreSQL holding the run's liveness lock)."""
         self._lock = lock
         self._batch = {"issue_id": batch[0], "batch_no": batch[1]} if batch else {}
         self._run_id = run_id
+        self._sql = statements
+        self._noted: list[tuple[int, str, str]] = []
+        """Outcomes (delivery id, status, reply) to commit with the next claim (or ``flush``)."""
+        self._noted_at = datetime.min
+        """When the last of them was noted (what they are recorded at)."""
+        self._owed: list[Step] = []
+        """Bounces and rows given back whose commit failed: committed with the next one."""
+        self._attach(db)
+
+    def _attach(self, db: sa.Connection) -> None:
         raw = db.connection.dbapi_connection
         assert raw is not None  # an open connection
         self._raw = raw
@@ -272,11 +301,12 @@ class Ledger:
 
             self._script = ClientCursor(cast(Connection, raw))
         self._errors = (db.dialect.loaded_dbapi.Error, sa.exc.DBAPIError)
-        self._sql = statements
-        self._noted: list[tuple[int, str, str]] = []
-        """Outcomes (delivery id, status, reply) to commit with the next claim (or ``flush``)."""
-        self._noted_at = datetime.min
-        """When the last of them was noted (what they are recorded at)."""
+
+    def reopen(self) -> None:
+        """Go on on a new session, in place of one the database ended or failed: to commit
+        what this worker holds once the database answers again. Raises DatabaseError while
+        it does not."""
+        self._attach(self._session())
 
     def for_batch(self, batch: Batch) -> None:
         """Claim ``batch``'s deliveries from now on (a ledger opened for a batch)."""
@@ -305,9 +335,10 @@ class Ledger:
         ]
 
     def _commit(self, *steps: Step) -> list[Any]:
-        """Record the noted outcomes and run ``steps`` in one transaction (under the write
-        lock); the rows the last step returns."""
-        steps = (*self._recording(), *steps)
+        """What is owed, the noted outcomes and ``steps``, in one transaction (under the write
+        lock); the rows the last step returns. What is owed comes first: a bounce is counted
+        while its delivery is still in flight (``_COUNT_BOUNCE``)."""
+        steps = (*self._owed, *self._recording(), *steps)
         with self._lock, self._statements():
             try:
                 if self._pg:
@@ -326,7 +357,7 @@ class Ledger:
                 with suppress(*self._errors):
                     self._raw.rollback()
                 raise
-        self._noted = []
+        self._noted, self._owed = [], []
         return rows
 
     def _prepared(self, step: Step) -> list[Any]:
@@ -346,15 +377,10 @@ class Ledger:
         except self._errors as exc:
             raise database_error(exc, "postgresql" if self._pg else "sqlite") from exc
 
-    def hold_run(self, key: int) -> None:
-        """PostgreSQL: hold the run's liveness lock (``key``: ``run_lock``'s) shared on this
-        worker's session, so the run is alive for others as long as this worker can record."""
-        self._commit(self._step("hold_run", key=key, run_id=self._run_id))
-
     def check_session(self) -> None:
         """PostgreSQL: raise DatabaseError if the server has ended this session (it says so
-        before closing one), before another of the claimed messages is written: the run's
-        liveness lock went with it, so another run may be settling the rows in flight."""
+        before closing one), before the end of data of a claimed message is written: the
+        run's liveness lock went with it, so another run may be settling the rows in flight."""
         if self._pg and select.select([self._raw.fileno()], [], [], 0)[0]:
             self._commit(self._step("schema"))  # fails if it was the end, else a notice
 
@@ -397,24 +423,52 @@ class Ledger:
         ``COUNT_BOUNCE``)."""
         self.finish(delivery_id, "failed", reply, now)
         reader = {"subscriber_id": subscriber_id}
-        self._commit(
-            self._step("bounces", **reader, now=now, stale_before=now - window),
+        mine = {"delivery_id": delivery_id, "run_id": self._run_id}
+        self._owed += [
+            self._step("bounces", **reader, **mine, now=now, stale_before=now - window),
             self._step("bounced", **reader, max_bounces=max_bounces),
-        )
+        ]
+        self._commit()
 
     def give_back(self, delivery_id: int, reply: str, now: datetime) -> None:
         """Pending again, with the reply that put it back, committed at once (nothing is held
         while the worker waits to retry it); this run takes it again only by ``take_back``."""
         mine = {"delivery_id": delivery_id, "run_id": self._run_id}
-        self._commit(self._step("give_back", **mine, reply=reply[:2000], now=now))
+        self._owed.append(self._step("give_back", **mine, reply=reply[:2000], now=now))
+        self._commit()
 
     def flush(self, now: datetime, unclaimed: Sequence[int] = ()) -> None:
-        """Record the noted outcomes, and give back ``unclaimed``: claimed deliveries the
-        worker stopped before trying (pending again at ``now``)."""
+        """Record the noted outcomes and what is owed, and give back ``unclaimed``: claimed
+        deliveries the worker never wrote the end of data of (pending again at ``now``; one
+        with an outcome noted keeps it). On failure, made again whole by the next call."""
         mine = {"run_id": self._run_id, "now": now}
         back = [self._step("unclaim", delivery_id=i, **mine) for i in unclaimed]
-        if self._noted or back:
+        if self._noted or self._owed or back:
             self._commit(*back)
+
+    def holding(self, unclaimed: Sequence[int] = ()) -> int:
+        """The deliveries this worker has marks of to commit, ``unclaimed`` among them."""
+        held = {i for i, _, _ in self._noted} | set(unclaimed)
+        return len(held | {v["delivery_id"] for _, v in self._owed if "delivery_id" in v})
+
+
+@contextmanager
+def _ledger_session(
+    engine: sa.Engine, run_id: int, key: Callable[[sa.Connection], int]
+) -> Iterator[sa.Connection]:
+    """A ledger's session; on PostgreSQL in autocommit, holding the run's liveness lock
+    (``key`` gives ``run_lock``'s), and given back to the pool without it."""
+    with engine.connect() as db:
+        if engine.dialect.name != "postgresql":
+            yield db
+            return
+        try:
+            db.execution_options(isolation_level="AUTOCOMMIT")
+            # autocommit: no transaction is left open by the look-up of the key
+            db.execute(_HOLD_RUN, {"key": key(db), "run_id": run_id})
+            yield db
+        finally:
+            release_session(db)
 
 
 def ledger_statements(dialect: sa.Dialect, batch: bool) -> dict[str, _Compiled]:
@@ -426,9 +480,8 @@ def ledger_statements(dialect: sa.Dialect, batch: bool) -> dict[str, _Compiled]:
         "take_back": _TAKE_BACK,
         "give_back": _GIVE_BACK,
         "unclaim": _UNCLAIM,
-        "bounces": COUNT_BOUNCE,
+        "bounces": _COUNT_BOUNCE,
         "bounced": MARK_BOUNCED,
-        "hold_run": _HOLD_RUN,
         "schema": _SCHEMA,
     }
     return {name: _Compiled(statement, dialect) for name, statement in statements.items()}
@@ -480,10 +533,11 @@ class Deliveries(Database):
 
     def mark_lost(self, run_id: int, now: datetime, batch: Batch | None = None) -> int:
         """Mark ``uncertain`` every delivery (with ``batch``, that batch's) left ``sending`` by
-        a run that is no longer alive: its end of data was written, or about to be, when the
-        run died. A batch's run looks at its own rows only: the other batches' are their own
-        runs' and the reconciler's to settle, and probing every live worker's run at the start
-        of each batch cost more than the batch's first messages."""
+        a run that is no longer alive: one killed, or whose database did not answer again
+        while it waited to settle them, so its end of data may have been written. A batch's
+        run looks at its own rows only: the other batches' are their own runs' and the
+        reconciler's to settle, and probing every live worker's run at the start of each
+        batch cost more than the batch's first messages."""
         lost = sa.select(deliveries.c.run_id).where(
             deliveries.c.status == "sending", deliveries.c.run_id != run_id, _of(batch)
         )
@@ -506,7 +560,7 @@ class Deliveries(Database):
                 .where(deliveries.c.status == "sending", deliveries.c.run_id.in_(dead), _of(batch))
                 .values(
                     status="uncertain",
-                    reply="the run ended after the end of data was written, before the reply",
+                    reply="the run ended with it in flight: its end of data may have been written",
                     updated_at=now,
                 )
             ).rowcount
@@ -598,25 +652,27 @@ class Deliveries(Database):
 
     @contextmanager
     def ledger(self, run_id: int, batch: Batch | None = None) -> Iterator[Ledger]:
-        """One delivery worker's own connection, held for its whole run; on PostgreSQL it holds
-        the run's liveness lock too, so the run is alive for others as long as it can record.
-        With ``batch`` it claims that batch's deliveries only."""
-        with self._database(), self.engine.connect() as db:
+        """One delivery worker's own session, held for its whole run (and another, should the
+        database end or fail it: ``Ledger.reopen``); on PostgreSQL each holds the run's
+        liveness lock too, so the run is alive for others as long as it can record. With
+        ``batch`` it claims that batch's deliveries only."""
+        with self._database(), ExitStack() as sessions:
+
+            def session() -> sa.Connection:
+                with self._database():
+                    return sessions.enter_context(_ledger_session(self.engine, run_id, self._key))
+
+            db = session()
             if (batch is not None) not in self._ledger_sql:
                 self._ledger_sql[batch is not None] = ledger_statements(db.dialect, bool(batch))
             statements = self._ledger_sql[batch is not None]
-            if self.engine.dialect.name != "postgresql":
-                yield Ledger(db, self._write_lock, run_id, batch, statements)
-                return
-            try:
-                db.execution_options(isolation_level="AUTOCOMMIT")
-                if self._run_key is None:  # autocommit: no transaction is left open
-                    self._run_key = run_lock(db)
-                ledger = Ledger(db, self._write_lock, run_id, batch, statements)
-                ledger.hold_run(self._run_key)
-                yield ledger
-            finally:
-                release_session(db)
+            yield Ledger(db, session, self._write_lock, run_id, batch, statements)
+
+    def _key(self, db: sa.Connection) -> int:
+        """PostgreSQL: ``run_lock``'s key, looked up once."""
+        if self._run_key is None:
+            self._run_key = run_lock(db)
+        return self._run_key
 
     def delivery_counts(self) -> dict[tuple[int, str, str], int]:
         """(issue id, issue key, status) → number of deliveries."""

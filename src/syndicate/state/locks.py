@@ -24,7 +24,7 @@ def run_lock(db: sa.Connection) -> int:
     """First key of the PostgreSQL advisory locks that mark a send run as alive, one per schema
     (run ids count from 1 in each). The run and each of its workers hold it shared, on their
     own sessions, so a run is dead only when none is left; a worker whose session the server
-    ended writes no further message (``Ledger.check_session``)."""
+    ended writes no further end of data (``Ledger.check_session``)."""
     return run_lock_key(db.execute(sa.text("SELECT current_schema()")).scalar() or "")
 
 
