@@ -9,14 +9,12 @@ SyndicateError, an OSError, a lost state database) is one line and an exit statu
 from __future__ import annotations
 
 import contextlib
-import errno
 import functools
 import gc
 import json
 import logging
 import os
 import signal
-import socket
 import sys
 import threading
 from collections.abc import Callable, Iterable, Iterator
@@ -28,6 +26,7 @@ from zoneinfo import ZoneInfo
 
 import click
 
+from .clock import wall_clock
 from .errors import Exit, SyndicateError, UsageError, describe
 from .model import ArticleSet, Diagnostic, Severity
 from .skeleton import in_the_way
@@ -52,11 +51,6 @@ class Options:
     debug: bool = False
     log_json: bool = False
     """Errors, too, are written as JSON lines (``run --log-json``)."""
-
-
-def wall_clock() -> datetime:
-    """The real time: read here, and passed to whatever needs a clock."""
-    return datetime.now(UTC)
 
 
 def options() -> Options:
@@ -538,7 +532,7 @@ def digest(
     store = open_store(config.database_url)
     try:
         paths = write_digest(
-            config, found, lang, audiences, out, now=datetime.now(UTC), since=day, store=store
+            config, found, lang, audiences, out, now=wall_clock(), since=day, store=store
         )
     finally:
         store.close()
@@ -565,7 +559,7 @@ def build(config: Config, articles: Path | None, out: Path | None) -> None:
     from .websub import HubNotifier
 
     with owned_process():
-        report = build_feeds(config, articles, out, now=datetime.now(UTC), notify=HubNotifier())
+        report = build_feeds(config, articles, out, now=wall_clock(), notify=HubNotifier())
     print_feed_report(report)
     sys.exit(1 if report.has_errors else 0)
 
@@ -612,7 +606,7 @@ def serve(
     from .send import message_sender
     from .state import open_store
     from .tokens import secret_key
-    from .web import base_url_elsewhere, create_app, listening_url, watch_articles
+    from .web import base_url_elsewhere, bind, create_app, listening_url, serve_app, watch_articles
 
     host = host or config.web.host
     port = port or config.web.port
@@ -625,7 +619,7 @@ def serve(
             # No hub either: none could fetch feeds at this address, nor is any told of them.
             feeds = config.feeds.model_copy(update={"out": Path(scratch), "hub": []})
             config = config.model_copy(update={"site": site, "feeds": feeds})
-            print_feed_report(build_feeds(config, folder, now=datetime.now(UTC)))
+            print_feed_report(build_feeds(config, folder, now=wall_clock()))
             click.echo(f"serving {site.base_url}/ (base URL of every link)", err=True)
         elif warning := base_url_elsewhere(config.site.base_url, host, port):
             click.echo(f"syndicate: warning: {warning}", err=True)
@@ -635,42 +629,9 @@ def serve(
             send_message=message_sender(config),
             articles=watch_articles(folder, config),
             secret=secret_key(config),
-            now=lambda: datetime.now(UTC),
+            now=wall_clock,
         )
         serve_app(app, host, port, listener=listener)
-
-
-def bind(host: str, port: int) -> socket.socket:
-    """The listening socket on ``host``:``port``; a port that is taken is ResourceBusyError
-    (exit 4), not the server's start-up failure."""
-    from .errors import ResourceBusyError
-
-    try:
-        family = socket.AF_INET6 if ":" in host else socket.AF_INET
-        return socket.create_server((host, port), family=family)
-    except OSError as exc:
-        if exc.errno == errno.EADDRINUSE:
-            message = f"{host}:{port} is in use: another server listens there"
-            raise ResourceBusyError(message) from None
-        raise
-
-
-def serve_app(app: Any, host: str, port: int, *, listener: socket.socket | None = None) -> None:
-    """Listen on ``host``:``port`` (or on ``listener``, bound there already) and serve ``app``
-    until stopped; a port that is taken is ResourceBusyError (exit 4)."""
-    import uvicorn
-
-    listener = listener if listener is not None else bind(host, port)
-    # No access log: its lines would carry readers' tokens and addresses. No proxy headers
-    # here: the app trusts them from web.trusted_proxies only (uvicorn would trust loopback).
-    settings = uvicorn.Config(app, host=host, port=port, access_log=False, proxy_headers=False)
-    server = uvicorn.Server(settings)
-    shown = f"[{host}]" if ":" in host else host
-    # What uvicorn says when it binds the socket itself, and not when it is handed one:
-    logging.getLogger("uvicorn.error").info("Listening on http://%s:%d (Ctrl+C stops)", shown, port)
-    server.run(sockets=[listener])
-    if not server.started:  # its log says why
-        raise SyndicateError(f"the web server on {host}:{port} did not start")
 
 
 @main.command()
@@ -929,7 +890,7 @@ def send(
         article_folder(config, articles)
     config = with_articles(config, articles)
 
-    now = datetime.now(UTC)
+    now = wall_clock()
     if sending:
         day = since.date() if since else None
         sys.exit(
@@ -1108,7 +1069,7 @@ def send_status(store: Any, site_zone: str = "", now: datetime | None = None) ->
                 "not_before": when.isoformat(),
                 "deliveries": n,
             }
-            for issue_id, key, zone, when, n in store.waiting(now or datetime.now(UTC))
+            for issue_id, key, zone, when, n in store.waiting(now or wall_clock())
         ],
         "bounces": {kind: reports.get(kind, 0) for kind in ("permanent", "temporary", "complaint")},
     }
@@ -1326,7 +1287,7 @@ def bounces_process(config: Config, path: Path, dry_run: bool) -> None:
     box = BounceBox(path)
     store = open_store(config.database_url)
     try:
-        outcomes = process_bounces(config, store, box, datetime.now(UTC), dry_run=dry_run)
+        outcomes = process_bounces(config, store, box, wall_clock(), dry_run=dry_run)
     finally:
         store.close()
     for o in outcomes:
@@ -1351,7 +1312,7 @@ def bounces_list(config: Config, as_json: bool) -> None:
     finally:
         store.close()
     limit = config.smtp.max_bounces
-    stale_before = datetime.now(UTC) - timedelta(days=config.smtp.bounce_window_days)
+    stale_before = wall_clock() - timedelta(days=config.smtp.bounce_window_days)
     aged = {r.email for r in found if r.counted_at is not None and r.counted_at < stale_before}
     records = [
         {
@@ -1443,7 +1404,7 @@ def subscribers_add(
             [ReaderRow(address, lang, chosen, status=status, consent_source=source, timezone=zone)],
             status=status,
             consent_source=source,
-            now=datetime.now(UTC),
+            now=wall_clock(),
             resubscribe=resubscribe,
         )
         reader = store.subscriber(address)
@@ -1505,7 +1466,7 @@ def subscribers_import(
             rows,
             status=status,
             consent_source=source or f"import:{file.name}",
-            now=datetime.now(UTC),
+            now=wall_clock(),
             resubscribe=resubscribe,
         )
     finally:

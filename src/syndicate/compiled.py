@@ -103,6 +103,8 @@ def _first_to_see(package: Path, stale: list[str]) -> bool:
             return False
     except (OSError, ValueError):
         pass
+    from .files import write_atomic  # only when a source changed: tempfile is not free
+
     with contextlib.suppress(OSError):
-        said.write_text(json.dumps(sources), "utf-8")
+        write_atomic(said, json.dumps(sources).encode())
     return True

@@ -43,6 +43,7 @@ from jinja2 import (
 
 from .config import Config
 from .errors import CatalogError, RenderError, SyndicateError
+from .files import atomic_file
 from .model import Diagnostic, Severity
 
 SOURCE_LANGUAGE = "en"
@@ -467,10 +468,8 @@ def template_catalog(config: Config, locale: Locale) -> Catalog:
 
 def write_catalog(catalog: Catalog, path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".po.tmp")
-    with tmp.open("wb") as target:
+    with atomic_file(path) as target:
         write_po(target, catalog, width=100, sort_output=True)
-    tmp.replace(path)
 
 
 def init_catalog(config: Config, lang: str) -> tuple[Path, Catalog]:

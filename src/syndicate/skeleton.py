@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from .errors import SyndicateError
+from .files import file_mode, write_once
 
 FILES = {
     "config.toml": "config.toml",
@@ -47,6 +48,5 @@ def create_site(folder: Path) -> list[Path]:
         )
     for path, data in files.items():
         path.parent.mkdir(parents=True, exist_ok=True)
-        with path.open("xb") as handle:  # never over a file that appeared meanwhile
-            handle.write(data)
+        write_once(path, data, mode=file_mode(path))  # never over a file that appeared meanwhile
     return list(files)
