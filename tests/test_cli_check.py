@@ -159,3 +159,25 @@ def test_summary_is_one_line_of_counts(runner: CliRunner, articles_dir: Path) ->
     assert result.exit_code == 0
     assert result.stdout == "3 article(s) (de 1, en 1, nl 1), 0 error(s), 1 warning(s)\n"
     assert f"{path}:63: warning: unknown audience label 'For buyers'" in result.stderr
+
+
+def test_settings_that_do_not_do_what_they_seem_to_are_warnings_naming_their_keys(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    (tmp_path / "config.toml").write_text(
+        "[smtp]\ntimeout = 30\nusername = 'news'\n"
+        "[send]\nmax_connections = 4\n"
+        "[schedule]\nstop_timeout_seconds = 20\n"
+    )
+    result = runner.invoke(main, ["check", "--articles", str(ARTICLES)])
+    assert result.exit_code == 0, result.output
+    warnings = [line for line in result.stderr.splitlines() if line.startswith("config.toml: ")]
+    assert warnings == [
+        "config.toml: warning: schedule.stop_timeout_seconds (20) is not above smtp.timeout "
+        "(30): a stop may cut a message on the wire, and leave its delivery uncertain",
+        "config.toml: warning: send.max_connections is for the procrastinate engine: with "
+        'send.engine = "local" a send opens smtp.pool_size (4) connections',
+        "config.toml: warning: smtp.username and smtp.password are unused without smtp.url: "
+        "mail goes to the Maildir in the outbox",
+    ]
+    assert "0 error(s), 3 warning(s)" in result.stderr

@@ -241,7 +241,9 @@ def check(config: Config, articles: Path | None, as_json: bool, summary: bool) -
 
     with owned_process():
         found = load_articles(config, articles)
-    more = (*catalog_problems(config), *private_file_problems(config))
+    source = str(options().config or "config.toml")
+    settings = [Diagnostic(source, None, Severity.WARNING, line) for line in config.doubtful()]
+    more = (*settings, *catalog_problems(config), *private_file_problems(config))
     found = ArticleSet(found.articles, found.problems + more)
     if as_json:
         click.echo(json.dumps(check_report(found), ensure_ascii=False, indent=2))

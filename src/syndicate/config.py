@@ -457,6 +457,28 @@ class Config(Section):
     """Folder relative paths are resolved against: the config file's folder, set by
     load_config (not a key of the file)."""
 
+    def doubtful(self) -> list[str]:
+        """Settings that hold together but do not do what they seem to: ``check`` warns of
+        each, naming its keys (refusing them would break sites that work)."""
+        lines = []
+        if self.schedule.stop_timeout_seconds <= self.smtp.timeout:
+            lines.append(
+                f"schedule.stop_timeout_seconds ({self.schedule.stop_timeout_seconds:g}) is not "
+                f"above smtp.timeout ({self.smtp.timeout:g}): a stop may cut a message on the "
+                "wire, and leave its delivery uncertain"
+            )
+        if self.send.engine == "local" and self.send.max_connections is not None:
+            lines.append(
+                "send.max_connections is for the procrastinate engine: with send.engine = "
+                f'"local" a send opens smtp.pool_size ({self.smtp.pool_size}) connections'
+            )
+        if self.smtp.url is None and (self.smtp.username or self.smtp.password):
+            lines.append(
+                "smtp.username and smtp.password are unused without smtp.url: mail goes to "
+                "the Maildir in the outbox"
+            )
+        return lines
+
     @model_validator(mode="after")
     def _consistent(self) -> Config:
         lines = [*self._languages_known(), *self._sending(), *self._signing()]
