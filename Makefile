@@ -13,7 +13,7 @@ COMPILED := $(shell $(PYTHON) -c "import tomllib; print(' '.join('src/syndicate/
 $(BIN)/syndicate: pyproject.toml hatch_build.py $(COMPILED)
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[test,dev,postgres,scale]'
+	$(BIN)/pip install --quiet -e '.[test,dev,postgres,scale,docs]'
 	touch $@
 
 run: $(BIN)/syndicate
@@ -23,6 +23,7 @@ test: $(BIN)/syndicate
 	$(BIN)/ruff check
 	$(BIN)/ruff format --check --quiet
 	$(BIN)/mypy
+	$(BIN)/mkdocs build --strict --site-dir site
 	$(BIN)/pytest
 
 golden: $(BIN)/syndicate

@@ -37,8 +37,8 @@ def invoke(runner: CliRunner, *args: str, **kwargs: object) -> Result:
 # -- exit statuses ------------------------------------------------------------------------------
 
 
-def test_the_readme_documents_every_exit_status_in_one_table() -> None:
-    text = (ROOT / "README.md").read_text("utf-8")
+def test_the_docs_document_every_exit_status_in_one_table() -> None:
+    text = (ROOT / "docs" / "operations.md").read_text("utf-8")
     rows = re.findall(r"^\| `(\d)` \| ([^|]+) \|$", text, re.MULTILINE)
     assert [int(code) for code, _ in rows] == [int(status) for status in Exit]
 

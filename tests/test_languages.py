@@ -1,5 +1,5 @@
 """Every page and every mail in every built-in language, read back as a reader would; a fifth
-language from the README's block and a catalog in site.locales alone; the web's fallback."""
+language from the docs' block and a catalog in site.locales alone; the web's fallback."""
 
 from __future__ import annotations
 
@@ -300,13 +300,13 @@ def test_a_page_in_a_language_without_catalog_is_wholly_in_the_fallback(tmp_path
     store.close()
 
 
-# -- a fifth language: the README's block and a catalog in site.locales --------------------------
+# -- a fifth language: the docs' block and a catalog in site.locales ----------------------------
 
 
-def readme_block() -> str:
-    """The TOML block of the README's "Adding a language" section, as a publisher copies it."""
-    readme = (ROOT / "README.md").read_text("utf-8")
-    section = readme.split("## Adding a language", 1)[1].split("\n## ", 1)[0]
+def language_block() -> str:
+    """The TOML block of the docs' "Adding a language" section, as a publisher copies it."""
+    page = (ROOT / "docs" / "digests.md").read_text("utf-8")
+    section = page.split("## Adding a language", 1)[1].split("\n## ", 1)[0]
     return re.search(r"```toml\n(.*?)```", section, re.S)[1]
 
 
@@ -315,14 +315,12 @@ def run(*args: str) -> tuple[int, str, str]:
     return result.exit_code, result.stdout, result.stderr
 
 
-def test_the_readmes_language_block_and_a_catalog_add_a_language(
-    tmp_path: Path, smtp_server
-) -> None:
-    block = readme_block()
+def test_the_docs_language_block_and_a_catalog_add_a_language(tmp_path: Path, smtp_server) -> None:
+    block = language_block()
     assert "[site]" not in block and "[languages.es]" in block
     bundled = (ROOT / "config.toml").read_text("utf-8")
     assert 'languages = ["en", "nl", "de"]' in bundled
-    # The README: add "es" to site.languages, paste the block at the end.
+    # The docs: add "es" to site.languages, paste the block at the end.
     text = bundled.replace('languages = ["en", "nl", "de"]', 'languages = ["en", "nl", "de", "es"]')
     path = tmp_path / "config.toml"
     path.write_text(text + "\n" + block, "utf-8")

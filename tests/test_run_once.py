@@ -136,7 +136,7 @@ def test_without_log_json_a_short_summary_not_the_table(tmp_path: Path) -> None:
     assert "run --once ok (feeds in " in result.stderr.splitlines()[-1]
 
 
-def test_the_readme_cron_line_runs_as_written(tmp_path: Path) -> None:
+def test_the_documented_cron_line_runs_as_written(tmp_path: Path) -> None:
     """The line from deploy/syndicate.cron, in a fresh site folder: stdout stays empty
     (cron would mail it) and the log holds one JSON object per line."""
     line = next(
@@ -144,7 +144,7 @@ def test_the_readme_cron_line_runs_as_written(tmp_path: Path) -> None:
         for line in (ROOT / "deploy" / "syndicate.cron").read_text("utf-8").splitlines()
         if line.startswith("*/15")
     )
-    assert line in (ROOT / "README.md").read_text("utf-8")
+    assert line in (ROOT / "docs" / "operations.md").read_text("utf-8")
     command = line.split(None, 5)[5].replace("/srv/syndicate", str(tmp_path))
     shutil.copytree(ARTICLES, tmp_path / "articles")
     (tmp_path / ".venv" / "bin").mkdir(parents=True)
