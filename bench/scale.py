@@ -56,9 +56,10 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from syndicate import scale, send
+from syndicate import send
 from syndicate.config import load_config
 from syndicate.state import Store, open_store
+from syndicate.state.workers import ensure_schema
 from syndicate.subscribers import ReaderRow
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -360,7 +361,7 @@ def start_workers(
     """Worker processes, each once registered with the queue (stopped when ``stack`` ends),
     and the seconds they took to get there."""
     with engine.begin() as db:
-        scale.ensure_schema(db)  # once, not raced by the workers
+        ensure_schema(db)  # once, not raced by the workers
     command = [sys.executable, "-m", "syndicate", "--config", str(path), "worker"]
     start, procs = time.monotonic(), []
     for n, prefix in enumerate(prefixes):

@@ -109,8 +109,10 @@ def test_planning_commits_the_rows_and_their_jobs_together_or_neither(
     def jobs_seen_by(db: sa.Connection) -> list[Any]:
         return db.execute(sa.text("SELECT id FROM procrastinate_jobs")).all()
 
+    from syndicate.state.workers import ensure_schema  # the scale extra, as scale
+
     with store.engine.begin() as db:
-        scale.ensure_schema(db)  # the jobs' table stands, so a rollback must empty it
+        ensure_schema(db)  # the jobs' table stands, so a rollback must empty it
     failing = _Plan(plan_then_fail)
     with pytest.raises(Refused):
         send.send_digests(config, NOW, mailer=_no_mail(), store=store, dispatch=failing)

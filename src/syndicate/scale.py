@@ -7,6 +7,9 @@ by two workers at once, or retried after its worker stalled, sends nothing twice
 deferred on the connection of the transaction that records the issue and its rows: both commit
 together or neither does. Procrastinate stays behind the ``Dispatcher`` of ``send``; another
 engine would replace this module alone.
+
+No SQL here: the statements of ours on Procrastinate's tables (its schema made, the workers
+alive) and the connection parameters its connector takes are ``state.workers``'s.
 """
 
 from __future__ import annotations
@@ -24,10 +27,6 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import procrastinate
-import psycopg
-import sqlalchemy as sa
-from procrastinate.exceptions import ConnectorException
-from procrastinate.schema import SchemaManager
 from procrastinate.types import JSONDict
 
 from .config import Config
@@ -43,7 +42,6 @@ from .deliver import (
     TemporaryFailure,
     Transport,
 )
-from .errors import DatabaseError, UsageError
 from .send import (
     BatchContext,
     close_finished,
@@ -53,8 +51,15 @@ from .send import (
     slow_down,
 )
 from .state import Store, open_store
-from .state.database import end_session
-from .state.locks import relay_slot
+from .state import workers as job_tables
+from .state.locks import RelaySlot, relay_slot
+from .state.workers import (
+    WorkerAlive,
+    conninfo,
+    jobs_connection,
+    jobs_database_errors,
+    prepare_jobs,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -66,38 +71,6 @@ TOKEN_BLOCK = 100
 """The most tokens a batch takes from its relay's bucket at once."""
 RETRY_SECONDS = 60
 """A batch with deliveries left pending (temporary failures) is tried again this much later."""
-
-
-def conninfo(database_url: str) -> str:
-    """The libpq parameters of a SQLAlchemy PostgreSQL URL, as SQLAlchemy parsed them (its
-    options, such as a search path, kept). Not the URL rendered again: that writes a space
-    as ``+``, which libpq takes literally, so ``options=-csearch_path%3Dx%20-c...`` reached
-    the server as one garbled search path."""
-    try:
-        url = sa.engine.make_url(database_url)
-    except (sa.exc.ArgumentError, ValueError) as exc:
-        raise UsageError(f"state.database: not a database URL ({exc})") from None
-    given = {
-        "host": url.host,
-        "port": url.port,
-        "user": url.username,
-        "password": url.password,
-        "dbname": url.database,
-    }
-    params = {key: value for key, value in given.items() if value is not None}
-    for key, value in url.query.items():  # a key given twice (host, port): libpq's a,b
-        params[key] = value if isinstance(value, str) else ",".join(value)
-    return psycopg.conninfo.make_conninfo("", **params)
-
-
-def ensure_schema(db: sa.Connection) -> None:
-    """Procrastinate's tables, on this connection (in its transaction), where they are missing."""
-    # two processes starting at once: one applies it, the other then finds it
-    db.execute(sa.select(sa.func.pg_advisory_xact_lock(sa.func.hashtext("procrastinate schema"))))
-    if not sa.inspect(db).has_table("procrastinate_jobs"):
-        driver = db.connection.driver_connection
-        assert driver is not None  # an open connection
-        driver.execute(SchemaManager.get_schema())
 
 
 def relay_name(config: Config) -> str:
@@ -177,14 +150,14 @@ class CappedMailer:
         """A connection once a slot is free; TemporaryFailure when none frees within ``wait``
         seconds (``smtp.timeout``)."""
         end = time.monotonic() + self.wait
-        while (slot := relay_slot(self.store.engine, self.relay, self.slots)) is None:
+        while (slot := relay_slot(self.store, self.relay, self.slots)) is None:
             if time.monotonic() > end:
                 raise TemporaryFailure(f"all {self.slots} connections to {self.relay} in use")
             time.sleep(0.05)
         try:
             return _SlotTransport(self.mailer.open(), slot)
         except BaseException:
-            end_session(slot)
+            slot.release()
             raise
 
 
@@ -305,7 +278,7 @@ class _Kept:
 class _SlotTransport:
     """A connection and the session that holds its slot, closed together."""
 
-    def __init__(self, transport: Transport, slot: sa.Connection) -> None:
+    def __init__(self, transport: Transport, slot: RelaySlot) -> None:
         self.transport = transport
         self.slot = slot
 
@@ -321,7 +294,7 @@ class _SlotTransport:
         try:
             self.transport.close()
         finally:
-            end_session(self.slot)
+            self.slot.release()
 
 
 class _Worker:
@@ -445,6 +418,10 @@ def make_app(config: Config, worker: _Worker | None = None) -> procrastinate.App
     The send jobs have no ``lock`` and no ``queueing_lock``: Procrastinate's stalled-job
     retry breaks on jobs that have one (procrastinate#1408, #1446, #1543), and the ledger,
     not the queue, keeps a batch from being sent twice.
+
+    The connector is made here, not in ``state``: it takes only the parameters
+    ``state.workers.conninfo`` hands out, and the statements it runs are Procrastinate's,
+    behind its own calls (defer, fetch, retry), as much the task engine as the tasks are.
     """
     app = procrastinate.App(
         connector=procrastinate.PsycopgConnector(conninfo=conninfo(config.database_url))
@@ -541,42 +518,10 @@ def reconcile_now(config: Config) -> Reconciled:
         store.close()
 
 
-@dataclass(frozen=True)
-class WorkerAlive:
-    """A worker whose heartbeat is recent (within ``send.stalled_seconds``)."""
-
-    id: int
-    """Procrastinate's id of the worker."""
-    last_heartbeat: datetime
-    silent: float
-    """Seconds since its last heartbeat."""
-    batches: int
-    """Send jobs it is running."""
-
-
-_WORKERS_ALIVE = sa.text(
-    """
-    SELECT w.id, w.last_heartbeat, extract(epoch FROM now() - w.last_heartbeat) AS silent,
-           count(j.id) AS batches
-      FROM procrastinate_workers w
-      LEFT JOIN procrastinate_jobs j
-        ON j.worker_id = w.id AND j.status = 'doing' AND j.task_name = :task
-     WHERE w.last_heartbeat > now() - make_interval(secs => :stalled)
-     GROUP BY w.id
-     ORDER BY w.id
-    """
-)
-
-
 def workers_alive(store: Store, stalled_seconds: float) -> list[WorkerAlive]:
-    """The workers heard from within ``stalled_seconds``, from Procrastinate's own tables
-    (which it offers no call to list); none before its tables exist."""
-    with store.engine.connect() as db:
-        if not sa.inspect(db).has_table("procrastinate_workers"):
-            return []
-        values = {"task": SEND_BATCH, "stalled": stalled_seconds}
-        rows = db.execute(_WORKERS_ALIVE, values).all()
-    return [WorkerAlive(r.id, r.last_heartbeat, float(r.silent), r.batches) for r in rows]
+    """The workers heard from within ``stalled_seconds``, each with the send jobs it runs
+    (``state.workers``)."""
+    return job_tables.workers_alive(store, SEND_BATCH, stalled_seconds)
 
 
 class ProcrastinateDispatcher:
@@ -587,9 +532,8 @@ class ProcrastinateDispatcher:
         self.app = make_app(config)
 
     def plan(self, db: Any, issue_id: int, batches: range) -> None:
-        ensure_schema(db)
+        driver = jobs_connection(db)  # Procrastinate's tables, made where missing
         if batches:
-            driver = db.connection.driver_connection
             jobs: list[JSONDict] = [{"issue_id": issue_id, "batch_no": n} for n in batches]
             self.app.configure_task(SEND_BATCH, connection=driver, queue=SEND_QUEUE).batch_defer(
                 *jobs
@@ -607,60 +551,25 @@ def run_worker(config: Config, concurrency: int) -> None:
     Finished jobs are deleted (``delete_jobs="successful"``, procrastinate#1454): the ledger
     keeps the record. One that cannot start, or whose database fails it, says why in one line."""
     conninfo(config.database_url)  # a URL that is none: a UsageError before anything starts
-    engine = sa.create_engine(config.database_url)
-    try:
-        with engine.begin() as db:
-            _schema_to_work_in(db, config.database_url)
-            ensure_schema(db)
-    except _STOPS as exc:
-        raise _stopped(config.database_url, exc) from exc
-    finally:
-        engine.dispose()
+    prepare_jobs(config.database_url)
     worker = _Worker(config)
     began = time.monotonic()
     fields: dict[str, Any] = {"worker": "started", "pid": os.getpid(), "concurrency": concurrency}
     fields |= {"pool_size": config.smtp.pool_size, "relay": relay_name(config)}
     log_line(logging.INFO, {**fields, "rate": config.smtp.rate})
     try:
-        make_app(config, worker).run_worker(
-            queues=[SEND_QUEUE, MAINTENANCE_QUEUE],
-            concurrency=concurrency,
-            delete_jobs="successful",
-            fetch_job_polling_interval=config.send.poll_seconds,
-            update_heartbeat_interval=config.send.heartbeat_seconds,
-            stalled_worker_timeout=config.send.stalled_seconds,
-            shutdown_graceful_timeout=config.smtp.timeout + 5,
-        )
-    except _STOPS as exc:
-        raise _stopped(config.database_url, exc) from exc
+        with jobs_database_errors(config.database_url):
+            make_app(config, worker).run_worker(
+                queues=[SEND_QUEUE, MAINTENANCE_QUEUE],
+                concurrency=concurrency,
+                delete_jobs="successful",
+                fetch_job_polling_interval=config.send.poll_seconds,
+                update_heartbeat_interval=config.send.heartbeat_seconds,
+                stalled_worker_timeout=config.send.stalled_seconds,
+                shutdown_graceful_timeout=config.smtp.timeout + 5,
+            )
     finally:
         worker.close()
         fields = {"worker": "stopped", "pid": os.getpid(), "batches": worker.batches}
         fields |= {"duration": round(time.monotonic() - began, 3)}
         log_line(logging.INFO, {**fields, "counts": _counts(worker.totals, _SETTLED)})
-
-
-def _schema_to_work_in(db: sa.Connection, database_url: str) -> None:
-    """Refuse a search path none of whose schemas exists: nowhere to make the job tables."""
-    if db.scalar(sa.text("SELECT current_schema()")) is None:
-        path = db.scalar(sa.text("SELECT current_setting('search_path')"))
-        shown = sa.engine.make_url(database_url).render_as_string(hide_password=True)
-        raise DatabaseError(
-            f"state database {shown}: no schema of its search path ({path}) exists"
-            " (CREATE SCHEMA it, or correct the URL's options)"
-        )
-
-
-_STOPS = (ConnectorException, psycopg.Error, sa.exc.DBAPIError)
-"""What the database answers a worker that cannot go on: a missing function or table, a
-connection refused or lost."""
-
-
-def _stopped(database_url: str, exc: BaseException) -> DatabaseError:
-    """One of ``_STOPS`` as one line naming the database, not Procrastinate's traceback (whose
-    own message says only "Database error")."""
-    cause = exc.__cause__ if isinstance(exc, ConnectorException) else exc
-    cause = getattr(cause, "orig", None) or cause or exc
-    reason = next(iter(str(cause).strip().splitlines()), "") or type(cause).__name__
-    shown = sa.engine.make_url(database_url).render_as_string(hide_password=True)
-    return DatabaseError(f"state database {shown}: {reason}")

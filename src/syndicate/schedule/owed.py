@@ -14,9 +14,7 @@ from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, S
 from datetime import datetime, tzinfo
 from typing import Any
 
-import sqlalchemy as sa
 from apscheduler.events import JobExecutionEvent
-from apscheduler.jobstores.sqlalchemy import SQLAlchemyJobStore
 
 from ..errors import SyndicateError
 from ..state import OwedRun, Store, database_errors
@@ -48,7 +46,7 @@ class OwedRuns:
         return self._quietly(lambda store: store.owed(), "not read")
 
     def fired(self, job: Any, due: datetime) -> None:
-        """``job``'s stored run at ``due`` moves on (``FiringJobStore``): the latest firing it
+        """``job``'s stored run at ``due`` moves on (``state.jobstore``): the latest firing it
         stands for is owed, unless a settled run covers it. Raises, so that the job store
         keeps the run due when this cannot be recorded."""
         now = self.clock()
@@ -131,27 +129,9 @@ class OwedRuns:
 
     def _quietly(self, work: Callable[[Store], Any], failed: str = "not updated") -> Any:
         try:
-            with database_errors(self.url):
+            with database_errors(self.url, every=True):
                 return work(self.ledger())
-        except (SyndicateError, sa.exc.SQLAlchemyError) as exc:
+        except SyndicateError as exc:
             line = next(iter(str(exc).strip().splitlines()), type(exc).__name__)
             log.warning("owed runs %s: %s; the next pass tries again", failed, line)
             return None
-
-
-class FiringJobStore(SQLAlchemyJobStore):
-    """APScheduler's job store, telling ``fired`` of each digest job whose stored next run,
-    due, is about to move past it (APScheduler moves it when it hands the run to a thread,
-    whatever becomes of the run): the firing is recorded as owed before it can be lost."""
-
-    def __init__(self, engine: sa.Engine, fired: Callable[[Any, datetime], None]) -> None:
-        super().__init__(engine=engine)
-        self.fired = fired
-
-    def update_job(self, job: Any) -> None:
-        if job.id.startswith(DIGEST_PREFIX):
-            stored = self.lookup_job(job.id)
-            due = stored.next_run_time if stored is not None else None
-            if due is not None and (job.next_run_time is None or job.next_run_time > due):
-                self.fired(job, due)
-        super().update_job(job)

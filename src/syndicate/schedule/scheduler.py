@@ -1,15 +1,15 @@
-"""The scheduler: APScheduler on the state database. The only apscheduler import.
+"""The scheduler: APScheduler on the state database, whose job store, lock and ledger
+``state.jobstore`` hands out (``SchedulerDatabase``): no SQL here.
 
 *What* runs is injected as ``Jobs`` (the CLI wires in the sending and the feed build), so this
 module never touches articles, templates or mail; *what a start does* to the stored jobs is
-``plan.plan``'s. It owns the job store, the use of the single-scheduler lock
-(``state.scheduler_lock``), the triggers (DST), graceful stop and the one log line per run.
+``plan.plan``'s. It owns the scheduler's use of the job store and of the single-scheduler
+lock, the triggers (DST), graceful stop and the one log line per run.
 """
 
 from __future__ import annotations
 
 import contextlib
-import functools
 import logging
 import threading
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
@@ -18,7 +18,6 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
-import sqlalchemy as sa
 from apscheduler.events import (
     EVENT_JOB_MAX_INSTANCES,
     EVENT_JOB_MISSED,
@@ -27,7 +26,6 @@ from apscheduler.events import (
 )
 from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.jobstores.base import JobLookupError
-from apscheduler.jobstores.sqlalchemy import SQLAlchemyJobStore
 from apscheduler.schedulers import SchedulerNotRunningError
 from apscheduler.schedulers.base import STATE_STOPPED
 from apscheduler.schedulers.blocking import BlockingScheduler
@@ -39,16 +37,9 @@ from apscheduler.triggers.interval import IntervalTrigger
 from ..config import Config, DigestJob
 from ..digest import FIRST_ZONE
 from ..errors import SchedulerBusyError, SyndicateError
-from ..state import (
-    OwedRun,
-    SchedulerLock,
-    Store,
-    create_engine,
-    database_errors,
-    scheduler_lock,
-)
-from ..state.schema import migrate
-from .owed import FiringJobStore, OwedRuns
+from ..state import OwedRun, SchedulerLock, Store, database_errors
+from ..state.jobstore import FiringJobStore, SchedulerDatabase
+from .owed import OwedRuns
 from .plan import (
     DIGEST_PREFIX,
     FEEDS_JOB,
@@ -281,8 +272,8 @@ class Scheduler:
         self.stop_timeout = (
             config.schedule.stop_timeout_seconds if stop_timeout is None else stop_timeout
         )
-        self.engine = create_engine(config.database_url)
-        self.lock = scheduler_lock(config.database_url, self.engine)
+        self.database = SchedulerDatabase(config.database_url)
+        self.lock = self.database.lock
         self.interrupted = False
         """True after a stop that had to leave a run unfinished (owed: the next start runs it)."""
         self._sched: BlockingScheduler | None = None
@@ -296,7 +287,7 @@ class Scheduler:
         self.debug = False
         """Log the traceback of every failure, not only of unexpected ones."""
         self._steps: dict[str, Step] = {}
-        self.ledger = _ledger_of(self.engine)
+        self.ledger = self.database.ledger
         self.releases = Releases(self.ledger, enabled=jobs.deliver_due is not None)
         self.owed = OwedRuns(self.ledger, clock, config.database_url, self.zone)
         self._passes_pay = False
@@ -311,7 +302,7 @@ class Scheduler:
         waits for the lock, polling every ``poll_seconds``.
         """
         database = database_errors(self.config.database_url)
-        holding = _holding(self.lock, self.engine, self._stopping, standby, poll_seconds)
+        holding = _holding(self.lock, self.database, self._stopping, standby, poll_seconds)
         self._passes_pay = True
         with database, holding as acquired:
             if acquired:
@@ -326,7 +317,7 @@ class Scheduler:
         self.failed = []
         self._steps = dict(steps or {})
         database = database_errors(self.config.database_url)
-        with database, _holding(self.lock, self.engine, self._stopping, False, 0):
+        with database, _holding(self.lock, self.database, self._stopping, False, 0):
             self._session(self._run_due)
         return not self.failed
 
@@ -361,7 +352,7 @@ class Scheduler:
         ``work`` returns True (it resumed the scheduler), shut it down again. Blocks until
         shutdown. Errors inside ``work`` are raised here, not swallowed by the listeners."""
         global _active
-        store = FiringJobStore(self.engine, self.owed.fired)
+        store = self.database.job_store(DIGEST_PREFIX, self.owed.fired)
         sched = _new_scheduler(store, len(self.specs) + 1, self.options, self.zone)
         failure: list[BaseException] = []
 
@@ -510,18 +501,6 @@ class Scheduler:
         return outcome, report
 
 
-def _ledger_of(engine: sa.Engine) -> Callable[[], Store]:
-    """The state database on ``engine``, migrated at first use (a first start makes it as the
-    first send would): the owed runs and the release times."""
-
-    @functools.cache
-    def ledger() -> Store:
-        migrate(engine)
-        return Store(engine)
-
-    return ledger
-
-
 class _Scheduler(BlockingScheduler):
     """APScheduler's BlockingScheduler, but one that has shut down fires nothing more: its
     loop, woken by the shutdown, would hand a job fallen due during a drain to the executor
@@ -537,7 +516,7 @@ class _Scheduler(BlockingScheduler):
 
 
 def _new_scheduler(
-    store: SQLAlchemyJobStore, workers: int, options: Mapping[str, Any], zone: ZoneInfo
+    store: FiringJobStore, workers: int, options: Mapping[str, Any], zone: ZoneInfo
 ) -> BlockingScheduler:
     return _Scheduler(
         jobstores={"default": store},
@@ -561,7 +540,7 @@ def _advance(sched: BlockingScheduler, job_id: str, now: datetime) -> None:
 @contextlib.contextmanager
 def _holding(
     lock: SchedulerLock,
-    engine: sa.Engine,
+    database: SchedulerDatabase,
     stopping: threading.Event,
     standby: bool,
     poll_seconds: float,
@@ -585,7 +564,7 @@ def _holding(
         yield True
     finally:
         lock.release()
-        engine.dispose()
+        database.dispose()
 
 
 def _set_release(

@@ -6,6 +6,9 @@ aggregate: ``published`` (first publication times of feed entries), ``subscriber
 ``ledger`` (send runs and deliveries, the exactly-once protocol), ``bounce_reports`` (bounce
 reports), ``firings`` (scheduled runs owed); ``locks`` (the scheduler's and the send run's),
 ``schema`` (tables and migrations), ``database`` (the engine, its errors, the one way to write).
+Two are imported by name, not from here, for what they import: ``jobstore`` (APScheduler's
+job store on the state engine, with the scheduler's lock and ledger) and ``workers``
+(Procrastinate's tables; the scale extra).
 """
 
 from .bounce_reports import AtRisk, Bounced

@@ -111,16 +111,30 @@ def database_error(exc: BaseException, dialect: str) -> DatabaseError:
     return DatabaseError(f"{'database connection lost' if lost else 'database error'} ({detail})")
 
 
+def shown_url(url: str) -> str:
+    """A database URL as messages show it: without its password."""
+    return sa.engine.make_url(url).render_as_string(hide_password=True)
+
+
 @contextmanager
-def database_errors(url: str, kept: str = "") -> Iterator[None]:
+def database_errors(url: str, kept: str = "", *, every: bool = False) -> Iterator[None]:
     """A state database that cannot be reached, or whose connection is lost, as one line
-    naming it (without its password), after ``kept``: what the failure left as it was."""
+    naming it (without its password), after ``kept``: what the failure left as it was.
+
+    With ``every``, any other failure of SQLAlchemy's too (a statement refused, a pool
+    timeout): for callers that log the line and go on. Without it those stay raised as they
+    are, so a command's unexpected failure keeps its traceback under ``--debug``.
+    """
     try:
         yield
     except (sa.exc.OperationalError, sa.exc.InterfaceError) as exc:
-        shown = sa.engine.make_url(url).render_as_string(hide_password=True)
         reason = str(exc.orig).strip().splitlines()[0] if str(exc.orig).strip() else "lost"
-        raise DatabaseError(f"{kept}state database {shown}: {reason}") from None
+        raise DatabaseError(f"{kept}state database {shown_url(url)}: {reason}") from None
+    except sa.exc.SQLAlchemyError as exc:
+        if not every:
+            raise
+        reason = next(iter(str(exc).strip().splitlines()), "") or type(exc).__name__
+        raise DatabaseError(f"{kept}state database {shown_url(url)}: {reason}") from exc
 
 
 def end_session(db: sa.Connection) -> None:

@@ -17,7 +17,7 @@ from pathlib import Path
 import sqlalchemy as sa
 
 from ..errors import SyndicateError
-from .database import end_session
+from .database import Database, end_session
 
 
 def run_lock(db: sa.Connection) -> int:
@@ -193,11 +193,23 @@ def scheduler_lock(url: str, engine: sa.Engine) -> SchedulerLock:
 # -- connections to a relay, capped across workers -------------------------------------------
 
 
-def relay_slot(engine: sa.Engine, relay: str, slots: int) -> sa.Connection | None:
+class RelaySlot:
+    """One of a relay's connection slots, held by a database session of its own until
+    ``release``."""
+
+    def __init__(self, session: sa.Connection) -> None:
+        self._session = session
+
+    def release(self) -> None:
+        """End the session, and with it the slot's advisory lock."""
+        end_session(self._session)
+
+
+def relay_slot(database: Database, relay: str, slots: int) -> RelaySlot | None:
     """A session holding one of ``slots`` advisory locks of ``relay`` (in this schema), or
-    None when every one is held. The slot is the holder's until ``end_session``, or until its
-    process dies: PostgreSQL frees a dead session's locks."""
-    db = engine.connect()
+    None when every one is held. The slot is the holder's until ``RelaySlot.release``, or
+    until its process dies: PostgreSQL frees a dead session's locks."""
+    db = database.engine.connect()
     try:
         schema = db.execute(sa.text("SELECT current_schema()")).scalar() or ""
         digest = hashlib.sha256(f"syndicate.relay:{schema}:{relay}".encode()).digest()
@@ -205,7 +217,7 @@ def relay_slot(engine: sa.Engine, relay: str, slots: int) -> sa.Connection | Non
         for slot in range(slots):
             if db.execute(sa.select(sa.func.pg_try_advisory_lock(key, slot))).scalar():
                 db.commit()
-                return db
+                return RelaySlot(db)
         db.commit()
     except BaseException:
         end_session(db)
