@@ -24,7 +24,7 @@ SETUP = """\
 
 ```sh
 make run    # run the publishing job once on the bundled article set, with built-in defaults
-make test   # run the whole test suite (ruff, mypy, then pytest)
+make test   # run the whole test suite (ruff, mypy, the docs build, then pytest)
 ```
 """
 

@@ -7,7 +7,7 @@ from enum import IntEnum
 
 
 class Exit(IntEnum):
-    """The exit statuses of every command (the README's table)."""
+    """The exit statuses of every command (docs/operations.md has the table)."""
 
     OK = 0
     FAILED = 1

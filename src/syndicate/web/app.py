@@ -66,7 +66,7 @@ def create_app(
     secret: bytes,
     now: Callable[[], datetime],
 ) -> Starlette:
-    """The whole web side as one ASGI app; see the README's "Web" section for the routes."""
+    """The whole web side as one ASGI app; docs/web.md lists the routes."""
     web = config.web
     context = WebContext(
         config=config,
