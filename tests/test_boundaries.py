@@ -33,6 +33,26 @@ RULES = (
         ("sqlalchemy", "psycopg", "alembic", "apscheduler.jobstores.sqlalchemy"),
         ("syndicate.state", "syndicate.migrations"),
     ),
+    Rule("SMTP", ("smtplib",), ("syndicate.deliver",)),
+    Rule("HTTP in", ("uvicorn", "starlette"), ("syndicate.web",)),
+    Rule("HTTP out", ("urllib.request", "http.client", "httpx"), ("syndicate.websub",)),
+    Rule(
+        "the clock",
+        (
+            "datetime.datetime.now",
+            "datetime.datetime.utcnow",
+            "datetime.datetime.today",
+            "datetime.date.today",
+            "time.time",
+            "time.time_ns",
+        ),
+        ("syndicate.clock",),
+    ),
+    Rule(
+        "files put in place",
+        ("os.replace", "os.rename", "os.link", "shutil.move"),
+        ("syndicate.files",),
+    ),
 )
 
 

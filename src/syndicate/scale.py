@@ -22,13 +22,14 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 from urllib.parse import urlsplit
 
 import procrastinate
 from procrastinate.types import JSONDict
 
+from .clock import Clock, wall_clock
 from .config import Config
 from .deliver import (
     CUT_INTERVAL,
@@ -304,8 +305,9 @@ class _Worker:
     which take up one batch the moment they run out of the last (``Senders``; new ones
     after a failure retired them)."""
 
-    def __init__(self, config: Config) -> None:
+    def __init__(self, config: Config, clock: Clock = wall_clock) -> None:
         self.config = config
+        self.clock = clock
         self._lock = threading.Lock()
         """The jobs of a process with ``--concurrency`` above 1 start on threads of their own."""
         self._store: Store | None = None
@@ -343,7 +345,7 @@ class _Worker:
         """One batch, through the process's connections and senders, at the relay's rate
         shared by every worker."""
         pace, connections, standing = self._senders()
-        now = datetime.now(UTC)
+        now = self.clock()
         context = BatchContext(
             self.config, self.store, connections, now, pace=pace, standing=standing
         )
@@ -439,13 +441,15 @@ def make_app(config: Config, worker: _Worker | None = None) -> procrastinate.App
     @app.periodic(cron="* * * * *", periodic_id="reconcile")
     @app.task(name=RECONCILE, queue=MAINTENANCE_QUEUE)
     async def reconcile_job(timestamp: int) -> None:
-        await reconcile(app, worker.store, config)
+        await reconcile(app, worker.store, config, worker.clock())
 
     del send_batch_job, reconcile_job  # registered on the app under their names
     return app
 
 
-async def reconcile(app: procrastinate.App, store: Store, config: Config) -> Reconciled:
+async def reconcile(
+    app: procrastinate.App, store: Store, config: Config, now: datetime
+) -> Reconciled:
     """What keeps a distributed send going whatever died (run every minute by any worker).
 
     The jobs of workers silent past ``send.stalled_seconds`` are run again; so are those left
@@ -465,7 +469,6 @@ async def reconcile(app: procrastinate.App, store: Store, config: Config) -> Rec
     )
     for job in stalled:
         await manager.retry_job(job)
-    now = datetime.now(UTC)
     lost = store.mark_lost(0, now)
     planned: list[tuple[int, str]] = []
     if store.issues_in_planning():
@@ -508,7 +511,7 @@ def reconcile_now(config: Config) -> Reconciled:
 
     async def once() -> Reconciled:
         async with app.open_async():
-            return await reconcile(app, store, config)
+            return await reconcile(app, store, config, wall_clock())
 
     try:
         # on a thread of its own: the caller's thread may already run an event loop

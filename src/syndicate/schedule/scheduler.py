@@ -34,6 +34,7 @@ from apscheduler.triggers.cron import CronTrigger
 from apscheduler.triggers.date import DateTrigger
 from apscheduler.triggers.interval import IntervalTrigger
 
+from ..clock import Clock
 from ..config import Config, DigestJob
 from ..digest import FIRST_ZONE
 from ..errors import SchedulerBusyError, SyndicateError
@@ -52,8 +53,6 @@ from .plan import (
 from .runlog import Report, Step, log_run, run_and_log
 
 log = logging.getLogger("syndicate.scheduler")
-
-Clock = Callable[[], datetime]
 
 
 # -- what runs -----------------------------------------------------------------------------
