@@ -619,3 +619,36 @@ def test_a_run_that_lost_its_sessions_stops_and_is_never_taken_for_dead_while_al
         inbox.release.set()
         thread.join(60)
         other.close()
+
+
+def test_a_reader_refused_for_a_while_waits_for_its_retry_without_holding_the_connection(
+    store, smtp_server
+) -> None:
+    """One connection; the first reader's mailbox answers 451 (greylisting). While its retry
+    waits out the backoff (a minute), the connection sends every other reader; stopped then,
+    the refused reader is left for the next run, which sends it."""
+    inbox, port = smtp_server
+    make_issue(store, add_readers(store, 10))
+    first = "reader0@example.com"
+    inbox.script[("rcpt", first)] = ["451 4.7.1 Greylisting in action, please come back later"]
+    stop = threading.Event()
+    patient = SendOptions(sender=SENDER, workers=1, rate=10_000, backoff=60)
+    done: list = []
+    thread = threading.Thread(
+        target=lambda: done.append(deliver(store, mailer(port), compose, patient, NOW, stop=stop))
+    )
+    thread.start()
+    try:
+        others = {f"reader{n}@example.com" for n in range(1, 10)}
+        deadline = time.monotonic() + 120
+        while set(inbox.counts()) != others and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert set(inbox.counts()) == others  # and the first still waits for its retry
+    finally:
+        stop.set()
+        thread.join(120)
+    [counts] = done
+    assert (counts.sent, counts.left) == (9, 1)
+    assert [d.email for d in store.deliveries("pending")] == [first]
+    deliver(store, mailer(port), compose, options(), NOW)
+    assert inbox.counts() == everyone(10)

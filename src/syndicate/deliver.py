@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import heapq
 import logging
 import mailbox
 import re
@@ -788,24 +789,24 @@ class _Run:
         sender = _Sender(self)
         with self.lock:
             self.senders.append(sender)
-        claimed: deque[Claim] = deque()
+        work = _Work(self, ledger)
         try:
             # Wait for the slot and the connection first, then claim: nothing is in flight
             # while the worker waits for either before a micro-batch.
             while not self.stopping() and self.pacer.wait(self.pause):
                 if sender.transport is None and not sender.reconnect():
                     break
-                if not claimed:
-                    claimed.extend(ledger.claim(self.now, self.claim_size()))
-                    self.claimed(len(claimed))
-                    if not claimed:
-                        break
-                sender.send(ledger, claimed.popleft())
+                if (turn := work.next()) is None:
+                    break
+                claim, attempt = turn
+                if (reply := sender.send(ledger, claim)) is not None:
+                    work.retry(claim, attempt + 1, reply)
         except BaseException as exc:
             self.failed(exc)
         finally:
             sender.close()  # a message cut off before its end of data is dropped with it
-            self.settle(ledger, [claim.id for claim in (*sender.unwritten(), *claimed)])
+            self.settle(ledger, [claim.id for claim in (*sender.unwritten(), *work.claimed)])
+            work.leave()
         return not sender.unreachable
 
     def settle(self, ledger: Ledger, unwritten: list[int]) -> None:
@@ -1048,6 +1049,67 @@ class Senders:
             self._end_run()
 
 
+class _Work:
+    """What one worker sends next: its claimed micro-batch and the deliveries it gave back
+    after a temporary failure, each tried again once its backoff is over (doubling each
+    time), meanwhile the connection sends the others: a reader refused for a while
+    (greylisting, a full mailbox) never holds it. Past ``retries``, left for the next run."""
+
+    def __init__(self, run: _Run, ledger: Ledger) -> None:
+        self.run = run
+        self.ledger = ledger
+        self.claimed: deque[Claim] = deque()
+        self.later: list[_Retry] = []
+
+    def next(self) -> tuple[Claim, int] | None:
+        """The delivery to try now, and its attempt: a retry whose backoff is over, else a
+        claimed one (claiming more when none is left), else the first retry once its backoff
+        is over; None when nothing is left or the run stops."""
+        run = self.run
+        while True:
+            if self.later and self.later[0].at <= time.monotonic():
+                retry = heapq.heappop(self.later)
+                if self.ledger.take_back(retry.claim.id, run.now):
+                    return retry.claim, retry.attempt
+                run.outcome("deferred", retry.claim.email, retry.reply)  # another run's now
+                continue
+            if not self.claimed:
+                self.claimed.extend(self.ledger.claim(run.now, run.claim_size()))
+                run.claimed(len(self.claimed))
+            if self.claimed:
+                return self.claimed.popleft(), 0
+            if not self.later or not run.pause(self.later[0].at - time.monotonic()):
+                return None
+
+    def retry(self, claim: Claim, attempt: int, reply: str) -> None:
+        """``claim`` was given back after a temporary failure: try it again after its
+        backoff, or, past ``retries``, leave it for the next run."""
+        options = self.run.options
+        if attempt > options.retries:
+            self.run.outcome("deferred", claim.email, reply)
+            return
+        at = time.monotonic() + options.backoff * 2 ** (attempt - 1)
+        heapq.heappush(self.later, _Retry(at, claim.id, attempt, claim, reply))
+
+    def leave(self) -> None:
+        """The run ends: the retries still waiting are pending (given back), for the next."""
+        for retry in self.later:
+            self.run.outcome("deferred", retry.claim.email, retry.reply)
+
+
+@dataclass(order=True, frozen=True, slots=True)
+class _Retry:
+    """A delivery given back after a temporary failure, to be tried again at ``at``
+    (``time.monotonic``)."""
+
+    at: float
+    delivery_id: int
+    attempt: int = field(compare=False)
+    claim: Claim = field(compare=False)
+    reply: str = field(compare=False)
+    """The temporary failure's reply, said if it is left for the next run."""
+
+
 class _Sender:
     """One worker's connection and the sending of the deliveries it takes, with retries."""
 
@@ -1083,38 +1145,34 @@ class _Sender:
         failed, or the run is asked to stop): never written, so pending again."""
         return [self.in_hand] if self.in_hand is not None and not self.ended else []
 
-    def send(self, ledger: Ledger, claim: Claim) -> None:
-        """Send one reserved delivery and record how it ended (a 250 with the next commit).
+    def send(self, ledger: Ledger, claim: Claim) -> str | None:
+        """Try one reserved delivery and note how it ended (a 250 with the next commit);
+        after a temporary failure, the reply (the row is given back, pending, to be tried
+        again later: nothing is held meanwhile), else None.
 
         Whatever goes wrong with this one message fails this one delivery only (the database
-        failing is not about the message: it stops the run). Between retries the row is given
-        back (pending), so nothing is held while the worker waits.
+        failing is not about the message: it stops the run).
         """
         self.in_hand = claim
-        self._send(ledger, claim)
+        reply = self._send(ledger, claim)
         self.in_hand = None
+        return reply
 
-    def _send(self, ledger: Ledger, claim: Claim) -> None:
+    def _send(self, ledger: Ledger, claim: Claim) -> str | None:
         run = self.run
         issue = run.issue_of(claim.issue_id)
         try:
             message = run.compose(issue, claim)
         except Exception as exc:  # a message that cannot be built must not stop the others
-            reply = f"cannot build the message: {exc}"
-            ledger.finish(claim.id, "failed", reply, run.now)
-            run.outcome("failed", claim.email, reply)
-            return
+            failure = f"cannot build the message: {exc}"
+            ledger.finish(claim.id, "failed", failure, run.now)
+            run.outcome("failed", claim.email, failure)
+            return None
         options = run.options
         sender = options.return_path(claim) if options.return_path else options.sender
-        last: str | None = ""
-        for attempt in range(options.retries + 1):
-            if attempt and not self._again(ledger, claim, attempt):
-                break
-            last = self._attempt(ledger, claim, sender, message)
-            self.ended = False  # its outcome is noted, or it was given back
-            if last is None:
-                return
-        run.outcome("deferred", claim.email, last or "")  # already given back
+        reply = self._attempt(ledger, claim, sender, message)
+        self.ended = False  # its outcome is noted, or it was given back
+        return reply
 
     def _attempt(self, ledger: Ledger, claim: Claim, sender: str, message: bytes) -> str | None:
         """One try: None when the delivery is settled, else the temporary failure's reply (the
@@ -1171,17 +1229,6 @@ class _Sender:
             status, reply = "failed", f"not sent: {exc!r}"
         ledger.finish(claim.id, status, reply, self.run.now)
         self.run.outcome(status, claim.email, reply)
-
-    def _again(self, ledger: Ledger, claim: Claim, attempt: int) -> bool:
-        """Wait out the backoff, reconnect if needed and take the row back; False when the
-        run stops, the server stays out of reach or another run took the row."""
-        run = self.run
-        backoff = run.options.backoff * 2 ** (attempt - 1)
-        if not run.pause(backoff) or not run.pacer.wait(run.pause):
-            return False
-        if self.transport is None and not self.reconnect():
-            return False
-        return ledger.take_back(claim.id, run.now)
 
 
 def envelope_sender(sender: str) -> str:
