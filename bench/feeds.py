@@ -42,11 +42,11 @@ SEED_SLUG = "amazon-trainium3-aws-nvidia-ai-chip-competition"
 DATE_LINES = {"en": "Updated", "nl": "Bijgewerkt op", "de": "Aktualisiert am"}
 
 # As `syndicate build` runs it: the collector skips what the imports made (cli.main), and the
-# command makes its choices for the process (cli.owned_process).
+# command makes its choices for the process (cli.articles.owned_process).
 CHILD = """
 import gc, json, resource, sys, time
 from pathlib import Path
-from syndicate.cli import owned_process
+from syndicate.cli.articles import owned_process
 from syndicate.config import parse_config
 from syndicate.build import build_feeds
 gc.freeze()

@@ -7,7 +7,7 @@ temporary folder, then times:
                one process per core for a set this large (worker processes and this one);
   summaries/1  the same in this one process, no workers;
   full         read_articles(bodies=True), what `syndicate check` does (as it does: without
-               cycle collection, workers forked: cli.owned_process).
+               cycle collection, workers forked: cli.articles.owned_process).
 Each read runs in a fresh child process, which reports its peak memory (ru_maxrss) and that of
 its largest worker; a worker's peak counts the pages it shares with the process it forked from.
 Each runs twice, interleaved: with the compiled modules (those the install compiled) and with
@@ -77,7 +77,7 @@ def floor(folder: Path) -> tuple[float, int]:
 def child(folder: str, mode: str) -> None:
     """One timed read in this (fresh) process; prints seconds, articles, problems, peak RSS."""
     kind, _, workers = mode.partition("/")
-    from syndicate.cli import owned_process
+    from syndicate.cli.articles import owned_process
     from syndicate.config import load_config
     from syndicate.reader import read_articles
 

@@ -13,7 +13,9 @@ import time
 from datetime import datetime
 from pathlib import Path
 
-from syndicate.cli import logging_to_stderr, run_scheduler, wall_clock
+from syndicate.cli.logs import logging_to_stderr
+from syndicate.cli.run import run_scheduler
+from syndicate.clock import wall_clock
 from syndicate.config import DigestJob, load_config
 from syndicate.errors import SyndicateError
 from syndicate.schedule.scheduler import Jobs, Report, Scheduler

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from syndicate import cli, send
+from syndicate import send
 from syndicate.cli import main
 from syndicate.config import load_config
 from syndicate.deliver import SmtpMailer
@@ -104,6 +104,36 @@ def test_a_rejected_issue_is_never_sent_and_its_content_may_be_issued_again(
     assert _send(path, "--reject", "2").exit_code == 1  # sent, so no longer held
 
 
+def test_the_send_commands_act_as_the_flags_did_with_no_note(
+    tmp_path: Path, database_url: str, smtp_server
+) -> None:
+    """``send status``, ``send reject`` and ``send approve`` (``--all`` too) do what
+    ``--status``, ``--reject``, ``--approve`` and ``--approve-all`` did; the flags still do
+    it too, after one line naming the command."""
+    inbox, port = smtp_server
+    path = _site(tmp_path, database_url, port)
+    assert _send(path).exit_code == 0  # issue 1, held
+
+    command, flag = _send(path, "status", "--json"), _send(path, "--status", "--json")
+    assert command.exit_code == flag.exit_code == 0
+    assert command.stdout == flag.stdout and json.loads(command.stdout)["held"]
+    assert command.stderr == ""
+    assert flag.stderr == "syndicate: send --status is deprecated: use `send status --json`\n"
+    table = _send(path, "status")
+    assert table.stdout == _send(path, "--status").stdout and "held for approval" in table.stdout
+
+    result = _send(path, "reject", "1")
+    assert result.exit_code == 0, result.output
+    assert result.stderr == "issue 1 rejected: its content may be issued again\n"
+    assert _send(path, "reject", "1").exit_code == 1  # no longer held
+    assert _send(path).exit_code == 0  # the same content: issue 2, held
+    result = _send(path, "approve", "--all")
+    assert result.exit_code == 0, result.output
+    assert "issue 2 (en-cost) approved" in result.stderr and "deprecated" not in result.stderr
+    assert inbox.counts() == {EDITOR: 2, "a@example.com": 1, "b@example.com": 1}
+    assert _send(path, "approve", "2").exit_code == 1  # sent, so no longer held
+
+
 def test_a_held_issue_expires_unsent_and_the_next_shows_what_changed(
     tmp_path: Path, database_url: str, smtp_server
 ) -> None:
@@ -156,8 +186,9 @@ def test_an_approval_after_the_expiry_is_refused_and_the_issue_expires(
     send.send_digests(config, NOW, mailer=SmtpMailer.from_url(config.smtp.url), store=store)
     assert [i.id for i in store.held_issues()] == [1]
 
-    monkeypatch.setattr(cli, "wall_clock", lambda: NOW + timedelta(days=3, minutes=1))
-    result = _send(path, "--approve", "1")
+    later = NOW + timedelta(days=3, minutes=1)
+    monkeypatch.setattr("syndicate.cli.send.wall_clock", lambda: later)
+    result = _send(path, "approve", "1")
     assert result.exit_code == 2, result.output
     assert result.stderr.splitlines() == [
         "issue 1 (en-cost) not approved: held since 2025-12-15 08:00 UTC, longer than "
@@ -166,7 +197,7 @@ def test_an_approval_after_the_expiry_is_refused_and_the_issue_expires(
     assert inbox.counts() == {EDITOR: 1}  # the test copy alone: nobody got it stale
     assert store.issue(1).state == "expired"
     assert {d.status for d in store.deliveries(issue_id=1)} == {"skipped"}
-    assert _send(path, "--approve", "1").exit_code == 1  # no longer held
+    assert _send(path, "approve", "1").exit_code == 1  # no longer held
     assert _status(path)["bounces"] == {"permanent": 0, "temporary": 0, "complaint": 0}
     store.close()
 
@@ -188,12 +219,16 @@ def test_several_issues_are_approved_and_rejected_at_once_each_with_its_line(
     send.send_digests(config, NOW + timedelta(days=6), mailer=mailer, store=store)
     held = {i.id: i.key for i in store.held_issues()}
     assert held == {1: "en-cost", 2: "en-ecosystem", 3: "en-strategy"}
-    monkeypatch.setattr(cli, "wall_clock", lambda: NOW + timedelta(days=7, minutes=1))
+    later = NOW + timedelta(days=7, minutes=1)
+    monkeypatch.setattr("syndicate.cli.send.wall_clock", lambda: later)
 
+    # the deprecated flags, which act at once: a note for each names its command
     result = _send(path, "--reject", "3", "4", "--approve", "1", "2", "9")
     assert result.exit_code == 2, result.output  # the worst of the refusals: issue 1's expiry
     lines = result.stderr.splitlines()
-    assert lines[:5] == [
+    assert lines[:7] == [
+        "syndicate: send --reject is deprecated: use `send reject 3 4`",
+        "syndicate: send --approve is deprecated: use `send approve 1 2 9`",
         "issue 3 rejected: its content may be issued again",
         "issue 4 is not held: not rejected",
         "issue 1 (en-cost) not approved: held since 2025-12-15 08:00 UTC, longer than "

@@ -363,9 +363,9 @@ def test_bounce_mail_is_matched_to_its_delivery_and_acted_on_once(
     text = invoke(tmp_path, "bounces", "list")
     assert "gone@example.com\tactive\tbounces 1/2" in text
 
-    status = invoke(tmp_path, "send", "--status")
+    status = invoke(tmp_path, "send", "status")
     assert "bounce mail: 4 permanent, 3 temporary, 1 complaint(s)" in status
-    status = json.loads(invoke(tmp_path, "send", "--status", "--json"))
+    status = json.loads(invoke(tmp_path, "send", "status", "--json"))
     assert status["bounces"] == {"permanent": 4, "temporary": 3, "complaint": 1}
     store.close()
 

@@ -118,6 +118,31 @@ def test_an_unknown_audience_is_refused_naming_the_known_ones(
     )
 
 
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["approve"], "give the ids of held issues, or --all"),
+        (["approve", "1", "--all"], "give the ids of held issues, or --all"),
+        (["resend"], "give the ids of uncertain deliveries, or --uncertain"),
+        (["resend", "7", "--issue", "1"], "--issue goes with --uncertain"),
+    ],
+    ids=" ".join,
+)
+def test_a_send_command_that_names_nothing_or_too_much_is_refused(
+    runner: CliRunner, args: list[str], message: str
+) -> None:
+    result = invoke(runner, "send", *args)
+    assert result.exit_code == Exit.USAGE and result.stderr == f"syndicate: {message}\n"
+
+
+def test_only_the_shared_options_go_between_send_and_its_command(runner: CliRunner) -> None:
+    result = invoke(runner, "send", "--dry-run", "status")
+    assert result.exit_code == Exit.USAGE
+    assert "only --config and --debug go between send and status" in result.stderr
+    result = invoke(runner, "send", "--config", "elsewhere.toml", "status")
+    assert result.exit_code == Exit.USAGE and "elsewhere.toml" in result.stderr
+
+
 def test_send_reads_the_articles_named_on_the_command_line(
     runner: CliRunner, tmp_path: Path
 ) -> None:

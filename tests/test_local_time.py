@@ -10,8 +10,7 @@ from zoneinfo import ZoneInfo
 import pytest
 from click.testing import CliRunner
 
-from syndicate import cli
-from syndicate.cli import main, send_status
+from syndicate.cli import main
 from syndicate.config import load_config
 from syndicate.digest import local_send_time
 from syndicate.schedule.jobs import default_jobs
@@ -19,6 +18,7 @@ from syndicate.schedule.plan import RELEASE_JOB
 from syndicate.schedule.scheduler import Jobs, Scheduler
 from syndicate.send import approve_issue
 from syndicate.state import open_store
+from syndicate.status import send_status
 from tests.conftest import write_articles
 from tests.mailserver import free_port
 from tests.test_send import write_config
@@ -67,7 +67,7 @@ def test_each_reader_gets_the_digest_once_at_their_own_0730(
     issued = datetime(2026, 3, 28, 17, 31, tzinfo=UTC)
     store = open_store(database_url)
     assert len(store.deliveries()) == 3 and {d.issue_id for d in store.deliveries()} == {1}
-    status = send_status(store, config.site.timezone, issued)
+    status = send_status(config, store, issued).to_json()
     store.close()
     assert [(w["timezone"], w["not_before"], w["deliveries"]) for w in status["waiting"]] == [
         ("Asia/Tokyo", "2026-03-28T22:30:00+00:00", 1),
@@ -237,7 +237,7 @@ def test_an_issue_approved_on_the_command_line_goes_out_at_each_readers_time(
     assert inbox.counts() == {editor: 1}  # the test copy alone
 
     approved = TOKYO_DUE - timedelta(hours=1)
-    monkeypatch.setattr(cli, "wall_clock", lambda: approved)
+    monkeypatch.setattr("syndicate.cli.send.wall_clock", lambda: approved)
     result = runner.invoke(main, ["send", "--config", str(path), "--approve", "1"])
     assert result.exit_code == 0, result.output
     assert "issue 1 (en-cost) approved" in result.stderr

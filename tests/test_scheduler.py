@@ -23,7 +23,9 @@ import sqlalchemy as sa
 from apscheduler.triggers.cron import CronTrigger
 from click.testing import CliRunner
 
-from syndicate.cli import JsonLines, main, wall_clock
+from syndicate.cli import main
+from syndicate.cli.logs import JsonLines
+from syndicate.clock import wall_clock
 from syndicate.config import Config, DigestJob, load_config, parse_config
 from syndicate.errors import ConfigError, SchedulerBusyError
 from syndicate.schedule.scheduler import Jobs, Report, Scheduler, describe_trigger, job_specs

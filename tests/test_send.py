@@ -287,8 +287,8 @@ def test_resend_refuses_unknown_ids_and_ids_that_are_not_uncertain(
     store = open_store(database_url)
     [sent, *_] = store.deliveries("sent")
     store.close()
-    command = ["send", "--config", str(path), "--resend", str(ids[0])]
-    result = CliRunner().invoke(main, [*command, "--resend", "999", "--resend", str(sent.id)])
+    command = ["send", "--config", str(path), "resend", str(ids[0])]
+    result = CliRunner().invoke(main, [*command, "999", str(sent.id)])
     assert result.exit_code == 1
     assert result.stderr.splitlines() == [
         "no such delivery: 999",
@@ -319,6 +319,26 @@ def test_resend_uncertain_requeues_them_all(tmp_path: Path, database_url: str, s
     store.close()
     # the operator decided they had not arrived: the server now has them twice, as asked
     assert inbox.counts()["reader1@example.com"] == 2
+
+
+def test_send_resend_uncertain_acts_as_the_flag_did_with_no_note(
+    tmp_path: Path, database_url: str, smtp_server
+) -> None:
+    path, ids = _with_uncertain(tmp_path, database_url, smtp_server)
+    send = ["send", "--config", str(path)]
+    flag = CliRunner().invoke(main, [*send, "--resend-uncertain", "--issue", "999"])
+    command = CliRunner().invoke(main, [*send, "resend", "--uncertain", "--issue", "999"])
+    assert flag.exit_code == command.exit_code == 0
+    assert command.stderr == "0 uncertain delivery(ies) of issue 999 queued again\n"
+    assert flag.stderr == (
+        "syndicate: send --resend-uncertain is deprecated: use `send resend --uncertain "
+        "--issue 999`\n" + command.stderr
+    )
+    result = CliRunner().invoke(main, [*send, "resend", "--uncertain"])
+    assert (result.exit_code, result.stderr) == (0, "2 uncertain delivery(ies) queued again\n")
+    store = open_store(database_url)
+    assert sorted(d.id for d in store.deliveries("pending")) == ids
+    store.close()
 
 
 def _run_sessions(url: str) -> list[int]:

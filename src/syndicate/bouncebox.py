@@ -1,5 +1,6 @@
 """The bounce mailbox: read each message of a Maildir or mbox, classify it (``bounces``), match
-it to its delivery and record it in the state database, then move it to processed/."""
+it to its delivery and record it in the state database, then move it to processed/; and the
+readers at risk, each with whether their bounce count has aged out."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 from .bounces import (
     COMPLAINT,
@@ -22,7 +24,7 @@ from .config import Config
 from .errors import UsageError
 from .files import create_private
 from .send import return_path
-from .state import Bounced, Store
+from .state import AtRisk, Bounced, Store
 from .tokens import secret_key
 
 
@@ -173,3 +175,50 @@ def _would(kind: str, known: bool) -> str:
     if kind == COMPLAINT:
         return "would unsubscribe"
     return "would count" if kind == PERMANENT else "would record"
+
+
+@dataclass(frozen=True, slots=True)
+class ReaderAtRisk:
+    """A reader with bounces or complaints on record (``syndicate bounces list``)."""
+
+    reader: AtRisk
+    max_bounces: int
+    """``smtp.max_bounces``: the count at which the reader is no longer sent to."""
+    aged_out: bool
+    """Their last bounce was counted longer than ``smtp.bounce_window_days`` ago: the next
+    one counts as the first (as ``record_bounce`` counts it)."""
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``bounces list --json`` contract: one object per reader."""
+        r = self.reader
+        return {
+            "email": r.email,
+            "status": r.status,
+            "bounces": r.bounces,
+            "max_bounces": self.max_bounces,
+            "bounces_counted_at": r.counted_at.isoformat() if r.counted_at else None,
+            "bounces_aged_out": self.aged_out,
+            "temporary": r.temporary,
+            "complaints": r.complaints,
+            "last": None
+            if r.last_kind is None
+            else {
+                "kind": r.last_kind,
+                "status": r.last_status,
+                "reason": r.last_reason,
+                "at": r.last_at.isoformat() if r.last_at else None,
+            },
+        }
+
+
+def readers_at_risk(config: Config, store: Store, now: datetime) -> list[ReaderAtRisk]:
+    """The readers with bounces or complaints on record, worst first, as of ``now``."""
+    stale_before = now - timedelta(days=config.smtp.bounce_window_days)
+    return [
+        ReaderAtRisk(
+            reader,
+            config.smtp.max_bounces,
+            aged_out=reader.counted_at is not None and reader.counted_at < stale_before,
+        )
+        for reader in store.readers_at_risk()
+    ]

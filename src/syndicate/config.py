@@ -287,7 +287,7 @@ class Email(Section):
     """Give each delivery its own envelope sender; off for a relay that sends as one address
     only (then return_path, else the sender's address, and bounces match by fallbacks)."""
     approval: bool = False
-    """Hold every new issue until an editor approves it (send --approve); a test copy of each
+    """Hold every new issue until an editor approves it (send approve); a test copy of each
     goes to preview_to."""
     approval_expires_days: int = Field(7, ge=1)
     """Days after which a held issue is cancelled, never sent stale."""

@@ -1,0 +1,150 @@
+"""``send status`` without ``--json``: where the sends stand, as tables that fit the terminal
+(long cells wrap inside their column)."""
+
+from __future__ import annotations
+
+from datetime import UTC
+from typing import TYPE_CHECKING
+
+import click
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.table import Table
+
+    from ..state import Delivery
+    from ..status import EngineStatus, HeldIssue, IssueDeliveries, SendStatus, Waiting
+
+
+def print_send_status(status: SendStatus) -> None:
+    from rich.console import Console
+
+    console = Console()
+    for table in _issue_tables(status.issues):
+        console.print(table, markup=False)
+    if status.uncertain:
+        console.print(_uncertain_table(status.uncertain), markup=False)
+    if status.held:
+        console.print(_held_table(status.held), markup=False)
+    if status.waiting:
+        console.print(_waiting_table(status.waiting), markup=False)
+    if status.engine is not None:
+        _print_engine(console, status.engine)
+    reports = status.bounces
+    if any(reports.values()):
+        click.echo(
+            f"bounce mail: {reports['permanent']} permanent, {reports['temporary']} temporary, "
+            f"{reports['complaint']} complaint(s) (syndicate bounces list)"
+        )
+
+
+def _issue_tables(issues: list[IssueDeliveries]) -> list[Table]:
+    """The open issues with their deliveries in each state (one still being planned marked
+    so), then the finished ones."""
+    from rich.table import Table
+
+    from ..state import DELIVERY_STATUSES
+
+    table = Table(title="deliveries per issue")
+    table.add_column("id", justify="right")
+    table.add_column("issue", overflow="fold")
+    for name in DELIVERY_STATUSES:
+        table.add_column(name, justify="right")
+    finished = [issue for issue in issues if issue.finished]
+    for issue in (issue for issue in issues if not issue.finished):
+        key = f"{issue.key} (planning)" if issue.planning else issue.key
+        counts = (str(issue.deliveries[s]) for s in DELIVERY_STATUSES)
+        table.add_row(str(issue.id), key, *counts)
+    tables = [table] if table.rows or not finished else []
+    return [*tables, _finished_table(finished)] if finished else tables
+
+
+def _finished_table(finished: list[IssueDeliveries]) -> Table:
+    """The issues with nothing left to send, and when that was found."""
+    from rich.table import Table
+
+    table = Table(title="finished: nothing left to send")
+    table.add_column("id", justify="right")
+    table.add_column("issue", overflow="fold")
+    settled = ("sent", "failed", "uncertain", "skipped")
+    for name in settled:
+        table.add_column(name, justify="right")
+    table.add_column("finished (UTC)", overflow="fold")
+    for issue in finished:
+        assert issue.finished is not None
+        when = issue.finished.astimezone(UTC).strftime("%Y-%m-%d %H:%M")
+        counts = (str(issue.deliveries[s]) for s in settled)
+        table.add_row(str(issue.id), issue.key, *counts, when)
+    return table
+
+
+def _uncertain_table(uncertain: list[Delivery]) -> Table:
+    """The deliveries that may or may not have arrived."""
+    from rich.table import Table
+
+    table = Table(title="uncertain: may or may not have arrived (send resend ID to requeue)")
+    table.add_column("id", justify="right")
+    table.add_column("issue", justify="right")
+    for column in ("email", "message-id", "since", "reason"):
+        table.add_column(column, overflow="fold")
+    for d in uncertain:
+        since = d.updated_at.isoformat()
+        table.add_row(str(d.id), str(d.issue_id), d.email, d.message_id, since, d.reply)
+    return table
+
+
+def _held_table(held: list[HeldIssue]) -> Table:
+    """The held issues, with what each adds, revises and removes against the last one sent."""
+    from rich.table import Table
+
+    table = Table(title="held for approval (send approve ISSUE, send reject ISSUE)")
+    for column in ("id", "subject", "audience", "readers", "added", "revised", "removed"):
+        table.add_column(column, overflow="fold")
+    for issue in held:
+        audience = " + ".join(issue.audiences) or "everyone"
+        table.add_row(
+            str(issue.id),
+            issue.subject,
+            f"{issue.lang}: {audience}",
+            str(issue.readers),
+            *("\n".join(issue.changes[k]) or "-" for k in ("added", "revised", "removed")),
+        )
+    return table
+
+
+def _waiting_table(waiting: list[Waiting]) -> Table:
+    """The deliveries waiting for their readers' local time, per issue and zone."""
+    from rich.table import Table
+
+    table = Table(title="waiting for their readers' local time")
+    for column in ("issue", "time zone", "not before (UTC)", "deliveries"):
+        table.add_column(column, overflow="fold")
+    for w in waiting:
+        issue = f"{w.issue} {w.issue_key}"
+        table.add_row(issue, w.timezone, w.not_before.isoformat(), str(w.deliveries))
+    return table
+
+
+def _print_engine(console: Console, engine: EngineStatus) -> None:
+    """The workers alive and the relays' shared rates."""
+    from rich.table import Table
+
+    if engine.workers:
+        table = Table(title="workers alive")
+        for column in ("worker", "last heartbeat", "batches running"):
+            table.add_column(column, overflow="fold")
+        for w in engine.workers:
+            table.add_row(str(w.id), f"{w.silent:.1f} s ago", str(w.batches))
+        console.print(table, markup=False)
+    else:
+        console.print("workers alive: none (syndicate worker sends the batches)", markup=False)
+    if not engine.relays:
+        return
+    table = Table(title="relay rates (messages a second, shared by every worker)")
+    for column in ("relay", "rate", "now", "last cut", "back to the rate"):
+        table.add_column(column, overflow="fold")
+    for r in engine.relays:
+        cut = f"to {r.cut_rate:,.1f} at {r.cut_at.isoformat()}" if r.cut_at else "-"
+        back = r.back_at.isoformat() if r.back_at else "-"
+        table.add_row(r.relay, f"{r.rate:,.1f}", f"{r.current:,.1f}", cut, back)
+    console.print(table, markup=False)
