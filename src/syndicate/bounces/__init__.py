@@ -185,7 +185,13 @@ def _failure(report: Report, context: str) -> Failure:
 _AUTOREPLY = re.compile(
     r"^(?:auto(?:matic)? ?(?:reply|response)|out of (?:the )?office|away)", re.I
 )
-_BOUNCE_FROM = re.compile(r"mailer-?daemon|postmaster|mail ?delivery|mail-?daemon|mdaemon", re.I)
+_BOUNCE_FROM = re.compile(r"mailer-?daemon|post_?master|mail ?delivery|mail-?daemon|mdaemon", re.I)
+_BOUNCE_SUBJECT = re.compile(
+    r"undeliver|returned mail|delivery (?:status|failure|failed|notification|problem)|mail delivery"
+    r"|failure notice|non-?delivery|not (?:be )?delivered|delivery has failed|mail system error"
+    r"|returned to sender|メールエラー|配信エラー|エラー通知",
+    re.I,
+)
 
 
 def _looks_like_a_bounce(message: Message) -> bool:
@@ -195,9 +201,12 @@ def _looks_like_a_bounce(message: Message) -> bool:
         return True  # mail systems mark their bounces auto-replied too (Exim)
     if (message.get("Auto-Submitted") or "").strip().lower().startswith("auto-replied"):
         return False
-    if _AUTOREPLY.match(str(message.get("Subject") or "").strip()):
+    subject = str(message.get("Subject") or "").strip()
+    if _AUTOREPLY.match(subject):
         return False
-    return (message.get("Return-Path") or "").strip() == "<>"
+    return (message.get("Return-Path") or "").strip() == "<>" or bool(
+        _BOUNCE_SUBJECT.search(subject)
+    )
 
 
 def _feedback(message: Message) -> tuple[str, tuple[str, ...]] | None:

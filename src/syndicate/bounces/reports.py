@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from email.message import Message
 from email.utils import getaddresses, parseaddr
+from typing import Any
 
 from flufl.bounce import all_failures
 
@@ -43,6 +44,7 @@ _DELAYED = re.compile(
     r"|still (?:being )?(?:retried|trying|in the queue)|delivery is delayed|no action is required",
     re.I,
 )
+_QUOTED_TO = re.compile(r"^[ \t>]*To:[ \t]*(.+)$", re.M | re.I)
 # Where a text bounce stops reporting and starts quoting the original message.
 _QUOTE = re.compile(
     r"^[ \t>-]*(?:-+ ?)?(?:original message|unsent message|undelivered message|returned message|"
@@ -140,16 +142,11 @@ def _block_report(block: dict[str, str]) -> Report | None:
 def ses_reports(body: str) -> list[Report] | None:
     """An Amazon SES notification's recipients (JSON, as SNS mails it); None if it is none.
     A delivery notification reports its recipients as delivered, a complaint as ``complaint``."""
-    start = body.find('{"notificationType"')
-    if start < 0:
-        start = body.find('"notificationType"')
-        start = body.rfind("{", 0, start) if start >= 0 else -1
-    if start < 0:
+    if "notificationType" not in body:
         return None
-    try:
-        data, _ = json.JSONDecoder().raw_decode(body[start:].replace("\n", ""))  # mail folds it
-    except ValueError:
-        return None
+    data = _json_object(body)
+    if isinstance(data.get("Message"), str):  # SNS's envelope around the notification
+        data = _json_object(data["Message"])
     kind = str(data.get("notificationType", "")).lower()
     if kind == "bounce":
         bounce = data.get("bounce", {})
@@ -162,6 +159,18 @@ def ses_reports(body: str) -> list[Report] | None:
         delivered = data.get("delivery", {}).get("recipients", [])
         return [Report(str(r).lower(), "delivered", "2.0.0") for r in delivered]
     return None
+
+
+def _json_object(text: str) -> dict[str, Any]:
+    """The JSON object that starts at the first brace of ``text`` (folded lines joined), or {}."""
+    start = text.find("{")
+    if start < 0:
+        return {}
+    try:
+        data, _ = json.JSONDecoder().raw_decode(text[start:].replace("\n", ""))
+    except ValueError:
+        return {}
+    return data if isinstance(data, dict) else {}
 
 
 def _ses_recipient(recipient: dict[str, str], transient: bool) -> Report:
@@ -199,6 +208,9 @@ def text_reports(message: Message, body: str, original: Message | None) -> list[
         recipients = [a for a in dict.fromkeys(found) if usable(a) and a not in own]
     if not recipients and original is not None:
         recipients = _header(original, "To")
+    if not recipients:  # the original quoted as text: its To line
+        quoted = _QUOTED_TO.search(body, len(report))
+        recipients = [a for a in _ADDRESS.findall(quoted[1].lower()) if usable(a)] if quoted else []
     lowered = report.lower()
     places = sorted((lowered.find(r) if r in lowered else len(report), r) for r in recipients)
     reports = []
@@ -215,9 +227,8 @@ def _text_report(recipient: str, near: str, report: str) -> Report:
     words = near if _FAILURE.search(near) or _REPLY.search(near) else report
     temporary = bool(status[1] == "4" if status else reply and reply[1] == "4")
     temporary = temporary or bool(_DELAYED.search(report))
-    return Report(
-        recipient, "failed", status[0] if status else "", " ".join(words.split()), temporary
-    )
+    found = ".".join(status.groups()) if status else ""  # qmail writes #5.1.1
+    return Report(recipient, "failed", found, " ".join(words.split()), temporary)
 
 
 def _flufl(message: Message) -> list[str]:
