@@ -4,8 +4,10 @@ Postfix, Exim and a large mailbox provider write them, matched to real deliverie
 from __future__ import annotations
 
 import json
+import logging
 import mailbox
 import os
+import random
 import re
 import stat
 from datetime import UTC, datetime, timedelta
@@ -20,6 +22,7 @@ from syndicate.bounces import (
     NOT_A_BOUNCE,
     PERMANENT,
     TEMPORARY,
+    UnreadableError,
     classify,
     verp_address,
     verp_deliveries,
@@ -63,7 +66,8 @@ def fill(name: str, *, return_path: str, reader: str, message_id: str) -> bytes:
         ("exim-plain-failed.eml", PERMANENT, "5.1.1", "550 5.1.1"),
         ("gmail-failed.eml", PERMANENT, "5.1.1", "tried to reach does not exist"),
         ("arf-abuse.eml", COMPLAINT, "abuse", "feedback report"),
-        ("out-of-office.eml", NOT_A_BOUNCE, "", ""),
+        ("out-of-office.eml", NOT_A_BOUNCE, "", "an auto-reply"),
+        ("human-reply.eml", NOT_A_BOUNCE, "", "a reply"),
     ],
 )
 def test_each_format_is_classified(name: str, kind: str, status: str, reason: str) -> None:
@@ -77,6 +81,33 @@ def test_each_format_is_classified(name: str, kind: str, status: str, reason: st
         assert finding.recipients == ("reader@example.net",)
         assert finding.message_ids == ("<d.1.2@x>",)  # the original's, never the report's own
     assert verp_deliveries(b"key", RETURN, finding.text) == ({7}, True)
+
+
+def test_what_is_no_mail_message_is_named_unreadable() -> None:
+    for data, why in (
+        (b"", "empty"),
+        (b"\n\n", "empty"),
+        (random.Random(29).randbytes(200), "no header"),
+        (b"From: a@example.com\nSubject: \x00\x01\x02\n\nhello", "binary data in its header"),
+    ):
+        with pytest.raises(UnreadableError, match=why):
+            classify(data)
+
+
+# Its header only, cut before its From: flufl.bounce's Yale detector breaks on a missing From.
+TRUNCATED = (FIXTURES / "sisimai" / "lhost-opensmtpd-04.eml").read_bytes().split(b"\nSubject:")[0]
+
+
+def test_a_truncated_bounce_is_read_without_a_word_from_flufl_bounce(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    finding = classify(TRUNCATED + b"\n")
+    assert (finding.kind, finding.reason) == (
+        NOT_A_BOUNCE,
+        "a mail system's notice naming no failed recipient",
+    )
+    assert caplog.records == []
 
 
 def test_a_verp_address_is_only_genuine_under_the_sites_key() -> None:
@@ -315,11 +346,13 @@ def test_bounce_mail_is_matched_to_its_delivery_and_acted_on_once(
     dry = invoke(tmp_path, "bounces", "process", str(bounces), "--dry-run")
     assert "gone@example.com (by verp): would count" in dry
     assert "complains@example.com (by verp): would unsubscribe" in dry
+    assert "not a bounce (an auto-reply): would move to replies/" in dry
     assert state(store) == before and len(box) == 10  # nothing recorded, nothing moved
 
     out = invoke(tmp_path, "bounces", "process", str(bounces))
     assert "ignored: forged" in out and "fallback@example.com (by message-id): recorded" in out
     assert "byaddress@example.com (by recipient): counted" in out
+    assert "not a bounce (an auto-reply): moved to replies/" in out
     after = state(store)
     assert after["gone@example.com"] == ("active", 1)  # counts towards max_bounces = 2
     assert after["nosuchuser@example.net"] == ("active", 1)
@@ -333,7 +366,8 @@ def test_bounce_mail_is_matched_to_its_delivery_and_acted_on_once(
     assert after["away@example.com"] == ("active", 0)
     assert len(mailbox.Maildir(bounces, create=False)) == 0
     processed = mailbox.Maildir(bounces / "processed", create=False)
-    assert len(processed) == 10
+    assert len(processed) == 9
+    assert len(mailbox.Maildir(bounces / "replies", create=False)) == 1  # the out-of-office
 
     # A rerun finds nothing; the same messages put back change nothing either.
     assert "0 message(s) read" in invoke(tmp_path, "bounces", "process", str(bounces))
@@ -408,6 +442,91 @@ def test_an_mbox_is_read_and_emptied_into_processed(
     assert stat.S_IMODE(processed.stat().st_mode) == 0o600
     assert stat.S_IMODE(processed.parent.stat().st_mode) == 0o700
     assert "0 message(s) read" in invoke(tmp_path, "bounces", "process", str(path))
+    store.close()
+
+
+@pytest.mark.parametrize("form", ["maildir", "mbox"])
+def test_what_is_no_bounce_goes_to_replies_and_what_is_no_mail_stays(
+    tmp_path: Path, database_url: str, smtp_server, form: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    inbox, port = smtp_server
+    config = site(tmp_path, database_url, port)
+    store = open_store(config.database_url)
+    store.add_subscriber(
+        "gone@example.com", "en", ["cost"], status="active", consent_source="t", now=NOW
+    )
+    send.send_digests(config, NOW, mailer=SmtpMailer.from_url(config.smtp.url), store=store)
+    [delivery] = store.deliveries()
+    envelope = inbox.mail_from["gone@example.com"]
+    mail = {
+        name: fill(
+            f"{name}.eml",
+            return_path=envelope,
+            reader="gone@example.com",
+            message_id=delivery.message_id,
+        )
+        for name in ("gmail-failed", "human-reply", "out-of-office")
+    }
+    mail |= {"empty": b"", "random": random.Random(29).randbytes(200), "cut": TRUNCATED + b"\n"}
+    path = tmp_path / ("bounces" if form == "maildir" else "bounces.mbox")
+    box = mailbox.Maildir(path) if form == "maildir" else mailbox.mbox(path)
+    key = {name: str(box.add(data)) for name, data in mail.items()}
+    box.close()
+    folder = {
+        name: path / name if form == "maildir" else tmp_path / name / path.name
+        for name in ("processed", "replies")
+    }
+
+    def process(*args: str) -> tuple[str, str]:
+        caplog.clear()
+        umask = os.umask(0o022)  # the usual one: what is not made owner-only is world-readable
+        try:
+            result = CliRunner().invoke(
+                main,
+                ["bounces", "process", str(path), *args, "--config", str(tmp_path / "config.toml")],
+            )
+        finally:
+            os.umask(umask)
+        assert result.exit_code == 0, result.output
+        assert "Traceback" not in result.output + caplog.text
+        assert [r for r in caplog.records if r.levelno >= logging.WARNING] == []
+        return result.stdout, result.stderr
+
+    out, _ = process("--dry-run")
+    assert f"{key['human-reply']}: not a bounce (a reply): would move to replies/" in out
+    assert len(mailbox.Maildir(path) if form == "maildir" else mailbox.mbox(path)) == 6
+
+    out, summary = process()
+    assert f"{key['human-reply']}: not a bounce (a reply): moved to replies/" in out
+    assert f"{key['out-of-office']}: not a bounce (an auto-reply): moved to replies/" in out
+    assert f"{key['empty']}: unreadable (empty): left in place" in out
+    assert f"{key['random']}: unreadable (no header): left in place" in out
+    assert (  # a bounce cut short: flufl.bounce breaks on it, a person reads it
+        f"{key['cut']}: not a bounce (a mail system's notice naming no failed recipient)" in out
+    )
+    assert "gone@example.com (by verp): counted" in out
+    assert summary == (
+        f"6 message(s) read; 1 moved to {folder['processed']}; "
+        f"3 not a bounce, moved to {folder['replies']}; 2 unreadable, left in place\n"
+    )
+    assert store.subscriber("gone@example.com").bounces == 1
+    left = mailbox.Maildir(path) if form == "maildir" else mailbox.mbox(path)
+    assert sorted(left.get_bytes(k).strip() for k in left.iterkeys()) == sorted(
+        [b"", mail["random"].strip()]
+    )
+    opened = mailbox.Maildir if form == "maildir" else mailbox.mbox
+    assert len(opened(folder["processed"])) == 1 and len(opened(folder["replies"])) == 3
+    replies = folder["replies"]  # a reply names its reader too: owner-only
+    if form == "mbox":
+        assert stat.S_IMODE(replies.stat().st_mode) == 0o600
+        replies = replies.parent
+    assert stat.S_IMODE(replies.stat().st_mode) == 0o700
+
+    out, summary = process()
+    assert summary == "2 message(s) read; 2 unreadable, left in place\n"
+    assert "moved" not in out
+    assert store.subscriber("gone@example.com").bounces == 1
+    assert len(opened(folder["processed"])) == 1 and len(opened(folder["replies"])) == 3
     store.close()
 
 

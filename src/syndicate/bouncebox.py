@@ -1,12 +1,13 @@
 """The bounce mailbox: read each message of a Maildir or mbox, classify it (``bounces``), match
-it to its delivery and record it in the state database, then move it to processed/; and the
+it to its delivery and record it in the state database, then move it to processed/ (a message
+that is no bounce to replies/, for a person to read; one that is no mail at all stays); and the
 readers at risk, each with whether their bounce count has aged out."""
 
 from __future__ import annotations
 
 import hashlib
 import mailbox
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -17,6 +18,7 @@ from .bounces import (
     NOT_A_BOUNCE,
     PERMANENT,
     Finding,
+    UnreadableError,
     classify,
     verp_deliveries,
 )
@@ -27,6 +29,10 @@ from .send import return_path
 from .state import AtRisk, Bounced, Store
 from .tokens import secret_key
 
+UNREADABLE = "unreadable"
+PROCESSED = "processed"
+REPLIES = "replies"
+
 
 @dataclass(frozen=True, slots=True)
 class BounceOutcome:
@@ -35,9 +41,13 @@ class BounceOutcome:
     key: str
     """The message's name in its mailbox."""
     kind: str
-    """permanent, temporary, complaint or none (see ``bounces.classify``)."""
+    """permanent, temporary, complaint or none (see ``bounces.classify``); or unreadable
+    (no mail message at all)."""
     action: str
     """What was (in a dry run: would be) done: the store's answer, or why nothing was."""
+    folder: str = ""
+    """Where the message went (in a dry run: would go): processed or replies; empty when
+    it stays in the mailbox."""
     email: str = ""
     status: str = ""
     reason: str = ""
@@ -46,8 +56,9 @@ class BounceOutcome:
 
 class BounceBox:
     """A Maildir (a folder with cur/ and new/) or an mbox file of bounce mail; a message
-    dealt with moves to ``processed/`` beside it (a Maildir inside the folder; for an mbox,
-    an mbox of the same name in a processed/ folder next to it)."""
+    dealt with moves to ``processed/`` beside it, one that is no bounce to ``replies/`` (each
+    a Maildir inside the folder; for an mbox, an mbox of the same name in a folder of that
+    name next to it)."""
 
     def __init__(self, path: Path) -> None:
         self.box: mailbox.Mailbox
@@ -61,38 +72,50 @@ class BounceBox:
             raise UsageError(f"{path}: no such Maildir or mbox")
         self.path = path
 
+    def folder(self, name: str) -> Path:
+        """Where the messages moved to ``name`` (processed, replies) go."""
+        if isinstance(self.box, mailbox.Maildir):
+            return self.path / name
+        return self.path.parent / name / self.path.name
+
     @property
     def processed(self) -> Path:
         """Where the messages dealt with go."""
-        if isinstance(self.box, mailbox.Maildir):
-            return self.path / "processed"
-        return self.path.parent / "processed" / self.path.name
+        return self.folder(PROCESSED)
+
+    @property
+    def replies(self) -> Path:
+        """Where the messages that are no bounce go: human replies, auto-replies, notices."""
+        return self.folder(REPLIES)
 
     def messages(self) -> Iterator[tuple[str, bytes]]:
         for key in sorted(self.box.iterkeys(), key=str):
             yield str(key), self.box.get_bytes(key)
 
-    def move(self, names: Sequence[str]) -> None:
-        """Move messages into processed/: each is copied there first, then removed here (a
-        message found in both after a crash is recognised by its hash)."""
-        if not names:
+    def move(self, folders: Mapping[str, str]) -> None:
+        """Move each message (by its key) into its folder (processed, replies): each is copied
+        there first, then removed here (a bounce found in both after a crash is recognised
+        by its hash)."""
+        if not folders:
             return
-        done: mailbox.Mailbox
-        if isinstance(self.box, mailbox.Maildir):  # its folders are made owner-only
-            done = mailbox.Maildir(self.processed, factory=None)
-        else:  # a bounce names its reader: the processed mbox is its owner's alone
-            create_private(self.processed)
-            done = mailbox.mbox(self.processed, factory=None)
+        boxes = {name: self._opened(name) for name in sorted(set(folders.values()))}
         self.box.lock()
         try:
             keys = {str(key): key for key in self.box.iterkeys()}
-            for name in names:
-                done.add(self.box.get_bytes(keys[name]))  # byte for byte: its hash stays
-                done.flush()
-                self.box.remove(keys[name])
+            for key, name in folders.items():
+                boxes[name].add(self.box.get_bytes(keys[key]))  # byte for byte: its hash stays
+                boxes[name].flush()
+                self.box.remove(keys[key])
             self.box.flush()
         finally:
             self.box.unlock()
+
+    def _opened(self, name: str) -> mailbox.Mailbox:
+        path = self.folder(name)
+        if isinstance(self.box, mailbox.Maildir):  # its folders are made owner-only
+            return mailbox.Maildir(path, factory=None)
+        create_private(path)  # a bounce or a reply names its reader: its owner's alone
+        return mailbox.mbox(path, factory=None)
 
 
 def process_bounces(
@@ -100,27 +123,33 @@ def process_bounces(
 ) -> list[BounceOutcome]:
     """Classify every message of ``box``, match it to a delivery and act on it; then move it
     to processed/, so that a second run finds nothing (a message put back is recognised by
-    its hash and changes nothing either). ``dry_run`` writes and moves nothing.
+    its hash and changes nothing either). A message that is no bounce moves to replies/, for
+    a person to read; one that is no mail message at all (empty, binary, or one a reader
+    breaks on) stays where it is. ``dry_run`` writes and moves nothing.
 
     The delivery comes from a genuine VERP address in the message; a message with VERP
     addresses none of which is genuine is forged and ignored. Without one, the original's
     Message-ID and then the reported recipient are the fallbacks.
     """
     secret = secret_key(config)
-    outcomes, done = [], []
+    outcomes = []
     for key, data in box.messages():
         try:
             finding = classify(data)
-        except Exception as exc:  # a message no detector can read stays for a person to see
-            outcomes.append(BounceOutcome(key, NOT_A_BOUNCE, f"left in place: unreadable ({exc})"))
+        except UnreadableError as exc:
+            outcomes.append(BounceOutcome(key, UNREADABLE, "left in place", reason=str(exc)))
             continue
-        outcome = BounceOutcome(key, finding.kind, "not a bounce", status=finding.status)
-        if finding.kind != NOT_A_BOUNCE:
-            outcome = _act(config, store, secret, key, data, finding, now, dry_run=dry_run)
-        outcomes.append(outcome)
-        done.append(key)
+        except Exception as exc:  # a reader's bug on one message: it stays, the rest go on
+            why = f"{type(exc).__name__}: {exc}"
+            outcomes.append(BounceOutcome(key, UNREADABLE, "left in place", reason=why))
+            continue
+        if finding.kind == NOT_A_BOUNCE:
+            moved = f"{'would move' if dry_run else 'moved'} to {REPLIES}/"
+            outcomes.append(BounceOutcome(key, NOT_A_BOUNCE, moved, REPLIES, reason=finding.reason))
+        else:
+            outcomes.append(_act(config, store, secret, key, data, finding, now, dry_run=dry_run))
     if not dry_run:
-        box.move(done)
+        box.move({o.key: o.folder for o in outcomes if o.folder})
     return outcomes
 
 
@@ -137,7 +166,13 @@ def _act(
 ) -> BounceOutcome:
     """Match one classified bounce to its delivery and record it (unless ``dry_run``)."""
     ids, shaped = verp_deliveries(secret, return_path(config), finding.text)
-    base = {"key": key, "kind": finding.kind, "status": finding.status, "reason": finding.reason}
+    base = {
+        "key": key,
+        "kind": finding.kind,
+        "folder": PROCESSED,
+        "status": finding.status,
+        "reason": finding.reason,
+    }
     if ids:
         targets, by = store.bounced_deliveries(ids=sorted(ids)), "verp"
     elif shaped:

@@ -10,7 +10,9 @@ folded to lower case on the way).
 status notification (its recipient blocks, wherever the fields are), an Amazon SES
 notification, or the free text of the formats without fields (``reports``); then each failed
 recipient's reason, in the taxonomy bounce specialists use, and whether that makes it a hard
-bounce (``reasons``).
+bounce (``reasons``). A message that reports no failure is named for the person who reads it
+(an auto-reply, a delivery notice, a reply); bytes that are no mail message at all raise
+``UnreadableError``.
 """
 
 from __future__ import annotations
@@ -100,7 +102,8 @@ class Finding:
     status: str = ""
     """The RFC 3463 status code (``5.1.1``), or for a complaint its feedback type."""
     reason: str = ""
-    """The remote server's words (Diagnostic-Code), or how the message was recognised."""
+    """The remote server's words (Diagnostic-Code), or how the message was recognised; for one
+    that is no bounce, what it is (``an auto-reply``, ``a delivery notice``, ``a reply``, ...)."""
     message_ids: tuple[str, ...] = ()
     """Message-IDs of the original message that the report quotes: a fallback match."""
     text: str = ""
@@ -109,27 +112,35 @@ class Finding:
     """Each recipient with its kind, reason and status, in the report's order."""
 
 
+class UnreadableError(ValueError):
+    """The bytes are no mail message: empty, no header, or binary data where the header is."""
+
+
 _QUOTED_ID = re.compile(r"^(?:Message-ID|X-Original-Message-ID):[ \t]*(<[^>\s]+>)", re.I | re.M)
 
 
 def classify(data: bytes) -> Finding:
     """What the message ``data`` reports. Its words are only trusted for the kind of
-    failure; which delivery it concerns is for the caller to match."""
+    failure; which delivery it concerns is for the caller to match. Raises ``UnreadableError``
+    when ``data`` is no mail message at all."""
     message = message_from_bytes(data)
+    _readable(data, message)
     text = data.decode("utf-8", "replace")
     ids = _quoted_message_ids(message, text)
     complaint = _feedback(message)
     if complaint is not None:
         feedback_type, recipients = complaint
         kind = COMPLAINT if feedback_type == "abuse" else NOT_A_BOUNCE
+        how = "feedback report" if kind == COMPLAINT else f"a feedback report ({feedback_type})"
         if not recipients:  # a report that names no one: the quoted original's To
             recipients = tuple(_header_addresses(_body_text(message)[1], "To"))
         failures = tuple(Failure(r, kind, "feedback", "") for r in recipients or ("",))
-        return Finding(kind, recipients, feedback_type, "feedback report", ids, text, failures)
+        return Finding(kind, recipients, feedback_type, how, ids, text, failures)
     reports, context = _reports(message)
     failures = tuple(_failure(r, context) for r in reports if _failed(r))
     if not failures:
-        return Finding(NOT_A_BOUNCE, message_ids=ids, text=text)
+        what = _not_a_bounce(message, bool(reports))
+        return Finding(NOT_A_BOUNCE, reason=what, message_ids=ids, text=text)
     if all(f.kind == COMPLAINT for f in failures):
         recipients = tuple(f.recipient for f in failures)
         return Finding(COMPLAINT, recipients, "abuse", "feedback report", ids, text, failures)
@@ -143,6 +154,51 @@ def classify(data: bytes) -> Finding:
         ids,
         text,
         failures,
+    )
+
+
+_CONTROL = re.compile(rb"[\x00-\x08\x0b\x0c\x0e-\x1a\x1c-\x1f\x7f]")  # ESC: raw ISO-2022-JP
+_HEAD_END = re.compile(rb"\r?\n\r?\n")
+
+
+def _readable(data: bytes, message: Message) -> None:
+    """Raise ``UnreadableError`` unless ``data`` is a mail message: a header of text fields."""
+    if not data.strip():
+        raise UnreadableError("empty")
+    if not any(name.strip() for name in message):
+        raise UnreadableError("no header")
+    end = _HEAD_END.search(data)
+    if _CONTROL.search(data, 0, end.start() if end else len(data)):
+        raise UnreadableError("binary data in its header")
+
+
+def _not_a_bounce(message: Message, reported: bool) -> str:
+    """What a message that reports no failure is, in a few words for the person who reads it.
+    ``reported``: it names recipients, none of them failed (delivered, relayed, 2.x.x)."""
+    if reported:
+        return "a delivery notice"
+    if message.get_content_type() == "multipart/report" and (
+        message.get_param("report-type") == "disposition-notification"
+    ):
+        return "a read receipt"
+    if _auto_reply(message):
+        return "an auto-reply"
+    if _BOUNCE_FROM.search(str(message.get("From") or "")) or (
+        (message.get("Return-Path") or "").strip() == "<>"
+    ):
+        return "a mail system's notice naming no failed recipient"
+    return "a reply"
+
+
+def _auto_reply(message: Message) -> bool:
+    """RFC 3834's mark, the older ones (X-Autoreply, Precedence), or an auto-reply's subject."""
+    submitted = str(message.get("Auto-Submitted") or "").strip().lower()
+    precedence = str(message.get("Precedence") or "").strip().lower()
+    return (
+        (bool(submitted) and submitted != "no")
+        or any(message.get(name) for name in ("X-Autoreply", "X-Autorespond"))
+        or precedence == "auto_reply"
+        or bool(_AUTOREPLY.match(str(message.get("Subject") or "").strip()))
     )
 
 

@@ -6,6 +6,7 @@ notification, or the free text of the formats that have no fields (no I/O).
 from __future__ import annotations
 
 import json
+import logging
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -14,6 +15,10 @@ from email.utils import getaddresses, parseaddr
 from typing import Any
 
 from flufl.bounce import all_failures
+
+# flufl.bounce logs each detector it runs, and the traceback of one that fails on a message
+# it cannot read before raising; ``_flufl`` takes that failure as finding no one.
+logging.getLogger("flufl.bounce").setLevel(logging.CRITICAL)
 
 
 @dataclass(frozen=True, slots=True)
@@ -232,7 +237,12 @@ def _text_report(recipient: str, near: str, report: str) -> Report:
 
 
 def _flufl(message: Message) -> list[str]:
-    temporary, permanent = all_failures(message)
+    """The failed recipients flufl.bounce's detectors find; none when one of them breaks on
+    the message (a truncated one: the other ways of finding recipients still apply)."""
+    try:
+        temporary, permanent = all_failures(message)
+    except Exception:  # any detector's bug, on any message
+        return []
     found = (a.decode("utf-8", "replace").lower() for a in (*permanent, *temporary))
     return [a for a in found if usable(a)]
 

@@ -12,6 +12,7 @@ from ..clock import wall_clock
 from .shared import with_config
 
 if TYPE_CHECKING:
+    from ..bouncebox import BounceBox, BounceOutcome
     from ..config import Config
 
 
@@ -26,7 +27,8 @@ def bounces() -> None:
 @click.option("--dry-run", is_flag=True, help="Show what would be done; record and move nothing.")
 def bounces_process(config: Config, path: Path, dry_run: bool) -> None:
     """Act on the bounces and complaints in a Maildir or mbox at PATH, then move each message
-    to a processed/ subfolder (a rerun changes nothing)."""
+    to a processed/ subfolder (a rerun changes nothing); one that is no bounce (a reply, an
+    auto-reply, a delivery notice) to replies/; one that is no mail message stays."""
     from ..bouncebox import BounceBox, process_bounces
     from ..state import open_store
 
@@ -37,12 +39,37 @@ def bounces_process(config: Config, path: Path, dry_run: bool) -> None:
     finally:
         store.close()
     for o in outcomes:
-        who = f" {o.email} (by {o.matched_by})" if o.email else ""
-        what = " ".join(part for part in (o.kind, o.status) if part)
-        reason = f": {o.reason}" if o.reason else ""
-        click.echo(f"{o.key}: {what}{who}: {o.action}{reason}")
-    moved = "" if dry_run else f"; moved to {box.processed}"
-    click.echo(f"{len(outcomes)} message(s) read{moved}", err=True)
+        click.echo(_said(o))
+    click.echo(_summary(box, outcomes, dry_run), err=True)
+
+
+def _said(o: BounceOutcome) -> str:
+    """One message's line: what it is and what became of it."""
+    from ..bouncebox import UNREADABLE
+    from ..bounces import NOT_A_BOUNCE
+
+    if o.kind == NOT_A_BOUNCE:
+        return f"{o.key}: not a bounce ({o.reason}): {o.action}"
+    if o.kind == UNREADABLE:
+        return f"{o.key}: unreadable ({o.reason}): {o.action}"
+    who = f" {o.email} (by {o.matched_by})" if o.email else ""
+    what = " ".join(part for part in (o.kind, o.status) if part)
+    reason = f": {o.reason}" if o.reason else ""
+    return f"{o.key}: {what}{who}: {o.action}{reason}"
+
+
+def _summary(box: BounceBox, outcomes: list[BounceOutcome], dry_run: bool) -> str:
+    """How many messages were read, and where they went (or would go)."""
+    from ..bouncebox import PROCESSED, REPLIES
+
+    move = "would move" if dry_run else "moved"
+    counts = {
+        f"{move} to {box.processed}": sum(o.folder == PROCESSED for o in outcomes),
+        f"not a bounce, {move} to {box.replies}": sum(o.folder == REPLIES for o in outcomes),
+        "unreadable, left in place": sum(not o.folder for o in outcomes),
+    }
+    said = "".join(f"; {n} {what}" for what, n in counts.items() if n)
+    return f"{len(outcomes)} message(s) read{said}"
 
 
 @bounces.command("list")
