@@ -56,8 +56,9 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from syndicate import send
 from syndicate.config import load_config
+from syndicate.sending import issuing
+from syndicate.sending.engine import dispatcher
 from syndicate.state import Store, open_store
 from syndicate.state.workers import ensure_schema
 from syndicate.subscribers import ReaderRow
@@ -315,7 +316,8 @@ def one_run(messages: int, batch: int, micro: int, delay: float, workers: Worker
                 folder / "worker.toml", _url(url, workers), host, sink.port, engine, batch, micro
             )
             procs, started = start_workers(store.engine, worker_config, workers.prefixes, stack)
-        send.send_due(config, NOW)  # bare: plans and sends; else plans for the workers
+        # bare: plans and sends; else plans for the workers
+        issuing.send_due(config, NOW, dispatch=dispatcher(config))
         wait_for(arrived(sink, store, messages), procs, folder)
         stop_workers(procs)
         run = Run(messages, sink.seconds, started=started, peers=sink.stop())

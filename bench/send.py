@@ -28,7 +28,8 @@ import dkim
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from syndicate.deliver import SendOptions, SmtpMailer, deliver
+from syndicate.sending.loop import SendOptions, deliver
+from syndicate.sending.transports import SmtpMailer
 from syndicate.signing import DkimSigner
 from syndicate.state import Claim, Issue, Store, open_store
 from syndicate.subscribers import ReaderRow

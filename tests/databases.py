@@ -59,7 +59,7 @@ def postgres_url() -> Iterator[str]:
 def scale_extra() -> None:
     """The scale-out engine installed (the optional extra syndicate[scale])."""
     try:
-        import syndicate.scale  # noqa: F401
+        import syndicate.sending.scale  # noqa: F401
     except ImportError as exc:
         missing_real_part(f"procrastinate is not installed (pip install 'syndicate[scale]'): {exc}")
 

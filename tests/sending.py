@@ -15,8 +15,9 @@ from email.message import EmailMessage
 
 import sqlalchemy as sa
 
-from syndicate.deliver import SendOptions, SmtpMailer, deliver
 from syndicate.render import RenderedDigest
+from syndicate.sending.loop import SendOptions, deliver
+from syndicate.sending.transports import SmtpMailer
 from syndicate.state import BATCH_SIZE, Claim, Issue, Store, Subscriber, open_store
 from syndicate.state.issues import delivery_rows, insert_issue, issue_values
 from syndicate.state.schema import deliveries

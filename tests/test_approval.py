@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from syndicate import send
 from syndicate.cli import main
 from syndicate.config import load_config
-from syndicate.deliver import SmtpMailer
+from syndicate.sending import issuing
+from syndicate.sending.transports import SmtpMailer
 from syndicate.state import open_store
 from tests.conftest import write_articles
 from tests.sending import NOW
@@ -142,10 +142,10 @@ def test_a_held_issue_expires_unsent_and_the_next_shows_what_changed(
     config = load_config(path)
     store = open_store(database_url)
     mailer = SmtpMailer.from_url(config.smtp.url)
-    first = send.send_digests(config, NOW, mailer=mailer, store=store)
+    first = issuing.send_digests(config, NOW, mailer=mailer, store=store)
     assert [h[:3] for h in first.held] == [(1, "en-cost", 2)]
-    assert send.approve_issue(config, store, 1, NOW) is not None
-    send.send_digests(config, NOW, mailer=mailer, store=store, issue=False)
+    assert issuing.approve_issue(config, store, 1, NOW) is not None
+    issuing.send_digests(config, NOW, mailer=mailer, store=store, issue=False)
     assert inbox.counts() == {EDITOR: 1, "a@example.com": 1, "b@example.com": 1}
 
     # A revised piece-1 and a new piece: held, then left past approval_expires_days.
@@ -156,7 +156,7 @@ def test_a_held_issue_expires_unsent_and_the_next_shows_what_changed(
     lines[2] = "Updated December 16, 2025"
     revised.write_text("\n".join(lines) + "\nA paragraph added in revision.\n", "utf-8")
     later = NOW + timedelta(days=1)
-    second = send.send_digests(config, later, mailer=mailer, store=store)
+    second = issuing.send_digests(config, later, mailer=mailer, store=store)
     assert [h[:3] for h in second.held] == [(2, "en-cost", 2)]
     held = store.held_issues()[0]
     assert store.issue_changes(held) == {
@@ -166,7 +166,7 @@ def test_a_held_issue_expires_unsent_and_the_next_shows_what_changed(
     }
 
     stale = later + timedelta(days=3, minutes=1)
-    third = send.send_digests(config, stale, mailer=mailer, store=store)
+    third = issuing.send_digests(config, stale, mailer=mailer, store=store)
     assert third.expired == [(2, "en-cost")]
     assert store.issue(2).state == "expired"
     assert {d.status for d in store.deliveries(issue_id=2)} == {"skipped"}
@@ -183,7 +183,7 @@ def test_an_approval_after_the_expiry_is_refused_and_the_issue_expires(
     path = _site(tmp_path, database_url, port, "approval_expires_days = 3")
     config = load_config(path)
     store = open_store(database_url)
-    send.send_digests(config, NOW, mailer=SmtpMailer.from_url(config.smtp.url), store=store)
+    issuing.send_digests(config, NOW, mailer=SmtpMailer.from_url(config.smtp.url), store=store)
     assert [i.id for i in store.held_issues()] == [1]
 
     later = NOW + timedelta(days=3, minutes=1)
@@ -215,8 +215,8 @@ def test_several_issues_are_approved_and_rejected_at_once_each_with_its_line(
         )
     # issue 1 is held first, issues 2 and 3 six days later
     mailer = SmtpMailer.from_url(config.smtp.url)
-    send.send_digests(config, NOW, mailer=mailer, store=store, audiences=["cost"])
-    send.send_digests(config, NOW + timedelta(days=6), mailer=mailer, store=store)
+    issuing.send_digests(config, NOW, mailer=mailer, store=store, audiences=["cost"])
+    issuing.send_digests(config, NOW + timedelta(days=6), mailer=mailer, store=store)
     held = {i.id: i.key for i in store.held_issues()}
     assert held == {1: "en-cost", 2: "en-ecosystem", 3: "en-strategy"}
     later = NOW + timedelta(days=7, minutes=1)
@@ -240,7 +240,7 @@ def test_several_issues_are_approved_and_rejected_at_once_each_with_its_line(
     assert {i: store.issue(i).state for i in held} == {1: "expired", 2: "issued", 3: "rejected"}
 
     # one id still works, and one line each
-    send.send_digests(config, NOW + timedelta(days=7), mailer=mailer, store=store)
+    issuing.send_digests(config, NOW + timedelta(days=7), mailer=mailer, store=store)
     again = {i.id for i in store.held_issues()}
     assert len(again) == 2
     first, second = sorted(again)

@@ -16,7 +16,6 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from syndicate import send
 from syndicate.bounces import (
     COMPLAINT,
     NOT_A_BOUNCE,
@@ -29,8 +28,10 @@ from syndicate.bounces import (
 )
 from syndicate.cli import main
 from syndicate.config import Config, load_config, parse_config
-from syndicate.deliver import SendOptions, SmtpMailer, deliver
 from syndicate.errors import ConfigError
+from syndicate.sending import issuing
+from syndicate.sending.loop import SendOptions, deliver
+from syndicate.sending.transports import SmtpMailer
 from syndicate.state import Bounced, Store, Subscriber, open_store
 from syndicate.tokens import secret_key
 from tests.conftest import ARTICLES
@@ -289,7 +290,7 @@ def test_bounce_mail_is_matched_to_its_delivery_and_acted_on_once(
     others = ["forged@example.com", "fallback@example.com", "byaddress@example.com"]
     for email in [*READERS.values(), *others]:
         store.add_subscriber(email, "en", ["cost"], status="active", consent_source="t", now=NOW)
-    report = send.send_digests(
+    report = issuing.send_digests(
         config, NOW, mailer=SmtpMailer.from_url(config.smtp.url), store=store
     )
     assert report.sent == 10
@@ -413,7 +414,7 @@ def test_an_mbox_is_read_and_emptied_into_processed(
     store.add_subscriber(
         "gone@example.com", "en", ["cost"], status="active", consent_source="t", now=NOW
     )
-    send.send_digests(config, NOW, mailer=SmtpMailer.from_url(config.smtp.url), store=store)
+    issuing.send_digests(config, NOW, mailer=SmtpMailer.from_url(config.smtp.url), store=store)
     [delivery] = store.deliveries()
     path = tmp_path / "bounces.mbox"
     box = mailbox.mbox(path)
@@ -455,7 +456,7 @@ def test_what_is_no_bounce_goes_to_replies_and_what_is_no_mail_stays(
     store.add_subscriber(
         "gone@example.com", "en", ["cost"], status="active", consent_source="t", now=NOW
     )
-    send.send_digests(config, NOW, mailer=SmtpMailer.from_url(config.smtp.url), store=store)
+    issuing.send_digests(config, NOW, mailer=SmtpMailer.from_url(config.smtp.url), store=store)
     [delivery] = store.deliveries()
     envelope = inbox.mail_from["gone@example.com"]
     mail = {
@@ -559,7 +560,7 @@ def test_without_verp_one_return_path_serves_and_the_message_id_matches(
     store.add_subscriber(
         "gone@example.com", "en", ["cost"], status="active", consent_source="t", now=NOW
     )
-    send.send_digests(config, NOW, mailer=SmtpMailer.from_url(config.smtp.url), store=store)
+    issuing.send_digests(config, NOW, mailer=SmtpMailer.from_url(config.smtp.url), store=store)
     assert inbox.mail_from == {"gone@example.com": "bounces@news.example.org"}
     [delivery] = store.deliveries()
     box = mailbox.Maildir(tmp_path / "bounces", create=True)

@@ -33,7 +33,7 @@ RULES = (
         ("sqlalchemy", "psycopg", "alembic", "apscheduler.jobstores.sqlalchemy"),
         ("syndicate.state", "syndicate.migrations"),
     ),
-    Rule("SMTP", ("smtplib",), ("syndicate.deliver",)),
+    Rule("SMTP", ("smtplib",), ("syndicate.sending.transports",)),
     Rule("HTTP in", ("uvicorn", "starlette"), ("syndicate.web",)),
     Rule("HTTP out", ("urllib.request", "http.client", "httpx"), ("syndicate.websub",)),
     Rule(
@@ -142,3 +142,131 @@ def test_the_rules_see_an_import_and_what_it_reaches() -> None:
 def test_each_outside_system_is_used_in_its_one_place(path: Path) -> None:
     module = module_name(path)
     assert broken(path.read_text("utf-8"), module, path.name == "__init__.py") == []
+
+
+# -- no import circle ----------------------------------------------------------------------------
+
+
+def imported_modules(tree: ast.AST, module: str, package: bool, known: set[str]) -> set[str]:
+    """The modules of ``known`` that ``tree`` imports anywhere (in a function too), relative
+    imports resolved; ``from p import m`` counts as ``p.m`` when that is a module, else ``p``.
+    Imports under ``if TYPE_CHECKING:`` are left out: they never run."""
+    base = module.split(".") if package else module.split(".")[:-1]
+    found: set[str] = set()
+
+    def add(name: str) -> None:
+        parts = name.split(".")
+        for end in range(len(parts), 0, -1):  # the longest prefix that is a module
+            if ".".join(parts[:end]) in known:
+                found.add(".".join(parts[:end]))
+                return
+
+    for node in _run_time(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                add(alias.name)
+        elif isinstance(node, ast.ImportFrom):
+            parent = base[: len(base) - node.level + 1] if node.level else []
+            source = ".".join([*parent, *([node.module] if node.module else [])])
+            for alias in node.names:
+                add(f"{source}.{alias.name}")
+    found.discard(module)
+    return found
+
+
+TYPE_CHECKING = ("TYPE_CHECKING", "typing.TYPE_CHECKING")
+
+
+def _run_time(tree: ast.AST) -> Iterator[ast.AST]:
+    """Every node of ``tree`` but those under ``if TYPE_CHECKING:``."""
+    for node in ast.iter_child_nodes(tree):
+        if isinstance(node, ast.If) and ast.unparse(node.test) in TYPE_CHECKING:
+            for other in node.orelse:
+                yield other
+                yield from _run_time(other)
+            continue
+        yield node
+        yield from _run_time(node)
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Each module of the package with the modules of the package it imports."""
+    paths = {module_name(path): path for path in sorted(SOURCE.rglob("*.py"))}
+    known = set(paths)
+    return {
+        module: imported_modules(
+            ast.parse(path.read_text("utf-8")), module, path.name == "__init__.py", known
+        )
+        for module, path in paths.items()
+    }
+
+
+def import_circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """One circle (its modules in import order, the first again at the end) per group of
+    modules that import each other, directly or through others (Tarjan's components)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    groups: list[set[str]] = []
+
+    def visit(module: str) -> None:
+        index[module] = low[module] = len(index)
+        stack.append(module)
+        for target in sorted(graph.get(module, ())):
+            if target not in index:
+                visit(target)
+                low[module] = min(low[module], low[target])
+            elif target in stack:
+                low[module] = min(low[module], index[target])
+        if low[module] == index[module]:
+            group = set(stack[stack.index(module) :])
+            del stack[stack.index(module) :]
+            if len(group) > 1:
+                groups.append(group)
+
+    for module in sorted(graph):
+        if module not in index:
+            visit(module)
+    return [_circle(graph, group) for group in groups]
+
+
+def _circle(graph: dict[str, set[str]], group: set[str]) -> list[str]:
+    """A shortest way round from the group's first module back to it, within the group."""
+    start = min(group)
+    paths = {start: [start]}
+    queue = [start]
+    while queue:
+        module = queue.pop(0)
+        for target in sorted(graph[module] & group):
+            if target == start:
+                return [*paths[module], start]
+            if target not in paths:
+                paths[target] = [*paths[module], target]
+                queue.append(target)
+    raise AssertionError(f"no way round {sorted(group)}")
+
+
+def test_an_import_circle_is_found_and_named() -> None:
+    known = {"syndicate.a", "syndicate.b", "syndicate.c", "syndicate.p", "syndicate.p.m"}
+    late = ast.parse("def f():\n    from .c import x\n")
+    assert imported_modules(late, "syndicate.b", False, known) == {"syndicate.c"}
+    typing_only = ast.parse(
+        "if TYPE_CHECKING:\n    from .c import x\nelse:\n    import syndicate.a\n"
+    )
+    assert imported_modules(typing_only, "syndicate.b", False, known) == {"syndicate.a"}
+    assert imported_modules(ast.parse("from . import m"), "syndicate.p", True, known) == {
+        "syndicate.p.m"
+    }
+    graph = {
+        "syndicate.a": {"syndicate.b"},
+        "syndicate.b": {"syndicate.c"},
+        "syndicate.c": {"syndicate.a"},
+        "syndicate.p": {"syndicate.p.m"},
+        "syndicate.p.m": set(),
+    }
+    assert import_circles(graph) == [["syndicate.a", "syndicate.b", "syndicate.c", "syndicate.a"]]
+
+
+def test_no_module_imports_itself_through_others() -> None:
+    circles = [" -> ".join(circle) for circle in import_circles(import_graph())]
+    assert circles == []

@@ -40,7 +40,7 @@ from syndicate.build import build_feeds
 from syndicate.config import Config, parse_config
 from syndicate.model import AUDIENCES
 from syndicate.reader import read_articles
-from syndicate.send import send_digests
+from syndicate.sending.issuing import send_digests
 from syndicate.state import open_store
 from syndicate.tokens import secret_key
 from syndicate.web import create_app

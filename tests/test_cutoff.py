@@ -13,7 +13,8 @@ from email.message import EmailMessage
 
 import pytest
 
-from syndicate.deliver import LostInFlight, SmtpTransport, TemporaryFailure, deliver
+from syndicate.sending.loop import deliver
+from syndicate.sending.transports import LostInFlight, SmtpTransport, TemporaryFailure
 from syndicate.state import Claim, Issue, open_store
 from tests.sending import NOW, SENDER, add_readers, mailer, make_issue, options
 

@@ -14,8 +14,10 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from syndicate.deliver import MaildirMailer, Pacer, SendOptions, SmtpMailer, deliver
 from syndicate.errors import DatabaseError, DeliveryError
+from syndicate.sending.loop import SendOptions, deliver
+from syndicate.sending.pacing import Pacer
+from syndicate.sending.transports import MaildirMailer, SmtpMailer
 from syndicate.state import open_store
 from syndicate.state.locks import run_lock
 from syndicate.state.schema import deliveries

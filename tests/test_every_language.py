@@ -29,7 +29,6 @@ from babel.numbers import format_decimal
 from click.testing import CliRunner
 from starlette.testclient import TestClient
 
-from syndicate import send
 from syndicate.build import build_feeds
 from syndicate.cli import main
 from syndicate.compose import HeaderError, compose_message, compose_note, note_bytes
@@ -39,6 +38,7 @@ from syndicate.i18n import language, template_catalog, text_direction, write_cat
 from syndicate.previews import digest_variants, write_previews
 from syndicate.reader import read_articles
 from syndicate.render import RenderedNote, render_digest
+from syndicate.sending import issuing, messages, transports
 from syndicate.state import open_store
 from syndicate.web import create_app
 from tests.conftest import ARTICLES, DATA, SEED_SLUG
@@ -387,7 +387,7 @@ def test_article_and_index_pages_say_their_language_and_direction(site: Config) 
     store = open_store(site.database_url)
     found = read_articles(site.path(site.site.articles), site.profiles)
     app = create_app(
-        site, store=store, send_message=send.message_sender(site), articles=lambda: found,
+        site, store=store, send_message=messages.message_sender(site), articles=lambda: found,
         secret=SECRET, now=Clock(),
     )  # fmt: skip
     try:
@@ -464,7 +464,7 @@ def test_every_variant_reaches_its_reader_through_smtp(site: Config, smtp_server
                              now=NOW)  # fmt: skip
         readers[address] = (lang, tuple(sorted(audiences)))
     try:
-        report = send.send_digests(site, NOW, mailer=send.open_mailer(site), store=store)
+        report = issuing.send_digests(site, NOW, mailer=transports.open_mailer(site), store=store)
     finally:
         store.close()
     assert report.refused == []
@@ -492,7 +492,7 @@ def test_the_confirmation_mail_in_every_language(site: Config, smtp_server) -> N
     store = open_store(site.database_url)
     found = read_articles(site.path(site.site.articles), site.profiles)
     app = create_app(
-        site, store=store, send_message=send.message_sender(site), articles=lambda: found,
+        site, store=store, send_message=messages.message_sender(site), articles=lambda: found,
         secret=SECRET, now=Clock(),
     )  # fmt: skip
     try:

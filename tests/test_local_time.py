@@ -16,9 +16,9 @@ from syndicate.digest import local_send_time
 from syndicate.schedule.jobs import default_jobs
 from syndicate.schedule.plan import RELEASE_JOB
 from syndicate.schedule.scheduler import Jobs, Scheduler
-from syndicate.send import approve_issue
+from syndicate.sending.issuing import approve_issue
+from syndicate.sending.status import send_status
 from syndicate.state import open_store
-from syndicate.status import send_status
 from tests.conftest import write_articles
 from tests.mailserver import free_port
 from tests.test_send import write_config

@@ -25,10 +25,11 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from syndicate import send
 from syndicate.config import load_config
-from syndicate.deliver import SendOptions, deliver
 from syndicate.errors import DatabaseError
+from syndicate.sending import issuing
+from syndicate.sending.engine import dispatcher
+from syndicate.sending.loop import SendOptions, deliver
 from syndicate.state import Store, open_store
 from syndicate.state.locks import run_lock
 from tests.mailserver import Inbox, ScriptedController, free_port
@@ -165,7 +166,7 @@ def test_workers_whose_sessions_end_mid_send_keep_uncertain_only_what_they_wrote
     store = open_store(scale_url)
     readers, connections = 300, 2 * 2
     import_readers(store, readers)
-    assert send.send_due(config, NOW).left == readers
+    assert issuing.send_due(config, NOW, dispatch=dispatcher(config)).left == readers
     dropped: list[str] = []
     workers = [_worker(path, concurrency=1) for _ in range(2)]
     try:

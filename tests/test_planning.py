@@ -21,17 +21,20 @@ from alembic import command
 from alembic.config import Config as AlembicConfig
 from click.testing import CliRunner
 
-from syndicate import send
 from syndicate.cli import main
 from syndicate.config import Config, load_config
-from syndicate.deliver import DeliveryCounts, SmtpMailer
+from syndicate.sending import issuing, transports
+from syndicate.sending.dispatch import BatchContext, Dispatcher, LocalDispatcher
+from syndicate.sending.engine import dispatcher
+from syndicate.sending.loop import DeliveryCounts
+from syndicate.sending.transports import SmtpMailer
 from syndicate.state import Store, create_engine, open_store, schema, utc
 from syndicate.subscribers import ReaderRow
 from tests.conftest import ARTICLES
 from tests.sending import NOW
 
 try:
-    from syndicate import scale
+    from syndicate.sending import scale
 except ImportError:  # the optional extra syndicate[scale]: the scale_url fixture says so
     scale = None
 
@@ -125,7 +128,7 @@ class Planner:
     """A dispatcher that records each chunk's batches, and can fail on the n-th chunk (its
     transaction is then rolled back, as if the process died before its commit)."""
 
-    def __init__(self, inner: send.Dispatcher, fail_at: int | None = None) -> None:
+    def __init__(self, inner: Dispatcher, fail_at: int | None = None) -> None:
         self.inner, self.fail_at = inner, fail_at
         self.planned: list[tuple[int, range]] = []
 
@@ -135,7 +138,7 @@ class Planner:
         self.inner.plan(db, issue_id, batches)
         self.planned.append((issue_id, batches))
 
-    def run(self, context: send.BatchContext, counts: DeliveryCounts) -> None:
+    def run(self, context: BatchContext, counts: DeliveryCounts) -> None:
         self.inner.run(context, counts)
 
 
@@ -144,10 +147,10 @@ def _no_mail() -> SmtpMailer:
     return SmtpMailer("127.0.0.1", 9)
 
 
-def _interrupted_send(config: Config, store: Store, inner: send.Dispatcher) -> None:
+def _interrupted_send(config: Config, store: Store, inner: Dispatcher) -> None:
     """A send that dies after the first chunk of its issue committed."""
     with pytest.raises(Interrupted):
-        send.send_digests(
+        issuing.send_digests(
             config, NOW, mailer=_no_mail(), store=store, dispatch=Planner(inner, fail_at=2)
         )
 
@@ -162,7 +165,7 @@ def test_chunks_plan_each_reader_once_with_one_job_per_batch(
     store = open_store(scale_url)
     add_readers(store, 20, other=11)
     planner = Planner(scale.ProcrastinateDispatcher(config))
-    report = send.send_digests(config, NOW, mailer=_no_mail(), store=store, dispatch=planner)
+    report = issuing.send_digests(config, NOW, mailer=_no_mail(), store=store, dispatch=planner)
     assert report.issues == [("en-architects", 11), ("en-cost", 20)]
     architects, cost = (store.issue(i) for i in (1, 2))
     assert architects is not None and cost is not None and cost.key == "en-cost"
@@ -194,7 +197,9 @@ def test_a_planning_stopped_between_chunks_leaves_its_prefix_and_the_next_send_e
     assert issue is not None and issue.planned_through == readers[ROWS - 1]
     assert [i.id for i in store.issues_in_planning()] == [1]
 
-    report = send.send_digests(config, NOW, mailer=_no_mail(), store=store)
+    report = issuing.send_digests(
+        config, NOW, mailer=_no_mail(), store=store, dispatch=dispatcher(config)
+    )
     assert (report.issues, report.resumed) == ([], [(1, "en-cost")])
     assert_planned_once(store, 1, readers)
     assert jobs(store) == [(1, b) for b in range(7)]
@@ -250,10 +255,10 @@ def test_two_planners_at_once_plan_each_reader_once(tmp_path: Path, scale_url: s
 
     errors: list[BaseException] = []
 
-    def resume(dispatch: send.Dispatcher) -> None:
+    def resume(dispatch: Dispatcher) -> None:
         own = open_store(scale_url)
         try:
-            send.resume_planning(config, own, NOW, dispatch)
+            issuing.resume_planning(config, own, NOW, dispatch)
         except BaseException as exc:
             errors.append(exc)
         finally:
@@ -299,14 +304,14 @@ def test_the_local_engine_plans_in_chunks_resumes_and_closes_what_it_sent(
     config = load_config(write_config(tmp_path, database_url, port))
     store = open_store(database_url)
     add_readers(store, 20)
-    mailer = send.open_mailer(config)
+    mailer = transports.open_mailer(config)
     with pytest.raises(Interrupted):
-        send.send_digests(
-            config, NOW, mailer=mailer, store=store, dispatch=Planner(send.LocalDispatcher(), 2)
+        issuing.send_digests(
+            config, NOW, mailer=mailer, store=store, dispatch=Planner(LocalDispatcher(), 2)
         )
     assert len(deliveries(store)) == ROWS and not inbox.received
     with caplog.at_level(logging.INFO, logger="syndicate.send"):
-        report = send.send_digests(config, NOW, mailer=mailer, store=store)
+        report = issuing.send_digests(config, NOW, mailer=mailer, store=store)
     assert (report.resumed, report.sent) == ([(1, "en-cost")], 20)
     assert_planned_once(store, 1, readers_of(store, "en", "cost"))
     assert Counter(inbox.counts().values()) == {1: 20}
@@ -329,18 +334,18 @@ def test_a_held_issue_has_held_rows_in_every_chunk(
     config = load_config(path)
     store = open_store(database_url)
     add_readers(store, 20)
-    mailer = send.open_mailer(config)
+    mailer = transports.open_mailer(config)
     with pytest.raises(Interrupted):
-        send.send_digests(
-            config, NOW, mailer=mailer, store=store, dispatch=Planner(send.LocalDispatcher(), 2)
+        issuing.send_digests(
+            config, NOW, mailer=mailer, store=store, dispatch=Planner(LocalDispatcher(), 2)
         )
-    report = send.send_digests(config, NOW, mailer=mailer, store=store)
+    report = issuing.send_digests(config, NOW, mailer=mailer, store=store)
     assert (report.resumed, report.finished) == ([(1, "en-cost")], [])
     assert_planned_once(store, 1, readers_of(store, "en", "cost"))
     assert {row.status for row in deliveries(store)} == {"held"}
     assert inbox.counts() == {"editor@news.example.org": 1}  # the test copy alone
-    assert send.approve_issue(config, store, 1, NOW) is not None
-    report = send.send_digests(config, NOW, mailer=mailer, store=store, issue=False)
+    assert issuing.approve_issue(config, store, 1, NOW) is not None
+    report = issuing.send_digests(config, NOW, mailer=mailer, store=store, issue=False)
     assert report.sent == 20 and [f.id for f in report.finished] == [1]
     store.close()
 
@@ -353,7 +358,7 @@ def test_a_local_time_issue_resumed_gives_each_reader_the_same_time(
     _, port = smtp_server
     config = load_config(write_config(tmp_path, database_url, port))
     store = open_store(database_url)
-    mailer = send.open_mailer(config)
+    mailer = transports.open_mailer(config)
     zones = ("Asia/Tokyo", "Europe/Amsterdam", "America/New_York", None)
     rows = [
         ReaderRow(f"reader{n}@example.com", "en", ("cost",), timezone=zones[n % 4])
@@ -361,17 +366,17 @@ def test_a_local_time_issue_resumed_gives_each_reader_the_same_time(
     ]
     store.import_subscribers(rows, status="active", consent_source="test", now=NOW)
     with pytest.raises(Interrupted):
-        send.send_digests(
+        issuing.send_digests(
             config,
             NOW,
             mailer=mailer,
             store=store,
             local_time=(7, 30),
-            dispatch=Planner(send.LocalDispatcher(), 2),
+            dispatch=Planner(LocalDispatcher(), 2),
         )
     later = NOW.replace(hour=9)
-    send.send_digests(config, later, mailer=mailer, store=store, issue=False)
-    when = send.local_times(config, NOW, 7, 30)
+    issuing.send_digests(config, later, mailer=mailer, store=store, issue=False)
+    when = issuing.local_times(config, NOW, 7, 30)
     query = sa.select(schema.deliveries.c.subscriber_id, schema.deliveries.c.not_before)
     with store.engine.connect() as db:
         planned = {reader: moment for reader, moment in db.execute(query)}
@@ -395,13 +400,13 @@ def test_an_issue_closes_once_nothing_is_left_to_send_uncertain_rows_counted(
     add_readers(store, 6)
     inbox.script[("accepted", "reader1@example.com")] = ["DROP"]
     inbox.script[("rcpt", "reader3@example.com")] = ["451 4.3.0 try later"]
-    first = send.send_digests(config, NOW, mailer=send.open_mailer(config), store=store)
+    first = issuing.send_digests(config, NOW, mailer=transports.open_mailer(config), store=store)
     assert (first.sent, first.uncertain, first.left, first.finished) == (4, 1, 1, [])
     assert store.close_finished(NOW) == []
     (open_issue,) = _status(path)["issues"]
     assert (open_issue["finished"], open_issue["planning"]) == (None, False)
 
-    second = send.send_digests(config, NOW, mailer=send.open_mailer(config), store=store)
+    second = issuing.send_digests(config, NOW, mailer=transports.open_mailer(config), store=store)
     assert second.sent == 1
     [done] = second.finished
     assert done.counts == {"sent": 5, "failed": 0, "uncertain": 1, "skipped": 0}

@@ -19,10 +19,12 @@ import pytest
 import sqlalchemy as sa
 from click.testing import CliRunner
 
-from syndicate import send
 from syndicate.cli import main
 from syndicate.config import load_config
-from syndicate.deliver import CUT_INTERVAL, SLOW_DOWN, Pace, Pacer, SlowDown, deliver, throttling
+from syndicate.sending import issuing
+from syndicate.sending.engine import dispatcher
+from syndicate.sending.loop import deliver
+from syndicate.sending.pacing import CUT_INTERVAL, SLOW_DOWN, Pace, Pacer, SlowDown, throttling
 from syndicate.state import Store, open_store
 from tests import sending
 from tests.mailserver import Inbox, ScriptedController, free_port
@@ -37,7 +39,7 @@ from tests.test_scale import (
 )
 
 try:
-    from syndicate import scale
+    from syndicate.sending import scale
 except ImportError:  # the optional extra syndicate[scale]: the scale_url fixture says so
     scale = None
 
@@ -417,7 +419,7 @@ def test_a_451_burst_slows_every_worker_and_the_rate_recovers(
     store = open_store(scale_url)
     readers = 200
     add_readers(store, readers)
-    send.send_due(config, sending.NOW)
+    issuing.send_due(config, sending.NOW, dispatch=dispatcher(config))
     workers = [_worker(path) for _ in range(2)]
     try:
         assert _until(lambda: len(inbox.received) >= readers, PATIENCE)

@@ -28,9 +28,9 @@ from syndicate.i18n import (
     templates_dir,
 )
 from syndicate.model import ArticleSet, Takeaways
-from syndicate.previews import preview_files, preview_links
 from syndicate.reader import read_articles
 from syndicate.render import HTML_LIMIT, RenderedDigest, render_digest
+from syndicate.sending.messages import preview_files, preview_links
 from tests.conftest import ARTICLES, write_articles
 from tests.golden import assert_golden
 

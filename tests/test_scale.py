@@ -22,11 +22,13 @@ import pytest
 import sqlalchemy as sa
 from click.testing import CliRunner
 
-from syndicate import send
 from syndicate.cli import main
 from syndicate.config import Config, load_config, parse_config
-from syndicate.deliver import LostInFlight, PermanentFailure, SmtpMailer, Transport
 from syndicate.errors import ConfigError, DeliveryError
+from syndicate.sending import issuing
+from syndicate.sending.dispatch import LocalDispatcher
+from syndicate.sending.engine import dispatcher
+from syndicate.sending.transports import LostInFlight, PermanentFailure, SmtpMailer, Transport
 from syndicate.state import BATCH_SIZE, Store, open_store
 from syndicate.state.locks import run_lock
 from syndicate.subscribers import ReaderRow
@@ -35,7 +37,7 @@ from tests.mailserver import Inbox, ScriptedController, free_port
 from tests.sending import NOW, mailer
 
 try:
-    from syndicate import scale
+    from syndicate.sending import scale
 except ImportError:  # the optional extra syndicate[scale]: the scale_url fixture says so
     scale = None
 
@@ -115,10 +117,10 @@ def test_planning_commits_the_rows_and_their_jobs_together_or_neither(
         ensure_schema(db)  # the jobs' table stands, so a rollback must empty it
     failing = _Plan(plan_then_fail)
     with pytest.raises(Refused):
-        send.send_digests(config, NOW, mailer=_no_mail(), store=store, dispatch=failing)
+        issuing.send_digests(config, NOW, mailer=_no_mail(), store=store, dispatch=failing)
     assert (rows_per_batch(store), jobs(store), store.delivery_counts()) == ({}, [], {})
 
-    report = send.send_digests(config, NOW, mailer=_no_mail(), store=store, dispatch=dispatch)
+    report = issuing.send_digests(config, NOW, mailer=_no_mail(), store=store, dispatch=dispatch)
     assert report.issues == [("en-cost", readers)] and report.sent == 0
     assert report.left == readers  # for the workers
     batches = rows_per_batch(store)
@@ -135,10 +137,10 @@ def test_firing_twice_makes_one_issue_and_one_set_of_jobs(tmp_path: Path, scale_
     config = scale_config(tmp_path, scale_url)
     store = open_store(scale_url)
     add_readers(store, BATCH_SIZE + 10)
-    reports: list[send.SendReport] = []
+    reports: list[issuing.SendReport] = []
 
     def fire() -> None:
-        reports.append(send.send_due(config, NOW))
+        reports.append(issuing.send_due(config, NOW, dispatch=dispatcher(config)))
 
     twins = [threading.Thread(target=fire) for _ in range(2)]
     for thread in twins:
@@ -160,7 +162,7 @@ def test_a_batch_run_twice_and_concurrently_sends_each_message_once(
     config = scale_config(tmp_path, scale_url, port)
     store = open_store(scale_url)
     add_readers(store, 80)
-    send.send_due(config, NOW)
+    issuing.send_due(config, NOW, dispatch=dispatcher(config))
     (job,) = jobs(store)
     issue_id, batch_no = job["issue_id"], job["batch_no"]
     workers = [scale._Worker(config) for _ in range(2)]
@@ -184,7 +186,7 @@ def _planned(tmp_path: Path, url: str, port: int, readers: int) -> tuple[Any, li
     config = scale_config(tmp_path, url, port, batch_size=10)
     store = open_store(url)
     add_readers(store, readers)
-    send.send_due(config, NOW)
+    issuing.send_due(config, NOW, dispatch=dispatcher(config))
     batches = [(job["issue_id"], job["batch_no"]) for job in jobs(store)]
     store.close()
     return scale._Worker(config), batches
@@ -271,7 +273,7 @@ def test_a_failed_batch_retires_the_senders_and_ends_their_run(
     assert len(_runs(scale_url)) == 2
 
 
-class _Plan(send.LocalDispatcher):
+class _Plan(LocalDispatcher):
     """A dispatcher whose planning is the given function."""
 
     def __init__(self, plan: Any) -> None:
@@ -359,7 +361,7 @@ def test_a_worker_killed_mid_send_loses_nothing_and_duplicates_nothing(
     store = open_store(scale_url)
     readers = 600
     add_readers(store, readers)
-    assert send.send_due(config, NOW).left == readers
+    assert issuing.send_due(config, NOW, dispatch=dispatcher(config)).left == readers
     held = "reader150@example.com"  # the server takes it, then holds its 250 back
     inbox.script[("data", held)] = ["HOLD"]
     workers = [_worker(tmp_path / "config.toml") for _ in range(3)]
@@ -397,7 +399,7 @@ def test_a_zombie_worker_waking_after_its_batch_was_retried_sends_nothing_twice(
     store = open_store(scale_url)
     readers = 200
     add_readers(store, readers)
-    send.send_due(config, NOW)
+    issuing.send_due(config, NOW, dispatch=dispatcher(config))
     held = "reader20@example.com"
     inbox.script[("data", held)] = ["HOLD"]
     workers = [_worker(tmp_path / "config.toml") for _ in range(2)]
@@ -443,7 +445,7 @@ def test_three_workers_share_the_relay_rate(tmp_path: Path, scale_url: str, smtp
     store = open_store(scale_url)
     readers = 700
     add_readers(store, readers)
-    send.send_due(config, NOW)
+    issuing.send_due(config, NOW, dispatch=dispatcher(config))
     workers = [_worker(path) for _ in range(3)]
     try:
         assert _until(lambda: len(inbox.received) == readers, PATIENCE)
@@ -505,7 +507,7 @@ def test_three_workers_never_open_more_connections_than_the_cap(
     store = open_store(scale_url)
     readers = 600
     add_readers(store, readers)
-    send.send_due(config, NOW)
+    issuing.send_due(config, NOW, dispatch=dispatcher(config))
     workers = [_worker(path, concurrency=2) for _ in range(3)]
     try:
         assert _until(lambda: _busy_workers(store) == 3 and inbox.sessions >= 4, PATIENCE)

@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from syndicate import send
 from syndicate.config import load_config
+from syndicate.sending import issuing
+from syndicate.sending.engine import dispatcher
 from syndicate.state import Store, open_store
 from tests.mailserver import Inbox, ScriptedController, free_port
 from tests.sending import NOW
@@ -71,7 +72,7 @@ def test_a_job_left_doing_by_a_pruned_worker_is_run_again(
     store = open_store(scale_url)
     readers = 150  # batches 0, 1 and 2 of 50, taken in that order
     add_readers(store, readers)
-    assert send.send_due(config, NOW).left == readers
+    assert issuing.send_due(config, NOW, dispatch=dispatcher(config)).left == readers
     dead, busy = "reader10@example.com", "reader60@example.com"  # in batches 0 and 1
     inbox.script[("data", dead)] = ["HOLD"]
     inbox.script[("data", busy)] = ["HOLD"]

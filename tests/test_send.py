@@ -23,12 +23,13 @@ from click.testing import CliRunner
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from syndicate import send
 from syndicate.cli import main
 from syndicate.config import Config, DigestJob, load_config, parse_config
-from syndicate.deliver import SmtpMailer, deliver
 from syndicate.errors import DeliveryError
 from syndicate.schedule.jobs import default_jobs
+from syndicate.sending import issuing, transports
+from syndicate.sending.loop import deliver
+from syndicate.sending.transports import SmtpMailer
 from syndicate.state import open_store
 from syndicate.state.locks import run_lock
 from syndicate.subscribers import read_subscriber_csv
@@ -74,7 +75,7 @@ def test_each_reader_gets_one_signed_message_and_a_rerun_sends_nothing(
         store.add_subscriber(email, lang, audiences, status="active", consent_source="t", now=NOW)
     mailer = SmtpMailer.from_url(config.smtp.url)
 
-    report = send.send_digests(config, NOW, mailer=mailer, store=store)
+    report = issuing.send_digests(config, NOW, mailer=mailer, store=store)
     assert sorted(report.issues) == [("en-cost", 2), ("nl-architects+cost+strategy", 1)]
     assert (report.sent, report.failed, report.uncertain) == (3, 0, 0)
     assert inbox.counts() == {"a@example.com": 1, "b@example.com": 1, "c@example.com": 1}
@@ -92,7 +93,7 @@ def test_each_reader_gets_one_signed_message_and_a_rerun_sends_nothing(
         token = re.search(r"List-Unsubscribe: <https://news\.example\.org/u/([\w-]+)>", head)[1]
         assert store.subscriber_by_id(read_token(secret, UNSUBSCRIBE, token)).email == rcpt
 
-    again = send.send_digests(config, NOW, mailer=mailer, store=store)
+    again = issuing.send_digests(config, NOW, mailer=mailer, store=store)
     assert again.issues == [] and again.sent == 0 and len(inbox.received) == 3
     store.close()
 
@@ -127,7 +128,7 @@ def test_international_addresses_go_out_in_their_smtp_form(
     config = _config(tmp_path, database_url, port)
     store = open_store(config.database_url)
     _subscribe(store, *INTERNATIONAL)
-    report = send.send_digests(config, NOW, mailer=send.open_mailer(config), store=store)
+    report = issuing.send_digests(config, NOW, mailer=transports.open_mailer(config), store=store)
     store.close()
     assert (report.sent, report.failed, report.uncertain) == (3, 0, 0)
     assert inbox.counts() == {
@@ -149,7 +150,7 @@ def test_without_smtputf8_only_the_reader_who_needs_it_fails(
     config = _config(tmp_path, database_url, port)
     store = open_store(config.database_url)
     _subscribe(store, *INTERNATIONAL)
-    report = send.send_digests(config, NOW, mailer=send.open_mailer(config), store=store)
+    report = issuing.send_digests(config, NOW, mailer=transports.open_mailer(config), store=store)
     assert (report.sent, report.failed, report.uncertain) == (2, 1, 0)
     [(email, reason)] = report.failures
     assert email == "josé@bücher.example"
@@ -191,7 +192,7 @@ def test_sample_readers_are_never_sent_through_a_real_server(
     inbox, port = smtp_server
     first = _config(tmp_path, database_url, None)
     store = open_store(first.database_url)
-    added = send.add_sample_readers(first, store, NOW)
+    added = issuing.add_sample_readers(first, store, NOW)
     samples = list(store.subscribers())
     make_issue(store, samples[:2], content="left pending by an earlier run")
     # a group with no issue yet (en-cost had one just now: its window is empty)
@@ -200,7 +201,7 @@ def test_sample_readers_are_never_sent_through_a_real_server(
     )
 
     config = _config(tmp_path, database_url, port)
-    report = send.send_digests(config, NOW, mailer=send.open_mailer(config), store=store)
+    report = issuing.send_digests(config, NOW, mailer=transports.open_mailer(config), store=store)
     assert report.samples == added and report.sent == 1
     assert inbox.counts() == {"real@example.org": 1}
     skipped = store.deliveries("skipped")
@@ -507,7 +508,7 @@ def test_each_group_gets_what_is_new_since_its_last_issue(
     mailer = SmtpMailer.from_url(config.smtp.url)
 
     # A new group's first issue: the newest ten of three hundred, however old, and the rest.
-    first = send.send_digests(config, NOW, mailer=mailer, store=store)
+    first = issuing.send_digests(config, NOW, mailer=mailer, store=store)
     assert first.issues == [("en-cost", 2)] and first.sent == 2 and not first.partial
     text = bodies(inbox)["a@example.com"]
     assert listed_pieces(text) == list(range(10))
@@ -518,12 +519,12 @@ def test_each_group_gets_what_is_new_since_its_last_issue(
     # A week later: only what is dated on or after that issue's day and was not in it.
     write_articles(archive, 2, newest=date(2025, 12, 16), slug="fresh")
     later = NOW + timedelta(days=7)
-    second = send.send_digests(config, later, mailer=mailer, store=store)
+    second = issuing.send_digests(config, later, mailer=mailer, store=store)
     assert second.issues == [("en-cost", 2)] and len(inbox.received) == 4
     text = bodies(inbox)["b@example.com"]
     assert listed_pieces(text, "fresh") == [0, 1] and listed_pieces(text) == []
     assert "2 new articles since December 15, 2025." in text and "more article" not in text
-    assert send.send_digests(config, later, mailer=mailer, store=store).issues == []
+    assert issuing.send_digests(config, later, mailer=mailer, store=store).issues == []
 
     # --since reaches back, still capped, and never repeats what the group had.
     result = CliRunner().invoke(
@@ -549,7 +550,7 @@ def test_a_first_window_can_be_limited_to_recent_days(
         "a@example.com", "nl", ["cost"], status="active", consent_source="t", now=NOW
     )
     config = load_config(path)
-    report = send.send_digests(
+    report = issuing.send_digests(
         config, NOW, mailer=SmtpMailer.from_url(config.smtp.url), store=store
     )
     assert report.sent == 1
@@ -654,7 +655,7 @@ def test_the_digest_command_previews_the_next_issue_of_a_group(
     preview = (out / "en-cost.txt").read_text("utf-8")
     assert listed_pieces(preview) == list(range(10)) and "And 20 more articles:" in preview
     config = load_config(path)
-    send.send_digests(config, NOW, mailer=SmtpMailer.from_url(config.smtp.url), store=store)
+    issuing.send_digests(config, NOW, mailer=SmtpMailer.from_url(config.smtp.url), store=store)
     assert bodies(inbox)["a@example.com"].split("\n-- \n")[0] == preview.split("\n-- \n")[0]
     # Once it went out, nothing is new for that group; --since shows a window by hand.
     (out / "en-cost.txt").unlink()
@@ -678,7 +679,7 @@ def test_a_window_over_the_size_limit_is_sent_never_refused(
     store = open_store(database_url)
     store.add_subscriber("all@example.com", "en", list(config.audiences), status="active",
                          consent_source="t", now=NOW)  # fmt: skip
-    report = send.send_digests(config, NOW, mailer=SmtpMailer.from_url(config.smtp.url),
+    report = issuing.send_digests(config, NOW, mailer=SmtpMailer.from_url(config.smtp.url),
                                    store=store)  # fmt: skip
     assert (report.sent, report.refused) == (1, [])
     [message] = [message_from_bytes(data, policy=default) for _, data in inbox.received]

@@ -14,7 +14,7 @@ from starlette.testclient import TestClient
 
 from syndicate.config import parse_config
 from syndicate.model import ArticleSet
-from syndicate.send import issue_page_name
+from syndicate.sending.messages import issue_page_name
 from syndicate.web import ArticleWatch, pages
 from tests.sending import create_issue
 from tests.websites import (

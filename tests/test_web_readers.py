@@ -10,7 +10,7 @@ import pytest
 from starlette.testclient import TestClient
 
 from syndicate.config import parse_config
-from syndicate.send import message_sender
+from syndicate.sending.messages import message_sender
 from syndicate.tokens import CONFIRM, PREFERENCES, UNSUBSCRIBE, make_token
 from tests.websites import (
     SECRET,

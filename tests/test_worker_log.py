@@ -15,8 +15,9 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from syndicate import send
 from syndicate.config import load_config
+from syndicate.sending import issuing
+from syndicate.sending.engine import dispatcher
 from syndicate.state import Store, open_store
 from syndicate.subscribers import ReaderRow
 from tests.conftest import ARTICLES, ROOT
@@ -73,7 +74,9 @@ def _work(tmp_path: Path, url: str, port: int, inbox, *flags: str) -> list[str]:
     store = open_store(url)
     rows = [ReaderRow(f"reader{n}@example.com", "en", ("cost",)) for n in range(READERS)]
     store.import_subscribers(rows, status="active", consent_source="test", now=NOW)
-    assert send.send_due(config, NOW).left == READERS  # planned: the worker sends
+    assert (
+        issuing.send_due(config, NOW, dispatch=dispatcher(config)).left == READERS
+    )  # planned: the worker sends
     inbox.script[("data", "reader3@example.com")] = [SLOW_DOWN]
     command = [sys.executable, "-m", "syndicate", "--config", str(path), "worker", *flags]
     worker = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)

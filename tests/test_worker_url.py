@@ -23,7 +23,7 @@ from tests.conftest import ROOT, missing_real_part
 from tests.databases import POSTGRES_URL
 
 try:
-    from syndicate import scale
+    from syndicate.sending import scale
 except ImportError:  # the optional extra syndicate[scale]: the scale_extra fixture says so
     scale = None
 

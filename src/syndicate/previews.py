@@ -1,5 +1,6 @@
 """Digests by hand and previews: what a group's next issue would hold, as .html, .txt and .eml
-files addressed to the preview reader, with links that act on no real reader."""
+files addressed to the preview reader (``sending.messages.preview_files``), with links that
+act on no real reader."""
 
 from __future__ import annotations
 
@@ -7,47 +8,14 @@ from collections.abc import Sequence
 from datetime import date, datetime
 from pathlib import Path
 
-from .compose import compose_message
 from .config import Config
 from .errors import RenderError, describe
 from .files import write_atomic
 from .model import ArticleSet
 from .render import RenderedDigest, render_digest
-from .routes import PREFERENCES, UNSUBSCRIBE, issues_url, reader_url
-from .send import next_digest, sender_domain
+from .sending.issuing import next_digest
+from .sending.messages import preview_files
 from .state import Store
-
-PREVIEW_TOKEN = "PREVIEW-ONLY-NOT-A-READER-TOKEN"
-"""Stands in for a reader's token in previews, so no preview link acts on a real reader."""
-
-
-def preview_links(config: Config, lang: str) -> dict[str, str]:
-    """Reader links for a preview: the real routes, with a token that is plainly not real
-    (the web side answers it like any forged token), and the language's archive to view."""
-    return {
-        "unsubscribe_url": reader_url(config, UNSUBSCRIBE, PREVIEW_TOKEN),
-        "preferences_url": reader_url(config, PREFERENCES, PREVIEW_TOKEN),
-        "view_url": issues_url(config, lang),
-    }
-
-
-def preview_files(rendered: RenderedDigest, config: Config, *, now: datetime) -> dict[str, bytes]:
-    """The .html, .txt and .eml of one variant, addressed to the configured preview reader."""
-    links = preview_links(config, rendered.lang)
-    personal = rendered.personalise(**links)
-    domain = sender_domain(config.email.sender)
-    message = compose_message(
-        rendered,
-        to=config.email.preview_to,
-        sender=config.email.sender,
-        message_id=f"<preview.{rendered.key}.{rendered.content_hash[:12]}@{domain}>",
-        date=now,
-        list_id=config.email.list_id,
-        unsubscribe_mailto=config.email.unsubscribe_mailto,
-        reply_to=config.email.reply_to,
-        **links,
-    )
-    return {".html": personal.html.encode(), ".txt": personal.text.encode(), ".eml": message}
 
 
 def write_preview(

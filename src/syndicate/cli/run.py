@@ -171,7 +171,7 @@ def worker(config: Config, concurrency: int, log_json: bool) -> None:
     if config.send.engine != "procrastinate":
         raise UsageError('worker needs send.engine = "procrastinate" in the config')
     try:
-        from ..scale import run_worker
+        from ..sending.scale import run_worker
     except ImportError as exc:
         extra = "pip install 'syndicate[scale]'"
         raise UsageError(f"worker needs the scale extra: {extra} ({exc})") from None

@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from rich.progress import Progress
 
     from ..config import Config
-    from ..send import SendReport
+    from ..sending.issuing import SendReport
 
 
 class _SendGroup(click.Group):
@@ -272,7 +272,8 @@ def send_now(
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-    from ..send import send_due
+    from ..sending.engine import dispatcher
+    from ..sending.issuing import send_due
 
     signals: contextlib.AbstractContextManager[None] = contextlib.nullcontext()
     if stop is None:
@@ -292,6 +293,7 @@ def send_now(
             progress=_Bar(progress),
             stop=stop,
             issue=issue,
+            dispatch=dispatcher(config),
         )
     return print_send_report(report, dry_run=dry_run)
 
@@ -372,7 +374,7 @@ def judge(
     """Reject and release held issues, then send what was released; one line per issue. Exit
     1 when an issue named is not held, 2 when one was held too long to be approved (it is
     expired instead); the others are still acted on."""
-    from ..send import ApprovalExpired, approve_issue
+    from ..sending.issuing import ApprovalExpired, approve_issue
     from ..state import open_store
 
     store = open_store(config.database_url)
@@ -447,8 +449,8 @@ def requeue_uncertain(config: Config, issue_id: int | None) -> int:
 
 def show_status(config: Config, *, as_json: bool) -> None:
     """Where the sends stand: tables, or with ``as_json`` one JSON document on stdout."""
+    from ..sending.status import send_status
     from ..state import open_store
-    from ..status import send_status
 
     store = open_store(config.database_url)
     try:

@@ -33,7 +33,7 @@ def serve(
     import tempfile
 
     from ..build import build_feeds
-    from ..send import message_sender
+    from ..sending.messages import message_sender
     from ..state import open_store
     from ..tokens import secret_key
     from ..web import base_url_elsewhere, bind, create_app, listening_url, serve_app, watch_articles

@@ -12,8 +12,8 @@ if TYPE_CHECKING:
     from rich.console import Console
     from rich.table import Table
 
+    from ..sending.status import EngineStatus, HeldIssue, IssueDeliveries, SendStatus, Waiting
     from ..state import Delivery
-    from ..status import EngineStatus, HeldIssue, IssueDeliveries, SendStatus, Waiting
 
 
 def print_send_status(status: SendStatus) -> None:

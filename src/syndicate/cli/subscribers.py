@@ -166,7 +166,7 @@ def subscribers_list(config: Config, as_json: bool, status: str | None) -> None:
 def subscribers_remove(config: Config, email: str | None, samples: bool) -> None:
     """Delete a reader and their address, in any letter case (the delivery ledger keeps what
     was sent); or, with ``--samples``, the sample readers."""
-    from ..send import SAMPLE_SOURCE
+    from ..sending.issuing import SAMPLE_SOURCE
     from ..state import open_store
     from ..subscribers import normalise_email
 

@@ -15,7 +15,8 @@ from ..config import Config, DigestJob
 from ..model import Severity
 from ..previews import write_previews
 from ..reader import read_articles
-from ..send import SendReport, add_sample_readers, send_due
+from ..sending.engine import dispatcher
+from ..sending.issuing import SendReport, add_sample_readers, send_due
 from ..state import open_store
 from ..websub import HubNotifier
 from .scheduler import Jobs, Report, Step
@@ -39,12 +40,13 @@ def default_jobs(config: Config, stop: threading.Event | None = None) -> Jobs:
             audiences=job.audiences or None,
             stop=stop,
             local_time=(job.hour, job.minute) if job.local_time else None,
+            dispatch=dispatcher(config),
         )
         return digest_report(job, sent)
 
     def deliver_due(now: datetime) -> Report:
         """The deliveries of local-time digests whose readers' time has come."""
-        sent = send_due(config, now, stop=stop, issue=False)
+        sent = send_due(config, now, stop=stop, issue=False, dispatch=dispatcher(config))
         counts = {"sent": sent.sent, "failed": sent.failed, "uncertain": sent.uncertain}
         counts |= {"skipped": sent.skipped, "left": sent.left, "waiting": sent.waiting}
         complete = not (sent.partial or sent.stopped)

@@ -5,8 +5,9 @@ The ledger stays the one record of who got what. A job only names a batch of an 
 deliveries; ``send_batch`` sends it with the ledger's exactly-once protocol, so a job run twice,
 by two workers at once, or retried after its worker stalled, sends nothing twice. The jobs are
 deferred on the connection of the transaction that records the issue and its rows: both commit
-together or neither does. Procrastinate stays behind the ``Dispatcher`` of ``send``; another
-engine would replace this module alone.
+together or neither does. Procrastinate stays behind the ``Dispatcher`` of ``dispatch``; another
+engine would replace this module alone. It imports the rest of ``sending`` and nothing there
+imports it: ``engine.dispatcher`` hands its dispatcher in.
 
 No SQL here: the statements of ours on Procrastinate's tables (its schema made, the workers
 alive) and the connection parameters its connector takes are ``state.workers``'s.
@@ -29,40 +30,26 @@ from urllib.parse import urlsplit
 import procrastinate
 from procrastinate.types import JSONDict
 
-from .clock import Clock, wall_clock
-from .config import Config
-from .deliver import (
-    CUT_INTERVAL,
-    SLOW_DOWN,
-    DeliveryCounts,
-    Mailer,
-    Pause,
-    PermanentFailure,
-    Senders,
-    SlowDown,
-    TemporaryFailure,
-    Transport,
-)
-from .send import (
-    BatchContext,
-    close_finished,
-    open_mailer,
-    resume_planning,
-    send_batch,
-    slow_down,
-)
-from .state import Store, open_store
-from .state import workers as job_tables
-from .state.locks import RelaySlot, relay_slot
-from .state.workers import (
+from ..clock import Clock, wall_clock
+from ..config import Config
+from ..state import Store, open_store
+from ..state import workers as job_tables
+from ..state.locks import RelaySlot, relay_slot
+from ..state.workers import (
     WorkerAlive,
     conninfo,
     jobs_connection,
     jobs_database_errors,
     prepare_jobs,
 )
+from .dispatch import BatchContext, send_batch
+from .issuing import close_finished, resume_planning
+from .loop import DeliveryCounts, Senders
+from .pacing import CUT_INTERVAL, SLOW_DOWN, Pause, SlowDown, slow_down
+from .transports import Mailer, PermanentFailure, TemporaryFailure, Transport, open_mailer
 
-logger = logging.getLogger(__name__)
+logger = logging.getLogger("syndicate.scale")
+"""Named as before the modules moved into ``sending/``: ``--log-json`` lines carry it."""
 
 SEND_QUEUE = "send"
 MAINTENANCE_QUEUE = "maintenance"

@@ -9,13 +9,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from .config import Config
-from .errors import UsageError
-from .state import DELIVERY_STATUSES, Delivery, Store
-from .state.buckets import RelayRate
+from ..config import Config
+from ..errors import UsageError
+from ..state import DELIVERY_STATUSES, Delivery, Store
+from ..state.buckets import RelayRate
 
 if TYPE_CHECKING:  # it imports Procrastinate: the scale extra
-    from .state.workers import WorkerAlive
+    from ..state.workers import WorkerAlive
 
 BOUNCE_KINDS = ("permanent", "temporary", "complaint")
 

@@ -1,0 +1,500 @@
+"""Issuing: select → render → store. Each group's next digest, rendered once, recorded as an
+issue with one delivery row per reader (in chunks, resumed after a crash), before any message
+leaves; then the handed-in dispatcher delivers what is pending. Issues held for approval (their
+test copy, approving, expiring), and deliveries at each reader's local time. No SMTP here, and
+no choice of engine: the caller hands in the ``Dispatcher`` (``engine.dispatcher``).
+
+So a rerun after a crash sends what is left and never re-issues the same content.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
+from zoneinfo import ZoneInfo
+
+from ..config import Config
+from ..digest import FIRST_ZONE, audience_order, local_send_time, select_digest, window_start
+from ..errors import UsageError
+from ..files import write_atomic
+from ..model import ArticleSet, Diagnostic, Digest
+from ..reader import read_articles
+from ..render import RenderedDigest, render_digest
+from ..routes import site_url
+from ..state import Finished, Issue, Planning, Store, Subscriber, open_store
+from ..subscribers import ReaderRow
+from .dispatch import BatchContext, Dispatcher, LocalDispatcher
+from .loop import DeliveryCounts, Progress
+from .messages import (
+    envelope_sender,
+    issue_page_name,
+    message_id,
+    preview_files,
+    restore_rendered,
+    sender_domain,
+    serialise_rendered,
+    view_url,
+)
+from .transports import Mailer, open_mailer
+
+logger = logging.getLogger("syndicate.send")
+"""Named as before the modules moved into ``sending/``: ``--log-json`` lines carry it."""
+
+
+def next_digest(
+    config: Config,
+    articles: ArticleSet,
+    lang: str,
+    audiences: Sequence[str],
+    *,
+    now: datetime,
+    since: date | None = None,
+    store: Store | None = None,
+) -> Digest | None:
+    """The next digest of one group (language and audience set): from ``since`` when given,
+    else what is new since the group's last issue, else its first window; never what it
+    already had, and at most ``email.max_articles`` listed (the rest counted)."""
+    chosen = audience_order(audiences)
+    sent = store.sent_articles(lang, chosen) if store is not None else {}
+    if since is None:
+        zone = ZoneInfo(config.site.timezone)
+        last = store.last_issue(lang, chosen) if store is not None else None
+        since = window_start(
+            last.astimezone(zone).date() if last is not None else None,
+            now.astimezone(zone).date(),
+            config.email.first_window_days,
+        )
+    return select_digest(
+        articles, lang, chosen, since=since, sent=sent, limit=config.email.max_articles
+    )
+
+
+@dataclass
+class SendReport(DeliveryCounts):
+    """What a send did: issues recorded (or, in a dry run, that would be) and delivery counts."""
+
+    issues: list[tuple[str, int]] = field(default_factory=list)
+    """(variant key, readers) per new issue."""
+    pending: int = 0
+    """Deliveries waiting (dry run only: nothing is sent)."""
+    problems: tuple[Diagnostic, ...] = ()
+    """Article files that could not be read (the others were still used)."""
+    samples: int = 0
+    """Sample readers left out because a real SMTP server is set."""
+    refused: list[tuple[str, int, str]] = field(default_factory=list)
+    """(variant key, readers, reason) per group whose digest could not be rendered; every
+    other group was still issued (in a dry run: would fail)."""
+    held: list[tuple[int, str, int, str]] = field(default_factory=list)
+    """(issue id, variant key, readers, what became of its test copy) per new issue held for
+    approval (``email.approval``)."""
+    expired: list[tuple[int, str]] = field(default_factory=list)
+    """(issue id, key) per held issue cancelled by ``email.approval_expires_days``."""
+    waiting: int = 0
+    """Deliveries whose local time has not come yet."""
+    resumed: list[tuple[int, str]] = field(default_factory=list)
+    """(issue id, key) per issue whose planning, stopped between two chunks, went on."""
+    finished: list[Finished] = field(default_factory=list)
+    """The issues this run found with nothing left to send, closed."""
+
+    @property
+    def partial(self) -> bool:
+        """Some reader did not get what was due: a group refused, or deliveries that failed,
+        are uncertain or wait for the next run (deferred, and not sent by another run since)."""
+        return bool(self.refused or self.failed or self.uncertain or (self.deferred and self.left))
+
+
+def variants(
+    groups: Mapping[tuple[str, tuple[str, ...]], int],
+    langs: Iterable[str] | None = None,
+    audiences: Iterable[str] | None = None,
+) -> dict[tuple[str, tuple[str, ...]], int]:
+    """Readers per (language, exact audience set), from the readers per stored variant
+    (``Store.reader_groups``): each reader gets one message.
+
+    ``audiences`` keeps the sets that include at least one of them.
+    """
+    wanted_langs = set(langs) if langs else None
+    wanted = set(audiences) if audiences else None
+    chosen: dict[tuple[str, tuple[str, ...]], int] = {}
+    for (lang, ids), readers in groups.items():
+        if not ids or (wanted_langs and lang not in wanted_langs):
+            continue
+        if wanted and not wanted & set(ids):
+            continue
+        key = (lang, audience_order(ids))
+        chosen[key] = chosen.get(key, 0) + readers
+    return dict(sorted(chosen.items()))
+
+
+def write_issue_page(config: Config, issue: Issue, rendered: RenderedDigest) -> Path:
+    """The issue as a public web page (no reader's links in it), written atomically."""
+    base = site_url(config)
+    page = rendered.personalise(
+        unsubscribe_url=base, preferences_url=base, view_url=view_url(config, issue)
+    ).html
+    path = config.path(config.web.issues) / issue.lang / f"{issue_page_name(issue)}.html"
+    write_atomic(path, page.encode())
+    return path
+
+
+def send_due(
+    config: Config,
+    now: datetime,
+    *,
+    langs: Iterable[str] | None = None,
+    audiences: Iterable[str] | None = None,
+    since: date | None = None,
+    dry_run: bool = False,
+    progress: Progress | None = None,
+    stop: threading.Event | None = None,
+    issue: bool = True,
+    local_time: tuple[int, int] | None = None,
+    dispatch: Dispatcher | None = None,
+) -> SendReport:
+    """``send_digests`` on the configured state database and mailer: what the schedule and the
+    ``send`` command call, each with the dispatcher of ``send.engine`` (``engine.dispatcher``)."""
+    store = open_store(config.database_url)
+    try:
+        return send_digests(
+            config,
+            now,
+            mailer=open_mailer(config),
+            store=store,
+            langs=langs,
+            audiences=audiences,
+            since=since,
+            dry_run=dry_run,
+            progress=progress,
+            stop=stop,
+            issue=issue,
+            local_time=local_time,
+            dispatch=dispatch,
+        )
+    finally:
+        store.close()
+
+
+def send_digests(
+    config: Config,
+    now: datetime,
+    *,
+    mailer: Mailer,
+    store: Store,
+    langs: Iterable[str] | None = None,
+    audiences: Iterable[str] | None = None,
+    since: date | None = None,
+    dry_run: bool = False,
+    progress: Progress | None = None,
+    stop: threading.Event | None = None,
+    issue: bool = True,
+    local_time: tuple[int, int] | None = None,
+    dispatch: Dispatcher | None = None,
+) -> SendReport:
+    """Issue every digest variant with new content and deliver what is pending (``dispatch``
+    sends it or leaves it to the workers; by default, with the local engine, this process).
+
+    With ``email.approval`` a new issue is held, its test copy sent to ``email.preview_to``,
+    until ``approve_issue``; a held issue past ``email.approval_expires_days`` is cancelled
+    first. ``issue=False`` only delivers what is pending (after an approval).
+
+    Each group's window is what is new since its last issue (its first: the newest
+    ``email.max_articles``, within ``email.first_window_days`` when set); ``since`` sets the
+    first day of every window instead. A group whose digest cannot be rendered is reported in
+    ``SendReport.refused`` and the others go ahead. ``local_time`` (hour, minute): each
+    reader's delivery waits for that time of the day in their own zone (``local_send_time``).
+
+    An issue and its delivery rows (``send.plan_chunk`` readers a transaction, the first with
+    the issue) are committed before any message leaves; a rerun after a crash plans the rest
+    of an issue stopped between two chunks, sends what is pending, from the stored issue, and
+    never re-issues the same content. Pending deliveries of earlier runs are sent too,
+    whatever the filters; an issue with nothing left to send is closed.
+    ``dry_run`` reports what would be issued and writes nothing. Once ``stop`` is set, no
+    more deliveries start (see ``deliver``). The sample readers of a first run are never sent
+    to through a real SMTP server.
+    """
+    # A digest shows titles, dates and takeaways: the summaries hold them.
+    articles = read_articles(
+        config.path(config.site.articles),
+        config.profiles,
+        bodies=False,
+        max_bytes=config.site.max_article_bytes,
+    )
+    report = SendReport(problems=articles.problems)
+    groups = variants(_reader_groups(config, store, report), langs, audiences) if issue else {}
+    dispatch = dispatch or _local(config)
+    if not dry_run:
+        report.expired = expire_held(config, store, now)
+        report.resumed = resume_planning(config, store, now, dispatch)
+    for (lang, chosen), n in groups.items():  # n: the group's readers
+        digest = next_digest(config, articles, lang, chosen, now=now, since=since, store=store)
+        if digest is not None:
+            _issue(config, store, mailer, digest, n, now, report, dry_run, local_time, dispatch)
+    if dry_run:
+        report.pending = store.pending_count()
+        return report
+    _deliver(BatchContext(config, store, mailer, now, progress, stop), report, dispatch)
+    return report
+
+
+def _local(config: Config) -> Dispatcher:
+    """The dispatcher when none is handed in: this process sends, which only the local engine
+    does (the others' dispatchers are made where the program is put together)."""
+    if config.send.engine != "local":
+        raise ValueError(f"send.engine = {config.send.engine!r}: hand in its dispatcher")
+    return LocalDispatcher()
+
+
+def _reader_groups(
+    config: Config, store: Store, report: SendReport
+) -> dict[tuple[str, tuple[str, ...]], int]:
+    """The active readers per stored variant; with a real SMTP server, without the sample
+    readers of a first run (counted in ``report.samples``)."""
+    leave_out = _left_out(config)
+    if leave_out is not None:
+        report.samples = store.count_readers("active", leave_out)
+    return store.reader_groups(leave_out)
+
+
+def _left_out(config: Config) -> str | None:
+    """The consent source whose readers get no delivery: the sample readers, once a real SMTP
+    server is set."""
+    return SAMPLE_SOURCE if config.smtp.url else None
+
+
+def planning(
+    config: Config,
+    now: datetime,
+    dispatch: Dispatcher,
+    created_at: datetime | None = None,
+    local_time: str | None = None,
+) -> Planning:
+    """How this run writes an issue's delivery rows: ``send.plan_chunk`` readers per
+    transaction, each with its batches' jobs (``dispatch.plan``). ``local_time`` (HH:MM):
+    each reader's delivery waits for it, on the day of the issue (``created_at``, else
+    ``now``), whichever run plans the reader."""
+    domain = sender_domain(config.email.sender)
+    not_before = None
+    if local_time is not None:
+        hour, minute = (int(part) for part in local_time.split(":"))
+        not_before = local_times(config, created_at or now, hour, minute)
+    return Planning(
+        message_id=lambda issue_id, reader_id: message_id(domain, issue_id, reader_id),
+        now=now,
+        not_before=not_before,
+        within=dispatch.plan,
+        batch_size=config.send.batch_size,
+        chunk=config.send.plan_chunk,
+        leave_out=_left_out(config),
+    )
+
+
+def plan_rest(store: Store, issue: Issue, plan: Planning) -> None:
+    """Plan an issue's readers from its cursor on, a chunk per transaction, until none is
+    left; another planner at it meanwhile only moves the cursor on faster."""
+    cursor = issue.planned_through
+    while cursor is not None:
+        cursor = store.plan_chunk(issue.id, cursor, plan)
+
+
+def resume_planning(
+    config: Config, store: Store, now: datetime, dispatch: Dispatcher
+) -> list[tuple[int, str]]:
+    """Plan the rest of every issue whose planning stopped between two chunks (its process
+    died, or is still at it: the cursor keeps the two apart); (issue id, key) of each."""
+    resumed = []
+    for issue in store.issues_in_planning():
+        plan_rest(store, issue, planning(config, now, dispatch, issue.created_at, issue.local_time))
+        logger.info(
+            "issue %s (%s): the planning of its readers resumed and done",
+            *(issue.id, issue.key),
+            extra={"fields": {"issue": issue.id, "digest": issue.key, "outcome": "planned"}},
+        )
+        resumed.append((issue.id, issue.key))
+    return resumed
+
+
+def close_finished(store: Store, now: datetime) -> list[Finished]:
+    """Close the issues with nothing left to send, one log line each with its counts."""
+    closed = store.close_finished(now)
+    for issue in closed:
+        counts = issue.counts
+        logger.info(
+            "issue %s (%s) finished: %s sent, %s failed, %s uncertain, %s skipped",
+            *(issue.id, issue.key, counts["sent"], counts["failed"]),
+            *(counts["uncertain"], counts["skipped"]),
+            extra={"fields": {"issue": issue.id, "digest": issue.key, "finished": True, **counts}},
+        )
+    return closed
+
+
+def _deliver(context: BatchContext, report: SendReport, dispatch: Dispatcher) -> None:
+    """Send what is pending and due (counted into ``report``), then count what waits for its
+    readers' local time."""
+    config, store, now = context.config, context.store, context.now
+    if config.smtp.url:
+        report.skipped += store.skip_consent_source(
+            SAMPLE_SOURCE, "sample reader: not sent through an SMTP server", now
+        )
+    dispatch.run(context, report)
+    waiting = store.waiting(now)
+    report.waiting = sum(n for *_, n in waiting)
+    report.finished = close_finished(store, now)
+
+
+def _issue(
+    config: Config,
+    store: Store,
+    mailer: Mailer,
+    digest: Digest,
+    readers: int,
+    now: datetime,
+    report: SendReport,
+    dry_run: bool,
+    local_time: tuple[int, int] | None,
+    dispatch: Dispatcher,
+) -> None:
+    """Render one group's digest and record it as an issue with a delivery per reader (in a
+    dry run: count it); a held one sends its test copy, any other gets its page among the
+    sent issues (``web.issues``). A digest that fails to render (no catalog for its language,
+    a template error) is this group's alone: it is reported, and every other group goes
+    ahead. ``local_time`` (hour, minute): each reader's delivery waits for it in their zone.
+
+    The issue commits with its first chunk of readers; its page or test copy goes out, then
+    the other chunks are planned (a crash between two leaves them to ``resume_planning``)."""
+    try:
+        rendered = render_digest(digest, config)
+    except Exception as exc:  # whatever it is, it is this variant's alone
+        report.refused.append((digest.key, readers, str(exc) or type(exc).__name__))
+        return
+    if dry_run:
+        report.issues.append((digest.key, readers))
+        return
+    digest = digest.shortened(rendered.listed)
+    at = f"{local_time[0]:02}:{local_time[1]:02}" if local_time else None
+    plan = planning(config, now, dispatch, local_time=at)
+    issue = store.open_issue(
+        key=digest.key,
+        lang=digest.lang,
+        audiences=digest.audiences,
+        content_hash=digest.content_hash,
+        subject=rendered.subject,
+        rendered=serialise_rendered(rendered),
+        articles=[(*i.article.key, i.article.content_hash) for i in digest.items],
+        plan=plan,
+        held=config.email.approval,
+        local_time=at,
+    )
+    if issue is None:
+        return
+    report.issues.append((issue.key, readers))
+    if issue.state == "held":
+        report.held.append((issue.id, issue.key, readers, test_copy(config, mailer, issue)))
+    else:
+        write_issue_page(config, issue, rendered)
+    plan_rest(store, issue, plan)
+
+
+def local_times(
+    config: Config, now: datetime, hour: int, minute: int
+) -> Callable[[Subscriber], datetime]:
+    """Each reader's time for a local-time job fired at ``now``: that job's day (the date in
+    ``FIRST_ZONE``) at hour:minute in the reader's zone, else the site's."""
+    day = now.astimezone(FIRST_ZONE).date()
+    zones: dict[str, ZoneInfo] = {}
+
+    def when(reader: Subscriber) -> datetime:
+        name = reader.timezone or config.site.timezone
+        zone = zones.setdefault(name, ZoneInfo(name))
+        return max(local_send_time(day, hour, minute, zone), now)
+
+    return when
+
+
+def test_copy(config: Config, mailer: Mailer, issue: Issue) -> str:
+    """Send the editor (``email.preview_to``) one copy of a held issue, through the readers'
+    mailer but outside the ledger, with the preview's links (no reader's); says how it went."""
+    message = preview_files(restore_rendered(issue), config, now=issue.created_at)[".eml"]
+    sender = config.email.return_path or envelope_sender(config.email.sender)
+    try:
+        transport = mailer.open()
+        try:
+            transport.send(sender, config.email.preview_to, message)
+        finally:
+            transport.close()
+    except Exception as exc:  # the copy is a courtesy: the issue stays held either way
+        return f"test copy to {config.email.preview_to} not sent: {str(exc) or type(exc).__name__}"
+    return f"test copy sent to {config.email.preview_to}"
+
+
+def expire_held(config: Config, store: Store, now: datetime) -> list[tuple[int, str]]:
+    """Cancel the held issues older than ``email.approval_expires_days``: never sent stale."""
+    return [
+        (held.id, held.key)
+        for held in store.held_issues()
+        if _stale(config, held, now) and _expire(config, store, held.id, now)
+    ]
+
+
+def _stale(config: Config, issue: Issue, now: datetime) -> bool:
+    return issue.created_at < now - timedelta(days=config.email.approval_expires_days)
+
+
+def _expire(config: Config, store: Store, issue_id: int, now: datetime) -> bool:
+    reply = f"held longer than {config.email.approval_expires_days} day(s) without approval"
+    return store.withdraw_issue(issue_id, "expired", reply, now)
+
+
+class ApprovalExpired(UsageError):
+    """An approval came after ``email.approval_expires_days``: the issue is expired instead,
+    as the next send would do, so that no approval sends it stale."""
+
+
+def approve_issue(config: Config, store: Store, issue_id: int, now: datetime) -> Issue | None:
+    """Release a held issue (its deliveries go out with the next send) and write its page
+    among the sent issues (``web.issues``), which show only what was sent; None when it is
+    not held. One held longer than ``email.approval_expires_days`` is expired instead
+    (ApprovalExpired, naming the expiry)."""
+    held = store.issue(issue_id)
+    if (
+        held is not None
+        and held.state == "held"
+        and _stale(config, held, now)
+        and _expire(config, store, issue_id, now)
+    ):
+        since = held.created_at.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
+        days = config.email.approval_expires_days
+        raise ApprovalExpired(
+            f"issue {issue_id} ({held.key}) not approved: held since {since}, longer than "
+            f"email.approval_expires_days ({days}), so it expired unsent"
+        )
+    if not store.release_issue(issue_id, now):
+        return None
+    released = store.issue(issue_id)
+    assert released is not None
+    write_issue_page(config, released, restore_rendered(released))
+    return released
+
+
+SAMPLE_AUDIENCES = (("architects",), ("cost", "procurement"), ("strategy", "ecosystem"))
+SAMPLE_SOURCE = "sample"
+"""The consent source of the sample readers: ``subscribers remove --samples`` removes them."""
+
+
+def add_sample_readers(config: Config, store: Store, now: datetime) -> int:
+    """A few readers at example.com for a first run with no mail server and nobody subscribed,
+    so the whole path (issue, deliveries, Maildir) can be seen; returns how many were added."""
+    if config.smtp.url or next(iter(store.subscribers()), None) is not None:
+        return 0
+    rows = [
+        ReaderRow(f"sample-{lang}-{'-'.join(chosen)}@example.com", lang, chosen)
+        for lang in config.site.languages
+        for chosen in SAMPLE_AUDIENCES
+    ]
+    added, _ = store.import_subscribers(
+        rows, status="active", consent_source=SAMPLE_SOURCE, now=now
+    )
+    return added
