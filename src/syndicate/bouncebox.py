@@ -25,7 +25,7 @@ from .bounces import (
 from .config import Config
 from .errors import UsageError
 from .files import create_private
-from .send import return_path
+from .sending.messages import return_path
 from .state import AtRisk, Bounced, Store
 from .tokens import secret_key
 
