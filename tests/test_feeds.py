@@ -307,6 +307,10 @@ def test_opml_lists_every_feed(archived: tuple[Config, Path]) -> None:
         for lang in config.site.languages
         for kind in ("atom.xml", "rss.xml", "json")
     }
+    # each feed's page is its own language's, not the site's front page
+    assert {(o.get("language"), o.get("htmlUrl")) for o in root.iter("outline")} == {
+        (lang, f"{config.site.base_url}/{lang}/") for lang in config.site.languages
+    }
 
 
 def test_feed_titles_and_subtitles_come_from_the_site(tmp_path: Path, articles_dir: Path) -> None:

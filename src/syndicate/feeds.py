@@ -33,7 +33,7 @@ from lxml import etree
 
 from .config import Config
 from .model import Article, ArticleSet
-from .routes import article_url, feed_archive_name, feed_url, home_url, site_url
+from .routes import article_url, feed_archive_name, feed_url, home_url
 
 GENERATOR = "syndicate"
 ATOM_MIME = "application/atom+xml"
@@ -508,7 +508,7 @@ def opml_document(config: Config, langs: Sequence[str]) -> bytes:
                 text=_safe(text),
                 title=_safe(text),
                 xmlUrl=feed_url(config, name),
-                htmlUrl=site_url(config),
+                htmlUrl=home_url(config, lang),  # the page of the feed's language
                 language=lang,
             )
     return etree.tostring(root, pretty_print=True, xml_declaration=True, encoding="UTF-8")
