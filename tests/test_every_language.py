@@ -381,6 +381,10 @@ def test_feeds_of_every_language(site: Config) -> None:
     arabic = lxml.etree.parse(str(out / "ar.atom.xml")).getroot()
     assert arabic.findtext(f"{atom}title") == "سينديكيت"
     assert "\u200f2.52" in (out / "ar.atom.xml").read_text("utf-8")  # the mark is kept
+    # an entry's content says its direction (a feed reader shows it outside any page)
+    assert arabic.findtext(f"{atom}entry/{atom}content").startswith('<div dir="rtl">')
+    english = lxml.etree.parse(str(out / "en.atom.xml")).getroot()
+    assert "dir=" not in english.findtext(f"{atom}entry/{atom}content")
 
 
 def test_article_and_index_pages_say_their_language_and_direction(site: Config) -> None:

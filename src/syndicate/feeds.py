@@ -32,6 +32,7 @@ from feedgen.util import xml_elem
 from lxml import etree
 
 from .config import Config
+from .i18n import text_direction
 from .model import Article, ArticleSet
 from .routes import article_url, feed_archive_name, feed_url, home_url
 
@@ -193,7 +194,10 @@ def article_html(config: Config, article: Article, url: str = "") -> str:
                 text += f' <a href="{url}">{url}</a>'
             out.append(f'<li id="{anchor}-{ref.number}" value="{ref.number}">{text}</li>')
         out.append("</ol>")
-    return "\n".join(out)
+    body = "\n".join(out)
+    if text_direction(article.lang) == "rtl":  # a feed reader lays an entry out by its own
+        return f'<div dir="rtl">\n{body}\n</div>'
+    return body
 
 
 def make_entry(
