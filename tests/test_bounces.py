@@ -32,7 +32,7 @@ from syndicate.errors import ConfigError
 from syndicate.sending import issuing
 from syndicate.sending.loop import SendOptions, deliver
 from syndicate.sending.transports import SmtpMailer
-from syndicate.state import Bounced, Store, Subscriber, open_store
+from syndicate.state import Bounced, BouncePolicy, Store, Subscriber, open_store
 from syndicate.tokens import secret_key
 from tests.conftest import ARTICLES
 from tests.sending import NOW, add_readers, compose, make_issue
@@ -134,7 +134,7 @@ def test_a_return_path_must_be_a_bare_address() -> None:
 def _report(
     store: Store, target: Bounced, message_hash: str, kind: str, now: datetime = NOW
 ) -> str:
-    """A bounce report of ``target``'s delivery at ``now`` (limit 2, window 90 days)."""
+    """A bounce report of ``target``'s delivery at ``now`` (hard limit 2, window 90 days)."""
     return store.record_bounce(
         message_hash=message_hash,
         target=target,
@@ -142,15 +142,16 @@ def _report(
         status="5.1.1",
         reason="user unknown",
         matched_by="verp",
-        max_bounces=2,
+        policy=BouncePolicy(hard_limit=2, hard_window=timedelta(days=90)),
         now=now,
-        window=timedelta(days=90),
     )
 
 
-def _deliveries(store: Store, reader: Subscriber, count: int) -> list[Bounced]:
-    """``count`` issues sent to ``reader``: their deliveries, as a bounce names them."""
-    issues = [make_issue(store, [reader], content=f"issue {n}") for n in range(count)]
+def _deliveries(store: Store, reader: Subscriber, count: int, first: int = 0) -> list[Bounced]:
+    """``count`` issues sent to ``reader`` (numbered from ``first``): their deliveries, as a
+    bounce names them."""
+    numbers = range(first, first + count)
+    issues = [make_issue(store, [reader], content=f"issue {n}") for n in numbers]
     return [
         store.bounced_deliveries(message_ids=[f"<{i.id}.{reader.id}@news.example.org>"])[0]
         for i in issues
@@ -168,7 +169,7 @@ def test_a_permanent_bounce_counts_once_per_delivery(database_url: str) -> None:
     assert record(one, "a" * 64) == "counted"
     assert record(one, "a" * 64) == "duplicate"  # the same message again
     assert record(one, "b" * 64) == "already counted"  # another report of the same delivery
-    assert record(one, "c" * 64, TEMPORARY) == "recorded"
+    assert record(one, "c" * 64, TEMPORARY) == "already counted"  # a delay notice too
     assert store.subscriber_by_id(reader.id).bounces == 1
     assert store.subscriber_by_id(reader.id).status == "active"
     assert record(two, "d" * 64) == "bounced"  # the second delivery reaches max_bounces
@@ -206,14 +207,160 @@ def test_a_refusal_at_the_send_forgets_old_bounces_alike(database_url: str, smtp
     for n, days in enumerate((0, 40, 60)):
         make_issue(store, [reader], content=f"issue {n}")
         when = NOW + timedelta(days=days)
-        options = SendOptions(
-            sender="digest@news.example.org", workers=1, max_bounces=2, bounce_window=window
-        )
+        policy = BouncePolicy(hard_limit=2, hard_window=window)
+        options = SendOptions(sender="digest@news.example.org", workers=1, bounces=policy)
         counts = deliver(store, SmtpMailer("127.0.0.1", port, timeout=10), compose, options, when)
         assert counts.failed == 1
         expected = {0: ("active", 1), 40: ("active", 1), 60: ("bounced", 2)}[days]
         found = store.subscriber_by_id(reader.id)
         assert (found.status, found.bounces) == expected, f"day {days}"
+    store.close()
+
+
+# -- the policy: hard bounces and complaints at once, soft ones when they persist ------------
+
+FULL = "552 5.2.2 mailbox full"
+
+
+def _soft(store: Store, target: Bounced, n: int, days: float) -> str:
+    """Bounce mail of ``target``'s delivery: a full mailbox, ``days`` after NOW (the default
+    policy: hard limit 1, soft limit 5 over 14 days)."""
+    return store.record_bounce(
+        message_hash=f"{n:064x}",
+        target=target,
+        kind=TEMPORARY,
+        status="5.2.2",
+        reason=FULL,
+        matched_by="verp",
+        policy=BouncePolicy(),
+        now=NOW + timedelta(days=days),
+        cause="mailboxfull",
+    )
+
+
+@pytest.mark.parametrize(
+    ("days", "dropped"),
+    [
+        ((0, 7, 14, 21), False),  # four times: never, however far apart
+        ((0, 1, 2, 3, 13), False),  # five times within 14 days: not yet
+        ((0, 3, 7, 10, 14), True),  # five times over 14 days
+    ],
+)
+def test_a_full_mailbox_drops_a_reader_only_when_it_persists(
+    database_url: str, days: tuple[int, ...], dropped: bool
+) -> None:
+    store = open_store(database_url)
+    reader = add_readers(store, 1)[0]
+    for n, (target, day) in enumerate(
+        zip(_deliveries(store, reader, len(days)), days, strict=True)
+    ):
+        assert _soft(store, target, n, day) in ("counted", "bounced")
+    found = store.subscriber_by_id(reader.id)
+    assert (found.status, found.soft_bounces, found.bounces) == (
+        "bounced" if dropped else "active",
+        len(days),
+        0,
+    )
+    [risk] = store.readers_at_risk()
+    assert (risk.soft_bounces, risk.soft_since, risk.reason) == (len(days), NOW, "mailboxfull")
+    store.close()
+
+
+@pytest.mark.parametrize("micro_batch", [1, 5])
+def test_a_successful_delivery_starts_the_soft_count_again(
+    database_url: str, smtp_server, micro_batch: int
+) -> None:
+    """Four full mailboxes, then a delivery the server takes: the fifth soft bounce, weeks
+    later, is the first again (the reset is committed with the outcome, on both databases)."""
+    _, port = smtp_server
+    store = open_store(database_url)
+    reader, other = add_readers(store, 2)
+    for n, target in enumerate(_deliveries(store, reader, 4)):
+        _soft(store, target, n, n)
+    options = SendOptions(sender="digest@news.example.org", workers=1, micro_batch=micro_batch)
+    make_issue(store, [reader, other], content="sent")
+    deliver(store, SmtpMailer("127.0.0.1", port, timeout=10), compose, options, NOW)
+    assert store.subscriber_by_id(reader.id).soft_bounces == 0
+    [later] = _deliveries(store, reader, 1, first=9)
+    assert _soft(store, later, 9, 30) == "counted"
+    found = store.subscriber_by_id(reader.id)
+    assert (found.status, found.soft_bounces) == ("active", 1)
+    store.close()
+
+
+@pytest.mark.parametrize(("hard_limit", "after_one"), [(1, "bounced"), (2, "active")])
+def test_a_hard_bounce_drops_a_reader_at_the_hard_limit(
+    database_url: str, hard_limit: int, after_one: str
+) -> None:
+    store = open_store(database_url)
+    reader = add_readers(store, 1)[0]
+    one, two = _deliveries(store, reader, 2)
+    policy = BouncePolicy(hard_limit=hard_limit)
+
+    def hard(target: Bounced, n: int) -> None:
+        store.record_bounce(
+            message_hash=f"{n:064x}",
+            target=target,
+            kind=PERMANENT,
+            status="5.1.1",
+            reason="user unknown",
+            matched_by="verp",
+            policy=policy,
+            now=NOW,
+            cause="userunknown",
+        )
+
+    hard(one, 1)
+    assert store.subscriber_by_id(reader.id).status == after_one
+    hard(two, 2)
+    found = store.subscriber_by_id(reader.id)
+    assert (found.status, found.bounces, found.soft_bounces) == ("bounced", 2, 0)
+    store.close()
+
+
+def test_a_complaint_stops_the_mail_at_once(database_url: str) -> None:
+    store = open_store(database_url)
+    reader = add_readers(store, 1)[0]
+    [target] = _deliveries(store, reader, 1)
+    done = store.record_bounce(
+        message_hash="c" * 64,
+        target=target,
+        kind=COMPLAINT,
+        status="abuse",
+        reason="feedback report",
+        matched_by="verp",
+        policy=BouncePolicy(hard_limit=5),
+        now=NOW,
+    )
+    assert done == "unsubscribed"
+    assert store.subscriber_by_id(reader.id).status == "unsubscribed"
+    assert store.readers_at_risk()[0].reason == "feedback"
+    store.close()
+
+
+@pytest.mark.parametrize(
+    ("reply", "status", "hard", "soft", "reason"),
+    [
+        ("550 5.1.1 user unknown", "bounced", 1, 0, "userunknown"),
+        (FULL, "active", 0, 1, "mailboxfull"),
+        ("550 5.7.1 Message rejected as spam", "active", 0, 1, "spamdetected"),
+    ],
+)
+def test_a_refusal_at_the_send_is_hard_or_soft_by_its_words(
+    database_url: str, smtp_server, reply: str, status: str, hard: int, soft: int, reason: str
+) -> None:
+    inbox, port = smtp_server
+    store = open_store(database_url)
+    reader = add_readers(store, 1)[0]
+    inbox.script[("rcpt", reader.email)] = [reply]
+    make_issue(store, [reader])
+    options = SendOptions(sender="digest@news.example.org", workers=1)
+    counts = deliver(store, SmtpMailer("127.0.0.1", port, timeout=10), compose, options, NOW)
+    assert counts.failed == 1
+    found = store.subscriber_by_id(reader.id)
+    assert (found.status, found.bounces, found.soft_bounces) == (status, hard, soft)
+    [risk] = store.readers_at_risk()
+    assert (risk.reason, risk.soft_since) == (reason, NOW if soft else None)
     store.close()
 
 
@@ -271,7 +418,7 @@ def test_the_list_says_when_a_count_has_aged_out(tmp_path: Path, database_url: s
     _report(store, old, "a" * 64, PERMANENT, today - timedelta(days=100))
     [listed] = json.loads(invoke(tmp_path, "bounces", "list", "--json"))
     assert (listed["bounces"], listed["bounces_aged_out"]) == (1, True)
-    assert "bounces 1/2 (aged out: the next counts as the first)" in invoke(
+    assert "hard 1/2 (aged out: the next counts as the first)" in invoke(
         tmp_path, "bounces", "list"
     )
     _report(store, new, "b" * 64, PERMANENT, today)
@@ -351,14 +498,14 @@ def test_bounce_mail_is_matched_to_its_delivery_and_acted_on_once(
     assert state(store) == before and len(box) == 10  # nothing recorded, nothing moved
 
     out = invoke(tmp_path, "bounces", "process", str(bounces))
-    assert "ignored: forged" in out and "fallback@example.com (by message-id): recorded" in out
+    assert "ignored: forged" in out and "fallback@example.com (by message-id): counted" in out
     assert "byaddress@example.com (by recipient): counted" in out
     assert "not a bounce (an auto-reply): moved to replies/" in out
     after = state(store)
-    assert after["gone@example.com"] == ("active", 1)  # counts towards max_bounces = 2
+    assert after["gone@example.com"] == ("active", 1)  # hard_limit 2 (smtp.max_bounces = 2)
     assert after["nosuchuser@example.net"] == ("active", 1)
     assert after["left@example.org"] == ("active", 1)
-    assert after["disabled@example.org"] == ("active", 0)  # a disabled mailbox: soft
+    assert after["disabled@example.org"] == ("active", 0)  # a disabled mailbox: soft (below)
     assert after["fallback@example.com"] == ("active", 0)
     assert after["byaddress@example.com"] == ("active", 1)
     assert after["slow@example.net"] == ("active", 0)  # a delay is only recorded
@@ -396,7 +543,11 @@ def test_bounce_mail_is_matched_to_its_delivery_and_acted_on_once(
     assert by_email["gone@example.com"]["max_bounces"] == 2
     assert "User unknown" in by_email["gone@example.com"]["last"]["reason"]
     text = invoke(tmp_path, "bounces", "list")
-    assert "gone@example.com\tactive\tbounces 1/2" in text
+    assert "gone@example.com\tactive\thard 1/2\tsoft 0/5\tuserunknown" in text
+    assert by_email["disabled@example.org"]["soft_bounces"] == 1  # counted: 5.x.x, soft
+    assert by_email["fallback@example.com"]["soft_bounces"] == 1
+    assert by_email["slow@example.net"]["soft_bounces"] == 0  # a delay is only recorded
+    assert by_email["gone@example.com"]["reason"] == "userunknown"
 
     status = invoke(tmp_path, "send", "status")
     assert "bounce mail: 4 permanent, 3 temporary, 1 complaint(s)" in status

@@ -258,3 +258,22 @@ def test_a_contradiction_is_one_line_under_the_file_on_the_command_line(
         "  send.stalled_seconds (30) must be above send.heartbeat_seconds (60): a live worker "
         "would be taken as dead between two of its heartbeats",
     ]
+
+
+def test_the_old_bounce_keys_stand_for_the_hard_limit_and_say_so(tmp_path: Path) -> None:
+    default = load_config(write(tmp_path, "[bounces]\n"), env={})
+    assert (default.bounces.hard_limit, default.bounces.soft_limit) == (1, 5)
+    assert (default.bounces.soft_days, default.bounces.hard_window_days) == (14.0, 90.0)
+    assert default.doubtful() == []
+    old = load_config(write(tmp_path, "[smtp]\nmax_bounces = 3\nbounce_window_days = 30\n"), env={})
+    assert (old.bounces.hard_limit, old.bounces.hard_window_days) == (3, 30.0)
+    assert old.doubtful()[0].startswith(
+        "smtp.max_bounces is deprecated: it stands for bounces.hard_limit (3)"
+    )
+    both = load_config(
+        write(tmp_path, "[smtp]\nmax_bounces = 3\n[bounces]\nhard_limit = 2\n"), env={}
+    )
+    assert both.bounces.hard_limit == 2
+    assert both.doubtful() == [
+        "smtp.max_bounces is deprecated and ignored: bounces.hard_limit is set"
+    ]

@@ -142,7 +142,7 @@ def test_a_refused_reader_is_recorded_and_bounced_without_stopping_the_rest(
     inbox, port = any_smtp_server
     make_issue(store, add_readers(store, 4))
     inbox.script[("rcpt", "reader2@example.com")] = ["550 5.1.1 no such user"]
-    counts = deliver(store, mailer(port), compose, options(max_bounces=1), NOW)
+    counts = deliver(store, mailer(port), compose, options(), NOW)  # hard_limit 1
     assert (counts.sent, counts.failed) == (3, 1)
     assert counts.failures == [("reader2@example.com", "550 5.1.1 no such user")]
     assert "reader2@example.com" not in inbox.counts()

@@ -300,3 +300,33 @@ def test_the_migration_merges_readers_who_differ_in_letter_case_only(
         "READER@example.org", "Reader@Example.org", "other@example.org"
     ]  # fmt: skip
     store.close()
+
+
+def test_the_migration_carries_old_bounce_counts_as_soft_ones(database_url: str) -> None:
+    """The count before 0010 mixed hard and soft (any 5xx at the send counted): it goes on
+    as soft bounces from its last one, so the upgrade drops nobody."""
+    engine = _upgrade_to(database_url, "0009")
+    day = datetime(2025, 1, 1, tzinfo=UTC)
+    old = sa.table(
+        "subscribers",
+        *(sa.column(c) for c in ("email", "email_key", "lang", "audiences", "status")),
+        *(sa.column(c) for c in ("consent_source", "created_at", "updated_at", "bounces")),
+        sa.column("last_bounce_at"),
+    )
+    with engine.begin() as db:
+        for email, bounces in (("twice@example.org", 2), ("never@example.org", 0)):
+            db.execute(
+                old.insert().values(
+                    email=email, email_key=email, lang="en", audiences="cost", status="active",
+                    consent_source="cli", created_at=day, updated_at=day, bounces=bounces,
+                    last_bounce_at=day if bounces else None,
+                )
+            )  # fmt: skip
+    engine.dispose()
+    store = open_store(database_url)
+    twice, never = (store.subscriber(e) for e in ("twice@example.org", "never@example.org"))
+    assert (twice.status, twice.bounces, twice.soft_bounces) == ("active", 0, 2)
+    assert (never.bounces, never.soft_bounces) == (0, 0)
+    [risk] = store.readers_at_risk()
+    assert (risk.email, risk.soft_since, risk.counted_at) == ("twice@example.org", day, None)
+    store.close()

@@ -17,6 +17,7 @@ from .bounces import (
     COMPLAINT,
     NOT_A_BOUNCE,
     PERMANENT,
+    TEMPORARY,
     Finding,
     UnreadableError,
     classify,
@@ -25,7 +26,7 @@ from .bounces import (
 from .config import Config
 from .errors import UsageError
 from .files import create_private
-from .sending.messages import return_path
+from .sending.messages import bounce_policy, return_path
 from .state import AtRisk, Bounced, Store
 from .tokens import secret_key
 
@@ -197,11 +198,20 @@ def _act(
             status=finding.status,
             reason=finding.reason,
             matched_by=by,
-            max_bounces=config.smtp.max_bounces,
+            policy=bounce_policy(config),
             now=now,
-            window=timedelta(days=config.smtp.bounce_window_days),
+            cause=_cause(finding, target.email),
         )
     return BounceOutcome(**base, action=action, email=target.email, matched_by=by)
+
+
+def _cause(finding: Finding, email: str) -> str:
+    """The reason, in the taxonomy of ``bounces.reasons``, of the failure that counts for
+    ``email``: its own, else the one the finding's kind comes from (a hard one first)."""
+    wanted = {PERMANENT: "hard", TEMPORARY: "soft"}.get(finding.kind, finding.kind)
+    failures = [f for f in finding.failures if f.kind == wanted] or list(finding.failures)
+    own = [f for f in failures if f.recipient == email.lower()]
+    return (own or failures)[0].reason if failures else ""
 
 
 def _would(kind: str, known: bool) -> str:
@@ -209,7 +219,7 @@ def _would(kind: str, known: bool) -> str:
         return "would skip: recorded already"
     if kind == COMPLAINT:
         return "would unsubscribe"
-    return "would count" if kind == PERMANENT else "would record"
+    return "would count" if kind in (PERMANENT, TEMPORARY) else "would record"
 
 
 @dataclass(frozen=True, slots=True)
@@ -218,13 +228,18 @@ class ReaderAtRisk:
 
     reader: AtRisk
     max_bounces: int
-    """``smtp.max_bounces``: the count at which the reader is no longer sent to."""
+    """``bounces.hard_limit``: the hard bounces at which the reader is no longer sent to."""
     aged_out: bool
-    """Their last bounce was counted longer than ``smtp.bounce_window_days`` ago: the next
-    one counts as the first (as ``record_bounce`` counts it)."""
+    """Their last hard bounce was counted longer than ``bounces.hard_window_days`` ago: the
+    next one counts as the first (as ``record_bounce`` counts it)."""
+    soft_limit: int = 5
+    """``bounces.soft_limit``: the soft bounces at which, spanning ``soft_days``, the reader
+    is no longer sent to."""
+    soft_days: float = 14.0
 
     def to_json(self) -> dict[str, Any]:
-        """The ``bounces list --json`` contract: one object per reader."""
+        """The ``bounces list --json`` contract: one object per reader (``bounces`` and
+        ``max_bounces`` are the hard count and limit, as ``hard_bounces`` and ``hard_limit``)."""
         r = self.reader
         return {
             "email": r.email,
@@ -233,6 +248,13 @@ class ReaderAtRisk:
             "max_bounces": self.max_bounces,
             "bounces_counted_at": r.counted_at.isoformat() if r.counted_at else None,
             "bounces_aged_out": self.aged_out,
+            "hard_bounces": r.bounces,
+            "hard_limit": self.max_bounces,
+            "soft_bounces": r.soft_bounces,
+            "soft_limit": self.soft_limit,
+            "soft_days": self.soft_days,
+            "soft_since": r.soft_since.isoformat() if r.soft_since else None,
+            "reason": r.reason,
             "temporary": r.temporary,
             "complaints": r.complaints,
             "last": None
@@ -248,12 +270,15 @@ class ReaderAtRisk:
 
 def readers_at_risk(config: Config, store: Store, now: datetime) -> list[ReaderAtRisk]:
     """The readers with bounces or complaints on record, worst first, as of ``now``."""
-    stale_before = now - timedelta(days=config.smtp.bounce_window_days)
+    policy = config.bounces
+    stale_before = now - timedelta(days=policy.hard_window_days)
     return [
         ReaderAtRisk(
             reader,
-            config.smtp.max_bounces,
+            policy.hard_limit,
             aged_out=reader.counted_at is not None and reader.counted_at < stale_before,
+            soft_limit=policy.soft_limit,
+            soft_days=policy.soft_days,
         )
         for reader in store.readers_at_risk()
     ]

@@ -324,12 +324,11 @@ class Smtp(Section):
     retries: int = Field(3, ge=0, le=20)
     """Retries of a temporary failure (4xx, a lost connection) within one run; what is left
     waits for the next run."""
-    max_bounces: int = Field(3, ge=1)
-    """Permanent failures (5xx at the send, or bounce mail) after which a reader is marked
-    bounced and no longer sent to."""
-    bounce_window_days: float = Field(90.0, gt=0)
-    """Days after which a reader's counted bounces are forgotten when the next one comes (it
-    counts as the first again): a bounce now and then never adds up to max_bounces."""
+    max_bounces: int | None = Field(None, ge=1)
+    """Deprecated: bounces.hard_limit says it. Set (and bounces.hard_limit not), it stands
+    for bounces.hard_limit; it no longer counts soft bounces, which follow bounces.soft_limit."""
+    bounce_window_days: float | None = Field(None, gt=0)
+    """Deprecated: bounces.hard_window_days says it. Set (and that key not), it stands for it."""
     retry_backoff: float = Field(1.0, ge=0)
     """Seconds before the first retry of a temporary failure; doubles with each retry."""
 
@@ -339,6 +338,28 @@ class Smtp(Section):
         if value is not None and urlsplit(value).scheme not in ("smtp", "smtp+starttls", "smtps"):
             raise ValueError("must start with smtp://, smtp+starttls:// or smtps://")
         return value
+
+
+class Bounces(Section):
+    """When bounces and complaints stop a reader's mail: [bounces]. A complaint (the reader
+    reported a digest as spam) does so at once, as an unsubscribe does."""
+
+    hard_limit: int = Field(1, ge=1)
+    """Hard bounces (the address or its domain is gone: at the send or by bounce mail) after
+    which a reader is marked bounced and no longer sent to."""
+    hard_window_days: float = Field(90.0, gt=0)
+    """Days after which a reader's hard bounces are forgotten when the next one comes (it
+    counts as the first again); matters only with hard_limit above 1."""
+    soft_limit: int = Field(5, ge=1)
+    """Soft bounces (a full mailbox, a filter, a policy: may pass another day) after which a
+    reader is marked bounced, once they also span soft_days with no delivery in between."""
+    soft_days: float = Field(14.0, ge=0)
+    """Days soft bounces must span, from the first of them, before they stop a reader's mail;
+    a successful delivery starts the count again."""
+
+
+# Keys of [smtp] that [bounces] replaced: each stands for its new key when only it is set.
+_DEPRECATED_BOUNCE_KEYS = {"max_bounces": "hard_limit", "bounce_window_days": "hard_window_days"}
 
 
 class DigestJob(Section):
@@ -448,6 +469,7 @@ class Config(Section):
     state: State = State()
     email: Email = Email()
     smtp: Smtp = Smtp()
+    bounces: Bounces = Bounces()
     send: Send = Send()
     schedule: Schedule = Schedule()
     web: Web = Web()
@@ -477,7 +499,44 @@ class Config(Section):
                 "smtp.username and smtp.password are unused without smtp.url: mail goes to "
                 "the Maildir in the outbox"
             )
+        for old, new in _DEPRECATED_BOUNCE_KEYS.items():
+            value = getattr(self.smtp, old)
+            if value is None:
+                continue
+            if getattr(self.bounces, new) == value:
+                lines.append(
+                    f"smtp.{old} is deprecated: it stands for bounces.{new} ({value:g}); "
+                    f"write bounces.{new} (soft bounces now follow bounces.soft_limit and "
+                    "bounces.soft_days)"
+                )
+            else:
+                lines.append(f"smtp.{old} is deprecated and ignored: bounces.{new} is set")
         return lines
+
+    @model_validator(mode="before")
+    @classmethod
+    def _bounce_keys_moved(cls, data: Any) -> Any:
+        """The deprecated [smtp] bounce keys stand for their [bounces] keys when those are
+        not set (``doubtful`` says so)."""
+        if not isinstance(data, dict):
+            return data
+        smtp = data.get("smtp")
+        given = smtp if isinstance(smtp, dict) else {}
+        if isinstance(smtp, Smtp):
+            given = {k: getattr(smtp, k) for k in smtp.model_fields_set}
+        moved = {
+            new: given[old]
+            for old, new in _DEPRECATED_BOUNCE_KEYS.items()
+            if given.get(old) is not None
+        }
+        if not moved:
+            return data
+        bounces = data.get("bounces", {})
+        if isinstance(bounces, Bounces):
+            bounces = {k: getattr(bounces, k) for k in bounces.model_fields_set}
+        if not isinstance(bounces, dict):
+            return data
+        return {**data, "bounces": {**moved, **bounces}}
 
     @model_validator(mode="after")
     def _consistent(self) -> Config:

@@ -529,3 +529,17 @@ def is_hard(reason: str, status: str) -> bool:
     if reason in ("notaccept", "hostunknown") and status.startswith("4"):
         return False  # a name server that did not answer may answer tomorrow
     return reason in HARD_REASONS
+
+
+_ENHANCED = re.compile(r"^\s*([245]\.\d{1,3}\.\d{1,3})\b")
+
+
+def reply_reason(reply: str) -> tuple[str, bool]:
+    """A server's refusal of a recipient during the send (``550 5.1.1 <a@b>: user unknown``):
+    its reason, and whether that makes it a hard bounce. A reply without an enhanced status
+    is read as X.0.0 of its class; one whose words say nothing known is soft."""
+    code, _, words = reply.partition(" ")
+    enhanced = _ENHANCED.match(words)
+    status = enhanced[1] if enhanced else f"{code[:1]}.0.0" if code[:1] in ("4", "5") else ""
+    reason = reason_of(status, words)
+    return reason, is_hard(reason, status)

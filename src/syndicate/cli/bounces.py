@@ -95,10 +95,13 @@ def bounces_list(config: Config, as_json: bool) -> None:
         why = f"{r.last_kind} {r.last_status or ''}".strip() if r.last_kind else "5xx at send"
         if r.last_reason:
             why += f": {r.last_reason}"
-        count = f"bounces {r.bounces}/{at_risk.max_bounces}"
+        count = f"hard {r.bounces}/{at_risk.max_bounces}"
         if at_risk.aged_out:
             count += " (aged out: the next counts as the first)"
+        soft = f"soft {r.soft_bounces}/{at_risk.soft_limit}"
+        if r.soft_since is not None:
+            soft += f" since {r.soft_since.date().isoformat()}"
         click.echo(
-            f"{r.email}\t{r.status}\t{count}\ttemporary {r.temporary}"
-            f"\tcomplaints {r.complaints}\t{why}"
+            f"{r.email}\t{r.status}\t{count}\t{soft}\t{r.reason or '-'}"
+            f"\ttemporary {r.temporary}\tcomplaints {r.complaints}\t{why}"
         )

@@ -13,7 +13,7 @@ if TYPE_CHECKING:
     from rich.table import Table
 
     from ..sending.status import EngineStatus, HeldIssue, IssueDeliveries, SendStatus, Waiting
-    from ..state import Delivery
+    from ..state import AtRisk, Delivery
 
 
 def print_send_status(status: SendStatus) -> None:
@@ -30,6 +30,8 @@ def print_send_status(status: SendStatus) -> None:
         console.print(_waiting_table(status.waiting), markup=False)
     if status.engine is not None:
         _print_engine(console, status.engine)
+    if status.readers:
+        console.print(_readers_table(status.readers), markup=False)
     reports = status.bounces
     if any(reports.values()):
         click.echo(
@@ -122,6 +124,27 @@ def _waiting_table(waiting: list[Waiting]) -> Table:
     for w in waiting:
         issue = f"{w.issue} {w.issue_key}"
         table.add_row(issue, w.timezone, w.not_before.isoformat(), str(w.deliveries))
+    return table
+
+
+READERS_SHOWN = 20
+"""Readers at risk ``send status`` lists; ``bounces list`` gives them all."""
+
+
+def _readers_table(readers: list[AtRisk]) -> Table:
+    """The readers with bounces or complaints on record, worst first: their hard and soft
+    counts and the last reason."""
+    from rich.table import Table
+
+    more = len(readers) - READERS_SHOWN
+    rest = f", {more} more" if more > 0 else ""
+    table = Table(title=f"readers with bounces or complaints (syndicate bounces list{rest})")
+    for column in ("email", "status", "hard", "soft", "soft since", "last reason"):
+        table.add_column(column, overflow="fold")
+    for r in readers[:READERS_SHOWN]:
+        since = r.soft_since.isoformat() if r.soft_since else "-"
+        why = r.reason or ("complaint" if r.complaints else "-")
+        table.add_row(r.email, r.status, str(r.bounces), str(r.soft_bounces), since, why)
     return table
 
 

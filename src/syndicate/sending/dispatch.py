@@ -9,7 +9,7 @@ import dataclasses
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any, Protocol
 
 from ..bounces import verp_address
@@ -17,7 +17,7 @@ from ..config import Config
 from ..state import Batch, Claim, Store
 from ..tokens import secret_key
 from .loop import DeliveryCounts, Progress, Senders, SendOptions, deliver
-from .messages import MessageFactory, envelope_sender, return_path
+from .messages import MessageFactory, bounce_policy, envelope_sender, return_path
 from .pacing import Pace, slow_down
 from .transports import Mailer
 
@@ -104,8 +104,7 @@ def send_options(config: Config) -> SendOptions:
         rate=smtp.rate,
         retries=smtp.retries,
         backoff=smtp.retry_backoff,
-        max_bounces=smtp.max_bounces,
-        bounce_window=timedelta(days=smtp.bounce_window_days),
+        bounces=bounce_policy(config),
         return_path=verp,
         slow_down=slow_down(config),
     )

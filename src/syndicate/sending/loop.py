@@ -16,12 +16,12 @@ from collections import deque
 from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Protocol
 
+from ..bounces.reasons import reply_reason
 from ..errors import DatabaseError, DeliveryError
-from ..state import Batch, Claim, Issue, Ledger, Store
-from ..state.subscribers import BOUNCE_WINDOW
+from ..state import Batch, BouncePolicy, Claim, Issue, Ledger, Store
 from .pacing import Pace, Pacer, SlowDown, throttling
 from .transports import LostInFlight, Mailer, PermanentFailure, TemporaryFailure, Transport
 
@@ -65,9 +65,8 @@ class SendOptions:
     retries: int = 3
     backoff: float = 1.0
     """Seconds before the first retry of a temporary failure; doubles each time."""
-    max_bounces: int = 3
-    bounce_window: timedelta = BOUNCE_WINDOW
-    """A reader's counted bounces older than this are forgotten at the next one."""
+    bounces: BouncePolicy = field(default_factory=BouncePolicy)
+    """When a 5xx's hard or soft bounces stop a reader's mail."""
     return_path: Callable[[Claim], str] | None = None
     """The envelope sender of each delivery (VERP, for bounces); ``sender`` when None."""
     slow_down: SlowDown = field(default_factory=SlowDown)
@@ -636,9 +635,10 @@ class _Sender:
                 run.pacer.slowed(exc.reply)
             return exc.reply
         except PermanentFailure as exc:
-            if exc.bounce:
-                limit, window = run.options.max_bounces, run.options.bounce_window
-                ledger.bounce(claim.id, claim.subscriber_id, exc.reply, limit, now, window)
+            if exc.bounce:  # the recipient refused: a hard bounce or a soft one, by its words
+                reason, hard = reply_reason(exc.reply)
+                policy = run.options.bounces
+                ledger.bounce(claim.id, claim.subscriber_id, exc.reply, hard, reason, policy, now)
             else:
                 ledger.finish(claim.id, "failed", exc.reply, now)
             run.outcome("failed", claim.email, exc.reply)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Callable
-from datetime import datetime
+from datetime import datetime, timedelta
 from email.message import EmailMessage
 from email.utils import parseaddr
 
@@ -19,7 +19,7 @@ from ..errors import ConfigError, DeliveryError
 from ..render import RenderedDigest
 from ..routes import PREFERENCES, UNSUBSCRIBE, issue_name, issue_url, issues_url, reader_url
 from ..signing import DkimSigner
-from ..state import Claim, Issue
+from ..state import BouncePolicy, Claim, Issue
 from ..tokens import reader_link, secret_key
 from .transports import open_mailer
 
@@ -29,6 +29,17 @@ from .transports import open_mailer
 def sender_domain(sender: str) -> str:
     """The domain of the sender's address: Message-IDs and the bounce address are in it."""
     return parseaddr(sender)[1].rpartition("@")[2] or "localhost"
+
+
+def bounce_policy(config: Config) -> BouncePolicy:
+    """When bounces stop a reader's mail: ``[bounces]``, for the send and the bounce mailbox."""
+    b = config.bounces
+    return BouncePolicy(
+        hard_limit=b.hard_limit,
+        soft_limit=b.soft_limit,
+        soft_days=timedelta(days=b.soft_days),
+        hard_window=timedelta(days=b.hard_window_days),
+    )
 
 
 def return_path(config: Config) -> str:

@@ -5,13 +5,13 @@ the state database and prints nothing (``syndicate send status`` prints it)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from ..config import Config
 from ..errors import UsageError
-from ..state import DELIVERY_STATUSES, Delivery, Store
+from ..state import DELIVERY_STATUSES, AtRisk, Delivery, Store
 from ..state.buckets import RelayRate
 
 if TYPE_CHECKING:  # it imports Procrastinate: the scale extra
@@ -81,6 +81,8 @@ class SendStatus:
     bounces: dict[str, int]
     """Bounce reports on record by kind, every one of ``BOUNCE_KINDS``."""
     engine: EngineStatus | None = None
+    readers: list[AtRisk] = field(default_factory=list)
+    """The readers with bounces or complaints on record, worst first (``bounces list``)."""
 
     def to_json(self) -> dict[str, Any]:
         """The ``send status --json`` contract."""
@@ -131,8 +133,21 @@ class SendStatus:
                 for w in self.waiting
             ],
             "bounces": self.bounces,
+            "readers_at_risk": [_reader_json(r) for r in self.readers],
         }
         return document | (_engine_json(self.engine) if self.engine is not None else {})
+
+
+def _reader_json(r: AtRisk) -> dict[str, Any]:
+    return {
+        "email": r.email,
+        "status": r.status,
+        "hard_bounces": r.bounces,
+        "soft_bounces": r.soft_bounces,
+        "soft_since": _when(r.soft_since),
+        "reason": r.reason,
+        "complaints": r.complaints,
+    }
 
 
 def _when(moment: datetime | None) -> str | None:
@@ -204,6 +219,7 @@ def send_status(config: Config, store: Store, now: datetime) -> SendStatus:
         waiting,
         {kind: reports.get(kind, 0) for kind in BOUNCE_KINDS},
         engine_status(config, store) if config.send.engine == "procrastinate" else None,
+        store.readers_at_risk(),
     )
 
 

@@ -20,7 +20,7 @@ from .locks import AdvisoryLock, FileLock, NoLock, SchedulerLock, scheduler_lock
 from .planning import PLAN_CHUNK, Finished, Planning
 from .schema import DELIVERY_STATUSES, HEAD_REVISION, SUBSCRIBER_STATUSES
 from .store import Store, open_store
-from .subscribers import Subscriber
+from .subscribers import BouncePolicy, Subscriber
 
 __all__ = [
     "BATCH_SIZE",
@@ -31,6 +31,7 @@ __all__ = [
     "AdvisoryLock",
     "AtRisk",
     "Batch",
+    "BouncePolicy",
     "Bounced",
     "Claim",
     "Delivery",

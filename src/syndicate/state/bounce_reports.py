@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
 
 from .database import Database, utc
 from .schema import bounce_reports, deliveries, subscribers
-from .subscribers import BOUNCE_WINDOW, count_bounce
+from .subscribers import BouncePolicy, count_bounce
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,10 +30,17 @@ class AtRisk:
     email: str
     status: str
     bounces: int
-    """Permanent failures counted (at the send and from bounce mail)."""
+    """Hard bounces counted (at the send and from bounce mail)."""
     counted_at: datetime | None
-    """When the last of them was counted (older than the bounce window: forgotten at the
+    """When the last of them was counted (older than the hard window: forgotten at the
     next)."""
+    soft_bounces: int
+    """Soft bounces counted since the reader's last successful delivery."""
+    soft_since: datetime | None
+    """When the first of those came."""
+    reason: str | None
+    """The last counted bounce's reason (``userunknown``, ``mailboxfull``, ...), or
+    ``feedback`` for a complaint."""
     temporary: int
     complaints: int
     last_kind: str | None
@@ -48,7 +55,8 @@ def _known(db: sa.Connection, message_hash: str) -> bool:
 
 
 def _counted_before(db: sa.Connection, delivery_id: int | None) -> bool:
-    """Whether a permanent failure of this delivery counted already (bounce mail can repeat)."""
+    """Whether a bounce of this delivery counted already (bounce mail can repeat, and a
+    delay notice may come before the bounce)."""
     if delivery_id is None:
         return False
     query = sa.select(bounce_reports.c.id).where(
@@ -57,37 +65,47 @@ def _counted_before(db: sa.Connection, delivery_id: int | None) -> bool:
     return db.execute(query).first() is not None
 
 
+def _counts(kind: str, status: str) -> bool:
+    """Whether a report counts as a bounce: a hard one, or a soft one that failed (5.x.x: a
+    full mailbox, a filter); a delay (4.x.x: the relay still tries) is only recorded."""
+    return kind == "permanent" or (kind == "temporary" and status.startswith("5"))
+
+
 def _act(
     db: sa.Connection,
     kind: str,
+    status: str,
     counted: bool,
     subscriber_id: int,
-    max_bounces: int,
+    reason: str,
+    policy: BouncePolicy,
     now: datetime,
-    window: timedelta,
 ) -> str:
     """What a report does to its reader (see ``record_bounce``), and what was done."""
     if kind == "complaint":
         db.execute(
             sa.update(subscribers)
             .where(subscribers.c.id == subscriber_id)
-            .values(status="unsubscribed", updated_at=now)
+            .values(status="unsubscribed", last_reason="feedback", updated_at=now)
         )
         return "unsubscribed"
-    if kind != "permanent":
+    if not _counts(kind, status):
         return "recorded"
     if not counted:
         return "already counted"
-    count_bounce(db, subscriber_id, max_bounces, now, window)
+    count_bounce(db, subscriber_id, kind == "permanent", reason, policy, now)
     status_now = db.execute(
         sa.select(subscribers.c.status).where(subscribers.c.id == subscriber_id)
     ).scalar()
     return "bounced" if status_now == "bounced" else "counted"
 
 
+_TIMES = ("counted_at", "soft_since", "last_at")
+
+
 def _at_risk(row: Any) -> AtRisk:
     """An ``AtRisk`` from a row of ``readers_at_risk``'s query (its labels are the fields)."""
-    times = {k: utc(row[k]) if row[k] is not None else None for k in ("counted_at", "last_at")}
+    times = {k: utc(row[k]) if row[k] is not None else None for k in _TIMES}
     return AtRisk(**{**row, **times})
 
 
@@ -142,21 +160,24 @@ class BounceReports(Database):
         status: str,
         reason: str,
         matched_by: str,
-        max_bounces: int,
+        policy: BouncePolicy,
         now: datetime,
-        window: timedelta = BOUNCE_WINDOW,
+        cause: str = "",
     ) -> str:
         """Record one bounce report, once (by ``message_hash``), and act on it in one transaction.
 
-        A permanent failure counts towards ``max_bounces`` once per delivery; a temporary one
-        is only recorded; a complaint unsubscribes the reader at once. Returns what was done:
-        ``duplicate``, ``counted``, ``bounced`` (counted, and the reader reached the limit),
-        ``already counted``, ``recorded`` or ``unsubscribed``.
+        A permanent failure (a hard bounce) counts towards the policy's hard limit, a soft
+        one that failed (5.x.x) towards its soft limit, each once per delivery (a delay,
+        4.x.x, is only recorded); a complaint
+        unsubscribes the reader at once. ``cause`` is the failure's reason in the taxonomy of
+        ``bounces.reasons``, kept as the reader's last. Returns what was done: ``duplicate``,
+        ``counted``, ``bounced`` (counted, and the reader reached a limit), ``already
+        counted``, ``recorded`` or ``unsubscribed``.
         """
         with self._transaction() as db:
             if _known(db, message_hash):
                 return "duplicate"
-            counted = kind == "permanent" and not _counted_before(db, target.delivery_id)
+            counted = _counts(kind, status) and not _counted_before(db, target.delivery_id)
             db.execute(
                 sa.insert(bounce_reports).values(
                     message_hash=message_hash,
@@ -170,7 +191,8 @@ class BounceReports(Database):
                     created_at=now,
                 )
             )
-            return _act(db, kind, counted, target.subscriber_id, max_bounces, now, window)
+            why = cause or kind
+            return _act(db, kind, status, counted, target.subscriber_id, why, policy, now)
 
     def readers_at_risk(self) -> list[AtRisk]:
         """Readers with counted bounces, or any bounce or complaint on record, worst first."""
@@ -193,8 +215,11 @@ class BounceReports(Database):
             sa.select(
                 subscribers.c.email,
                 subscribers.c.status,
-                subscribers.c.bounces,
+                subscribers.c.hard_bounces.label("bounces"),
                 subscribers.c.last_bounce_at.label("counted_at"),
+                subscribers.c.soft_bounces,
+                subscribers.c.first_soft_at.label("soft_since"),
+                subscribers.c.last_reason.label("reason"),
                 sa.func.coalesce(kinds.c.temporary, 0).label("temporary"),
                 sa.func.coalesce(kinds.c.complaints, 0).label("complaints"),
                 last.c.kind.label("last_kind"),
@@ -205,8 +230,18 @@ class BounceReports(Database):
             .select_from(subscribers)
             .outerjoin(kinds, kinds.c.subscriber_id == subscribers.c.id)
             .outerjoin(last, last.c.id == kinds.c.last_id)
-            .where(sa.or_(subscribers.c.bounces > 0, kinds.c.subscriber_id.is_not(None)))
-            .order_by(subscribers.c.bounces.desc(), subscribers.c.email)
+            .where(
+                sa.or_(
+                    subscribers.c.hard_bounces > 0,
+                    subscribers.c.soft_bounces > 0,
+                    kinds.c.subscriber_id.is_not(None),
+                )
+            )
+            .order_by(
+                subscribers.c.hard_bounces.desc(),
+                subscribers.c.soft_bounces.desc(),
+                subscribers.c.email,
+            )
         )
         with self.engine.connect() as db:
             rows = db.execute(query).all()

@@ -18,7 +18,7 @@ import socket
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, ExitStack, contextmanager, suppress
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any, cast
 
 import sqlalchemy as sa
@@ -28,7 +28,14 @@ from sqlalchemy.sql.compiler import SQLCompiler
 from .database import Database, database_error, inserted_id, release_session, utc
 from .locks import one_send_run, run_lock
 from .schema import deliveries, issues, send_runs, subscribers
-from .subscribers import BOUNCE_WINDOW, COUNT_BOUNCE, MARK_BOUNCED
+from .subscribers import (
+    COUNT_HARD,
+    COUNT_SOFT,
+    MARK_HARD,
+    MARK_SOFT,
+    RESET_SOFT,
+    BouncePolicy,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,7 +113,9 @@ def _claim(batch: bool, recording: bool) -> sa.Update:
             deliveries.c.message_id,
         )
     )
-    return claim.add_cte(_RECORD.cte("recorded")) if recording else claim
+    if not recording:
+        return claim
+    return claim.add_cte(_RECORDED).add_cte(_RESET_RECORDED.cte("reset"))
 
 
 Batch = tuple[int, int]
@@ -174,6 +183,30 @@ _RECORD = (
 """PostgreSQL: ``_FINISH`` for many deliveries in one statement (their ids, statuses and
 replies as arrays): one statement planned, where one per row cost more than the rows."""
 
+# A successful delivery sets its reader's soft bounces back to 0, in the commit that records
+# it and fenced as the record is: the reader of a delivery in flight for this run (SQLite:
+# run before ``_FINISH``), or of one ``_RECORD`` just marked sent (PostgreSQL), so a mark
+# made again on a new session, or a late one of a run taken for dead, resets nothing.
+_RESET_SOFT = (
+    sa.update(subscribers)
+    .where(
+        subscribers.c.id == sa.select(deliveries.c.subscriber_id).where(_MINE).scalar_subquery(),
+        subscribers.c.soft_bounces > 0,
+    )
+    .values(RESET_SOFT)
+)
+_RECORDED = _RECORD.returning(deliveries.c.subscriber_id, deliveries.c.status).cte("recorded")
+_RESET_RECORDED = (
+    sa.update(subscribers)
+    .where(
+        subscribers.c.id.in_(
+            sa.select(_RECORDED.c.subscriber_id).where(_RECORDED.c.status == "sent")
+        ),
+        subscribers.c.soft_bounces > 0,
+    )
+    .values(RESET_SOFT)
+)
+
 _GIVE_BACK = (
     sa.update(deliveries)
     .where(_STILL_MINE)
@@ -206,7 +239,9 @@ _TAKE_BACK = (
     .returning(deliveries.c.id)
 )
 
-_COUNT_BOUNCE = COUNT_BOUNCE.where(sa.select(deliveries.c.id).where(_MINE).exists())
+_IN_HAND = sa.select(deliveries.c.id).where(_MINE).exists()
+_COUNT_HARD = COUNT_HARD.where(_IN_HAND)
+_COUNT_SOFT = COUNT_SOFT.where(_IN_HAND)
 """A bounce counted while its delivery is in flight for this run, so once: a commit whose
 reply was lost and that is made again on a new session counts it no second time."""
 
@@ -329,10 +364,12 @@ class Ledger:
         if self._pg:
             return [self._step("record", **self._outcomes())]
         mine = {"run_id": self._run_id, "now": self._noted_at}
-        return [
-            self._step("finish", delivery_id=i, status=status, reply=reply, **mine)
-            for i, status, reply in self._noted
-        ]
+        steps = []
+        for i, status, reply in self._noted:
+            if status == "sent":  # while it is still in flight: the fence of the reset
+                steps.append(self._step("reset", delivery_id=i, **mine))
+            steps.append(self._step("finish", delivery_id=i, status=status, reply=reply, **mine))
+        return steps
 
     def _commit(self, *steps: Step) -> list[Any]:
         """What is owed, the noted outcomes and ``steps``, in one transaction (under the write
@@ -414,19 +451,21 @@ class Ledger:
         delivery_id: int,
         subscriber_id: int,
         reply: str,
-        max_bounces: int,
+        hard: bool,
+        reason: str,
+        policy: BouncePolicy,
         now: datetime,
-        window: timedelta = BOUNCE_WINDOW,
     ) -> None:
-        """A permanent failure, committed at once: the delivery fails and the reader is
-        bounced after max_bounces (each within ``window`` of the one before; see
-        ``COUNT_BOUNCE``)."""
+        """A 5xx for this reader, committed at once: the delivery fails and a hard bounce
+        (``hard``) or a soft one is counted for the reader, with ``reason``, who is marked
+        bounced when it reaches ``policy``'s limit (see ``COUNT_HARD``, ``COUNT_SOFT``)."""
         self.finish(delivery_id, "failed", reply, now)
-        reader = {"subscriber_id": subscriber_id}
         mine = {"delivery_id": delivery_id, "run_id": self._run_id}
+        values = {"subscriber_id": subscriber_id, "reason": reason[:40], **policy.values(now)}
+        kind = "hard" if hard else "soft"
         self._owed += [
-            self._step("bounces", **reader, **mine, now=now, stale_before=now - window),
-            self._step("bounced", **reader, max_bounces=max_bounces),
+            self._step(f"count_{kind}", **values, **mine),
+            self._step(f"mark_{kind}", **values),
         ]
         self._commit()
 
@@ -476,12 +515,15 @@ def ledger_statements(dialect: sa.Dialect, batch: bool) -> dict[str, _Compiled]:
     pg = dialect.name == "postgresql"
     statements = {
         "claim": _claim(batch, recording=pg),
-        "record" if pg else "finish": _RECORD if pg else _FINISH,
+        "record" if pg else "finish": _RESET_RECORDED.add_cte(_RECORDED) if pg else _FINISH,
+        "reset": _RESET_SOFT,
         "take_back": _TAKE_BACK,
         "give_back": _GIVE_BACK,
         "unclaim": _UNCLAIM,
-        "bounces": _COUNT_BOUNCE,
-        "bounced": MARK_BOUNCED,
+        "count_hard": _COUNT_HARD,
+        "count_soft": _COUNT_SOFT,
+        "mark_hard": MARK_HARD,
+        "mark_soft": MARK_SOFT,
         "schema": _SCHEMA,
     }
     return {name: _Compiled(statement, dialect) for name, statement in statements.items()}

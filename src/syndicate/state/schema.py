@@ -36,15 +36,22 @@ subscribers = sa.Table(
     sa.Column("consent_source", sa.String(200), nullable=False),
     sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
     sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
-    sa.Column("bounces", sa.Integer, nullable=False, server_default="0"),
+    # hard bounces counted (``hard_bounces`` in Python; the column keeps its first name, so
+    # no migration renames it under running deployments)
+    sa.Column("bounces", sa.Integer, nullable=False, server_default="0", key="hard_bounces"),
     # The address as the reader gave it is ``email``; ``email_key`` (``address_key``) is what
     # makes two spellings one reader, unique on both databases alike (SQLite's lower() and
     # case-insensitive collations stop at ASCII).
     sa.Column("email_key", sa.String(320), nullable=False),
     sa.Column("timezone", sa.String(64), nullable=True),  # IANA name; none: the site's
-    # when ``bounces`` was last counted: a count older than ``smtp.bounce_window_days`` is
-    # forgotten at the next bounce
+    # when a hard bounce was last counted: a count older than ``bounces.hard_window_days`` is
+    # forgotten at the next one
     sa.Column("last_bounce_at", sa.DateTime(timezone=True), nullable=True),
+    # soft bounces since the last successful delivery, and when the first of them came
+    sa.Column("soft_bounces", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("first_soft_at", sa.DateTime(timezone=True), nullable=True),
+    # the last bounce's reason (``bounces.reasons``' taxonomy), or ``feedback`` (a complaint)
+    sa.Column("last_reason", sa.String(40), nullable=True),
     sa.Index("ix_subscribers_email_key", "email_key", unique=True),
     # an issue's readers, read a chunk at a time in id order (``group_readers``)
     sa.Index("ix_subscribers_variant", "lang", "audiences", "status", "id"),
@@ -208,7 +215,7 @@ dies then leaves the row pending, and the server discards the message it never s
 _MIGRATING = threading.Lock()
 
 
-HEAD_REVISION = "0009"
+HEAD_REVISION = "0010"
 """The newest migration's revision; a test holds it to what Alembic finds."""
 
 

@@ -28,6 +28,9 @@ class Subscriber:
     created_at: datetime
     """When the reader gave their consent (``consent_source`` says where)."""
     bounces: int = 0
+    """Hard bounces counted."""
+    soft_bounces: int = 0
+    """Soft bounces since the last successful delivery."""
     updated_at: datetime | None = None
     timezone: str | None = None
     """IANA time zone; None: the site's."""
@@ -42,55 +45,108 @@ def _subscriber(row: sa.Row) -> Subscriber:
         status=row.status,
         consent_source=row.consent_source,
         created_at=utc(row.created_at),
-        bounces=row.bounces,
+        bounces=row.hard_bounces,
+        soft_bounces=row.soft_bounces,
         updated_at=utc(row.updated_at),
         timezone=row.timezone,
     )
 
 
-BOUNCE_WINDOW = timedelta(days=90)
-"""``smtp.bounce_window_days``'s default."""
+@dataclass(frozen=True, slots=True)
+class BouncePolicy:
+    """When bounces stop a reader's mail (``[bounces]``): hard ones at ``hard_limit`` (each
+    within ``hard_window`` of the one before), soft ones at ``soft_limit`` once they span
+    ``soft_days`` with no successful delivery in between."""
 
-# One more permanent failure for a reader, who is marked bounced at ``max_bounces``: a 5xx
-# during the send (``Ledger.bounce``, compiled) and a bounce that arrives later by mail
-# (``count_bounce``) count alike. A count whose last bounce is older than ``stale_before``
-# (now less the bounce window) is forgotten: this bounce is the first again, so a bounce now
-# and then over the years never adds up to the limit, while an address that is gone, mailed
-# every week, does within weeks.
-COUNT_BOUNCE = (
+    hard_limit: int = 1
+    soft_limit: int = 5
+    soft_days: timedelta = timedelta(days=14)
+    hard_window: timedelta = timedelta(days=90)
+
+    def values(self, now: datetime) -> dict[str, Any]:
+        """The parameters of ``COUNT_*`` and ``MARK_*`` for a bounce at ``now``."""
+        return {
+            "now": now,
+            "stale_before": now - self.hard_window,
+            "hard_limit": self.hard_limit,
+            "soft_limit": self.soft_limit,
+            "soft_before": now - self.soft_days,
+        }
+
+
+# One more hard bounce for a reader: a 5xx at the send that says the address or its domain is
+# gone (``Ledger.bounce``, compiled) and hard bounce mail (``count_bounce``) count alike. A
+# count whose last bounce is older than ``stale_before`` (now less the hard window) is
+# forgotten: this bounce is the first again, so with a hard limit above 1 a bounce now and
+# then over the years never adds up to it.
+COUNT_HARD = (
     sa.update(subscribers)
     .where(subscribers.c.id == sa.bindparam("subscriber_id"))
     .values(
-        bounces=sa.case(
+        hard_bounces=sa.case(
             (subscribers.c.last_bounce_at < sa.bindparam("stale_before"), 1),
-            else_=subscribers.c.bounces + 1,
+            else_=subscribers.c.hard_bounces + 1,
         ),
         last_bounce_at=sa.bindparam("now"),
+        last_reason=sa.bindparam("reason"),
         updated_at=sa.bindparam("now"),
     )
 )
 
-MARK_BOUNCED = (
+# One more soft bounce (a full mailbox, a filter, a policy, ...): counted since the reader's
+# last successful delivery, which sets the count back to 0 (``Ledger``), from the first one.
+COUNT_SOFT = (
+    sa.update(subscribers)
+    .where(subscribers.c.id == sa.bindparam("subscriber_id"))
+    .values(
+        soft_bounces=subscribers.c.soft_bounces + 1,
+        first_soft_at=sa.case(
+            (subscribers.c.soft_bounces == 0, sa.bindparam("now")),
+            else_=sa.func.coalesce(subscribers.c.first_soft_at, sa.bindparam("now")),
+        ),
+        last_reason=sa.bindparam("reason"),
+        updated_at=sa.bindparam("now"),
+    )
+)
+
+MARK_HARD = (
     sa.update(subscribers)
     .where(
         subscribers.c.id == sa.bindparam("subscriber_id"),
-        subscribers.c.bounces >= sa.bindparam("max_bounces"),
+        subscribers.c.hard_bounces >= sa.bindparam("hard_limit"),
     )
     .values(status="bounced")
 )
+
+# Soft bounces stop a reader's mail only when they persist: as many as the limit, the first
+# of them at least soft_days ago (``soft_before``).
+MARK_SOFT = (
+    sa.update(subscribers)
+    .where(
+        subscribers.c.id == sa.bindparam("subscriber_id"),
+        subscribers.c.soft_bounces >= sa.bindparam("soft_limit"),
+        subscribers.c.first_soft_at <= sa.bindparam("soft_before"),
+    )
+    .values(status="bounced")
+)
+
+RESET_SOFT = {"soft_bounces": 0, "first_soft_at": None}
+"""A successful delivery's reset of its reader's soft bounces."""
 
 
 def count_bounce(
     db: sa.Connection,
     subscriber_id: int,
-    max_bounces: int,
+    hard: bool,
+    reason: str,
+    policy: BouncePolicy,
     now: datetime,
-    window: timedelta = BOUNCE_WINDOW,
 ) -> None:
-    """One more permanent failure for a reader (see ``COUNT_BOUNCE``)."""
-    reader = {"subscriber_id": subscriber_id}
-    db.execute(COUNT_BOUNCE, {**reader, "now": now, "stale_before": now - window})
-    db.execute(MARK_BOUNCED, {**reader, "max_bounces": max_bounces})
+    """One more hard or soft bounce for a reader, marked bounced if it reaches the policy's
+    limit (see ``COUNT_HARD``, ``COUNT_SOFT``)."""
+    values = {"subscriber_id": subscriber_id, "reason": reason[:40], **policy.values(now)}
+    db.execute(COUNT_HARD if hard else COUNT_SOFT, values)
+    db.execute(MARK_HARD if hard else MARK_SOFT, values)
 
 
 def _imported(row: ReaderRow, *, status: str, consent_source: str, now: datetime) -> dict:
@@ -104,8 +160,9 @@ def _imported(row: ReaderRow, *, status: str, consent_source: str, now: datetime
         "consent_source": row.consent_source or consent_source,
         "created_at": row.created or now,
         "updated_at": row.updated or now,
-        "bounces": row.bounces or 0,
-        # bounces brought along count from the row's time, as the migration that added this did
+        "hard_bounces": row.bounces or 0,
+        # bounces brought along (hard ones) count from the row's time, as the migration that
+        # added the time did
         "last_bounce_at": (row.updated or now) if row.bounces else None,
         "timezone": row.timezone,
     }
@@ -132,8 +189,9 @@ def _changes(
             values.update(
                 consent_source=row.consent_source or consent_source,
                 created_at=row.created or now,
-                bounces=row.bounces or 0,
+                hard_bounces=row.bounces or 0,
                 last_bounce_at=(row.updated or now) if row.bounces else None,
+                **RESET_SOFT,
             )
     return {k: v for k, v in values.items() if getattr(found, k) != v}
 
