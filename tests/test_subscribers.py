@@ -234,7 +234,7 @@ def test_export_then_import_is_a_faithful_round_trip(cli, tmp_path: Path, databa
         store.set_status(reader.id, status, day + timedelta(days=10 + n))
     with store.engine.begin() as db:
         db.execute(sa.update(subscribers).where(subscribers.c.email == "dee@example.org")
-                   .values(bounces=3))  # fmt: skip
+                   .values(hard_bounces=3))  # fmt: skip
     store.close()
     before = listed(cli)
     exported = tmp_path / "export.csv"
