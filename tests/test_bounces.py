@@ -266,25 +266,111 @@ def test_a_full_mailbox_drops_a_reader_only_when_it_persists(
     store.close()
 
 
+WEEK = 7
+
+
+def _sent(store: Store, port: int, reader: Subscriber, week: int, micro_batch: int = 1) -> Bounced:
+    """Issue ``week`` sent to ``reader`` through the relay, which takes it (250), ``week``
+    weeks after NOW: its delivery, as a bounce mail names it later."""
+    issue = make_issue(store, [reader], content=f"week {week}")
+    options = SendOptions(sender="digest@news.example.org", workers=1, micro_batch=micro_batch)
+    mailer = SmtpMailer("127.0.0.1", port, timeout=10)
+    counts = deliver(store, mailer, compose, options, NOW + timedelta(days=WEEK * week))
+    assert counts.sent == 1
+    message_id = f"<{issue.id}.{reader.id}@news.example.org>"
+    return store.bounced_deliveries(message_ids=[message_id])[0]
+
+
+@pytest.mark.parametrize(("weeks", "dropped"), [(5, True), (4, False)])
 @pytest.mark.parametrize("micro_batch", [1, 5])
-def test_a_successful_delivery_starts_the_soft_count_again(
-    database_url: str, smtp_server, micro_batch: int
+def test_behind_a_relay_a_full_mailbox_week_after_week_drops_the_reader(
+    database_url: str, smtp_server, weeks: int, dropped: bool, micro_batch: int
 ) -> None:
-    """Four full mailboxes, then a delivery the server takes: the fifth soft bounce, weeks
-    later, is the first again (the reset is committed with the outcome, on both databases)."""
+    """Every issue is accepted (``sent``) and bounces by mail a day later: the accepted
+    deliveries are no success in between, so five bounces over four weeks drop the reader
+    and four do not (on both databases, however many outcomes a commit records)."""
     _, port = smtp_server
     store = open_store(database_url)
-    reader, other = add_readers(store, 2)
-    for n, target in enumerate(_deliveries(store, reader, 4)):
-        _soft(store, target, n, n)
-    options = SendOptions(sender="digest@news.example.org", workers=1, micro_batch=micro_batch)
-    make_issue(store, [reader, other], content="sent")
-    deliver(store, SmtpMailer("127.0.0.1", port, timeout=10), compose, options, NOW)
-    assert store.subscriber_by_id(reader.id).soft_bounces == 0
-    [later] = _deliveries(store, reader, 1, first=9)
-    assert _soft(store, later, 9, 30) == "counted"
+    reader = add_readers(store, 1)[0]
+    for week in range(weeks):
+        target = _sent(store, port, reader, week, micro_batch)
+        assert _soft(store, target, week, WEEK * week + 1) in ("counted", "bounced")
+    found = store.subscriber_by_id(reader.id)
+    assert (found.status, found.soft_bounces) == ("bounced" if dropped else "active", weeks)
+    [risk] = store.readers_at_risk()
+    assert risk.soft_since == NOW + timedelta(days=1)
+    store.close()
+
+
+def test_behind_a_relay_an_issue_that_does_not_bounce_starts_the_soft_count_again(
+    database_url: str, smtp_server
+) -> None:
+    """A bounce, then an issue that arrives (no bounce ever names it), then a bounce: the
+    second counts as the first, from its own day."""
+    _, port = smtp_server
+    store = open_store(database_url)
+    reader = add_readers(store, 1)[0]
+    first, _, third = (_sent(store, port, reader, week) for week in range(3))
+    _soft(store, first, 0, 1)
+    assert store.subscriber_by_id(reader.id).soft_bounces == 1
+    assert _soft(store, third, 2, 2 * WEEK + 1) == "counted"
     found = store.subscriber_by_id(reader.id)
     assert (found.status, found.soft_bounces) == ("active", 1)
+    [risk] = store.readers_at_risk()
+    assert risk.soft_since == NOW + timedelta(days=2 * WEEK + 1)
+    store.close()
+
+
+def test_an_issue_the_relay_was_still_trying_is_no_success_in_between(
+    database_url: str, smtp_server
+) -> None:
+    """A bounce, then an issue whose only report is a delay (4.2.2: the relay still tries;
+    recorded, not counted), then a bounce: the delayed issue never proved to arrive, so the
+    count goes on."""
+    _, port = smtp_server
+    store = open_store(database_url)
+    reader = add_readers(store, 1)[0]
+    first, second, third = (_sent(store, port, reader, week) for week in range(3))
+    _soft(store, first, 0, 1)
+    delay = store.record_bounce(
+        message_hash="d" * 64,
+        target=second,
+        kind=TEMPORARY,
+        status="4.2.2",
+        reason="mailbox full, still trying",
+        matched_by="verp",
+        policy=BouncePolicy(),
+        now=NOW + timedelta(days=WEEK + 1),
+        cause="mailboxfull",
+    )
+    assert delay == "recorded"
+    assert _soft(store, third, 2, 2 * WEEK + 1) == "counted"
+    found = store.subscriber_by_id(reader.id)
+    assert (found.status, found.soft_bounces) == ("active", 2)
+    store.close()
+
+
+@pytest.mark.parametrize(("replies", "soft"), [((FULL, "250 ok", FULL), 1), ((FULL, FULL), 2)])
+def test_a_full_mailbox_at_the_send_counts_again_after_an_issue_it_took(
+    database_url: str, smtp_server, replies: tuple[str, ...], soft: int
+) -> None:
+    """A 552 for one issue, the next taken (250), a 552 again: the 250 is a success in
+    between, and the soft count starts again; two 552 in a row count two."""
+    inbox, port = smtp_server
+    store = open_store(database_url)
+    reader = add_readers(store, 1)[0]
+    options = SendOptions(sender="digest@news.example.org", workers=1)
+    mailer = SmtpMailer("127.0.0.1", port, timeout=10)
+    for week, reply in enumerate(replies):
+        if reply != "250 ok":
+            inbox.script[("rcpt", reader.email)] = [reply]
+        make_issue(store, [reader], content=f"week {week}")
+        deliver(store, mailer, compose, options, NOW + timedelta(days=WEEK * week))
+    found = store.subscriber_by_id(reader.id)
+    assert (found.status, found.soft_bounces) == ("active", soft)
+    assert [d.status for d in store.deliveries()] == [
+        "failed" if r == FULL else "sent" for r in replies
+    ]
     store.close()
 
 

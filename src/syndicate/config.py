@@ -355,7 +355,8 @@ class Bounces(Section):
     reader is marked bounced, once they also span soft_days with no delivery in between."""
     soft_days: float = Field(14.0, ge=0)
     """Days soft bounces must span, from the first of them, before they stop a reader's mail;
-    a successful delivery starts the count again."""
+    a delivery that got through between two of them (sent, and no bounce names it) starts
+    the count again."""
 
 
 # Keys of [smtp] that [bounces] replaced: each stands for its new key when only it is set.

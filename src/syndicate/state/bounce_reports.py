@@ -35,7 +35,7 @@ class AtRisk:
     """When the last of them was counted (older than the hard window: forgotten at the
     next)."""
     soft_bounces: int
-    """Soft bounces counted since the reader's last successful delivery."""
+    """Soft bounces counted with no successful delivery in between."""
     soft_since: datetime | None
     """When the first of those came."""
     reason: str | None
@@ -76,7 +76,7 @@ def _act(
     kind: str,
     status: str,
     counted: bool,
-    subscriber_id: int,
+    target: Bounced,
     reason: str,
     policy: BouncePolicy,
     now: datetime,
@@ -85,7 +85,7 @@ def _act(
     if kind == "complaint":
         db.execute(
             sa.update(subscribers)
-            .where(subscribers.c.id == subscriber_id)
+            .where(subscribers.c.id == target.subscriber_id)
             .values(status="unsubscribed", last_reason="feedback", updated_at=now)
         )
         return "unsubscribed"
@@ -93,9 +93,10 @@ def _act(
         return "recorded"
     if not counted:
         return "already counted"
-    count_bounce(db, subscriber_id, kind == "permanent", reason, policy, now)
+    hard = kind == "permanent"
+    count_bounce(db, target.subscriber_id, target.delivery_id, hard, reason, policy, now)
     status_now = db.execute(
-        sa.select(subscribers.c.status).where(subscribers.c.id == subscriber_id)
+        sa.select(subscribers.c.status).where(subscribers.c.id == target.subscriber_id)
     ).scalar()
     return "bounced" if status_now == "bounced" else "counted"
 
@@ -192,7 +193,7 @@ class BounceReports(Database):
                 )
             )
             why = cause or kind
-            return _act(db, kind, status, counted, target.subscriber_id, why, policy, now)
+            return _act(db, kind, status, counted, target, why, policy, now)
 
     def readers_at_risk(self) -> list[AtRisk]:
         """Readers with counted bounces, or any bounce or complaint on record, worst first."""

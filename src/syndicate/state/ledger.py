@@ -28,14 +28,7 @@ from sqlalchemy.sql.compiler import SQLCompiler
 from .database import Database, database_error, inserted_id, release_session, utc
 from .locks import one_send_run, run_lock
 from .schema import deliveries, issues, send_runs, subscribers
-from .subscribers import (
-    COUNT_HARD,
-    COUNT_SOFT,
-    MARK_HARD,
-    MARK_SOFT,
-    RESET_SOFT,
-    BouncePolicy,
-)
+from .subscribers import COUNT_HARD, COUNT_SOFT, MARK_HARD, MARK_SOFT, BouncePolicy
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,9 +106,7 @@ def _claim(batch: bool, recording: bool) -> sa.Update:
             deliveries.c.message_id,
         )
     )
-    if not recording:
-        return claim
-    return claim.add_cte(_RECORDED).add_cte(_RESET_RECORDED.cte("reset"))
+    return claim.add_cte(_RECORD.cte("recorded")) if recording else claim
 
 
 Batch = tuple[int, int]
@@ -183,30 +174,6 @@ _RECORD = (
 """PostgreSQL: ``_FINISH`` for many deliveries in one statement (their ids, statuses and
 replies as arrays): one statement planned, where one per row cost more than the rows."""
 
-# A successful delivery sets its reader's soft bounces back to 0, in the commit that records
-# it and fenced as the record is: the reader of a delivery in flight for this run (SQLite:
-# run before ``_FINISH``), or of one ``_RECORD`` just marked sent (PostgreSQL), so a mark
-# made again on a new session, or a late one of a run taken for dead, resets nothing.
-_RESET_SOFT = (
-    sa.update(subscribers)
-    .where(
-        subscribers.c.id == sa.select(deliveries.c.subscriber_id).where(_MINE).scalar_subquery(),
-        subscribers.c.soft_bounces > 0,
-    )
-    .values(RESET_SOFT)
-)
-_RECORDED = _RECORD.returning(deliveries.c.subscriber_id, deliveries.c.status).cte("recorded")
-_RESET_RECORDED = (
-    sa.update(subscribers)
-    .where(
-        subscribers.c.id.in_(
-            sa.select(_RECORDED.c.subscriber_id).where(_RECORDED.c.status == "sent")
-        ),
-        subscribers.c.soft_bounces > 0,
-    )
-    .values(RESET_SOFT)
-)
-
 _GIVE_BACK = (
     sa.update(deliveries)
     .where(_STILL_MINE)
@@ -243,7 +210,10 @@ _IN_HAND = sa.select(deliveries.c.id).where(_MINE).exists()
 _COUNT_HARD = COUNT_HARD.where(_IN_HAND)
 _COUNT_SOFT = COUNT_SOFT.where(_IN_HAND)
 """A bounce counted while its delivery is in flight for this run, so once: a commit whose
-reply was lost and that is made again on a new session counts it no second time."""
+reply was lost and that is made again on a new session counts it no second time. A soft
+one starts its reader's count again if a delivery of theirs was sent since the last (see
+``COUNT_SOFT``): a delivery recorded ``sent`` changes no count, for behind a relay its
+bounce may still come by mail."""
 
 _HOLD_RUN = sa.select(sa.func.pg_advisory_lock_shared(sa.bindparam("key"), sa.bindparam("run_id")))
 _SCHEMA = sa.select(sa.func.current_schema())
@@ -364,17 +334,15 @@ class Ledger:
         if self._pg:
             return [self._step("record", **self._outcomes())]
         mine = {"run_id": self._run_id, "now": self._noted_at}
-        steps = []
-        for i, status, reply in self._noted:
-            if status == "sent":  # while it is still in flight: the fence of the reset
-                steps.append(self._step("reset", delivery_id=i, **mine))
-            steps.append(self._step("finish", delivery_id=i, status=status, reply=reply, **mine))
-        return steps
+        return [
+            self._step("finish", delivery_id=i, status=status, reply=reply, **mine)
+            for i, status, reply in self._noted
+        ]
 
     def _commit(self, *steps: Step) -> list[Any]:
         """What is owed, the noted outcomes and ``steps``, in one transaction (under the write
         lock); the rows the last step returns. What is owed comes first: a bounce is counted
-        while its delivery is still in flight (``_COUNT_BOUNCE``)."""
+        while its delivery is still in flight (``_COUNT_HARD``, ``_COUNT_SOFT``)."""
         steps = (*self._owed, *self._recording(), *steps)
         with self._lock, self._statements():
             try:
@@ -515,8 +483,7 @@ def ledger_statements(dialect: sa.Dialect, batch: bool) -> dict[str, _Compiled]:
     pg = dialect.name == "postgresql"
     statements = {
         "claim": _claim(batch, recording=pg),
-        "record" if pg else "finish": _RESET_RECORDED.add_cte(_RECORDED) if pg else _FINISH,
-        "reset": _RESET_SOFT,
+        "record" if pg else "finish": _RECORD if pg else _FINISH,
         "take_back": _TAKE_BACK,
         "give_back": _GIVE_BACK,
         "unclaim": _UNCLAIM,

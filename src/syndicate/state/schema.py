@@ -47,11 +47,14 @@ subscribers = sa.Table(
     # when a hard bounce was last counted: a count older than ``bounces.hard_window_days`` is
     # forgotten at the next one
     sa.Column("last_bounce_at", sa.DateTime(timezone=True), nullable=True),
-    # soft bounces since the last successful delivery, and when the first of them came
+    # soft bounces with no successful delivery in between, and when the first of them came
     sa.Column("soft_bounces", sa.Integer, nullable=False, server_default="0"),
     sa.Column("first_soft_at", sa.DateTime(timezone=True), nullable=True),
     # the last bounce's reason (``bounces.reasons``' taxonomy), or ``feedback`` (a complaint)
     sa.Column("last_reason", sa.String(40), nullable=True),
+    # the delivery whose soft bounce was counted last: a delivery of the reader's after it
+    # and before the next soft bounce's, sent and never bounced, is a success in between
+    sa.Column("last_soft_delivery", sa.Integer, nullable=True),
     sa.Index("ix_subscribers_email_key", "email_key", unique=True),
     # an issue's readers, read a chunk at a time in id order (``group_readers``)
     sa.Index("ix_subscribers_variant", "lang", "audiences", "status", "id"),
@@ -129,6 +132,8 @@ deliveries = sa.Table(
     sa.Column("batch_no", sa.Integer, nullable=True),
     sa.UniqueConstraint("issue_id", "subscriber_id", name="uq_deliveries_reader"),
     sa.Index("ix_deliveries_status", "status", "id"),
+    # a reader's deliveries in id order: those between two of their soft bounces
+    sa.Index("ix_deliveries_reader", "subscriber_id", "id"),
     sa.Index("ix_deliveries_batch", "issue_id", "batch_no"),
     # the next pending row, of all or of one batch, read from an index whatever the
     # statistics say: a row sent leaves these, so a take never walks past the sent ones

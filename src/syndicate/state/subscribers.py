@@ -11,7 +11,7 @@ import sqlalchemy as sa
 
 from ..subscribers import ReaderRow, address_key
 from .database import Database, audience_ids, stored_audiences, utc
-from .schema import subscribers
+from .schema import bounce_reports, deliveries, subscribers
 
 _LEFT = ("unsubscribed", "bounced")
 """Statuses of a reader who left (or whose mailbox did): only ``--resubscribe`` undoes them."""
@@ -30,7 +30,7 @@ class Subscriber:
     bounces: int = 0
     """Hard bounces counted."""
     soft_bounces: int = 0
-    """Soft bounces since the last successful delivery."""
+    """Soft bounces with no successful delivery in between (see ``COUNT_SOFT``)."""
     updated_at: datetime | None = None
     timezone: str | None = None
     """IANA time zone; None: the site's."""
@@ -93,16 +93,45 @@ COUNT_HARD = (
     )
 )
 
-# One more soft bounce (a full mailbox, a filter, a policy, ...): counted since the reader's
-# last successful delivery, which sets the count back to 0 (``Ledger``), from the first one.
+# A success in between, decided when a soft bounce of delivery ``delivery_id`` is counted,
+# not when a message is accepted: behind a relay ``sent`` only says the relay took it, and a
+# full mailbox's bounce comes days later by mail, so a count cleared at each ``sent`` would
+# go 1, 0, 1, 0 week after week and never reach the limit. A success is a delivery of the
+# reader's after the one whose soft bounce was counted last and before this one, sent, and
+# with no bounce or delay on record against it (a delay: the relay was still trying).
+_SUCCESS_IN_BETWEEN = (
+    sa.select(deliveries.c.id)
+    .where(
+        deliveries.c.subscriber_id == subscribers.c.id,
+        deliveries.c.id > sa.func.coalesce(subscribers.c.last_soft_delivery, 0),
+        deliveries.c.id < sa.bindparam("delivery_id", type_=sa.Integer),
+        deliveries.c.status == "sent",
+        ~sa.select(bounce_reports.c.id)
+        .where(
+            bounce_reports.c.subscriber_id == subscribers.c.id,  # by the reader's index
+            bounce_reports.c.delivery_id == deliveries.c.id,
+            bounce_reports.c.kind != "complaint",
+        )
+        .exists(),
+    )
+    .exists()
+)
+_SOFT_AFRESH = sa.or_(subscribers.c.soft_bounces == 0, _SUCCESS_IN_BETWEEN)
+
+# One more soft bounce (a full mailbox, a filter, a policy, ...), for delivery ``delivery_id``
+# (None: the reader's alone, one more): the first again after a success in between (see
+# ``_SUCCESS_IN_BETWEEN``), which the delivery then bounds for the next one.
 COUNT_SOFT = (
     sa.update(subscribers)
     .where(subscribers.c.id == sa.bindparam("subscriber_id"))
     .values(
-        soft_bounces=subscribers.c.soft_bounces + 1,
+        soft_bounces=sa.case((_SOFT_AFRESH, 1), else_=subscribers.c.soft_bounces + 1),
         first_soft_at=sa.case(
-            (subscribers.c.soft_bounces == 0, sa.bindparam("now")),
+            (_SOFT_AFRESH, sa.bindparam("now")),
             else_=sa.func.coalesce(subscribers.c.first_soft_at, sa.bindparam("now")),
+        ),
+        last_soft_delivery=sa.func.coalesce(
+            sa.bindparam("delivery_id", type_=sa.Integer), subscribers.c.last_soft_delivery
         ),
         last_reason=sa.bindparam("reason"),
         updated_at=sa.bindparam("now"),
@@ -131,20 +160,26 @@ MARK_SOFT = (
 )
 
 RESET_SOFT = {"soft_bounces": 0, "first_soft_at": None}
-"""A successful delivery's reset of its reader's soft bounces."""
+"""A returning reader's soft bounces, forgotten (their next one is the first)."""
 
 
 def count_bounce(
     db: sa.Connection,
     subscriber_id: int,
+    delivery_id: int | None,
     hard: bool,
     reason: str,
     policy: BouncePolicy,
     now: datetime,
 ) -> None:
-    """One more hard or soft bounce for a reader, marked bounced if it reaches the policy's
-    limit (see ``COUNT_HARD``, ``COUNT_SOFT``)."""
-    values = {"subscriber_id": subscriber_id, "reason": reason[:40], **policy.values(now)}
+    """One more hard or soft bounce for a reader, of ``delivery_id`` (None: unknown), marked
+    bounced if it reaches the policy's limit (see ``COUNT_HARD``, ``COUNT_SOFT``)."""
+    values = {
+        "subscriber_id": subscriber_id,
+        "delivery_id": delivery_id,
+        "reason": reason[:40],
+        **policy.values(now),
+    }
     db.execute(COUNT_HARD if hard else COUNT_SOFT, values)
     db.execute(MARK_HARD if hard else MARK_SOFT, values)
 
