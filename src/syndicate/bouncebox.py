@@ -23,6 +23,7 @@ from .bounces import (
     classify,
     verp_deliveries,
 )
+from .bounces.relays import RelayEvent
 from .config import Config
 from .errors import UsageError
 from .files import create_private
@@ -282,3 +283,14 @@ def readers_at_risk(config: Config, store: Store, now: datetime) -> list[ReaderA
         )
         for reader in store.readers_at_risk()
     ]
+
+
+def record_relay_event(
+    config: Config, store: Store, secret: bytes, event: RelayEvent, now: datetime
+) -> BounceOutcome:
+    """Match one relay's webhook event to its delivery and record it, as a bounce message is
+    (the same dedupe by hash, here of the event's identity, and the same policy)."""
+    key = event.identity.decode("utf-8", "replace")
+    if event.finding.kind == NOT_A_BOUNCE:
+        return BounceOutcome(key, NOT_A_BOUNCE, "ignored: no bounce", reason=event.finding.reason)
+    return _act(config, store, secret, key, event.identity, event.finding, now, dry_run=False)

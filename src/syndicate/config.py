@@ -32,6 +32,7 @@ from pydantic import (
     model_validator,
 )
 
+from .bounces.relays import sendgrid_key
 from .errors import ConfigError
 from .model import AUDIENCES
 
@@ -357,6 +358,34 @@ class Bounces(Section):
     """Days soft bounces must span, from the first of them, before they stop a reader's mail;
     a delivery that got through between two of them (sent, and no bounce names it) starts
     the count again."""
+    postmark_user: str | None = None
+    """User name Postmark's bounce webhook logs in with (basic auth); set with
+    postmark_password, POST /hooks/bounces/postmark takes its bounces and complaints."""
+    postmark_password: SecretStr | None = None
+    """Password of that login; better given as SYNDICATE_POSTMARK_PASSWORD."""
+    mailgun_signing_key: SecretStr | None = None
+    """Mailgun's webhook signing key; set, POST /hooks/bounces/mailgun takes its failed and
+    complained events. Better given as SYNDICATE_MAILGUN_SIGNING_KEY."""
+    sendgrid_public_key: str | None = None
+    """The verification key SendGrid shows for its signed event webhook (base64; PEM also
+    does); set, POST /hooks/bounces/sendgrid takes its bounce, dropped, deferred and
+    spamreport events."""
+
+    @field_validator("sendgrid_public_key")
+    @classmethod
+    def _sendgrid_key(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                sendgrid_key(value)
+            except ValueError as exc:
+                raise ValueError(f"not SendGrid's ECDSA public key ({exc})") from None
+        return value
+
+    @model_validator(mode="after")
+    def _postmark_login(self) -> Bounces:
+        if (self.postmark_user is None) != (self.postmark_password is None):
+            raise ValueError("postmark_user and postmark_password go together")
+        return self
 
 
 # Keys of [smtp] that [bounces] replaced: each stands for its new key when only it is set.
@@ -686,6 +715,8 @@ def _from_env(data: dict[str, Any], env: Mapping[str, str]) -> dict[str, Any]:
         "SYNDICATE_SMTP_URL": ("smtp", "url"),
         "SYNDICATE_SMTP_PASSWORD": ("smtp", "password"),
         "SYNDICATE_SECRET_KEY": ("web", "secret_key"),
+        "SYNDICATE_POSTMARK_PASSWORD": ("bounces", "postmark_password"),
+        "SYNDICATE_MAILGUN_SIGNING_KEY": ("bounces", "mailgun_signing_key"),
     }
     for var, (section, key) in overrides.items():
         if env.get(var):

@@ -28,6 +28,8 @@ ISSUE = "/archive/{lang}/{issue}/"
 """The web pages of sent newsletter issues (not the RFC 5005 feed archives below FEEDS)."""
 SUBSCRIBE = "/subscribe"
 HEALTH = "/healthz"
+BOUNCE_HOOK = "/hooks/bounces/{relay}"
+"""Where a relay service posts its bounces and complaints (web/bounce_hooks.py)."""
 READER = {
     CONFIRM: "/confirm/{token}",
     UNSUBSCRIBE: "/u/{token}",

@@ -226,6 +226,13 @@ def _failed(report: Report) -> bool:
     return not report.status.startswith("2")
 
 
+def failure_of(recipient: str, status: str, words: str, *, temporary: bool) -> Failure:
+    """One recipient's failure as another reporter (a relay's webhook) gives it: read as a
+    bounce message's is, so the same words make the same kind and reason."""
+    report = Report(recipient.lower(), "failed", status, words, temporary)
+    return _failure(report, "")
+
+
 def _failure(report: Report, context: str) -> Failure:
     if report.action == COMPLAINT:
         return Failure(report.recipient, COMPLAINT, "feedback", "")

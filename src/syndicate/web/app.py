@@ -27,6 +27,7 @@ from ..model import ArticleSet
 from ..reader import read_articles, scan
 from ..state import Store
 from . import pages, readers
+from .bounce_hooks import HOOKS
 from .context import MessageSender, WebContext
 from .feeds import FeedFolder, feed
 from .security import RateLimit, proxy_middleware
@@ -49,6 +50,10 @@ def web_routes() -> list[Route]:
         *(
             Route(routes.READER[purpose], readers.form_endpoint(handler), methods=TOKEN_METHODS)
             for purpose, handler in token_pages.items()
+        ),
+        *(
+            Route(routes.BOUNCE_HOOK.format(relay=relay), endpoint, methods=["POST"])
+            for relay, endpoint in HOOKS.items()
         ),
         Route(routes.ISSUES, pages.issue_list),
         Route(routes.ISSUE, pages.issue_page),
