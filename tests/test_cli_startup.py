@@ -76,3 +76,18 @@ def test_help_lists_every_command() -> None:
     names = {line.split()[0] for line in listed.splitlines()}
     assert names == set(main.commands)
     assert names >= COMMANDS | GROUPS
+
+
+def test_loading_the_config_loads_no_library_only_a_webhook_needs() -> None:
+    """Every command loads the config: the bounce webhooks' crypto and the bounce reader are
+    loaded by what uses them, and by a SendGrid key's check only where one is set."""
+    code = (
+        "import json, sys; from syndicate.config import load_config; load_config(None, env={}); "
+        "print(json.dumps(sorted({n.split('.')[0] for n in sys.modules})), file=sys.stderr); "
+        "print(json.dumps(sorted(n for n in sys.modules if n.startswith('syndicate.bounces'))))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    loaded = set(json.loads(done.stderr.splitlines()[-1]))
+    assert "pydantic" in loaded  # the probe saw the config load
+    assert sorted(loaded & {"cryptography", "flufl"}) == []
+    assert json.loads(done.stdout) == []

@@ -32,7 +32,6 @@ from pydantic import (
     model_validator,
 )
 
-from .bounces.relays import sendgrid_key
 from .errors import ConfigError
 from .model import AUDIENCES
 
@@ -375,6 +374,9 @@ class Bounces(Section):
     @classmethod
     def _sendgrid_key(cls, value: str | None) -> str | None:
         if value is not None:
+            # here, not at the top: every command loads the config, few take webhooks
+            from .bounces.relays import sendgrid_key
+
             try:
                 sendgrid_key(value)
             except ValueError as exc:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import hashlib
 import hmac
 import json
@@ -81,6 +82,7 @@ def mailgun_ok(payload: Mapping[str, Any], signing_key: str, now: datetime) -> b
     return hmac.compare_digest(given.lower(), wanted.hexdigest())
 
 
+@functools.cache  # once per key, not once per request
 def sendgrid_key(text: str) -> ec.EllipticCurvePublicKey:
     """The ECDSA public key SendGrid shows (base64 of its DER form), or the same as PEM.
     Raises ``ValueError`` for anything else."""
