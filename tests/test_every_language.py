@@ -15,10 +15,13 @@ import email.policy
 import json
 import re
 import shutil
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from datetime import UTC, datetime
 from email.message import EmailMessage
 from pathlib import Path
+from typing import Any
 
 import lxml.etree
 import lxml.html
@@ -387,15 +390,26 @@ def test_feeds_of_every_language(site: Config) -> None:
     assert "dir=" not in english.findtext(f"{atom}entry/{atom}content")
 
 
-def test_article_and_index_pages_say_their_language_and_direction(site: Config) -> None:
+@contextmanager
+def site_client(
+    site: Config, send_message: Callable[[Any], None] | None = None
+) -> Iterator[TestClient]:
+    """The site's web app on its state database and articles, as a reader's browser reaches
+    it (mail through ``send_message``, else the site's mailer)."""
     store = open_store(site.database_url)
     found = read_articles(site.path(site.site.articles), site.profiles)
     app = create_app(
-        site, store=store, send_message=messages.message_sender(site), articles=lambda: found,
-        secret=SECRET, now=Clock(),
+        site, store=store, send_message=send_message or messages.message_sender(site),
+        articles=lambda: found, secret=SECRET, now=Clock(),
     )  # fmt: skip
     try:
-        client = TestClient(app, base_url="https://testserver", follow_redirects=False)
+        yield TestClient(app, base_url="https://testserver", follow_redirects=False)
+    finally:
+        store.close()
+
+
+def test_article_and_index_pages_say_their_language_and_direction(site: Config) -> None:
+    with site_client(site) as client:
         for lang in LANGS:
             page = client.get(f"/{lang}/{SEED_SLUG}/")
             assert page.status_code == 200, page.text
@@ -412,8 +426,6 @@ def test_article_and_index_pages_say_their_language_and_direction(site: Config) 
         arabic = lxml.html.fromstring(client.get(f"/ar/{SEED_SLUG}/").text)
         assert arabic.findtext(".//h1") == "«ترينيوم3» من أمازون يشعل حرب رقائق الذكاء الاصطناعي"
         assert "آخر تحديث 11 ديسمبر 2025" in arabic.xpath("string(//p[@class='meta'])")
-    finally:
-        store.close()
 
 
 def test_every_digest_variant_previews_in_every_language(
@@ -493,20 +505,11 @@ def test_every_variant_reaches_its_reader_through_smtp(site: Config, smtp_server
 
 def test_the_confirmation_mail_in_every_language(site: Config, smtp_server) -> None:
     inbox, _ = smtp_server
-    store = open_store(site.database_url)
-    found = read_articles(site.path(site.site.articles), site.profiles)
-    app = create_app(
-        site, store=store, send_message=messages.message_sender(site), articles=lambda: found,
-        secret=SECRET, now=Clock(),
-    )  # fmt: skip
-    try:
-        client = TestClient(app, base_url="https://testserver", follow_redirects=False)
+    with site_client(site) as client:
         for lang in LANGS:
             data = {"email": f"new.{lang}@example.org", "lang": lang, "audiences": ["cost"],
                     "csrf": csrf(client, f"/{lang}/")}  # fmt: skip
             assert client.post("/subscribe", data=data).status_code in (200, 303)
-    finally:
-        store.close()
     assert inbox.counts() == {f"new.{lang}@example.org": 1 for lang in LANGS}
     for address, raw in inbox.received:
         lang = address.split(".")[1].split("@")[0]
@@ -539,16 +542,8 @@ def test_arabic_articles_keep_their_direction_in_an_english_interface(tmp_path: 
     assert (heading.get("lang"), heading.get("dir")) == ("ar", "rtl")
     assert {(ul.get("lang"), ul.get("dir")) for ul in page.xpath("//ul")} == {("ar", "rtl")}
 
-    store = open_store(site.database_url)
-    app = create_app(
-        site, store=store, send_message=lambda message: None, articles=lambda: found,
-        secret=SECRET, now=Clock(),
-    )  # fmt: skip
-    try:
-        client = TestClient(app, base_url="https://testserver")
+    with site_client(site, send_message=lambda message: None) as client:
         root = lxml.html.fromstring(client.get(f"/ar/{SEED_SLUG}/").text)
-    finally:
-        store.close()
     assert (root.get("lang"), root.get("dir")) == ("en", "ltr")
     [article] = root.xpath("//article")
     assert (article.get("lang"), article.get("dir")) == ("ar", "rtl")
