@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import email.policy
 import sys
+from collections import Counter
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from email.message import EmailMessage
@@ -149,3 +150,8 @@ if __name__ == "__main__":
     store = open_store(url)
     counts = deliver(store, mailer(port), compose, options(workers), NOW)
     print(counts.sent, counts.failed, counts.uncertain)
+
+
+def everyone(count: int) -> Counter[str]:
+    """What the inbox holds once each of ``add_readers``' first ``count`` readers has one."""
+    return Counter({f"reader{n}@example.com": 1 for n in range(count)})

@@ -15,24 +15,13 @@ import pytest
 
 from syndicate.sending.loop import deliver
 from syndicate.sending.transports import LostInFlight, SmtpTransport, TemporaryFailure
-from syndicate.state import Claim, Issue, open_store
-from tests.sending import NOW, SENDER, add_readers, mailer, make_issue, options
+from syndicate.state import Claim, Issue
+from tests.sending import NOW, SENDER, add_readers, everyone, mailer, make_issue, options
 
 READERS = 300
 SIZES = (1_000, 5_000, 20_000, 60_000, 150_000)
 """Body sizes, by reader number in turn."""
 RCPT = "reader0@example.com"
-
-
-@pytest.fixture
-def store(database_url: str):
-    opened = open_store(database_url)
-    yield opened
-    opened.close()
-
-
-def everyone(count: int) -> Counter[str]:
-    return Counter({f"reader{n}@example.com": 1 for n in range(count)})
 
 
 def sized(issue: Issue, claim: Claim) -> bytes:

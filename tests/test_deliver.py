@@ -28,21 +28,11 @@ from tests.sending import (
     add_readers,
     compose,
     create_issue,
+    everyone,
     mailer,
     make_issue,
     options,
 )
-
-
-@pytest.fixture
-def store(database_url: str):
-    opened = open_store(database_url)
-    yield opened
-    opened.close()
-
-
-def everyone(count: int) -> Counter[str]:
-    return Counter({f"reader{n}@example.com": 1 for n in range(count)})
 
 
 @pytest.mark.parametrize("micro_batch", [1, 5])

@@ -91,13 +91,6 @@ def relay() -> Iterator[tuple[Relay, int]]:
     controller.stop()
 
 
-@pytest.fixture
-def store(database_url: str) -> Iterator[Store]:
-    opened = open_store(database_url)
-    yield opened
-    opened.close()
-
-
 def test_a_send_whose_database_goes_away_mid_send_keeps_uncertain_only_what_it_wrote(
     store: Store, database_url: str, relay: tuple[Relay, int]
 ) -> None:

@@ -145,13 +145,6 @@ def test_the_pacer_spaces_sends_by_the_rate_now() -> None:
     assert waits == pytest.approx([0.01, 0.02, 0.03, 0.03 + 1 / 70, 0.03 + 2 / 70])
 
 
-@pytest.fixture
-def store(database_url: str):
-    opened = open_store(database_url)
-    yield opened
-    opened.close()
-
-
 def test_one_send_process_slows_down_on_a_slow_down_reply_only(store: Store, smtp_server) -> None:
     """The local engine: a 452 (mailbox full) or a plain 451 (greylisting) leaves the rate as
     it is, a 451 4.7.1 cuts it (all retried, every reader gets one message)."""
