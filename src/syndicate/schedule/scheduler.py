@@ -37,7 +37,7 @@ from apscheduler.triggers.interval import IntervalTrigger
 from ..clock import Clock
 from ..config import Config, DigestJob
 from ..digest import FIRST_ZONE
-from ..errors import SchedulerBusyError, SyndicateError
+from ..errors import DatabaseError, SchedulerBusyError, SyndicateError
 from ..state import OwedRun, SchedulerLock, Store, database_errors
 from ..state.jobstore import FiringJobStore, SchedulerDatabase
 from .owed import OwedRuns
@@ -352,7 +352,8 @@ class Scheduler:
         shutdown. Errors inside ``work`` are raised here, not swallowed by the listeners."""
         global _active
         store = self.database.job_store(DIGEST_PREFIX, self.owed.fired)
-        sched = _new_scheduler(store, len(self.specs) + 1, self.options, self.zone)
+        workers = len(self.specs) + 1
+        sched = _new_scheduler(store, workers, self.options, self.zone, self.config.database_url)
         failure: list[BaseException] = []
 
         def started(_event: object) -> None:
@@ -501,28 +502,49 @@ class Scheduler:
 
 
 class _Scheduler(BlockingScheduler):
-    """APScheduler's BlockingScheduler, but one that has shut down fires nothing more: its
-    loop, woken by the shutdown, would hand a job fallen due during a drain to the executor
-    it just shut down ("cannot schedule new futures after shutdown"), a traceback in the
-    log. The state is looked at under the lock the shutdown takes before it closes the
-    executors, so no job goes out after it."""
+    """APScheduler's BlockingScheduler, with two changes to its loop.
+
+    One that has shut down fires nothing more: woken by the shutdown, the loop would hand a
+    job fallen due during a drain to the executor it just shut down ("cannot schedule new
+    futures after shutdown"). The state is looked at under the lock the shutdown takes
+    before it closes the executors, so no job goes out after it.
+
+    A state database that fails the loop (its session ended while it moved a job on or
+    looked for the next one) is looked at again later, as APScheduler does when it cannot
+    read the due jobs, instead of ending the loop: a job not moved on is still due, and the
+    next one to fire finds whether the lock was lost with the session (``execute``).
+    """
+
+    database_url = ""
 
     def _process_jobs(self) -> float | None:
         with self._jobstores_lock:
             if self.state == STATE_STOPPED:
                 return None
-            return super()._process_jobs()
+            try:
+                with database_errors(self.database_url, every=True):
+                    return super()._process_jobs()
+            except DatabaseError as exc:
+                wait = float(self.jobstore_retry_interval)
+                log.warning("the job store failed: %s; looking again in %.0f s", exc, wait)
+                return wait
 
 
 def _new_scheduler(
-    store: FiringJobStore, workers: int, options: Mapping[str, Any], zone: ZoneInfo
+    store: FiringJobStore,
+    workers: int,
+    options: Mapping[str, Any],
+    zone: ZoneInfo,
+    database_url: str,
 ) -> BlockingScheduler:
-    return _Scheduler(
+    sched = _Scheduler(
         jobstores={"default": store},
         executors={"default": ThreadPoolExecutor(max_workers=workers)},
         job_defaults=dict(options),
         timezone=zone,
     )
+    sched.database_url = database_url
+    return sched
 
 
 def _advance(sched: BlockingScheduler, job_id: str, now: datetime) -> None:
