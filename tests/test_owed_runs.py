@@ -133,21 +133,26 @@ def sends_after_one_restart(config: Config, at: datetime | None = None) -> Count
 
 def end_sessions(url: str, application: str) -> None:
     """End every session of ``application`` (as a failover or a pooler restart does), and
-    wait until they are gone."""
+    wait until those are gone (the application may open new ones meanwhile)."""
     engine = sa.create_engine(url)
     ours = "application_name = :name AND pid <> pg_backend_pid()"
     try:
         with engine.connect() as db:
-            db.execute(
-                sa.text(f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE {ours}"),
-                {"name": application},
+            ended = (
+                db.execute(
+                    sa.text(f"SELECT pid FROM pg_stat_activity WHERE {ours}"), {"name": application}
+                )
+                .scalars()
+                .all()
             )
+            for pid in ended:
+                db.execute(sa.text("SELECT pg_terminate_backend(:pid)"), {"pid": pid})
             db.commit()
 
             def gone() -> bool:
                 left = db.execute(
-                    sa.text(f"SELECT count(*) FROM pg_stat_activity WHERE {ours}"),
-                    {"name": application},
+                    sa.text("SELECT count(*) FROM pg_stat_activity WHERE pid = ANY(:pids)"),
+                    {"pids": list(ended)},
                 )
                 db.commit()  # the statistics views are a snapshot per transaction
                 return left.scalar() == 0
