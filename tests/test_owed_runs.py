@@ -36,6 +36,7 @@ from syndicate.schedule.jobs import default_jobs
 from syndicate.schedule.owed import FIRED
 from syndicate.schedule.scheduler import Jobs, Planned, Report, Scheduler
 from syndicate.state import create_engine, open_store
+from syndicate.state.schema import job_firings
 from tests.test_scheduler import (
     AMSTERDAM,
     Process,
@@ -368,6 +369,26 @@ def test_an_owed_run_older_than_the_grace_is_missed_not_sent(
     (missed,) = [f for f in run_lines(caplog) if f["job"] == "digest:daily"]
     assert missed["outcome"] == "missed" and "over the grace" in missed["reason"]
     assert owed(config) == {}
+
+
+def test_a_firing_recorded_as_its_send_was_settled_is_not_owed(
+    tmp_path: Path, database_url: str
+) -> None:
+    """The scheduler records a firing as it hands the run to a thread; a send that ends at
+    once settles it in a transaction of its own, and on PostgreSQL the record, begun before
+    that one committed, still writes its owed row after it. The row is the one it leaves."""
+    config = make_config(tmp_path, database_url, [{"name": "daily", **later_today(120)}])
+    store = open_store(config.database_url)
+    now = datetime.now(UTC)
+    store.settle("digest:daily", now, "done", "sent", now)
+    with store.engine.begin() as db:
+        due = now - timedelta(hours=1)
+        row = {"state": "owed", "reason": FIRED, "updated_at": now}
+        db.execute(job_firings.insert().values(job_id="digest:daily", due_at=due, **row))
+    assert store.owed() == {}
+    store.close()
+    assert owed(config) == {}
+    assert sends_after_one_restart(config, now) == Counter()
 
 
 def test_the_upgrade_turns_an_interrupted_marker_into_an_owed_run(database_url: str) -> None:

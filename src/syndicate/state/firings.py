@@ -77,9 +77,15 @@ class Firings(Database):
             db.execute(job_firings.delete().where(c.state != "owed", c.due_at < through - KEPT))
 
     def owed(self) -> Mapping[str, tuple[OwedRun, ...]]:
-        """Each job's owed firings, oldest first."""
+        """Each job's owed firings, oldest first: those no settled run at or after them
+        covers (a firing recorded as its send was settled, in two transactions at once, may
+        have missed the settled row)."""
         c = job_firings.c
-        query = sa.select(c.job_id, c.due_at, c.reason).where(c.state == "owed")
+        later = job_firings.alias("later")
+        covered = sa.exists().where(
+            later.c.job_id == c.job_id, later.c.due_at >= c.due_at, later.c.state != "owed"
+        )
+        query = sa.select(c.job_id, c.due_at, c.reason).where(c.state == "owed", ~covered)
         found: dict[str, list[OwedRun]] = {}
         with self.engine.connect() as db:
             for job_id, due, reason in db.execute(query.order_by(c.job_id, c.due_at)):
