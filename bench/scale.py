@@ -308,7 +308,7 @@ def one_run(messages: int, batch: int, micro: int, delay: float, workers: Worker
         store = open_store(url)
         stack.callback(store.close)
         rows = [ReaderRow(f"r{n}@example.com", "en", ("cost",)) for n in range(messages)]
-        store.import_subscribers(rows, status="active", consent_source="bench", now=NOW)
+        store.subscribers.import_subscribers(rows, status="active", consent_source="bench", now=NOW)
         procs: list[subprocess.Popen] = []
         started = None
         if workers:
@@ -340,7 +340,7 @@ def arrived(sink: Sink, store: Store, messages: int) -> Callable[[], bool]:
         if time.monotonic() - last > 3:
             last = time.monotonic()
             counts: Counter[str] = Counter()
-            for (_, _, status), n in store.delivery_counts().items():
+            for (_, _, status), n in store.ledger.delivery_counts().items():
                 counts[status] += n
             if not counts["pending"] + counts["sending"] and sink.count < messages:
                 raise RuntimeError(f"{sink.count:,} of {messages:,} at the sink: {dict(counts)}")

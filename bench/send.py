@@ -89,8 +89,8 @@ def message_id(issue_id: int, subscriber_id: int) -> str:
 def prepare(folder: Path, count: int, tag: str) -> Store:
     store = open_store(f"sqlite:///{folder}/{tag}.db")
     rows = [ReaderRow(f"reader{n}@example.com", "en", ("cost",)) for n in range(count)]
-    store.import_subscribers(rows, status="active", consent_source="bench", now=NOW)
-    readers = list(store.subscribers())
+    store.subscribers.import_subscribers(rows, status="active", consent_source="bench", now=NOW)
+    readers = list(store.subscribers.all())
     create_issue(
         store,
         key="en-cost",
@@ -146,7 +146,7 @@ def ours(port: int, store: Store, signer: DkimSigner | None, keep: list[bytes]) 
     start = time.perf_counter()
     counts = deliver(store, SmtpMailer("127.0.0.1", port), compose, options, NOW)
     elapsed = time.perf_counter() - start
-    assert counts.failed == 0 and store.pending_count() == 0
+    assert counts.failed == 0 and store.ledger.pending_count() == 0
     return elapsed
 
 
@@ -176,7 +176,7 @@ def main() -> int:
             store = prepare(folder, MESSAGES // ROUNDS, f"plain{n}")
             same = [
                 (d.email, message(i + 1, d.email, d.message_id))
-                for i, d in enumerate(store.deliveries("pending"))
+                for i, d in enumerate(store.ledger.deliveries("pending"))
             ]
             bare_time += bare(port, same)
             ours_time += ours(port, store, None, [])

@@ -52,7 +52,7 @@ def imported(folder: Path, rows: list[ReaderRow]) -> tuple[float, float]:
     times = []
     for expected in (len(rows), 0):
         start = time.perf_counter()
-        added, updated = store.import_subscribers(
+        added, updated = store.subscribers.import_subscribers(
             rows, status="active", consent_source="bench", now=NOW
         )
         times.append(time.perf_counter() - start)

@@ -29,7 +29,7 @@ SENDER = "digest@news.example.org"
 
 def add_readers(store: Store, count: int, *, lang: str = "en") -> list[Subscriber]:
     return [
-        store.add_subscriber(
+        store.subscribers.add_subscriber(
             f"reader{n}@example.com",
             lang,
             ["cost"],
@@ -67,7 +67,7 @@ def create_issue(
                 db.execute(sa.insert(deliveries), rows)
     except sa.exc.IntegrityError:
         return None
-    return store.issue(issue_id)
+    return store.issues.issue(issue_id)
 
 
 def make_issue(store: Store, readers: list[Subscriber], *, content: str = "one") -> Issue:

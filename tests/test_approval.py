@@ -27,7 +27,7 @@ def _site(tmp_path: Path, database_url: str, port: int, *extra: str) -> Path:
     path = write_config(tmp_path, database_url, port, articles, email=email)
     store = open_store(database_url)
     for email_address in ("a@example.com", "b@example.com"):
-        store.add_subscriber(
+        store.subscribers.add_subscriber(
             email_address, "en", ["cost"], status="active", consent_source="t", now=NOW
         )
     store.close()
@@ -158,8 +158,8 @@ def test_a_held_issue_expires_unsent_and_the_next_shows_what_changed(
     later = NOW + timedelta(days=1)
     second = issuing.send_digests(config, later, mailer=mailer, store=store)
     assert [h[:3] for h in second.held] == [(2, "en-cost", 2)]
-    held = store.held_issues()[0]
-    assert store.issue_changes(held) == {
+    held = store.issues.held_issues()[0]
+    assert store.issues.issue_changes(held) == {
         "added": ["en/fresh-0"],
         "revised": ["en/piece-1"],
         "removed": ["en/piece-0"],
@@ -168,8 +168,8 @@ def test_a_held_issue_expires_unsent_and_the_next_shows_what_changed(
     stale = later + timedelta(days=3, minutes=1)
     third = issuing.send_digests(config, stale, mailer=mailer, store=store)
     assert third.expired == [(2, "en-cost")]
-    assert store.issue(2).state == "expired"
-    assert {d.status for d in store.deliveries(issue_id=2)} == {"skipped"}
+    assert store.issues.issue(2).state == "expired"
+    assert {d.status for d in store.ledger.deliveries(issue_id=2)} == {"skipped"}
     # its content was never sent: it comes again, held for a fresh look
     assert [h[:2] for h in third.held] == [(3, "en-cost")]
     assert inbox.counts() == {EDITOR: 3, "a@example.com": 1, "b@example.com": 1}
@@ -184,7 +184,7 @@ def test_an_approval_after_the_expiry_is_refused_and_the_issue_expires(
     config = load_config(path)
     store = open_store(database_url)
     issuing.send_digests(config, NOW, mailer=SmtpMailer.from_url(config.smtp.url), store=store)
-    assert [i.id for i in store.held_issues()] == [1]
+    assert [i.id for i in store.issues.held_issues()] == [1]
 
     later = NOW + timedelta(days=3, minutes=1)
     monkeypatch.setattr("syndicate.cli.send.wall_clock", lambda: later)
@@ -195,8 +195,8 @@ def test_an_approval_after_the_expiry_is_refused_and_the_issue_expires(
         "email.approval_expires_days (3), so it expired unsent"
     ]
     assert inbox.counts() == {EDITOR: 1}  # the test copy alone: nobody got it stale
-    assert store.issue(1).state == "expired"
-    assert {d.status for d in store.deliveries(issue_id=1)} == {"skipped"}
+    assert store.issues.issue(1).state == "expired"
+    assert {d.status for d in store.ledger.deliveries(issue_id=1)} == {"skipped"}
     assert _send(path, "approve", "1").exit_code == 1  # no longer held
     assert _status(path)["bounces"] == {"permanent": 0, "temporary": 0, "complaint": 0}
     store.close()
@@ -210,14 +210,14 @@ def test_several_issues_are_approved_and_rejected_at_once_each_with_its_line(
     config = load_config(path)
     store = open_store(database_url)
     for address, audience in [("c@example.com", "strategy"), ("d@example.com", "ecosystem")]:
-        store.add_subscriber(
+        store.subscribers.add_subscriber(
             address, "en", [audience], status="active", consent_source="t", now=NOW
         )
     # issue 1 is held first, issues 2 and 3 six days later
     mailer = SmtpMailer.from_url(config.smtp.url)
     issuing.send_digests(config, NOW, mailer=mailer, store=store, audiences=["cost"])
     issuing.send_digests(config, NOW + timedelta(days=6), mailer=mailer, store=store)
-    held = {i.id: i.key for i in store.held_issues()}
+    held = {i.id: i.key for i in store.issues.held_issues()}
     assert held == {1: "en-cost", 2: "en-ecosystem", 3: "en-strategy"}
     later = NOW + timedelta(days=7, minutes=1)
     monkeypatch.setattr("syndicate.cli.send.wall_clock", lambda: later)
@@ -237,11 +237,15 @@ def test_several_issues_are_approved_and_rejected_at_once_each_with_its_line(
         "issue 9 is not held: not approved",
     ]
     assert inbox.counts() == {EDITOR: 3, "d@example.com": 1}
-    assert {i: store.issue(i).state for i in held} == {1: "expired", 2: "issued", 3: "rejected"}
+    assert {i: store.issues.issue(i).state for i in held} == {
+        1: "expired",
+        2: "issued",
+        3: "rejected",
+    }
 
     # one id still works, and one line each
     issuing.send_digests(config, NOW + timedelta(days=7), mailer=mailer, store=store)
-    again = {i.id for i in store.held_issues()}
+    again = {i.id for i in store.issues.held_issues()}
     assert len(again) == 2
     first, second = sorted(again)
     result = _send(path, f"--approve={first}", str(second))

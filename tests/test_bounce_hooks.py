@@ -58,8 +58,8 @@ def message_id(issue, reader) -> str:
 
 
 def state(store, reader) -> tuple:
-    found = store.subscriber_by_id(reader.id)
-    return found.status, found.bounces, found.soft_bounces, store.bounce_counts()
+    found = store.subscribers.subscriber_by_id(reader.id)
+    return found.status, found.bounces, found.soft_bounces, store.bounces.bounce_counts()
 
 
 # -- Postmark: basic auth ----------------------------------------------------------------------
@@ -106,7 +106,7 @@ def test_a_postmark_hard_bounce_drops_the_reader_once(hooks):
     assert response.status_code == 200
     assert response.json() == {"actions": ["bounced"]}
     assert state(store, reader) == ("bounced", 1, 0, {"permanent": 1})
-    assert store.subscriber_by_id(other.id).status == "active"
+    assert store.subscribers.subscriber_by_id(other.id).status == "active"
     again = client.post(
         "/hooks/bounces/postmark", json=body, headers=basic("postmark", "hook password")
     )
@@ -121,7 +121,7 @@ def test_a_postmark_complaint_unsubscribes(hooks):
         "/hooks/bounces/postmark", json=body, headers=basic("postmark", "hook password")
     )
     assert response.json() == {"actions": ["unsubscribed"]}
-    assert store.subscriber_by_id(reader.id).status == "unsubscribed"
+    assert store.subscribers.subscriber_by_id(reader.id).status == "unsubscribed"
 
 
 @pytest.mark.parametrize(
@@ -277,10 +277,10 @@ def test_a_sendgrid_batch_is_recorded_event_by_event_once(hooks):
     response = sendgrid_post(client, events)
     assert response.json() == {"actions": ["bounced", "recorded", "ignored: no bounce"]}
     assert state(store, readers[0]) == ("bounced", 1, 0, {"permanent": 1, "temporary": 1})
-    assert store.subscriber_by_id(readers[1].id).status == "active"
+    assert store.subscribers.subscriber_by_id(readers[1].id).status == "active"
     replay = sendgrid_post(client, events)
     assert replay.json() == {"actions": ["duplicate", "duplicate", "ignored: no bounce"]}
-    assert store.bounce_counts() == {"permanent": 1, "temporary": 1}
+    assert store.bounces.bounce_counts() == {"permanent": 1, "temporary": 1}
 
 
 def test_a_sendgrid_spam_report_unsubscribes(hooks):
@@ -292,7 +292,7 @@ def test_a_sendgrid_spam_report_unsubscribes(hooks):
         "sg_event_id": "x1",
     }
     assert sendgrid_post(client, [event]).json() == {"actions": ["unsubscribed"]}
-    assert store.subscriber_by_id(reader.id).status == "unsubscribed"
+    assert store.subscribers.subscriber_by_id(reader.id).status == "unsubscribed"
 
 
 def test_sendgrid_unsigned_or_signed_by_another_key_is_refused(hooks):

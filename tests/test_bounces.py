@@ -135,7 +135,7 @@ def _report(
     store: Store, target: Bounced, message_hash: str, kind: str, now: datetime = NOW
 ) -> str:
     """A bounce report of ``target``'s delivery at ``now`` (hard limit 2, window 90 days)."""
-    return store.record_bounce(
+    return store.bounces.record_bounce(
         message_hash=message_hash,
         target=target,
         kind=kind,
@@ -153,7 +153,7 @@ def _deliveries(store: Store, reader: Subscriber, count: int, first: int = 0) ->
     numbers = range(first, first + count)
     issues = [make_issue(store, [reader], content=f"issue {n}") for n in numbers]
     return [
-        store.bounced_deliveries(message_ids=[f"<{i.id}.{reader.id}@news.example.org>"])[0]
+        store.bounces.bounced_deliveries(message_ids=[f"<{i.id}.{reader.id}@news.example.org>"])[0]
         for i in issues
     ]
 
@@ -170,13 +170,13 @@ def test_a_permanent_bounce_counts_once_per_delivery(database_url: str) -> None:
     assert record(one, "a" * 64) == "duplicate"  # the same message again
     assert record(one, "b" * 64) == "already counted"  # another report of the same delivery
     assert record(one, "c" * 64, TEMPORARY) == "already counted"  # a delay notice too
-    assert store.subscriber_by_id(reader.id).bounces == 1
-    assert store.subscriber_by_id(reader.id).status == "active"
+    assert store.subscribers.subscriber_by_id(reader.id).bounces == 1
+    assert store.subscribers.subscriber_by_id(reader.id).status == "active"
     assert record(two, "d" * 64) == "bounced"  # the second delivery reaches max_bounces
-    assert store.subscriber_by_id(reader.id).status == "bounced"
-    [risk] = store.readers_at_risk()
+    assert store.subscribers.subscriber_by_id(reader.id).status == "bounced"
+    [risk] = store.bounces.readers_at_risk()
     assert (risk.email, risk.bounces, risk.temporary, risk.complaints) == (reader.email, 2, 1, 0)
-    assert store.bounce_counts() == {PERMANENT: 3, TEMPORARY: 1}
+    assert store.bounces.bounce_counts() == {PERMANENT: 3, TEMPORARY: 1}
     store.close()
 
 
@@ -192,9 +192,9 @@ def test_bounces_older_than_the_window_are_forgotten_at_the_next_one(database_ur
 
     assert record(targets[0], "a" * 64, 0) == "counted"
     assert record(targets[1], "b" * 64, 100) == "counted"  # the first again
-    assert store.subscriber_by_id(reader.id).bounces == 1
+    assert store.subscribers.subscriber_by_id(reader.id).bounces == 1
     assert record(targets[2], "c" * 64, 180) == "bounced"  # 80 days after the last one
-    assert store.subscriber_by_id(reader.id).status == "bounced"
+    assert store.subscribers.subscriber_by_id(reader.id).status == "bounced"
     store.close()
 
 
@@ -212,7 +212,7 @@ def test_a_refusal_at_the_send_forgets_old_bounces_alike(database_url: str, smtp
         counts = deliver(store, SmtpMailer("127.0.0.1", port, timeout=10), compose, options, when)
         assert counts.failed == 1
         expected = {0: ("active", 1), 40: ("active", 1), 60: ("bounced", 2)}[days]
-        found = store.subscriber_by_id(reader.id)
+        found = store.subscribers.subscriber_by_id(reader.id)
         assert (found.status, found.bounces) == expected, f"day {days}"
     store.close()
 
@@ -225,7 +225,7 @@ FULL = "552 5.2.2 mailbox full"
 def _soft(store: Store, target: Bounced, n: int, days: float) -> str:
     """Bounce mail of ``target``'s delivery: a full mailbox, ``days`` after NOW (the default
     policy: hard limit 1, soft limit 5 over 14 days)."""
-    return store.record_bounce(
+    return store.bounces.record_bounce(
         message_hash=f"{n:064x}",
         target=target,
         kind=TEMPORARY,
@@ -255,13 +255,13 @@ def test_a_full_mailbox_drops_a_reader_only_when_it_persists(
         zip(_deliveries(store, reader, len(days)), days, strict=True)
     ):
         assert _soft(store, target, n, day) in ("counted", "bounced")
-    found = store.subscriber_by_id(reader.id)
+    found = store.subscribers.subscriber_by_id(reader.id)
     assert (found.status, found.soft_bounces, found.bounces) == (
         "bounced" if dropped else "active",
         len(days),
         0,
     )
-    [risk] = store.readers_at_risk()
+    [risk] = store.bounces.readers_at_risk()
     assert (risk.soft_bounces, risk.soft_since, risk.reason) == (len(days), NOW, "mailboxfull")
     store.close()
 
@@ -278,7 +278,7 @@ def _sent(store: Store, port: int, reader: Subscriber, week: int, micro_batch: i
     counts = deliver(store, mailer, compose, options, NOW + timedelta(days=WEEK * week))
     assert counts.sent == 1
     message_id = f"<{issue.id}.{reader.id}@news.example.org>"
-    return store.bounced_deliveries(message_ids=[message_id])[0]
+    return store.bounces.bounced_deliveries(message_ids=[message_id])[0]
 
 
 @pytest.mark.parametrize(("weeks", "dropped"), [(5, True), (4, False)])
@@ -295,9 +295,9 @@ def test_behind_a_relay_a_full_mailbox_week_after_week_drops_the_reader(
     for week in range(weeks):
         target = _sent(store, port, reader, week, micro_batch)
         assert _soft(store, target, week, WEEK * week + 1) in ("counted", "bounced")
-    found = store.subscriber_by_id(reader.id)
+    found = store.subscribers.subscriber_by_id(reader.id)
     assert (found.status, found.soft_bounces) == ("bounced" if dropped else "active", weeks)
-    [risk] = store.readers_at_risk()
+    [risk] = store.bounces.readers_at_risk()
     assert risk.soft_since == NOW + timedelta(days=1)
     store.close()
 
@@ -312,11 +312,11 @@ def test_behind_a_relay_an_issue_that_does_not_bounce_starts_the_soft_count_agai
     reader = add_readers(store, 1)[0]
     first, _, third = (_sent(store, port, reader, week) for week in range(3))
     _soft(store, first, 0, 1)
-    assert store.subscriber_by_id(reader.id).soft_bounces == 1
+    assert store.subscribers.subscriber_by_id(reader.id).soft_bounces == 1
     assert _soft(store, third, 2, 2 * WEEK + 1) == "counted"
-    found = store.subscriber_by_id(reader.id)
+    found = store.subscribers.subscriber_by_id(reader.id)
     assert (found.status, found.soft_bounces) == ("active", 1)
-    [risk] = store.readers_at_risk()
+    [risk] = store.bounces.readers_at_risk()
     assert risk.soft_since == NOW + timedelta(days=2 * WEEK + 1)
     store.close()
 
@@ -332,7 +332,7 @@ def test_an_issue_the_relay_was_still_trying_is_no_success_in_between(
     reader = add_readers(store, 1)[0]
     first, second, third = (_sent(store, port, reader, week) for week in range(3))
     _soft(store, first, 0, 1)
-    delay = store.record_bounce(
+    delay = store.bounces.record_bounce(
         message_hash="d" * 64,
         target=second,
         kind=TEMPORARY,
@@ -345,7 +345,7 @@ def test_an_issue_the_relay_was_still_trying_is_no_success_in_between(
     )
     assert delay == "recorded"
     assert _soft(store, third, 2, 2 * WEEK + 1) == "counted"
-    found = store.subscriber_by_id(reader.id)
+    found = store.subscribers.subscriber_by_id(reader.id)
     assert (found.status, found.soft_bounces) == ("active", 2)
     store.close()
 
@@ -366,9 +366,9 @@ def test_a_full_mailbox_at_the_send_counts_again_after_an_issue_it_took(
             inbox.script[("rcpt", reader.email)] = [reply]
         make_issue(store, [reader], content=f"week {week}")
         deliver(store, mailer, compose, options, NOW + timedelta(days=WEEK * week))
-    found = store.subscriber_by_id(reader.id)
+    found = store.subscribers.subscriber_by_id(reader.id)
     assert (found.status, found.soft_bounces) == ("active", soft)
-    assert [d.status for d in store.deliveries()] == [
+    assert [d.status for d in store.ledger.deliveries()] == [
         "failed" if r == FULL else "sent" for r in replies
     ]
     store.close()
@@ -384,7 +384,7 @@ def test_a_hard_bounce_drops_a_reader_at_the_hard_limit(
     policy = BouncePolicy(hard_limit=hard_limit)
 
     def hard(target: Bounced, n: int) -> None:
-        store.record_bounce(
+        store.bounces.record_bounce(
             message_hash=f"{n:064x}",
             target=target,
             kind=PERMANENT,
@@ -397,9 +397,9 @@ def test_a_hard_bounce_drops_a_reader_at_the_hard_limit(
         )
 
     hard(one, 1)
-    assert store.subscriber_by_id(reader.id).status == after_one
+    assert store.subscribers.subscriber_by_id(reader.id).status == after_one
     hard(two, 2)
-    found = store.subscriber_by_id(reader.id)
+    found = store.subscribers.subscriber_by_id(reader.id)
     assert (found.status, found.bounces, found.soft_bounces) == ("bounced", 2, 0)
     store.close()
 
@@ -408,7 +408,7 @@ def test_a_complaint_stops_the_mail_at_once(database_url: str) -> None:
     store = open_store(database_url)
     reader = add_readers(store, 1)[0]
     [target] = _deliveries(store, reader, 1)
-    done = store.record_bounce(
+    done = store.bounces.record_bounce(
         message_hash="c" * 64,
         target=target,
         kind=COMPLAINT,
@@ -419,8 +419,8 @@ def test_a_complaint_stops_the_mail_at_once(database_url: str) -> None:
         now=NOW,
     )
     assert done == "unsubscribed"
-    assert store.subscriber_by_id(reader.id).status == "unsubscribed"
-    assert store.readers_at_risk()[0].reason == "feedback"
+    assert store.subscribers.subscriber_by_id(reader.id).status == "unsubscribed"
+    assert store.bounces.readers_at_risk()[0].reason == "feedback"
     store.close()
 
 
@@ -443,9 +443,9 @@ def test_a_refusal_at_the_send_is_hard_or_soft_by_its_words(
     options = SendOptions(sender="digest@news.example.org", workers=1)
     counts = deliver(store, SmtpMailer("127.0.0.1", port, timeout=10), compose, options, NOW)
     assert counts.failed == 1
-    found = store.subscriber_by_id(reader.id)
+    found = store.subscribers.subscriber_by_id(reader.id)
     assert (found.status, found.bounces, found.soft_bounces) == (status, hard, soft)
-    [risk] = store.readers_at_risk()
+    [risk] = store.bounces.readers_at_risk()
     assert (risk.reason, risk.soft_since) == (reason, NOW if soft else None)
     store.close()
 
@@ -486,7 +486,7 @@ secret_key = "a secret key for the tests"
 
 
 def state(store: Store) -> dict[str, tuple[str, int]]:
-    return {s.email: (s.status, s.bounces) for s in store.subscribers()}
+    return {s.email: (s.status, s.bounces) for s in store.subscribers.all()}
 
 
 def invoke(tmp_path: Path, *args: str) -> str:
@@ -522,14 +522,16 @@ def test_bounce_mail_is_matched_to_its_delivery_and_acted_on_once(
     store = open_store(config.database_url)
     others = ["forged@example.com", "fallback@example.com", "byaddress@example.com"]
     for email in [*READERS.values(), *others]:
-        store.add_subscriber(email, "en", ["cost"], status="active", consent_source="t", now=NOW)
+        store.subscribers.add_subscriber(
+            email, "en", ["cost"], status="active", consent_source="t", now=NOW
+        )
     report = issuing.send_digests(
         config, NOW, mailer=SmtpMailer.from_url(config.smtp.url), store=store
     )
     assert report.sent == 10
 
     # Each delivery left with its own envelope sender, naming it under the site's key.
-    deliveries = {d.email: d for d in store.deliveries()}
+    deliveries = {d.email: d for d in store.ledger.deliveries()}
     secret = secret_key(config)
     for email, envelope in inbox.mail_from.items():
         number = int(VERP.fullmatch(envelope)[1])
@@ -648,11 +650,11 @@ def test_an_mbox_is_read_and_emptied_into_processed(
     inbox, port = smtp_server
     config = site(tmp_path, database_url, port)
     store = open_store(config.database_url)
-    store.add_subscriber(
+    store.subscribers.add_subscriber(
         "gone@example.com", "en", ["cost"], status="active", consent_source="t", now=NOW
     )
     issuing.send_digests(config, NOW, mailer=SmtpMailer.from_url(config.smtp.url), store=store)
-    [delivery] = store.deliveries()
+    [delivery] = store.ledger.deliveries()
     path = tmp_path / "bounces.mbox"
     box = mailbox.mbox(path)
     box.add(
@@ -672,7 +674,7 @@ def test_an_mbox_is_read_and_emptied_into_processed(
     finally:
         os.umask(umask)
     assert "gone@example.com (by verp): counted" in out
-    assert store.subscriber("gone@example.com").bounces == 1
+    assert store.subscribers.subscriber("gone@example.com").bounces == 1
     assert len(mailbox.mbox(path)) == 0
     processed = tmp_path / "processed" / "bounces.mbox"
     assert len(mailbox.mbox(processed)) == 1
@@ -690,11 +692,11 @@ def test_what_is_no_bounce_goes_to_replies_and_what_is_no_mail_stays(
     inbox, port = smtp_server
     config = site(tmp_path, database_url, port)
     store = open_store(config.database_url)
-    store.add_subscriber(
+    store.subscribers.add_subscriber(
         "gone@example.com", "en", ["cost"], status="active", consent_source="t", now=NOW
     )
     issuing.send_digests(config, NOW, mailer=SmtpMailer.from_url(config.smtp.url), store=store)
-    [delivery] = store.deliveries()
+    [delivery] = store.ledger.deliveries()
     envelope = inbox.mail_from["gone@example.com"]
     mail = {
         name: fill(
@@ -747,7 +749,7 @@ def test_what_is_no_bounce_goes_to_replies_and_what_is_no_mail_stays(
         f"6 message(s) read; 1 moved to {folder['processed']}; "
         f"3 not a bounce, moved to {folder['replies']}; 2 unreadable, left in place\n"
     )
-    assert store.subscriber("gone@example.com").bounces == 1
+    assert store.subscribers.subscriber("gone@example.com").bounces == 1
     left = mailbox.Maildir(path) if form == "maildir" else mailbox.mbox(path)
     assert sorted(left.get_bytes(k).strip() for k in left.iterkeys()) == sorted(
         [b"", mail["random"].strip()]
@@ -763,7 +765,7 @@ def test_what_is_no_bounce_goes_to_replies_and_what_is_no_mail_stays(
     out, summary = process()
     assert summary == "2 message(s) read; 2 unreadable, left in place\n"
     assert "moved" not in out
-    assert store.subscriber("gone@example.com").bounces == 1
+    assert store.subscribers.subscriber("gone@example.com").bounces == 1
     assert len(opened(folder["processed"])) == 1 and len(opened(folder["replies"])) == 3
     store.close()
 
@@ -794,12 +796,12 @@ def test_without_verp_one_return_path_serves_and_the_message_id_matches(
     )
     config = load_config(path, env={})
     store = open_store(config.database_url)
-    store.add_subscriber(
+    store.subscribers.add_subscriber(
         "gone@example.com", "en", ["cost"], status="active", consent_source="t", now=NOW
     )
     issuing.send_digests(config, NOW, mailer=SmtpMailer.from_url(config.smtp.url), store=store)
     assert inbox.mail_from == {"gone@example.com": "bounces@news.example.org"}
-    [delivery] = store.deliveries()
+    [delivery] = store.ledger.deliveries()
     box = mailbox.Maildir(tmp_path / "bounces", create=True)
     box.add(
         fill(

@@ -32,7 +32,9 @@ def test_two_sends_that_finish_everything_together_each_leave_nothing(
     store = open_store(postgres_url)
     readers = [f"reader{n}@example.com" for n in range(20)]
     for email in readers:
-        store.add_subscriber(email, "en", ["cost"], status="active", consent_source="t", now=NOW)
+        store.subscribers.add_subscriber(
+            email, "en", ["cost"], status="active", consent_source="t", now=NOW
+        )
     store.close()
     # The first run's reader0 is refused for now (given back to whoever comes next); its
     # reader1 is taken, and the reply kept back while the second run sends everyone else.

@@ -275,7 +275,7 @@ def published(tmp_path: Path, database_url: str, smtp_server) -> Iterator[tuple]
     try:
         build_feeds(config, folder, now=NOW, store=store)
         for email, lang, audiences in READERS:
-            store.add_subscriber(
+            store.subscribers.add_subscriber(
                 email, lang, audiences, status="active", consent_source="test", now=NOW
             )
         report = send_digests(config, NOW, mailer=mailer(smtp_port), store=store)

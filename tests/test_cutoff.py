@@ -47,7 +47,7 @@ MESSAGE = (
 def send_all(store, port: int, runs: int = 3) -> list:
     """Up to ``runs`` sends, as many as there are deliveries pending; their counts."""
     done = []
-    while len(done) < runs and (not done or store.deliveries("pending")):
+    while len(done) < runs and (not done or store.ledger.deliveries("pending")):
         done.append(deliver(store, mailer(port), sized, options(workers=3), NOW))
     return done
 
@@ -63,9 +63,9 @@ def test_messages_cut_inside_the_data_are_retried_until_everyone_has_one(
     runs = send_all(store, port)
     assert [(c.uncertain, c.failed) for c in runs] == [(0, 0)] * len(runs), runs[0].failures
     assert inbox.counts() == everyone(READERS)
-    assert len(store.deliveries("sent")) == READERS
+    assert len(store.ledger.deliveries("sent")) == READERS
     assert len(inbox.cut_off) == inbox.data_taken // 10 >= READERS // 10
-    attempts = {d.email: d.attempts for d in store.deliveries()}
+    attempts = {d.email: d.attempts for d in store.ledger.deliveries()}
     assert all(attempts[email] >= 2 for email in inbox.cut_off)  # cut, then sent again
 
 
@@ -81,7 +81,7 @@ def test_messages_cut_after_their_end_are_uncertain_and_never_sent_twice(
     cut = set(inbox.cut_off)
     assert len(cut) == len(inbox.cut_off) == READERS // 10
     assert sum(c.uncertain for c in runs) == len(cut)
-    uncertain = store.deliveries("uncertain")
+    uncertain = store.ledger.deliveries("uncertain")
     assert {d.email for d in uncertain} == cut
     assert all("after the end of data" in d.reply for d in uncertain)
     assert inbox.counts() == everyone(READERS)  # nobody twice, and the cut ones were kept

@@ -44,7 +44,7 @@ def test_every_reader_gets_one_message_and_a_rerun_sends_nothing(
     counts = deliver(store, mailer(port), compose, options(3, micro_batch=micro_batch), NOW)
     assert (counts.sent, counts.failed, counts.uncertain) == (12, 0, 0)
     assert inbox.counts() == everyone(12)
-    replies = {d.reply for d in store.deliveries("sent")}
+    replies = {d.reply for d in store.ledger.deliveries("sent")}
     assert all(reply.startswith("250 2.0.0 queued as") for reply in replies)
     again = deliver(store, mailer(port), compose, options(), NOW)
     assert again.sent == 0 and inbox.counts() == everyone(12)
@@ -89,7 +89,7 @@ def test_the_same_content_is_never_issued_twice(store) -> None:
         )
         is None
     )
-    assert store.sent_articles("en", ["cost"]) == {("en", "a"): "article-one"}
+    assert store.issues.sent_articles("en", ["cost"]) == {("en", "a"): "article-one"}
 
 
 def test_temporary_failures_are_retried_until_the_server_recovers(store, any_smtp_server) -> None:
@@ -110,7 +110,7 @@ def test_to_a_pipelining_server_the_envelope_goes_in_one_round_trip(store, smtp_
     counts = deliver(store, mailer(port), compose, options(workers=1), NOW)
     assert (counts.sent, counts.failed) == (3, 1)
     assert inbox.pipelined == 4 and inbox.most_sessions == 1
-    assert [d.reply for d in store.deliveries("failed")] == ["550 5.1.1 no such user"]
+    assert [d.reply for d in store.ledger.deliveries("failed")] == ["550 5.1.1 no such user"]
 
 
 def test_a_server_that_stays_down_leaves_the_delivery_pending_for_the_next_run(
@@ -121,7 +121,7 @@ def test_a_server_that_stays_down_leaves_the_delivery_pending_for_the_next_run(
     inbox.script[("rcpt", "reader0@example.com")] = ["452 4.2.2 mailbox full"] * 3
     counts = deliver(store, mailer(port), compose, options(retries=2), NOW)
     assert (counts.sent, counts.deferred) == (2, 1)
-    assert [d.email for d in store.deliveries("pending")] == ["reader0@example.com"]
+    assert [d.email for d in store.ledger.deliveries("pending")] == ["reader0@example.com"]
     later = deliver(store, mailer(port), compose, options(), NOW)
     assert later.sent == 1 and inbox.counts() == everyone(3)
 
@@ -136,8 +136,8 @@ def test_a_refused_reader_is_recorded_and_bounced_without_stopping_the_rest(
     assert (counts.sent, counts.failed) == (3, 1)
     assert counts.failures == [("reader2@example.com", "550 5.1.1 no such user")]
     assert "reader2@example.com" not in inbox.counts()
-    assert store.subscriber("reader2@example.com").status == "bounced"
-    [failed] = store.deliveries("failed")
+    assert store.subscribers.subscriber("reader2@example.com").status == "bounced"
+    [failed] = store.ledger.deliveries("failed")
     assert failed.reply == "550 5.1.1 no such user"
 
 
@@ -150,8 +150,8 @@ def test_a_reply_is_recorded_as_the_server_wrote_it_quotes_and_all(store, smtp_s
     inbox.script[("rcpt", "reader1@example.com")] = [odd]
     counts = deliver(store, mailer(port), compose, options(workers=1), NOW)
     assert (counts.sent, counts.failed) == (1, 1)
-    assert [d.reply for d in store.deliveries("failed")] == [odd]
-    assert [d.email for d in store.deliveries("sent")] == ["reader0@example.com"]
+    assert [d.reply for d in store.ledger.deliveries("failed")] == [odd]
+    assert [d.email for d in store.ledger.deliveries("sent")] == ["reader0@example.com"]
 
 
 def test_a_refused_sender_stops_the_run_and_keeps_every_reader_pending(
@@ -164,8 +164,8 @@ def test_a_refused_sender_stops_the_run_and_keeps_every_reader_pending(
     inbox.script[("mail", "")] = ["550 5.7.1 sender not allowed"]
     with pytest.raises(DeliveryError, match=r"refuses the sender address: 550 5\.7\.1"):
         deliver(store, mailer(port), compose, options(workers=1), NOW)
-    assert inbox.received == [] and len(store.deliveries("pending")) == 3
-    assert all(reader.status == "active" for reader in store.subscribers())
+    assert inbox.received == [] and len(store.ledger.deliveries("pending")) == 3
+    assert all(reader.status == "active" for reader in store.subscribers.all())
 
 
 def test_a_connection_dropped_before_the_message_is_complete_is_retried(
@@ -187,7 +187,7 @@ def test_a_connection_dropped_after_the_message_is_marked_uncertain_not_resent(
     inbox.script[("data", "reader1@example.com")] = ["DROP"]
     counts = deliver(store, mailer(port), compose, options(workers=1), NOW)
     assert (counts.sent, counts.uncertain) == (3, 1)
-    assert [d.email for d in store.deliveries("uncertain")] == ["reader1@example.com"]
+    assert [d.email for d in store.ledger.deliveries("uncertain")] == ["reader1@example.com"]
     deliver(store, mailer(port), compose, options(), NOW)
     assert "reader1@example.com" not in inbox.counts()
 
@@ -196,7 +196,7 @@ def test_readers_who_left_before_their_turn_are_skipped(store, smtp_server) -> N
     inbox, port = smtp_server
     readers = add_readers(store, 3)
     make_issue(store, readers)
-    store.set_status(readers[1].id, "unsubscribed", NOW)
+    store.subscribers.set_status(readers[1].id, "unsubscribed", NOW)
     counts = deliver(store, mailer(port), compose, options(), NOW)
     assert (counts.sent, counts.skipped) == (2, 1)
     assert "reader1@example.com" not in inbox.counts()
@@ -213,12 +213,12 @@ def test_a_batch_skips_its_own_readers_who_left_and_leaves_the_other_batches(
         batch = sa.case((deliveries.c.subscriber_id.in_(first), 0), else_=1)
         db.execute(sa.update(deliveries).values(batch_no=batch))
     for reader in (readers[1], readers[3]):
-        store.set_status(reader.id, "unsubscribed", NOW)
+        store.subscribers.set_status(reader.id, "unsubscribed", NOW)
     counts = deliver(store, mailer(port), compose, options(), NOW, batch=(issue.id, 0))
     assert (counts.sent, counts.skipped, counts.left) == (1, 1, 0)
     assert inbox.counts() == Counter({"reader0@example.com": 1})
-    assert [d.email for d in store.deliveries("skipped")] == ["reader1@example.com"]
-    pending = {d.email for d in store.deliveries("pending")}
+    assert [d.email for d in store.ledger.deliveries("skipped")] == ["reader1@example.com"]
+    pending = {d.email for d in store.ledger.deliveries("pending")}
     assert pending == {"reader2@example.com", "reader3@example.com"}
 
 
@@ -232,7 +232,7 @@ def test_an_unreachable_server_stops_the_run_and_keeps_everything_pending(store)
         f"cannot reach the SMTP server 127.0.0.1:{port} ([Errno 111] Connection refused); "
         "0 sent, 2 left for the next run"
     )
-    assert len(store.deliveries("pending")) == 2
+    assert len(store.ledger.deliveries("pending")) == 2
 
 
 def test_header_injection_through_an_address_never_reaches_the_server(store, smtp_server) -> None:
@@ -244,7 +244,7 @@ def test_header_injection_through_an_address_never_reaches_the_server(store, smt
         db.execute(
             subscribers.update().values(email="reader0@example.com\r\nBcc: victim@example.net")
         )
-    hostile = store.subscriber_by_id(reader.id)
+    hostile = store.subscribers.subscriber_by_id(reader.id)
     make_issue(store, [hostile])
     counts = deliver(store, mailer(port), compose, options(), NOW)
     assert counts.sent == 0 and counts.failed == 1
@@ -297,14 +297,14 @@ def test_a_sender_killed_mid_batch_then_rerun_delivers_each_reader_once(
     arrived = inbox.counts()  # what the killed sender got to the end of data of
 
     counts = deliver(store, mailer(port), compose, options(workers=3), NOW)
-    uncertain = {d.email for d in store.deliveries("uncertain")}
+    uncertain = {d.email for d in store.ledger.deliveries("uncertain")}
     assert "reader11@example.com" in uncertain and counts.uncertain == len(uncertain)
     assert len(uncertain) <= 3  # at most one per connection: the one it had claimed
     received = inbox.counts()
     assert max(received.values()) == 1  # nobody twice
     assert set(everyone(30)) - uncertain <= set(received)  # nobody left out but the uncertain
     assert set(received) - set(arrived) <= set(everyone(30)) - uncertain  # none resent
-    assert len(store.deliveries("sent")) == 30 - len(uncertain)
+    assert len(store.ledger.deliveries("sent")) == 30 - len(uncertain)
 
 
 def test_two_senders_at_once_never_deliver_a_row_twice(
@@ -353,7 +353,7 @@ def test_a_message_accepted_then_cut_off_is_uncertain_and_arrives_once(store, sm
     inbox.script[("accepted", "reader1@example.com")] = ["DROP"]
     counts = deliver(store, mailer(port), compose, options(workers=1), NOW)
     assert (counts.sent, counts.uncertain) == (2, 1)
-    [lost] = store.deliveries("uncertain")
+    [lost] = store.ledger.deliveries("uncertain")
     assert lost.email == "reader1@example.com" and "after the end of data" in lost.reply
     deliver(store, mailer(port), compose, options(), NOW)
     assert inbox.counts() == everyone(3)
@@ -369,14 +369,14 @@ def test_a_451_burst_is_retried_and_what_outlasts_it_waits_for_the_next_run(
     inbox.script[("rcpt", "reader5@example.com")] = ["451 4.7.1 slow down"] * 4
     counts = deliver(store, mailer(port), compose, options(workers=3, retries=2), NOW)
     assert (counts.sent, counts.deferred, counts.uncertain, counts.failed) == (19, 1, 0, 0)
-    [waiting] = store.deliveries("pending")
+    [waiting] = store.ledger.deliveries("pending")
     assert waiting.email == "reader5@example.com" and waiting.reply.startswith("451")
-    attempts = {d.email: d.attempts for d in store.deliveries()}
+    attempts = {d.email: d.attempts for d in store.ledger.deliveries()}
     assert (attempts["reader0@example.com"], attempts["reader1@example.com"]) == (3, 1)
     assert attempts["reader5@example.com"] == 3
     later = deliver(store, mailer(port), compose, options(retries=2), NOW)
     assert later.sent == 1 and inbox.counts() == everyone(20)
-    assert store.deliveries("sent")[5].attempts == 5  # the fourth 451, then the 250
+    assert store.ledger.deliveries("sent")[5].attempts == 5  # the fourth 451, then the 250
 
 
 def test_a_finished_run_leaves_its_sessions_pooled_and_holding_no_lock(
@@ -437,10 +437,10 @@ def test_any_error_sending_one_message_fails_that_delivery_only(store, smtp_serv
     make_issue(store, add_readers(store, 4))
     counts = deliver(store, _Faulty(port, "reader2@example.com"), compose, options(workers=1), NOW)
     assert (counts.sent, counts.failed, counts.uncertain) == (3, 1, 0)
-    [failed] = store.deliveries("failed")
+    [failed] = store.ledger.deliveries("failed")
     assert failed.email == "reader2@example.com"
     assert failed.reply == "not sent: RuntimeError('a bug')"
-    assert store.subscriber("reader2@example.com").bounces == 0
+    assert store.subscribers.subscriber("reader2@example.com").bounces == 0
     assert inbox.counts() == everyone(4) - Counter({"reader2@example.com": 1})
 
 
@@ -448,7 +448,7 @@ def test_the_late_marks_of_a_run_taken_for_dead_change_nothing(store) -> None:
     """Every mark is fenced by the run and the state: once another run settled a run's rows
     in flight, that run's replies and give-backs leave them as they are."""
     make_issue(store, add_readers(store, 3))
-    with store.send_run(NOW) as run_id, store.ledger(run_id) as ledger:
+    with store.ledger.send_run(NOW) as run_id, store.ledger.session(run_id) as ledger:
         claims = ledger.claim(NOW, 3)
         assert [c.email for c in claims] == list(everyone(3))
         with store.engine.begin() as db:  # taken for dead meanwhile
@@ -456,11 +456,11 @@ def test_the_late_marks_of_a_run_taken_for_dead_change_nothing(store) -> None:
         ledger.sent(claims[0].id, "250 queued", NOW)
         ledger.finish(claims[1].id, "failed", "550 no such user", NOW)
         ledger.flush(NOW, [claims[2].id])
-    assert [(d.status, d.attempts) for d in store.deliveries()] == [("uncertain", 0)] * 3
+    assert [(d.status, d.attempts) for d in store.ledger.deliveries()] == [("uncertain", 0)] * 3
 
 
 def _in_flight(store) -> list[str]:
-    return [d.email for d in store.deliveries("sending")]
+    return [d.email for d in store.ledger.deliveries("sending")]
 
 
 @pytest.mark.parametrize("micro_batch", [1, 3])
@@ -493,8 +493,8 @@ def test_a_delivery_is_claimed_after_the_wait_and_a_stop_drains(
         thread.join(60)
     [counts] = done
     assert counts.stopped and (counts.sent, counts.uncertain, counts.left) == (1, 0, 4)
-    assert [d.email for d in store.deliveries("sent")] == ["reader0@example.com"]
-    assert len(store.deliveries("pending")) == 4 and _in_flight(store) == []
+    assert [d.email for d in store.ledger.deliveries("sent")] == ["reader0@example.com"]
+    assert len(store.ledger.deliveries("pending")) == 4 and _in_flight(store) == []
     deliver(store, mailer(port), compose, options(), NOW)
     assert inbox.counts() == everyone(5)
 
@@ -590,8 +590,8 @@ def test_a_run_that_lost_its_sessions_stops_and_is_never_taken_for_dead_while_al
         assert len(main) == 1
         _terminate(database_url, main)
         # the worker's session still holds the run alive: another run leaves its rows alone
-        with other.send_run(NOW) as other_run:
-            assert other.mark_lost(other_run, NOW) == 0
+        with other.ledger.send_run(NOW) as other_run:
+            assert other.ledger.mark_lost(other_run, NOW) == 0
         _terminate(database_url, set(sessions) - set(main))
         inbox.release.set()
         thread.join(60)
@@ -603,10 +603,12 @@ def test_a_run_that_lost_its_sessions_stops_and_is_never_taken_for_dead_while_al
         # micro-batch, was cut off before its end of data); its replies, noted and not yet
         # committed when its sessions ended, are recorded, and the rest is pending again
         assert inbox.counts() == everyone(3)
-        with other.send_run(NOW) as other_run:
-            assert other.mark_lost(other_run, NOW) == 0
-        assert [d.email for d in other.deliveries("sent")] == list(everyone(3))
-        assert len(other.deliveries("pending")) == 3 and not other.deliveries("sending")
+        with other.ledger.send_run(NOW) as other_run:
+            assert other.ledger.mark_lost(other_run, NOW) == 0
+        assert [d.email for d in other.ledger.deliveries("sent")] == list(everyone(3))
+        assert len(other.ledger.deliveries("pending")) == 3 and not other.ledger.deliveries(
+            "sending"
+        )
     finally:
         inbox.release.set()
         thread.join(60)
@@ -641,6 +643,6 @@ def test_a_reader_refused_for_a_while_waits_for_its_retry_without_holding_the_co
         thread.join(120)
     [counts] = done
     assert (counts.sent, counts.left) == (9, 1)
-    assert [d.email for d in store.deliveries("pending")] == [first]
+    assert [d.email for d in store.ledger.deliveries("pending")] == [first]
     deliver(store, mailer(port), compose, options(), NOW)
     assert inbox.counts() == everyone(10)

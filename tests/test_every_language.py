@@ -476,8 +476,9 @@ def test_every_variant_reaches_its_reader_through_smtp(site: Config, smtp_server
     readers = {}
     for n, (lang, audiences) in enumerate(sorted(groups)):
         address = f"reader{n}.{lang}@example.org"
-        store.add_subscriber(address, lang, list(audiences), status="active", consent_source="t",
-                             now=NOW)  # fmt: skip
+        store.subscribers.add_subscriber(
+            address, lang, list(audiences), status="active", consent_source="t", now=NOW
+        )
         readers[address] = (lang, tuple(sorted(audiences)))
     try:
         report = issuing.send_digests(site, NOW, mailer=transports.open_mailer(site), store=store)

@@ -733,7 +733,7 @@ def test_a_build_records_publication_times_in_the_store_it_is_given(
     try:
         build_feeds(config, articles_dir, store=store)
         # a time the build recorded stays: asked again with a later one, the first comes back
-        recorded = store.first_published([(a.lang, a.slug, later) for a in built])
+        recorded = store.published.first_published([(a.lang, a.slug, later) for a in built])
     finally:
         store.close()
     assert len(recorded) == len(built) > 0

@@ -191,7 +191,7 @@ def pages(site, smtp_server, tmp_path) -> Iterator[tuple[Callable[[str], list[st
         dead_form = {**form, "email": "z@example.org", "csrf": token[0].get("value")}
         post("/subscribe", dead_form, 503, via=dead)
 
-        reader = store.subscriber(f"new-{lang}@example.org")
+        reader = store.subscribers.subscriber(f"new-{lang}@example.org")
         confirm = f"/confirm/{make_token(SECRET, CONFIRM, reader.id, issued=NOW)}"
         get(confirm)
         post(confirm, {"csrf": csrf})

@@ -66,7 +66,9 @@ def test_each_reader_gets_the_digest_once_at_their_own_0730(
     assert run_at(datetime(2026, 3, 28, 17, 31, tzinfo=UTC)) == {}
     issued = datetime(2026, 3, 28, 17, 31, tzinfo=UTC)
     store = open_store(database_url)
-    assert len(store.deliveries()) == 3 and {d.issue_id for d in store.deliveries()} == {1}
+    assert len(store.ledger.deliveries()) == 3 and {
+        d.issue_id for d in store.ledger.deliveries()
+    } == {1}
     status = send_status(config, store, issued).to_json()
     store.close()
     assert [(w["timezone"], w["not_before"], w["deliveries"]) for w in status["waiting"]] == [
@@ -90,7 +92,7 @@ def test_each_reader_gets_the_digest_once_at_their_own_0730(
     assert after == {"tokyo@example.com": 1, "amsterdam@example.com": 1, "newyork@example.com": 1}
     assert run_at(datetime(2026, 3, 29, 20, 0, tzinfo=UTC)) == after  # once each
     store = open_store(database_url)
-    assert {d.status for d in store.deliveries()} == {"sent"} and store.waiting(
+    assert {d.status for d in store.ledger.deliveries()} == {"sent"} and store.ledger.waiting(
         datetime(2026, 3, 29, 20, 0, tzinfo=UTC)
     ) == []
     store.close()
@@ -170,7 +172,7 @@ def test_a_release_that_fails_leaves_the_next_zone_to_be_released(
     assert not run_at(down, TOKYO_DUE + timedelta(minutes=1))  # the release fails
     assert inbox.counts() == {}
     store = open_store(database_url)
-    assert {d.status for d in store.deliveries()} == {"pending"}
+    assert {d.status for d in store.ledger.deliveries()} == {"pending"}
     store.close()
     # Amsterdam's time: its zone goes out, and Tokyo's, left by the failed run, with it
     assert run_at(path, datetime(2026, 3, 29, 5, 31, tzinfo=UTC))

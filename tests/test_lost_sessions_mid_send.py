@@ -117,7 +117,7 @@ def test_a_send_whose_database_goes_away_mid_send_keeps_uncertain_only_what_it_w
         run.start()
         try:
             assert _until(lambda: len(inbox.waiting) == connections, PATIENCE)
-            assert 0 < len(store.deliveries("sending")) <= connections * 5
+            assert 0 < len(store.ledger.deliveries("sending")) <= connections * 5
             dropped.append(inbox.waiting[0])
             inbox.holds = False
             if sqlite:
@@ -130,10 +130,10 @@ def test_a_send_whose_database_goes_away_mid_send_keeps_uncertain_only_what_it_w
         finally:
             run.join(PATIENCE)
         assert [type(failure) for failure in failures] == [DatabaseError]
-        assert not store.deliveries("sending")  # nothing for a later run to take as lost
+        assert not store.ledger.deliveries("sending")  # nothing for a later run to take as lost
     rest = deliver(store, mailer(port), compose, sending, NOW)
     assert rest.uncertain == 0 and rest.left == 0
-    uncertain = {d.email for d in store.deliveries("uncertain")}
+    uncertain = {d.email for d in store.ledger.deliveries("uncertain")}
     assert uncertain == set(dropped) and len(uncertain) <= connections * ROUNDS
     _each_reached_once(store, inbox, readers)
 
@@ -182,7 +182,7 @@ def test_workers_whose_sessions_end_mid_send_keep_uncertain_only_what_they_wrote
         inbox.answers += 1
         _stop(workers)
     assert _statuses(store) == {"sent": readers - ROUNDS, "uncertain": ROUNDS}
-    uncertain = {d.email for d in store.deliveries("uncertain")}
+    uncertain = {d.email for d in store.ledger.deliveries("uncertain")}
     assert uncertain == set(dropped) and len(uncertain) <= connections * ROUNDS
     _each_reached_once(store, inbox, readers)
     store.close()
@@ -200,7 +200,7 @@ def _each_reached_once(store: Store, inbox: Inbox, readers: int) -> None:
     arrived (the uncertain ones did too: their relay took them, then died)."""
     arrived = Counter(message["Message-ID"] for message in inbox.messages)
     assert set(arrived.values()) == {1}
-    rows = store.deliveries()
+    rows = store.ledger.deliveries()
     assert len(rows) == readers and {d.status for d in rows} == {"sent", "uncertain"}
     assert {d.message_id for d in rows} == set(arrived)
 

@@ -360,7 +360,7 @@ def test_an_owed_run_older_than_the_grace_is_missed_not_sent(
     config = make_config(tmp_path, database_url, [{"name": "daily", **later_today(120)}])
     store = open_store(config.database_url)
     now = datetime.now(UTC)
-    store.owe("digest:daily", now - timedelta(days=8), "deferred: stopping", now)
+    store.firings.owe("digest:daily", now - timedelta(days=8), "deferred: stopping", now)
     store.close()
     recorder = Recorder()
     with caplog.at_level(logging.INFO, "syndicate.scheduler"):
@@ -380,12 +380,12 @@ def test_a_firing_recorded_as_its_send_was_settled_is_not_owed(
     config = make_config(tmp_path, database_url, [{"name": "daily", **later_today(120)}])
     store = open_store(config.database_url)
     now = datetime.now(UTC)
-    store.settle("digest:daily", now, "done", "sent", now)
+    store.firings.settle("digest:daily", now, "done", "sent", now)
     with store.engine.begin() as db:
         due = now - timedelta(hours=1)
         row = {"state": "owed", "reason": FIRED, "updated_at": now}
         db.execute(job_firings.insert().values(job_id="digest:daily", due_at=due, **row))
-    assert store.owed() == {}
+    assert store.firings.owed() == {}
     store.close()
     assert owed(config) == {}
     assert sends_after_one_restart(config, now) == Counter()
@@ -422,7 +422,7 @@ def test_the_upgrade_turns_an_interrupted_marker_into_an_owed_run(database_url: 
         )
     upgrade("head")
     store = open_store(database_url)
-    [(job_id, runs)] = store.owed().items()
+    [(job_id, runs)] = store.firings.owed().items()
     assert job_id == "digest:daily" and [r.reason for r in runs] == [
         "interrupted before an upgrade"
     ]

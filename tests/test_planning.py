@@ -84,7 +84,7 @@ def add_readers(store: Store, count: int, other: int = 0) -> None:
             rows.append(ReaderRow(f"reader{n}@example.com", "en", ("cost",)))
         if n < other:
             rows.append(ReaderRow(f"architect{n}@example.com", "en", ("architects",)))
-    store.import_subscribers(rows, status="active", consent_source="test", now=NOW)
+    store.subscribers.import_subscribers(rows, status="active", consent_source="test", now=NOW)
 
 
 def deliveries(store: Store) -> list[Any]:
@@ -116,7 +116,7 @@ def assert_planned_once(store: Store, issue_id: int, readers: list[int]) -> None
     batches = math.ceil(len(readers) / BATCH)
     assert sorted(per_batch) == list(range(batches))
     assert set(per_batch.values()) - {BATCH} <= {len(readers) % BATCH}
-    issue = store.issue(issue_id)
+    issue = store.issues.issue(issue_id)
     assert issue is not None and issue.planned_through is None
 
 
@@ -167,7 +167,7 @@ def test_chunks_plan_each_reader_once_with_one_job_per_batch(
     planner = Planner(scale.ProcrastinateDispatcher(config))
     report = issuing.send_digests(config, NOW, mailer=_no_mail(), store=store, dispatch=planner)
     assert report.issues == [("en-architects", 11), ("en-cost", 20)]
-    architects, cost = (store.issue(i) for i in (1, 2))
+    architects, cost = (store.issues.issue(i) for i in (1, 2))
     assert architects is not None and cost is not None and cost.key == "en-cost"
     assert [b for i, b in planner.planned if i == cost.id] == [range(3), range(3, 6), range(6, 7)]
     assert [b for i, b in planner.planned if i == architects.id] == [range(3), range(3, 4)]
@@ -193,9 +193,9 @@ def test_a_planning_stopped_between_chunks_leaves_its_prefix_and_the_next_send_e
     _interrupted_send(config, store, scale.ProcrastinateDispatcher(config))
     assert [row.subscriber_id for row in deliveries(store)] == readers[:ROWS]
     assert jobs(store) == [(1, 0), (1, 1), (1, 2)]
-    issue = store.issue(1)
+    issue = store.issues.issue(1)
     assert issue is not None and issue.planned_through == readers[ROWS - 1]
-    assert [i.id for i in store.issues_in_planning()] == [1]
+    assert [i.id for i in store.issues.issues_in_planning()] == [1]
 
     report = issuing.send_digests(
         config, NOW, mailer=_no_mail(), store=store, dispatch=dispatcher(config)
@@ -203,7 +203,7 @@ def test_a_planning_stopped_between_chunks_leaves_its_prefix_and_the_next_send_e
     assert (report.issues, report.resumed) == ([], [(1, "en-cost")])
     assert_planned_once(store, 1, readers)
     assert jobs(store) == [(1, b) for b in range(7)]
-    assert store.issues_in_planning() == []
+    assert store.issues.issues_in_planning() == []
     store.close()
 
 
@@ -229,7 +229,7 @@ def test_the_reconciler_ends_a_stopped_planning_and_closes_the_sent_issue(
         closed = scale.reconcile_now(config)
         again = scale.reconcile_now(config)
     assert (closed.planned, closed.finished, again.finished) == (0, 1, 0)
-    issue = store.issue(1)
+    issue = store.issues.issue(1)
     assert issue is not None and issue.finished_at is not None
     lines = [r.getMessage() for r in caplog.records if "finished" in r.getMessage()]
     assert lines == ["issue 1 (en-cost) finished: 20 sent, 0 failed, 0 uncertain, 0 skipped"]
@@ -316,7 +316,7 @@ def test_the_local_engine_plans_in_chunks_resumes_and_closes_what_it_sent(
     assert_planned_once(store, 1, readers_of(store, "en", "cost"))
     assert Counter(inbox.counts().values()) == {1: 20}
     assert [(f.id, f.counts["sent"]) for f in report.finished] == [(1, 20)]
-    issue = store.issue(1)
+    issue = store.issues.issue(1)
     assert issue is not None and issue.finished_at == NOW
     lines = [r.getMessage() for r in caplog.records if "finished" in r.getMessage()]
     assert lines == ["issue 1 (en-cost) finished: 20 sent, 0 failed, 0 uncertain, 0 skipped"]
@@ -364,7 +364,7 @@ def test_a_local_time_issue_resumed_gives_each_reader_the_same_time(
         ReaderRow(f"reader{n}@example.com", "en", ("cost",), timezone=zones[n % 4])
         for n in range(20)
     ]
-    store.import_subscribers(rows, status="active", consent_source="test", now=NOW)
+    store.subscribers.import_subscribers(rows, status="active", consent_source="test", now=NOW)
     with pytest.raises(Interrupted):
         issuing.send_digests(
             config,
@@ -381,7 +381,7 @@ def test_a_local_time_issue_resumed_gives_each_reader_the_same_time(
     with store.engine.connect() as db:
         planned = {reader: moment for reader, moment in db.execute(query)}
     assert len(planned) == 20
-    for reader in store.subscribers():
+    for reader in store.subscribers.all():
         assert utc(planned[reader.id]) == when(reader)
     store.close()
 
@@ -402,7 +402,7 @@ def test_an_issue_closes_once_nothing_is_left_to_send_uncertain_rows_counted(
     inbox.script[("rcpt", "reader3@example.com")] = ["451 4.3.0 try later"]
     first = issuing.send_digests(config, NOW, mailer=transports.open_mailer(config), store=store)
     assert (first.sent, first.uncertain, first.left, first.finished) == (4, 1, 1, [])
-    assert store.close_finished(NOW) == []
+    assert store.issues.close_finished(NOW) == []
     (open_issue,) = _status(path)["issues"]
     assert (open_issue["finished"], open_issue["planning"]) == (None, False)
 
@@ -459,8 +459,8 @@ def test_the_upgrade_closes_the_issues_settled_before_it(database_url: str) -> N
                 )  # fmt: skip
     engine.dispose()
     store = open_store(database_url)
-    settled, left = store.issue(1), store.issue(2)
+    settled, left = store.issues.issue(1), store.issues.issue(2)
     assert settled is not None and settled.finished_at == NOW + timedelta(hours=2)
     assert left is not None and left.finished_at is None
-    assert store.close_finished(NOW) == []
+    assert store.issues.close_finished(NOW) == []
     store.close()

@@ -194,7 +194,7 @@ def _pace(store: Store, kind: str) -> tuple[Pace, Callable[[], float]]:
         pacer = Pacer(10_000, slow_down)
         return pacer, pacer.current
     shared = scale.SharedPace(store, RELAY, 10_000, slow_down)
-    return shared, lambda: store.relay_rates(1e9)[0].current
+    return shared, lambda: store.relays.relay_rates(1e9)[0].current
 
 
 @pytest.mark.parametrize("kind", ["local", "shared"])
@@ -217,7 +217,7 @@ def test_a_451_to_one_reader_retries_that_reader_alone_and_keeps_the_rate(
     for email, reply in ONE_READERS.items():
         inbox.script[("rcpt", email)] = [reply]
     assert run() == 40 and rate_now() == 10_000
-    attempts = {d.email: d.attempts for d in store.deliveries("sent")}
+    attempts = {d.email: d.attempts for d in store.ledger.deliveries("sent")}
     assert {email for email, tries in attempts.items() if tries > 1} == set(ONE_READERS)
     assert {attempts[email] for email in ONE_READERS} == {2}
 
@@ -240,29 +240,29 @@ def test_a_cut_of_the_shared_rate_holds_for_its_burst_and_stops_at_the_floor(
     scale_url: str,
 ) -> None:
     store = open_store(scale_url)
-    store.ensure_bucket(RELAY, 100.0)
-    [fresh] = store.relay_rates(100.0)
+    store.relays.ensure_bucket(RELAY, 100.0)
+    [fresh] = store.relays.relay_rates(100.0)
     assert (fresh.rate, fresh.current, fresh.cut_rate, fresh.cut_at) == (100.0, 100.0, None, None)
-    assert store.cut_rate(RELAY, 0.7, 10.0, 60.0, 1e9) == pytest.approx(70.0)
-    assert store.cut_rate(RELAY, 0.7, 10.0, 60.0, 1e9) is None  # within the interval
-    [cut] = store.relay_rates(1e9)
+    assert store.relays.cut_rate(RELAY, 0.7, 10.0, 60.0, 1e9) == pytest.approx(70.0)
+    assert store.relays.cut_rate(RELAY, 0.7, 10.0, 60.0, 1e9) is None  # within the interval
+    [cut] = store.relays.relay_rates(1e9)
     assert cut.current == pytest.approx(70.0) and cut.cut_at is not None
-    cuts = [store.cut_rate(RELAY, 0.7, 10.0, 0.0, 1e9) for _ in range(8)]
+    cuts = [store.relays.cut_rate(RELAY, 0.7, 10.0, 0.0, 1e9) for _ in range(8)]
     assert cuts[:3] == pytest.approx([49.0, 34.3, 24.01])
     assert cuts[-1] == pytest.approx(10.0)  # the floor
-    assert store.cut_rate(RELAY, 0.7, 500.0, 0.0, 1e9) == 100.0  # a floor above the rate
+    assert store.relays.cut_rate(RELAY, 0.7, 500.0, 0.0, 1e9) == 100.0  # a floor above the rate
     store.close()
 
 
 def test_workers_hearing_one_burst_at_once_cut_the_shared_rate_once(scale_url: str) -> None:
     store = open_store(scale_url)
-    store.ensure_bucket(RELAY, 100.0)
+    store.relays.ensure_bucket(RELAY, 100.0)
     start = threading.Barrier(8)
     cuts: list[float | None] = []
 
     def hear_451() -> None:
         start.wait()
-        cuts.append(store.cut_rate(RELAY, 0.7, 10.0, 60.0, 1e9))
+        cuts.append(store.relays.cut_rate(RELAY, 0.7, 10.0, 60.0, 1e9))
 
     threads = [threading.Thread(target=hear_451) for _ in range(8)]
     for thread in threads:
@@ -270,7 +270,7 @@ def test_workers_hearing_one_burst_at_once_cut_the_shared_rate_once(scale_url: s
     for thread in threads:
         thread.join()
     assert sorted(cuts, key=lambda c: c is None) == [pytest.approx(70.0)] + [None] * 7
-    assert store.relay_rates(1e9)[0].current == pytest.approx(70.0)
+    assert store.relays.relay_rates(1e9)[0].current == pytest.approx(70.0)
     store.close()
 
 
@@ -278,22 +278,22 @@ def test_the_shared_rate_climbs_back_by_itself_and_a_config_change_keeps_the_cut
     scale_url: str,
 ) -> None:
     store = open_store(scale_url)
-    store.ensure_bucket(RELAY, 100.0)
-    store.cut_rate(RELAY, 0.5, 10.0, 1.0, 100.0)
+    store.relays.ensure_bucket(RELAY, 100.0)
+    store.relays.cut_rate(RELAY, 0.5, 10.0, 1.0, 100.0)
     _cut_back(store, 20)  # 100/s every 100 s: 20/s more
-    [climbing] = store.relay_rates(100.0)
+    [climbing] = store.relays.relay_rates(100.0)
     assert climbing.current == pytest.approx(70.0, abs=0.5)
     assert climbing.back_at is not None and climbing.cut_at is not None
     assert (climbing.back_at - climbing.cut_at).total_seconds() == pytest.approx(50.0)
     # the next cut starts from the rate now, not from the last cut
-    assert store.cut_rate(RELAY, 0.5, 10.0, 1.0, 100.0) == pytest.approx(35.0, abs=0.5)
-    store.ensure_bucket(RELAY, 200.0)  # the config changed: a cut stays in force
-    [changed] = store.relay_rates(100.0)
+    assert store.relays.cut_rate(RELAY, 0.5, 10.0, 1.0, 100.0) == pytest.approx(35.0, abs=0.5)
+    store.relays.ensure_bucket(RELAY, 200.0)  # the config changed: a cut stays in force
+    [changed] = store.relays.relay_rates(100.0)
     assert changed.rate == 200.0 and changed.current == pytest.approx(35.0, abs=2.0)
     _cut_back(store, 30)  # 200/s every 100 s: 60/s more
-    assert store.relay_rates(100.0)[0].current == pytest.approx(95.0, abs=2.0)
+    assert store.relays.relay_rates(100.0)[0].current == pytest.approx(95.0, abs=2.0)
     _cut_back(store, 60)
-    [back] = store.relay_rates(100.0)
+    [back] = store.relays.relay_rates(100.0)
     assert back.current == 200.0  # never above the rate
     store.close()
 
@@ -301,19 +301,19 @@ def test_the_shared_rate_climbs_back_by_itself_and_a_config_change_keeps_the_cut
 def test_a_worker_waits_for_a_token_at_the_rate_now(scale_url: str) -> None:
     """Tokens come at the cut rate: once the burst is drawn, the next is 1/rate away."""
     store = open_store(scale_url)
-    store.ensure_bucket(RELAY, 100.0)  # a burst of 10
-    store.cut_rate(RELAY, 0.1, 1.0, 1.0, 1e9)  # 10/s
+    store.relays.ensure_bucket(RELAY, 100.0)  # a burst of 10
+    store.relays.cut_rate(RELAY, 0.1, 1.0, 1.0, 1e9)  # 10/s
 
     def drained() -> float:
         for _ in range(100):
-            taken, wait = store.take_tokens(RELAY, 1e9, 1)
+            taken, wait = store.relays.take_tokens(RELAY, 1e9, 1)
             if not taken:
                 return wait
         raise AssertionError("a bucket at 10/s never ran dry")
 
     assert drained() == pytest.approx(0.1)
     _cut_back(store, 1e9)  # recovered long since
-    assert store.relay_rates(1e9)[0].current == 100.0
+    assert store.relays.relay_rates(1e9)[0].current == 100.0
     assert drained() == pytest.approx(0.01)
     store.close()
 
@@ -324,16 +324,16 @@ def test_a_fast_relay_gives_its_tokens_a_block_at_a_time_and_never_more_than_it_
     """At a high rate a batch takes a few tokens per commit; the bucket never gives more than
     it holds, and a slow relay's tokens still come one at a time."""
     store = open_store(scale_url)
-    store.ensure_bucket(RELAY, 100.0)  # a burst of 10
-    assert store.take_tokens(RELAY, 1e9, 4) == (4, 0.0)
-    assert store.take_tokens(RELAY, 1e9, 20)[0] in (6, 7)  # what is left, and a refill
-    taken, wait = store.take_tokens(RELAY, 1e9, 20)
+    store.relays.ensure_bucket(RELAY, 100.0)  # a burst of 10
+    assert store.relays.take_tokens(RELAY, 1e9, 4) == (4, 0.0)
+    assert store.relays.take_tokens(RELAY, 1e9, 20)[0] in (6, 7)  # what is left, and a refill
+    taken, wait = store.relays.take_tokens(RELAY, 1e9, 20)
     assert taken <= 1 and (taken or wait == pytest.approx(0.01))
     fast = scale.SharedPace(store, "fast.example.org:25", 100_000.0, SlowDown())
     slow = scale.SharedPace(store, "slow.example.org:25", 200.0, SlowDown())
     assert (fast.block, slow.block) == (scale.TOKEN_BLOCK, 1)
     assert all(fast.wait(lambda seconds: True) for _ in range(50))
-    [fast_row] = [r for r in store.relay_rates(1e9) if r.relay == "fast.example.org:25"]
+    [fast_row] = [r for r in store.relays.relay_rates(1e9) if r.relay == "fast.example.org:25"]
     with store.engine.connect() as db:
         left = db.execute(
             sa.text("SELECT tokens FROM relay_buckets WHERE relay = 'fast.example.org:25'")
@@ -391,7 +391,7 @@ def _rate_config(root: Path, url: str, port: int) -> Path:
 
 def _rate_now(store: Store, recover_seconds: float) -> float | None:
     """The one relay's rate now (None before its bucket exists)."""
-    rates = store.relay_rates(recover_seconds)
+    rates = store.relays.relay_rates(recover_seconds)
     return rates[0].current if rates else None
 
 
@@ -416,7 +416,7 @@ def test_a_451_burst_slows_every_worker_and_the_rate_recovers(
     workers = [_worker(path) for _ in range(2)]
     try:
         assert _until(lambda: len(inbox.received) >= readers, PATIENCE)
-        [relay] = store.relay_rates(6)  # the refused readers were retried after their cut
+        [relay] = store.relays.relay_rates(6)  # the refused readers were retried after their cut
         assert relay.cut_rate is not None and 50.0 <= relay.cut_rate <= 0.7 * 200 + 1e-6
         assert _until(lambda: _rate_now(store, 6) == 200.0, PATIENCE)
         # the last replies are recorded a moment after their message arrived
@@ -426,7 +426,7 @@ def test_a_451_burst_slows_every_worker_and_the_rate_recovers(
     arrived = Counter(message["Message-ID"] for message in inbox.messages)
     assert len(arrived) == readers and set(arrived.values()) == {1}
     assert inbox.refused == inbox.burst
-    attempts = Counter(d.attempts for d in store.deliveries("sent"))
+    attempts = Counter(d.attempts for d in store.ledger.deliveries("sent"))
     assert max(attempts) > 1 and max(attempts) <= inbox.each + 1
     store.close()
 
@@ -462,8 +462,8 @@ def test_send_status_shows_the_workers_alive_and_the_rate_now(
         assert _until(one_alive, PATIENCE)
         [alive] = statuses[-1]["workers"]
         assert alive["seconds_since"] < config.send.stalled_seconds and alive["batches"] == 0
-        store.ensure_bucket(relay, config.smtp.rate)  # what a worker's first batch does
-        assert store.cut_rate(relay, 0.7, 1.0, 1.0, config.send.recover_seconds) is not None
+        store.relays.ensure_bucket(relay, config.smtp.rate)  # what a worker's first batch does
+        assert store.relays.cut_rate(relay, 0.7, 1.0, 1.0, config.send.recover_seconds) is not None
         [rate] = _status(path)["relays"]
         assert rate["relay"] == relay and rate["rate"] == 10_000
         assert rate["cut_to"] == pytest.approx(7_000) and 7_000 <= rate["current"] < 8_000

@@ -13,7 +13,7 @@ from tests.websites import SECRET, SLUG, web_config
 def test_every_url_the_site_links_to_is_answered(site, tmp_path, clock) -> None:
     client, store, *_ = site
     config = web_config(tmp_path)
-    reader = store.add_subscriber(
+    reader = store.subscribers.add_subscriber(
         "reader@example.org", "nl", ["cost"], status="active", consent_source="t", now=clock()
     )
     (tmp_path / "archive" / "nl").mkdir(parents=True)

@@ -59,7 +59,9 @@ def scale_config(root: Path, url: str, port: int = 25, **send_keys: Any) -> Conf
 
 def add_readers(store: Store, count: int) -> None:
     rows = [ReaderRow(f"reader{n}@example.com", "en", ("cost",)) for n in range(count)]
-    added, _ = store.import_subscribers(rows, status="active", consent_source="test", now=NOW)
+    added, _ = store.subscribers.import_subscribers(
+        rows, status="active", consent_source="test", now=NOW
+    )
     assert added == count
 
 
@@ -118,7 +120,7 @@ def test_planning_commits_the_rows_and_their_jobs_together_or_neither(
     failing = _Plan(plan_then_fail)
     with pytest.raises(Refused):
         issuing.send_digests(config, NOW, mailer=_no_mail(), store=store, dispatch=failing)
-    assert (rows_per_batch(store), jobs(store), store.delivery_counts()) == ({}, [], {})
+    assert (rows_per_batch(store), jobs(store), store.ledger.delivery_counts()) == ({}, [], {})
 
     report = issuing.send_digests(config, NOW, mailer=_no_mail(), store=store, dispatch=dispatch)
     assert report.issues == [("en-cost", readers)] and report.sent == 0
@@ -177,7 +179,7 @@ def test_a_batch_run_twice_and_concurrently_sends_each_message_once(
     assert (again.sent, again.left) == (0, 0)
     ids = Counter(message["Message-ID"] for message in inbox.messages)
     assert len(ids) == 80 and set(ids.values()) == {1}
-    assert store.delivery_counts() == {(issue_id, "en-cost", "sent"): 80}
+    assert store.ledger.delivery_counts() == {(issue_id, "en-cost", "sent"): 80}
     store.close()
 
 
@@ -377,11 +379,11 @@ def test_a_worker_killed_mid_send_loses_nothing_and_duplicates_nothing(
         _stop(workers)
     by_status = _statuses(store)
     assert by_status["sent"] + by_status["uncertain"] + by_status["failed"] == readers
-    uncertain = {d.email for d in store.deliveries("uncertain")}
+    uncertain = {d.email for d in store.ledger.deliveries("uncertain")}
     assert held in uncertain and len(uncertain) <= MICRO_BATCH * 2  # × the victim's pool_size
     arrived = Counter(message["Message-ID"] for message in inbox.messages)
     assert set(arrived.values()) == {1}
-    assert {d.message_id for d in store.deliveries("sent")} <= set(arrived)
+    assert {d.message_id for d in store.ledger.deliveries("sent")} <= set(arrived)
     assert not jobs_left(store)
     store.close()
 
@@ -419,9 +421,9 @@ def test_a_zombie_worker_waking_after_its_batch_was_retried_sends_nothing_twice(
         reconcile = lambda: retried.append(scale.reconcile_now(config).retried)  # noqa: E731
         assert _until(only_the_zombies_left, PATIENCE, every=reconcile)
         # in flight (claimed, or noted sent): the zombie's alone, a micro-batch a connection
-        in_flight = {d.email for d in store.deliveries("sending")}
+        in_flight = {d.email for d in store.ledger.deliveries("sending")}
         assert held in in_flight and {_holder(store, e) for e in in_flight} == {zombie.pid}
-        assert len(in_flight) <= MICRO_BATCH * 2 and not store.deliveries("pending")
+        assert len(in_flight) <= MICRO_BATCH * 2 and not store.ledger.deliveries("pending")
         zombie.send_signal(signal.SIGCONT)
         assert _until(lambda: _settled(store), PATIENCE)
     finally:
@@ -650,7 +652,7 @@ def _holder(store: Store, email: str) -> int:
 
 def _statuses(store: Store) -> Counter[str]:
     counts: Counter[str] = Counter()
-    for (_, _, status), n in store.delivery_counts().items():
+    for (_, _, status), n in store.ledger.delivery_counts().items():
         counts[status] += n
     return +counts
 

@@ -101,11 +101,11 @@ def test_a_job_left_doing_by_a_pruned_worker_is_run_again(
     assert _doing_any(store) == 0  # nothing left in doing, of any task
     by_status = _statuses(store)
     assert by_status["sent"] + by_status["uncertain"] == readers
-    uncertain = {d.email for d in store.deliveries("uncertain")}
+    uncertain = {d.email for d in store.ledger.deliveries("uncertain")}
     assert dead in uncertain and len(uncertain) <= MICRO_BATCH * 2  # its two connections'
     arrived = Counter(message["Message-ID"] for message in inbox.messages)
     assert set(arrived.values()) == {1}
-    sent = {d.message_id for d in store.deliveries("sent")}
+    sent = {d.message_id for d in store.ledger.deliveries("sent")}
     assert sent <= set(arrived) and len(sent) == readers - len(uncertain)
     store.close()
 

@@ -657,7 +657,9 @@ def _due_send(
     config = load_config(path, env={})
     store = open_store(config.database_url)
     for email in readers:
-        store.add_subscriber(email, "en", ["cost"], status="active", consent_source="t", now=now)
+        store.subscribers.add_subscriber(
+            email, "en", ["cost"], status="active", consent_source="t", now=now
+        )
     store.close()
     # the daily send fell due an hour ago, while the process was down
     Scheduler(config, Recorder().jobs, clock=clock(now - timedelta(hours=2))).run_once()
@@ -721,7 +723,7 @@ def test_sigterm_mid_send_under_run_drains_the_send_and_exits_0(
             process.wait()
     assert inbox.counts() == dict.fromkeys(readers[:3], 1)  # the one on the wire finished
     store = open_store(database_url)
-    states = {d.email: d.status for d in store.deliveries()}
+    states = {d.email: d.status for d in store.ledger.deliveries()}
     store.close()
     assert states == {r: "sent" if r in readers[:3] else "pending" for r in readers}
     rerun = subprocess.run(

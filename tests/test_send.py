@@ -72,7 +72,9 @@ def test_each_reader_gets_one_signed_message_and_a_rerun_sends_nothing(
         ("b@example.com", "en", ["cost"]),
         ("c@example.com", "nl", ["cost", "strategy", "architects"]),
     ]:
-        store.add_subscriber(email, lang, audiences, status="active", consent_source="t", now=NOW)
+        store.subscribers.add_subscriber(
+            email, lang, audiences, status="active", consent_source="t", now=NOW
+        )
     mailer = SmtpMailer.from_url(config.smtp.url)
 
     report = issuing.send_digests(config, NOW, mailer=mailer, store=store)
@@ -91,7 +93,9 @@ def test_each_reader_gets_one_signed_message_and_a_rerun_sends_nothing(
         assert re.search(r"^Message-ID: <digest\.\d+\.\d+@news\.example\.org>$", head, re.M)
         assert "List-Unsubscribe-Post: List-Unsubscribe=One-Click" in head
         token = re.search(r"List-Unsubscribe: <https://news\.example\.org/u/([\w-]+)>", head)[1]
-        assert store.subscriber_by_id(read_token(secret, UNSUBSCRIBE, token)).email == rcpt
+        assert (
+            store.subscribers.subscriber_by_id(read_token(secret, UNSUBSCRIBE, token)).email == rcpt
+        )
 
     again = issuing.send_digests(config, NOW, mailer=mailer, store=store)
     assert again.issues == [] and again.sent == 0 and len(inbox.received) == 3
@@ -115,7 +119,9 @@ def _config(tmp_path: Path, database_url: str, port: int | None, **smtp) -> Conf
 
 def _subscribe(store, *emails: str) -> None:
     for email in emails:
-        store.add_subscriber(email, "en", ["cost"], status="active", consent_source="t", now=NOW)
+        store.subscribers.add_subscriber(
+            email, "en", ["cost"], status="active", consent_source="t", now=NOW
+        )
 
 
 INTERNATIONAL = ("idn@bücher.example", "josé@bücher.example", "plain@example.com")
@@ -158,7 +164,9 @@ def test_without_smtputf8_only_the_reader_who_needs_it_fails(
         f"not sent: 127.0.0.1:{port} does not offer SMTPUTF8, which an address with a "
         "non-ASCII part before @ needs"
     )
-    assert store.subscriber("josé@bücher.example").bounces == 0  # not the mailbox's fault
+    assert (
+        store.subscribers.subscriber("josé@bücher.example").bounces == 0
+    )  # not the mailbox's fault
     store.close()
     assert set(inbox.counts()) == {"idn@xn--bcher-kva.example", "plain@example.com"}
 
@@ -193,10 +201,10 @@ def test_sample_readers_are_never_sent_through_a_real_server(
     first = _config(tmp_path, database_url, None)
     store = open_store(first.database_url)
     added = issuing.add_sample_readers(first, store, NOW)
-    samples = list(store.subscribers())
+    samples = list(store.subscribers.all())
     make_issue(store, samples[:2], content="left pending by an earlier run")
     # a group with no issue yet (en-cost had one just now: its window is empty)
-    store.add_subscriber(
+    store.subscribers.add_subscriber(
         "real@example.org", "en", ["strategy"], status="active", consent_source="t", now=NOW
     )
 
@@ -204,7 +212,7 @@ def test_sample_readers_are_never_sent_through_a_real_server(
     report = issuing.send_digests(config, NOW, mailer=transports.open_mailer(config), store=store)
     assert report.samples == added and report.sent == 1
     assert inbox.counts() == {"real@example.org": 1}
-    skipped = store.deliveries("skipped")
+    skipped = store.ledger.deliveries("skipped")
     assert [d.email for d in skipped] == [s.email for s in samples[:2]]
     assert {d.reply for d in skipped} == {"sample reader: not sent through an SMTP server"}
     store.close()
@@ -218,7 +226,7 @@ def test_sample_readers_are_never_sent_through_a_real_server(
     result = CliRunner().invoke(main, ["subscribers", "remove", "--samples", "--config", str(path)])
     assert result.output == f"removed {added} sample reader(s)\n"
     store = open_store(config.database_url)
-    assert [s.email for s in store.subscribers()] == ["real@example.org"]
+    assert [s.email for s in store.subscribers.all()] == ["real@example.org"]
     store.close()
 
 
@@ -245,7 +253,7 @@ def _with_uncertain(tmp_path: Path, database_url: str, smtp_server) -> tuple[Pat
     for n in (1, 3):
         inbox.script[("accepted", f"reader{n}@example.com")] = ["DROP"]
     deliver(store, mailer(port), compose, options(workers=1), NOW)
-    ids = [d.id for d in store.deliveries("uncertain")]
+    ids = [d.id for d in store.ledger.deliveries("uncertain")]
     store.close()
     assert len(ids) == 2
     return _config_file(tmp_path, database_url, port), ids
@@ -286,7 +294,7 @@ def test_resend_refuses_unknown_ids_and_ids_that_are_not_uncertain(
 ) -> None:
     path, ids = _with_uncertain(tmp_path, database_url, smtp_server)
     store = open_store(database_url)
-    [sent, *_] = store.deliveries("sent")
+    [sent, *_] = store.ledger.deliveries("sent")
     store.close()
     command = ["send", "--config", str(path), "resend", str(ids[0])]
     result = CliRunner().invoke(main, [*command, "999", str(sent.id)])
@@ -299,8 +307,8 @@ def test_resend_refuses_unknown_ids_and_ids_that_are_not_uncertain(
     result = CliRunner().invoke(main, command)
     assert result.exit_code == 0 and "1 uncertain delivery(ies) queued again" in result.stderr
     store = open_store(database_url)
-    assert [d.id for d in store.deliveries("pending")] == [ids[0]]
-    assert [d.id for d in store.deliveries("uncertain")] == [ids[1]]
+    assert [d.id for d in store.ledger.deliveries("pending")] == [ids[0]]
+    assert [d.id for d in store.ledger.deliveries("uncertain")] == [ids[1]]
     store.close()
 
 
@@ -308,14 +316,14 @@ def test_resend_uncertain_requeues_them_all(tmp_path: Path, database_url: str, s
     inbox, _ = smtp_server
     path, ids = _with_uncertain(tmp_path, database_url, smtp_server)
     store = open_store(database_url)
-    [issue_id] = {d.issue_id for d in store.deliveries()}
+    [issue_id] = {d.issue_id for d in store.ledger.deliveries()}
     store.close()
     other = ["send", "--config", str(path), "--resend-uncertain", "--issue", str(issue_id + 1)]
     assert "0 uncertain delivery(ies) of issue" in CliRunner().invoke(main, other).stderr
     result = CliRunner().invoke(main, ["send", "--config", str(path), "--resend-uncertain"])
     assert result.exit_code == 0 and "2 uncertain delivery(ies) queued again" in result.stderr
     store = open_store(database_url)
-    assert sorted(d.id for d in store.deliveries("pending")) == ids
+    assert sorted(d.id for d in store.ledger.deliveries("pending")) == ids
     deliver(store, mailer(smtp_server[1]), compose, options(), NOW)
     store.close()
     # the operator decided they had not arrived: the server now has them twice, as asked
@@ -338,7 +346,7 @@ def test_send_resend_uncertain_acts_as_the_flag_did_with_no_note(
     result = CliRunner().invoke(main, [*send, "resend", "--uncertain"])
     assert (result.exit_code, result.stderr) == (0, "2 uncertain delivery(ies) queued again\n")
     store = open_store(database_url)
-    assert sorted(d.id for d in store.deliveries("pending")) == ids
+    assert sorted(d.id for d in store.ledger.deliveries("pending")) == ids
     store.close()
 
 
@@ -428,10 +436,12 @@ def test_sigterm_mid_send_drains_and_exits_0_then_a_rerun_sends_the_rest(
     assert summary.startswith("stopped: sent "), "".join(lines)
     arrived = inbox.counts()
     store = open_store(database_url)
-    assert {d.email for d in store.deliveries("sent")} == set(arrived)  # every reply recorded
+    assert {d.email for d in store.ledger.deliveries("sent")} == set(
+        arrived
+    )  # every reply recorded
     assert "reader4@example.com" in arrived and max(arrived.values()) == 1
-    assert store.deliveries("uncertain") == [] and len(arrived) < len(readers)
-    assert {d.status for d in store.deliveries()} == {"sent", "pending"}
+    assert store.ledger.deliveries("uncertain") == [] and len(arrived) < len(readers)
+    assert {d.status for d in store.ledger.deliveries()} == {"sent", "pending"}
     store.close()
 
     rerun = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, timeout=120)
@@ -504,7 +514,9 @@ def test_each_group_gets_what_is_new_since_its_last_issue(
     config = load_config(write_config(tmp_path, database_url, port, archive))
     store = open_store(config.database_url)
     for email in ("a@example.com", "b@example.com"):
-        store.add_subscriber(email, "en", ["cost"], status="active", consent_source="t", now=NOW)
+        store.subscribers.add_subscriber(
+            email, "en", ["cost"], status="active", consent_source="t", now=NOW
+        )
     mailer = SmtpMailer.from_url(config.smtp.url)
 
     # A new group's first issue: the newest ten of three hundred, however old, and the rest.
@@ -514,7 +526,7 @@ def test_each_group_gets_what_is_new_since_its_last_issue(
     assert listed_pieces(text) == list(range(10))
     assert "10 new articles in this issue." in text
     assert "And 290 more articles:\nhttps://news.example.org/en/\n" in text
-    assert len(store.sent_articles("en", ["cost"])) == 10  # what it listed, nothing else
+    assert len(store.issues.sent_articles("en", ["cost"])) == 10  # what it listed, nothing else
 
     # A week later: only what is dated on or after that issue's day and was not in it.
     write_articles(archive, 2, newest=date(2025, 12, 16), slug="fresh")
@@ -546,7 +558,7 @@ def test_a_first_window_can_be_limited_to_recent_days(
     archive = write_articles(tmp_path / "articles", 300, newest=date(2025, 12, 11), langs=("nl",))
     path = write_config(tmp_path, database_url, port, archive, email=["first_window_days = 7"])
     store = open_store(database_url)
-    store.add_subscriber(
+    store.subscribers.add_subscriber(
         "a@example.com", "nl", ["cost"], status="active", consent_source="t", now=NOW
     )
     config = load_config(path)
@@ -608,14 +620,16 @@ def test_a_group_that_cannot_be_rendered_never_stops_the_others(
         ("it@example.com", "it", ["cost"]),
         ("nl@example.com", "nl", ["cost", "strategy"]),
     ]:
-        store.add_subscriber(email, lang, audiences, status="active", consent_source="t", now=NOW)
+        store.subscribers.add_subscriber(
+            email, lang, audiences, status="active", consent_source="t", now=NOW
+        )
 
     dry = CliRunner().invoke(main, ["send", "--config", str(path), "--dry-run"])
     assert dry.exit_code == 1
     assert "would issue en-cost to 1 reader(s)" in dry.stderr
     assert "would issue nl-cost+strategy to 1 reader(s)" in dry.stderr
     assert "would not issue it-cost to 1 reader(s): cannot render 'it' digests" in dry.stderr
-    assert inbox.received == [] and store.last_issue("en", ["cost"]) is None
+    assert inbox.received == [] and store.issues.last_issue("en", ["cost"]) is None
 
     run = CliRunner().invoke(main, ["send", "--config", str(path)])
     assert run.exit_code == 1  # partial
@@ -623,7 +637,7 @@ def test_a_group_that_cannot_be_rendered_never_stops_the_others(
     assert "it/LC_MESSAGES/messages.po" in run.stderr
     assert "partial run: 1 group(s) not issued" in run.stderr
     assert inbox.counts() == {"en@example.com": 1, "nl@example.com": 1}
-    assert store.last_issue("it", ["cost"]) is None
+    assert store.issues.last_issue("it", ["cost"]) is None
     # A scheduled send says so too: its run is partial, and the log line names the group.
     config = load_config(path)
     report = default_jobs(config).send_digest(DigestJob(name="weekly"), NOW)
@@ -640,8 +654,9 @@ def test_the_digest_command_previews_the_next_issue_of_a_group(
     archive = write_articles(tmp_path / "articles", 30, newest=date(2025, 12, 11))
     path = write_config(tmp_path, database_url, port, archive)
     store = open_store(database_url)
-    store.add_subscriber("a@example.com", "en", ["cost"], status="active", consent_source="t",
-                         now=NOW)  # fmt: skip
+    store.subscribers.add_subscriber(
+        "a@example.com", "en", ["cost"], status="active", consent_source="t", now=NOW
+    )
     out = tmp_path / "preview"
 
     def digest(*args: str):
@@ -677,15 +692,21 @@ def test_a_window_over_the_size_limit_is_sent_never_refused(
     path = write_config(tmp_path, database_url, port, archive, email=["max_articles = 1000"])
     config = load_config(path)
     store = open_store(database_url)
-    store.add_subscriber("all@example.com", "en", list(config.audiences), status="active",
-                         consent_source="t", now=NOW)  # fmt: skip
+    store.subscribers.add_subscriber(
+        "all@example.com",
+        "en",
+        list(config.audiences),
+        status="active",
+        consent_source="t",
+        now=NOW,
+    )
     report = issuing.send_digests(config, NOW, mailer=SmtpMailer.from_url(config.smtp.url),
                                    store=store)  # fmt: skip
     assert (report.sent, report.refused) == (1, [])
     [message] = [message_from_bytes(data, policy=default) for _, data in inbox.received]
     page = next(p for p in message.walk() if p.get_content_type() == "text/html").get_content()
     assert len(page.encode()) < 102_000 - 10_000  # under Gmail's clipping, with a margin
-    listed = store.sent_articles("en", config.audiences)
+    listed = store.issues.sent_articles("en", config.audiences)
     assert 5 < len(listed) < 300  # the issue records what it listed, the newest
     assert set(listed) == {("en", f"piece-{n}") for n in range(len(listed))}
     assert f"And {300 - len(listed)} more articles" in page

@@ -62,16 +62,16 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
 
 def test_first_publication_time_is_kept_across_revisions(store: Store) -> None:
     first = datetime(2025, 12, 2, 8, 0, tzinfo=UTC)
-    assert store.first_published([("en", "a", first)]) == {("en", "a"): first}
+    assert store.published.first_published([("en", "a", first)]) == {("en", "a"): first}
     later = first + timedelta(days=9)
-    got = store.first_published([("en", "a", later), ("nl", "a", later)])
+    got = store.published.first_published([("en", "a", later), ("nl", "a", later)])
     assert got == {("en", "a"): first, ("nl", "a"): later}
 
 
 def test_migrating_twice_changes_nothing(store: Store) -> None:
-    store.first_published([("en", "a", datetime(2025, 1, 1, tzinfo=UTC))])
+    store.published.first_published([("en", "a", datetime(2025, 1, 1, tzinfo=UTC))])
     reopened = open_store(str(store.engine.url.render_as_string(hide_password=False)))
-    assert reopened.first_published([("en", "a", datetime(2026, 1, 1, tzinfo=UTC))]) == {
+    assert reopened.published.first_published([("en", "a", datetime(2026, 1, 1, tzinfo=UTC))]) == {
         ("en", "a"): datetime(2025, 1, 1, tzinfo=UTC)
     }
     reopened.close()
@@ -207,7 +207,7 @@ def test_threads_may_open_the_store_at_once(store: Store) -> None:
 
 
 def test_subscriber_round_trip(store: Store, now: datetime) -> None:
-    added = store.add_subscriber(
+    added = store.subscribers.add_subscriber(
         "reader@example.com",
         "de",
         ["procurement", "cost"],
@@ -217,10 +217,10 @@ def test_subscriber_round_trip(store: Store, now: datetime) -> None:
     )
     assert added.audiences == ("cost", "procurement")
     assert added.status == "pending" and added.created_at == now
-    store.set_status(added.id, "active", now)
-    assert [s.email for s in store.subscribers("active")] == ["reader@example.com"]
-    assert store.remove_subscriber("reader@example.com")
-    assert store.subscriber("reader@example.com") is None
+    store.subscribers.set_status(added.id, "active", now)
+    assert [s.email for s in store.subscribers.all("active")] == ["reader@example.com"]
+    assert store.subscribers.remove_subscriber("reader@example.com")
+    assert store.subscribers.subscriber("reader@example.com") is None
 
 
 def _upgrade_to(url: str, target: str) -> sa.Engine:
@@ -276,7 +276,7 @@ def test_the_migration_merges_readers_who_differ_in_letter_case_only(
     [merged] = [r.getMessage() for r in caplog.records if r.name == "syndicate.migrations"]
     assert merged.startswith("merged 3 subscriber rows into Reader@Example.org")
     assert "reader@example.org" in merged and "READER@example.org" in merged
-    found = list(store.subscribers())
+    found = list(store.subscribers.all())
     assert [s.email for s in found] == ["Reader@Example.org", "other@example.org"]
     reader = found[0]
     # The earliest consent, the most restrictive status, the latest choice of language.
@@ -286,7 +286,7 @@ def test_the_migration_merges_readers_who_differ_in_letter_case_only(
     assert reader.status == "unsubscribed"
     assert (reader.lang, reader.audiences) == ("nl", ("cost", "strategy"))
     # Any spelling finds the one reader, and a new spelling cannot make a second one.
-    assert store.subscriber("READER@EXAMPLE.ORG").id == reader.id
+    assert store.subscribers.subscriber("READER@EXAMPLE.ORG").id == reader.id
     with pytest.raises(sa.exc.IntegrityError), store.engine.begin() as db:
         db.execute(
             schema.subscribers.insert().values(
@@ -296,7 +296,7 @@ def test_the_migration_merges_readers_who_differ_in_letter_case_only(
             )
         )  # fmt: skip
     # The ledger keeps one delivery per issue for the reader, nothing is lost.
-    assert sorted(d.email for d in store.deliveries()) == [
+    assert sorted(d.email for d in store.ledger.deliveries()) == [
         "READER@example.org", "Reader@Example.org", "other@example.org"
     ]  # fmt: skip
     store.close()
@@ -324,9 +324,11 @@ def test_the_migration_carries_old_bounce_counts_as_soft_ones(database_url: str)
             )  # fmt: skip
     engine.dispose()
     store = open_store(database_url)
-    twice, never = (store.subscriber(e) for e in ("twice@example.org", "never@example.org"))
+    twice, never = (
+        store.subscribers.subscriber(e) for e in ("twice@example.org", "never@example.org")
+    )
     assert (twice.status, twice.bounces, twice.soft_bounces) == ("active", 0, 2)
     assert (never.bounces, never.soft_bounces) == (0, 0)
-    [risk] = store.readers_at_risk()
+    [risk] = store.bounces.readers_at_risk()
     assert (risk.email, risk.soft_since, risk.counted_at) == ("twice@example.org", day, None)
     store.close()

@@ -114,8 +114,8 @@ def test_an_import_never_resubscribes_a_reader_who_left(cli, tmp_path: Path, dat
     file.write_text(GOOD, "utf-8")
     cli("subscribers", "import", str(file))
     store = open_store(database_url)
-    reader = store.subscriber("one@example.com")
-    store.set_status(reader.id, "unsubscribed", reader.created_at)
+    reader = store.subscribers.subscriber("one@example.com")
+    store.subscribers.set_status(reader.id, "unsubscribed", reader.created_at)
     store.close()
     cli("subscribers", "import", str(file))
     assert {r["email"]: r["status"] for r in listed(cli)}["one@example.com"] == "unsubscribed"
@@ -227,11 +227,11 @@ def test_export_then_import_is_a_faithful_round_trip(cli, tmp_path: Path, databa
         ("cy@example.org", "en", ["cost"], "unsubscribed", "import:old.csv"),
         ("dee@example.org", "en", ["architects"], "bounced", "cli"),
     ]):  # fmt: skip
-        reader = store.add_subscriber(
+        reader = store.subscribers.add_subscriber(
             email, lang, audiences, status="active", consent_source=source,
             now=day + timedelta(days=n),
         )  # fmt: skip
-        store.set_status(reader.id, status, day + timedelta(days=10 + n))
+        store.subscribers.set_status(reader.id, status, day + timedelta(days=10 + n))
     with store.engine.begin() as db:
         db.execute(sa.update(subscribers).where(subscribers.c.email == "dee@example.org")
                    .values(hard_bounces=3))  # fmt: skip

@@ -74,7 +74,7 @@ def test_subscribe_confirm_and_unsubscribe_in_chromium(live, browser):
     page.check("input[name=audiences][value=architects]")
     page.get_by_role("button", name="Aanmelden").click()
     expect(page.locator("h1")).to_have_text("Kijk in je inbox")
-    reader = db.subscriber("lezer@example.org")
+    reader = db.subscribers.subscriber("lezer@example.org")
     assert (reader.status, reader.audiences) == ("pending", ("architects", "cost"))
 
     [mail] = inbox.messages
@@ -83,7 +83,7 @@ def test_subscribe_confirm_and_unsubscribe_in_chromium(live, browser):
     page.screenshot(path=ARTIFACTS / "nl-confirm-375.png", full_page=True)
     page.get_by_role("button", name="Aanmelding bevestigen").click()
     expect(page.locator("h1")).to_have_text("Aanmelding bevestigd")
-    assert db.subscriber_by_id(reader.id).status == "active"
+    assert db.subscribers.subscriber_by_id(reader.id).status == "active"
 
     # The link a digest carries in its footer and List-Unsubscribe header.
     token = make_token(SECRET, UNSUBSCRIBE, reader.id, issued=now())
@@ -91,11 +91,11 @@ def test_subscribe_confirm_and_unsubscribe_in_chromium(live, browser):
     expect(page.locator("h1")).to_have_text("Afmelden")
     masked = page.get_by_text("Voor het adres l•••@example.org")
     expect(masked).to_be_visible()
-    assert db.subscriber_by_id(reader.id).status == "active"
+    assert db.subscribers.subscriber_by_id(reader.id).status == "active"
     page.screenshot(path=ARTIFACTS / "nl-unsubscribe-375.png", full_page=True)
     page.get_by_role("button", name="Afmelden").click()
     expect(page.locator("h1")).to_have_text("Je bent afgemeld")
-    assert db.subscriber_by_id(reader.id).status == "unsubscribed"
+    assert db.subscribers.subscriber_by_id(reader.id).status == "unsubscribed"
     expect(masked).to_be_visible()
     # Its preferences page, from the link the page offers, says whose they are too.
     page.get_by_role("link", name="Voorkeuren wijzigen").click()

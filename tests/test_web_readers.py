@@ -29,7 +29,7 @@ def test_double_opt_in(site, caplog):
     response = subscribe(client, "Lezer@Example.org", audiences=("cost", "architects"))
     assert response.status_code == 200
     assert "Kijk in je inbox" in response.text
-    reader = store.subscriber("Lezer@example.org")
+    reader = store.subscribers.subscriber("Lezer@example.org")
     assert (reader.status, reader.lang, reader.audiences) == (
         "pending",
         "nl",
@@ -45,12 +45,14 @@ def test_double_opt_in(site, caplog):
     assert page.status_code == 200
     assert page.headers["cache-control"] == "no-store"
     assert page.headers["referrer-policy"] == "no-referrer"
-    assert store.subscriber_by_id(reader.id).status == "pending"  # GET alone does nothing
+    assert (
+        store.subscribers.subscriber_by_id(reader.id).status == "pending"
+    )  # GET alone does nothing
     token = html(page).xpath("//form//input[@name='csrf']/@value")[0]
     confirmed = client.post(link, data={"csrf": token})
     assert confirmed.status_code == 200
     assert "Aanmelding bevestigd" in confirmed.text
-    assert store.subscriber_by_id(reader.id).status == "active"
+    assert store.subscribers.subscriber_by_id(reader.id).status == "active"
     assert "lezer" not in caplog.text.lower()
     assert f"reader {reader.id} confirmed" in caplog.text
 
@@ -62,7 +64,7 @@ def test_invalid_input_is_refused_without_side_effects(site):
     assert "Vul een geldig e-mailadres in." in bad_email.text
     no_group = subscribe(client, "a@example.org", audiences=())
     assert no_group.status_code == 400
-    assert list(store.subscribers()) == []
+    assert list(store.subscribers.all()) == []
     assert inbox.messages == []
 
 
@@ -76,13 +78,13 @@ def test_echoed_input_is_escaped(site):
 
 def test_subscribing_a_known_address_reveals_nothing(site, clock):
     client, store, inbox, *_ = site
-    active = store.add_subscriber(
+    active = store.subscribers.add_subscriber(
         "known@example.org", "de", ["strategy"], status="active", consent_source="t", now=clock()
     )
     new = subscribe(client, "new@example.org")
     known = subscribe(client, "known@example.org")
     assert (known.status_code, known.text) == (new.status_code, new.text)
-    unchanged = store.subscriber_by_id(active.id)
+    unchanged = store.subscribers.subscriber_by_id(active.id)
     assert (unchanged.status, unchanged.lang, unchanged.audiences) == (
         "active",
         "de",
@@ -96,8 +98,8 @@ def test_subscribing_a_known_address_reveals_nothing(site, clock):
     # In another letter case it is still the same reader: no second one, nothing changed.
     again = subscribe(client, "KNOWN@Example.ORG")
     assert (again.status_code, again.text) == (new.status_code, new.text)
-    assert [s.email for s in store.subscribers()] == ["known@example.org", "new@example.org"]
-    assert store.subscriber_by_id(active.id).status == "active"
+    assert [s.email for s in store.subscribers.all()] == ["known@example.org", "new@example.org"]
+    assert store.subscribers.subscriber_by_id(active.id).status == "active"
     assert inbox.messages[-1]["Subject"] == "Ihr Abonnement bei Syndicate"
 
 
@@ -115,7 +117,7 @@ def test_a_mail_server_failure_is_a_polite_503(tmp_path, store, article_set, clo
 @pytest.fixture
 def active(site, clock):
     _, store, *_ = site
-    return store.add_subscriber(
+    return store.subscribers.add_subscriber(
         "reader@example.org", "de", ["cost"], status="active", consent_source="t", now=clock()
     )
 
@@ -129,13 +131,13 @@ def test_unsubscribe_page_then_post(site, active, clock):
     assert "Abbestellen" in page.text
     assert "reader@example.org" not in page.text
     assert html(page).xpath("//main/p[1]/text()") == ["Für die Adresse r•••@example.org"]
-    assert store.subscriber_by_id(active.id).status == "active"
+    assert store.subscribers.subscriber_by_id(active.id).status == "active"
     token = html(page).xpath("//form//input[@name='csrf']/@value")[0]
     done = client.post(url, data={"csrf": token})
     assert done.status_code == 200
     assert "Sie haben abbestellt" in done.text
     assert "Für die Adresse r•••@example.org" in done.text
-    assert store.subscriber_by_id(active.id).status == "unsubscribed"
+    assert store.subscribers.subscriber_by_id(active.id).status == "unsubscribed"
 
 
 def test_rfc8058_one_click_post_needs_no_cookie(site, active, clock):
@@ -148,7 +150,7 @@ def test_rfc8058_one_click_post_needs_no_cookie(site, active, clock):
         headers={"Content-Type": "application/x-www-form-urlencoded"},
     )
     assert response.status_code == 200
-    assert store.subscriber_by_id(active.id).status == "unsubscribed"
+    assert store.subscribers.subscriber_by_id(active.id).status == "unsubscribed"
     # Repeating it is harmless.
     again = mail_client.post(url, data={"List-Unsubscribe": "One-Click"})
     assert again.status_code == 200
@@ -167,7 +169,7 @@ def test_preferences_change_language_and_audiences(site, active, clock):
     saved = client.post(url, data={"csrf": token, "lang": "nl", "audiences": ["strategy", "cost"]})
     assert saved.status_code == 200
     assert "Je voorkeuren zijn opgeslagen." in saved.text  # now shown in the new language
-    after = store.subscriber_by_id(active.id)
+    after = store.subscribers.subscriber_by_id(active.id)
     assert (after.lang, after.audiences, after.status) == ("nl", ("cost", "strategy"), "active")
     unsubscribe = html(saved).xpath("//a[contains(@href, '/u/')]/@href")[0]
     assert client.get(unsubscribe).status_code == 200
@@ -184,20 +186,20 @@ def test_preferences_set_the_readers_time_zone(site, active, clock):
     form = {"csrf": token, "lang": "de", "audiences": ["cost"]}
     saved = client.post(url, data={**form, "timezone": "Asia/Tokyo"})
     assert html(saved).xpath(zone) == ["Asia/Tokyo"]
-    assert store.subscriber_by_id(active.id).timezone == "Asia/Tokyo"
+    assert store.subscribers.subscriber_by_id(active.id).timezone == "Asia/Tokyo"
     client.post(url, data={**form, "timezone": "Mars/Olympus_Mons"})  # not a zone: kept
-    assert store.subscriber_by_id(active.id).timezone == "Asia/Tokyo"
+    assert store.subscribers.subscriber_by_id(active.id).timezone == "Asia/Tokyo"
 
 
 def test_bad_tokens_get_one_plain_page(site, active, clock, store):
     client, *_ = site
     good = make_token(SECRET, UNSUBSCRIBE, active.id, issued=clock())
     flipped = good[:10] + ("A" if good[10] != "A" else "B") + good[11:]
-    gone = store.add_subscriber(
+    gone = store.subscribers.add_subscriber(
         "gone@example.org", "nl", ["cost"], status="active", consent_source="t", now=clock()
     )
     gone_token = make_token(SECRET, UNSUBSCRIBE, gone.id, issued=clock())
-    store.remove_subscriber("gone@example.org")
+    store.subscribers.remove_subscriber("gone@example.org")
     expired = make_token(SECRET, CONFIRM, active.id, issued=clock() - timedelta(days=8))
     cases = [
         f"/u/{flipped}",
@@ -217,7 +219,7 @@ def test_bad_tokens_get_one_plain_page(site, active, clock, store):
             assert "reader@example.org" not in response.text
             bodies.add(response.text)
     assert len(bodies) == 1
-    assert store.subscriber_by_id(active.id).status == "active"
+    assert store.subscribers.subscriber_by_id(active.id).status == "active"
 
 
 # -- single messages (confirmations) through the configured mailer ------------------------

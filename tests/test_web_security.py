@@ -27,19 +27,19 @@ def test_form_posts_need_the_csrf_token(site, clock):
     assert client.post("/subscribe", data={**data, "csrf": "0" * 64}).status_code == 400
     stranger = TestClient(client.app)  # no cookie of its own
     assert stranger.post("/subscribe", data={**data, "csrf": csrf(client)}).status_code == 400
-    assert list(store.subscribers()) == []
+    assert list(store.subscribers.all()) == []
 
-    reader = store.add_subscriber(
+    reader = store.subscribers.add_subscriber(
         "a@example.org", "nl", ["cost"], status="pending", consent_source="t", now=clock()
     )
     confirm = f"/confirm/{make_token(SECRET, CONFIRM, reader.id, issued=clock())}"
     assert client.post(confirm, data={}).status_code == 400
-    store.set_status(reader.id, "active", clock())
+    store.subscribers.set_status(reader.id, "active", clock())
     unsubscribe = f"/u/{make_token(SECRET, UNSUBSCRIBE, reader.id, issued=clock())}"
     assert client.post(unsubscribe, data={}).status_code == 400
     prefs = f"/preferences/{make_token(SECRET, PREFERENCES, reader.id, issued=clock())}"
     assert client.post(prefs, data={"lang": "de", "audiences": "cost"}).status_code == 400
-    after = store.subscriber_by_id(reader.id)
+    after = store.subscribers.subscriber_by_id(reader.id)
     assert (after.status, after.lang) == ("active", "nl")
     assert inbox.messages == []
 

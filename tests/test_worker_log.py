@@ -56,7 +56,7 @@ heartbeat_seconds = 0.5
 
 def _done(store: Store) -> bool:
     """Every delivery sent and no send job waiting or running (each batch logged)."""
-    statuses = {status for (_, _, status), n in store.delivery_counts().items() if n}
+    statuses = {status for (_, _, status), n in store.ledger.delivery_counts().items() if n}
     with store.engine.connect() as db:
         query = (
             "SELECT count(*) FROM procrastinate_jobs"
@@ -73,7 +73,7 @@ def _work(tmp_path: Path, url: str, port: int, inbox, *flags: str) -> list[str]:
     config = load_config(path)
     store = open_store(url)
     rows = [ReaderRow(f"reader{n}@example.com", "en", ("cost",)) for n in range(READERS)]
-    store.import_subscribers(rows, status="active", consent_source="test", now=NOW)
+    store.subscribers.import_subscribers(rows, status="active", consent_source="test", now=NOW)
     assert (
         issuing.send_due(config, NOW, dispatch=dispatcher(config)).left == READERS
     )  # planned: the worker sends

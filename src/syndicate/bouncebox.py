@@ -176,23 +176,26 @@ def _act(
         "reason": finding.reason,
     }
     if ids:
-        targets, by = store.bounced_deliveries(ids=sorted(ids)), "verp"
+        targets, by = store.bounces.bounced_deliveries(ids=sorted(ids)), "verp"
     elif shaped:
         return BounceOutcome(**base, action="ignored: forged (no genuine return address)")
     else:
-        targets, by = store.bounced_deliveries(message_ids=finding.message_ids), "message-id"
+        targets, by = (
+            store.bounces.bounced_deliveries(message_ids=finding.message_ids),
+            "message-id",
+        )
         if finding.recipients:  # the report's recipient must be the delivery's
             targets = [t for t in targets if t.email.lower() in finding.recipients]
         if not targets:
-            targets, by = store.bounced_deliveries(emails=finding.recipients), "recipient"
+            targets, by = store.bounces.bounced_deliveries(emails=finding.recipients), "recipient"
     if not targets:
         return BounceOutcome(**base, action="ignored: no delivery or reader matches")
     target: Bounced = targets[0]
     message_hash = hashlib.sha256(data).hexdigest()
     if dry_run:
-        action = _would(finding.kind, store.bounce_known(message_hash))
+        action = _would(finding.kind, store.bounces.bounce_known(message_hash))
     else:
-        action = store.record_bounce(
+        action = store.bounces.record_bounce(
             message_hash=message_hash,
             target=target,
             kind=finding.kind,
@@ -281,7 +284,7 @@ def readers_at_risk(config: Config, store: Store, now: datetime) -> list[ReaderA
             soft_limit=policy.soft_limit,
             soft_days=policy.soft_days,
         )
-        for reader in store.readers_at_risk()
+        for reader in store.bounces.readers_at_risk()
     ]
 
 

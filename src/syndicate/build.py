@@ -293,11 +293,11 @@ def _first_published(
     """When each article was first published, recording the new ones: in ``store``, else in
     the configured state database, opened only now that the build needs it."""
     if store is not None:
-        return store.first_published(candidates)
+        return store.published.first_published(candidates)
     with database_errors(config.database_url, "feeds unchanged: "):
         opened = open_store(config.database_url)
         try:
-            return opened.first_published(candidates)
+            return opened.published.first_published(candidates)
         finally:
             opened.close()
 

@@ -381,12 +381,14 @@ def judge(
     try:
         status: int = Exit.OK
         for issue_id in dict.fromkeys(reject):
-            if store.withdraw_issue(issue_id, "rejected", "issue rejected by an editor", now):
+            if store.issues.withdraw_issue(
+                issue_id, "rejected", "issue rejected by an editor", now
+            ):
                 click.echo(f"issue {issue_id} rejected: its content may be issued again", err=True)
             else:
                 click.echo(f"issue {issue_id} is not held: not rejected", err=True)
                 status = max(status, Exit.FAILED)
-        chosen = [i.id for i in store.held_issues()] if approve_all else list(approve)
+        chosen = [i.id for i in store.issues.held_issues()] if approve_all else list(approve)
         released = []
         for issue_id in dict.fromkeys(chosen):  # each once, in the order given
             try:
@@ -415,7 +417,7 @@ def requeue(config: Config, ids: tuple[int, ...]) -> int:
 
     store = open_store(config.database_url)
     try:
-        found = {d.id: d.status for d in store.deliveries(ids=ids)}
+        found = {d.id: d.status for d in store.ledger.deliveries(ids=ids)}
         unknown = [str(i) for i in ids if i not in found]
         settled = [f"{i} ({found[i]})" for i in ids if i in found and found[i] != "uncertain"]
         if unknown or settled:
@@ -425,7 +427,7 @@ def requeue(config: Config, ids: tuple[int, ...]) -> int:
                 click.echo(f"not uncertain, so not resent: {', '.join(settled)}", err=True)
             click.echo("nothing queued", err=True)
             return Exit.FAILED
-        queued = store.resend_uncertain(ids, wall_clock())
+        queued = store.ledger.resend_uncertain(ids, wall_clock())
     finally:
         store.close()
     click.echo(f"{queued} uncertain delivery(ies) queued again", err=True)
@@ -438,8 +440,8 @@ def requeue_uncertain(config: Config, issue_id: int | None) -> int:
 
     store = open_store(config.database_url)
     try:
-        lost = store.deliveries("uncertain", issue_id=issue_id)
-        queued = store.resend_uncertain([d.id for d in lost], wall_clock())
+        lost = store.ledger.deliveries("uncertain", issue_id=issue_id)
+        queued = store.ledger.resend_uncertain([d.id for d in lost], wall_clock())
     finally:
         store.close()
     of = f" of issue {issue_id}" if issue_id is not None else ""

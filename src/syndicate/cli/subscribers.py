@@ -63,14 +63,14 @@ def subscribers_add(
         raise click.BadParameter(str(exc)) from None
     store = open_store(config.database_url)
     try:
-        store.import_subscribers(
+        store.subscribers.import_subscribers(
             [ReaderRow(address, lang, chosen, status=status, consent_source=source, timezone=zone)],
             status=status,
             consent_source=source,
             now=wall_clock(),
             resubscribe=resubscribe,
         )
-        reader = store.subscriber(address)
+        reader = store.subscribers.subscriber(address)
     finally:
         store.close()
     assert reader is not None
@@ -125,7 +125,7 @@ def subscribers_import(
         sys.exit(1)
     store = open_store(config.database_url)
     try:
-        added, updated = store.import_subscribers(
+        added, updated = store.subscribers.import_subscribers(
             rows,
             status=status,
             consent_source=source or f"import:{file.name}",
@@ -147,7 +147,7 @@ def subscribers_list(config: Config, as_json: bool, status: str | None) -> None:
 
     store = open_store(config.database_url)
     try:
-        found = [_subscriber_record(s) for s in store.subscribers(status)]
+        found = [_subscriber_record(s) for s in store.subscribers.all(status)]
     finally:
         store.close()
     if as_json:
@@ -175,7 +175,7 @@ def subscribers_remove(config: Config, email: str | None, samples: bool) -> None
     if samples:
         store = open_store(config.database_url)
         try:
-            count = store.remove_consent_source(SAMPLE_SOURCE)
+            count = store.subscribers.remove_consent_source(SAMPLE_SOURCE)
         finally:
             store.close()
         click.echo(f"removed {count} sample reader(s)")
@@ -187,7 +187,7 @@ def subscribers_remove(config: Config, email: str | None, samples: bool) -> None
         raise click.BadParameter(str(exc)) from None
     store = open_store(config.database_url)
     try:
-        removed = store.remove_subscriber(address)
+        removed = store.subscribers.remove_subscriber(address)
     finally:
         store.close()
     if removed is None:
@@ -210,7 +210,7 @@ def subscribers_export(config: Config, file: Path) -> None:
 
     store = open_store(config.database_url)
     try:
-        found = [_subscriber_record(s) for s in store.subscribers()]
+        found = [_subscriber_record(s) for s in store.subscribers.all()]
     finally:
         store.close()
     out = io.StringIO()

@@ -17,7 +17,7 @@ from typing import Any
 from apscheduler.events import JobExecutionEvent
 
 from ..errors import SyndicateError
-from ..state import OwedRun, Store, database_errors
+from ..state import Firings, OwedRun, database_errors
 from .plan import DIGEST_PREFIX, latest_due
 from .runlog import Report, log_run
 
@@ -28,12 +28,12 @@ FIRED = "fired; its send is not planned yet"
 
 
 class OwedRuns:
-    """The owed firings of the digest jobs, written through ``ledger`` at ``clock``'s time."""
+    """The owed firings of the digest jobs, written through ``firings`` at ``clock``'s time."""
 
     def __init__(
-        self, ledger: Callable[[], Store], clock: Callable[[], datetime], url: str, zone: tzinfo
+        self, firings: Callable[[], Firings], clock: Callable[[], datetime], url: str, zone: tzinfo
     ) -> None:
-        self.ledger = ledger
+        self.firings = firings
         self.clock = clock
         self.url = url
         self.zone = zone
@@ -43,7 +43,7 @@ class OwedRuns:
 
     def read(self) -> Mapping[str, tuple[OwedRun, ...]] | None:
         """Each job's owed firings, oldest first; None if the database cannot say."""
-        return self._quietly(lambda store: store.owed(), "not read")
+        return self._quietly(lambda firings: firings.owed(), "not read")
 
     def fired(self, job: Any, due: datetime) -> None:
         """``job``'s stored run at ``due`` moves on (``state.jobstore``): the latest firing it
@@ -51,17 +51,17 @@ class OwedRuns:
         keeps the run due when this cannot be recorded."""
         now = self.clock()
         if due <= now:
-            self.ledger().owe(job.id, latest_due(job.trigger, due, now), FIRED, now)
+            self.firings().owe(job.id, latest_due(job.trigger, due, now), FIRED, now)
             # after the row: an attempt ending meanwhile said why before or sees the row
             if (why := self._why.get(job.id)) is not None:
-                self.ledger().explain(job.id, why, now)
+                self.firings().explain(job.id, why, now)
 
     def record(
         self, job_id: str, due: datetime, now: datetime, owed: Sequence[OwedRun] = ()
     ) -> None:
         """``job_id``'s firing at ``due`` is about to be attempted: owed until it is paid
         (and said to be, with the runs it already ``owed``)."""
-        self._quietly(lambda store: store.owe(job_id, due, FIRED, now))
+        self._quietly(lambda firings: firings.owe(job_id, due, FIRED, now))
         if owed:
             self._say(job_id, owed)
 
@@ -89,7 +89,7 @@ class OwedRuns:
     def still_owed(self, job_id: str, reason: str) -> None:
         """An attempt of ``job_id`` ended without planning its send, for ``reason``."""
         self._why[job_id] = reason
-        self._quietly(lambda store: store.explain(job_id, reason, self.clock()))
+        self._quietly(lambda firings: firings.explain(job_id, reason, self.clock()))
 
     def sent(
         self, job_id: str, now: datetime, outcome: str | None, report: Report | None, stopped: bool
@@ -107,7 +107,7 @@ class OwedRuns:
     def paid(self, job_id: str, through: datetime) -> None:
         """``job_id``'s send is planned: its firings up to ``through`` are done."""
         self._why.pop(job_id, None)
-        self._quietly(lambda store: store.settle(job_id, through, "done", "sent", self.clock()))
+        self._quietly(lambda firings: firings.settle(job_id, through, "done", "sent", self.clock()))
 
     def missed(self, event: JobExecutionEvent) -> None:
         """APScheduler found a run later than the grace (a listener)."""
@@ -119,18 +119,18 @@ class OwedRuns:
         reason = f"{(now - due).total_seconds():.0f} s late, over the grace"
         log_run(job_id, due, 0.0, "missed", reason=reason)
         if job_id.startswith(DIGEST_PREFIX):
-            self._quietly(lambda store: store.settle(job_id, due, "missed", reason, now))
+            self._quietly(lambda firings: firings.settle(job_id, due, "missed", reason, now))
 
     def forget(self, job_ids: Iterable[str]) -> None:
         """Jobs removed from the config owe nothing any more."""
         gone = [job_id for job_id in job_ids if job_id.startswith(DIGEST_PREFIX)]
         if gone:
-            self._quietly(lambda store: store.forget(gone))
+            self._quietly(lambda firings: firings.forget(gone))
 
-    def _quietly(self, work: Callable[[Store], Any], failed: str = "not updated") -> Any:
+    def _quietly(self, work: Callable[[Firings], Any], failed: str = "not updated") -> Any:
         try:
             with database_errors(self.url, every=True):
-                return work(self.ledger())
+                return work(self.firings())
         except SyndicateError as exc:
             line = next(iter(str(exc).strip().splitlines()), type(exc).__name__)
             log.warning("owed runs %s: %s; the next pass tries again", failed, line)

@@ -38,7 +38,7 @@ from ..clock import Clock
 from ..config import Config, DigestJob
 from ..digest import FIRST_ZONE
 from ..errors import DatabaseError, SchedulerBusyError, SyndicateError
-from ..state import OwedRun, SchedulerLock, Store, database_errors
+from ..state import Deliveries, OwedRun, SchedulerLock, database_errors
 from ..state.jobstore import FiringJobStore, SchedulerDatabase
 from .owed import OwedRuns
 from .plan import (
@@ -199,7 +199,7 @@ class Releases:
     """When the release job of local-time deliveries runs: the first pending delivery waiting
     for its reader's local time, as the ledger says, whatever became of the last run."""
 
-    def __init__(self, ledger: Callable[[], Store], *, enabled: bool) -> None:
+    def __init__(self, ledger: Callable[[], Deliveries], *, enabled: bool) -> None:
         self.ledger = ledger
         self.enabled = enabled
         """False when no release step is wired in: there is nothing to release them with."""
@@ -287,8 +287,8 @@ class Scheduler:
         """Log the traceback of every failure, not only of unexpected ones."""
         self._steps: dict[str, Step] = {}
         self.ledger = self.database.ledger
-        self.releases = Releases(self.ledger, enabled=jobs.deliver_due is not None)
-        self.owed = OwedRuns(self.ledger, clock, config.database_url, self.zone)
+        self.releases = Releases(lambda: self.ledger().ledger, enabled=jobs.deliver_due is not None)
+        self.owed = OwedRuns(lambda: self.ledger().firings, clock, config.database_url, self.zone)
         self._passes_pay = False
         """Each feed rebuild runs the owed digests after it (``run``; ``--once``: once)."""
 
@@ -417,7 +417,7 @@ class Scheduler:
         return False
 
     def _plan(self, sched: BlockingScheduler, now: datetime) -> list[JobPlan]:
-        owed = self.ledger().owed()
+        owed = self.owed.firings().owed()
         return _plan(sched, self.specs, now, self.options, self.releases.next(), owed)
 
     def _reconciled(self, sched: BlockingScheduler, now: datetime) -> list[JobPlan]:

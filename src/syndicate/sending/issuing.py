@@ -59,10 +59,10 @@ def next_digest(
     else what is new since the group's last issue, else its first window; never what it
     already had, and at most ``email.max_articles`` listed (the rest counted)."""
     chosen = audience_order(audiences)
-    sent = store.sent_articles(lang, chosen) if store is not None else {}
+    sent = store.issues.sent_articles(lang, chosen) if store is not None else {}
     if since is None:
         zone = ZoneInfo(config.site.timezone)
-        last = store.last_issue(lang, chosen) if store is not None else None
+        last = store.issues.last_issue(lang, chosen) if store is not None else None
         since = window_start(
             last.astimezone(zone).date() if last is not None else None,
             now.astimezone(zone).date(),
@@ -234,7 +234,7 @@ def send_digests(
         if digest is not None:
             _issue(config, store, mailer, digest, n, now, report, dry_run, local_time, dispatch)
     if dry_run:
-        report.pending = store.pending_count()
+        report.pending = store.ledger.pending_count()
         return report
     _deliver(BatchContext(config, store, mailer, now, progress, stop), report, dispatch)
     return report
@@ -255,8 +255,8 @@ def _reader_groups(
     readers of a first run (counted in ``report.samples``)."""
     leave_out = _left_out(config)
     if leave_out is not None:
-        report.samples = store.count_readers("active", leave_out)
-    return store.reader_groups(leave_out)
+        report.samples = store.subscribers.count_readers("active", leave_out)
+    return store.subscribers.reader_groups(leave_out)
 
 
 def _left_out(config: Config) -> str | None:
@@ -297,7 +297,7 @@ def plan_rest(store: Store, issue: Issue, plan: Planning) -> None:
     left; another planner at it meanwhile only moves the cursor on faster."""
     cursor = issue.planned_through
     while cursor is not None:
-        cursor = store.plan_chunk(issue.id, cursor, plan)
+        cursor = store.issues.plan_chunk(issue.id, cursor, plan)
 
 
 def resume_planning(
@@ -306,7 +306,7 @@ def resume_planning(
     """Plan the rest of every issue whose planning stopped between two chunks (its process
     died, or is still at it: the cursor keeps the two apart); (issue id, key) of each."""
     resumed = []
-    for issue in store.issues_in_planning():
+    for issue in store.issues.issues_in_planning():
         plan_rest(store, issue, planning(config, now, dispatch, issue.created_at, issue.local_time))
         logger.info(
             "issue %s (%s): the planning of its readers resumed and done",
@@ -319,7 +319,7 @@ def resume_planning(
 
 def close_finished(store: Store, now: datetime) -> list[Finished]:
     """Close the issues with nothing left to send, one log line each with its counts."""
-    closed = store.close_finished(now)
+    closed = store.issues.close_finished(now)
     for issue in closed:
         counts = issue.counts
         logger.info(
@@ -336,11 +336,11 @@ def _deliver(context: BatchContext, report: SendReport, dispatch: Dispatcher) ->
     readers' local time."""
     config, store, now = context.config, context.store, context.now
     if config.smtp.url:
-        report.skipped += store.skip_consent_source(
+        report.skipped += store.ledger.skip_consent_source(
             SAMPLE_SOURCE, "sample reader: not sent through an SMTP server", now
         )
     dispatch.run(context, report)
-    waiting = store.waiting(now)
+    waiting = store.ledger.waiting(now)
     report.waiting = sum(n for *_, n in waiting)
     report.finished = close_finished(store, now)
 
@@ -376,7 +376,7 @@ def _issue(
     digest = digest.shortened(rendered.listed)
     at = f"{local_time[0]:02}:{local_time[1]:02}" if local_time else None
     plan = planning(config, now, dispatch, local_time=at)
-    issue = store.open_issue(
+    issue = store.issues.open_issue(
         key=digest.key,
         lang=digest.lang,
         audiences=digest.audiences,
@@ -434,7 +434,7 @@ def expire_held(config: Config, store: Store, now: datetime) -> list[tuple[int, 
     """Cancel the held issues older than ``email.approval_expires_days``: never sent stale."""
     return [
         (held.id, held.key)
-        for held in store.held_issues()
+        for held in store.issues.held_issues()
         if _stale(config, held, now) and _expire(config, store, held.id, now)
     ]
 
@@ -445,7 +445,7 @@ def _stale(config: Config, issue: Issue, now: datetime) -> bool:
 
 def _expire(config: Config, store: Store, issue_id: int, now: datetime) -> bool:
     reply = f"held longer than {config.email.approval_expires_days} day(s) without approval"
-    return store.withdraw_issue(issue_id, "expired", reply, now)
+    return store.issues.withdraw_issue(issue_id, "expired", reply, now)
 
 
 class ApprovalExpired(UsageError):
@@ -458,7 +458,7 @@ def approve_issue(config: Config, store: Store, issue_id: int, now: datetime) ->
     among the sent issues (``web.issues``), which show only what was sent; None when it is
     not held. One held longer than ``email.approval_expires_days`` is expired instead
     (ApprovalExpired, naming the expiry)."""
-    held = store.issue(issue_id)
+    held = store.issues.issue(issue_id)
     if (
         held is not None
         and held.state == "held"
@@ -471,9 +471,9 @@ def approve_issue(config: Config, store: Store, issue_id: int, now: datetime) ->
             f"issue {issue_id} ({held.key}) not approved: held since {since}, longer than "
             f"email.approval_expires_days ({days}), so it expired unsent"
         )
-    if not store.release_issue(issue_id, now):
+    if not store.issues.release_issue(issue_id, now):
         return None
-    released = store.issue(issue_id)
+    released = store.issues.issue(issue_id)
     assert released is not None
     write_issue_page(config, released, restore_rendered(released))
     return released
@@ -487,14 +487,14 @@ SAMPLE_SOURCE = "sample"
 def add_sample_readers(config: Config, store: Store, now: datetime) -> int:
     """A few readers at example.com for a first run with no mail server and nobody subscribed,
     so the whole path (issue, deliveries, Maildir) can be seen; returns how many were added."""
-    if config.smtp.url or next(iter(store.subscribers()), None) is not None:
+    if config.smtp.url or next(iter(store.subscribers.all()), None) is not None:
         return 0
     rows = [
         ReaderRow(f"sample-{lang}-{'-'.join(chosen)}@example.com", lang, chosen)
         for lang in config.site.languages
         for chosen in SAMPLE_AUDIENCES
     ]
-    added, _ = store.import_subscribers(
+    added, _ = store.subscribers.import_subscribers(
         rows, status="active", consent_source=SAMPLE_SOURCE, now=now
     )
     return added

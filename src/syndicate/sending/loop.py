@@ -172,10 +172,10 @@ class _Run:
                 if standing is not None:
                     run_id = standing.run_id(now)
                 else:
-                    run_id = stack.enter_context(store.send_run(now))
-                counts.uncertain += store.mark_lost(run_id, now, self.batch)
-                counts.skipped += store.skip_inactive(now, self.batch)
-                pending = store.pending_count(now, self.batch)
+                    run_id = stack.enter_context(store.ledger.send_run(now))
+                counts.uncertain += store.ledger.mark_lost(run_id, now, self.batch)
+                counts.skipped += store.ledger.skip_inactive(now, self.batch)
+                pending = store.ledger.pending_count(now, self.batch)
                 if self.progress is not None:
                     self.progress.start(pending)
                 self.workers = min(self.options.workers, pending)
@@ -194,7 +194,7 @@ class _Run:
                         thread.join()
                 if pending and not self.fatal:
                     # read, not worked out: what another run at once sent or holds is not left
-                    left = store.pending_count(now, self.batch)
+                    left = store.ledger.pending_count(now, self.batch)
         except DatabaseError as exc:  # before the workers started, or after they ended
             self.fatal.append(exc)
         return self._ended(pending, left)
@@ -221,7 +221,7 @@ class _Run:
     def work(self, run_id: int) -> None:
         """One worker: its own connection to the server and to the database, for the run."""
         try:
-            with self.store.ledger(run_id, self.batch) as ledger:
+            with self.store.ledger.session(run_id, self.batch) as ledger:
                 self.work_with(ledger)
         except BaseException as exc:  # the ledger's session could not be had or given back
             self.failed(exc)
@@ -333,7 +333,7 @@ class _Run:
     def issue_of(self, issue_id: int) -> Issue:
         with self.lock:
             if issue_id not in self.issues:
-                found = self.store.issue(issue_id)
+                found = self.store.issues.issue(issue_id)
                 assert found is not None, f"delivery of unknown issue {issue_id}"
                 self.issues[issue_id] = found
             return self.issues[issue_id]
@@ -401,7 +401,7 @@ class Senders:
         """The senders' run (begun with the first batch)."""
         with self.changed:
             if self._run_id is None:
-                self._run_id = self._run.enter_context(self.store.send_run(now))
+                self._run_id = self._run.enter_context(self.store.ledger.send_run(now))
             return self._run_id
 
     def send(self, run: _Run) -> None:
@@ -425,7 +425,7 @@ class Senders:
         try:
             if turn is not None:
                 assert self._run_id is not None  # begun by the run's go
-                with self.store.ledger(self._run_id, turn.batch) as ledger:
+                with self.store.ledger.session(self._run_id, turn.batch) as ledger:
                     while turn is not None:
                         ledger.for_batch(turn.batch)
                         over = turn.run.work_with(ledger)

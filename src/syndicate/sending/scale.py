@@ -77,7 +77,7 @@ class SharedPace:
         self.store = store
         self.relay = relay
         self.slow_down = slow_down
-        store.ensure_bucket(relay, rate)
+        store.relays.ensure_bucket(relay, rate)
         self.block = max(1, min(TOKEN_BLOCK, int(rate / 1000)))
         """Tokens taken at once: a database commit per message would cost more than the
         message at a high rate; a thousandth of a second's worth, never more than a
@@ -94,7 +94,7 @@ class SharedPace:
                     self.tokens -= 1
                     return True
             # outside the lock: the batch's other connections need not wait on this commit
-            taken, wait = self.store.take_tokens(self.relay, recover, self.block)
+            taken, wait = self.store.relays.take_tokens(self.relay, recover, self.block)
             if taken:
                 with self.lock:
                     self.tokens += taken - 1
@@ -104,7 +104,7 @@ class SharedPace:
 
     def slowed(self, reply: str) -> None:
         """Cut the relay's rate for every worker (once for the replies of one burst)."""
-        cut = self.store.cut_rate(
+        cut = self.store.relays.cut_rate(
             self.relay,
             SLOW_DOWN,
             self.slow_down.min_rate,
@@ -138,7 +138,7 @@ class CappedMailer:
         """A connection once a slot is free; TemporaryFailure when none frees within ``wait``
         seconds (``smtp.timeout``)."""
         end = time.monotonic() + self.wait
-        while (slot := relay_slot(self.store, self.relay, self.slots)) is None:
+        while (slot := relay_slot(self.store.engine, self.relay, self.slots)) is None:
             if time.monotonic() > end:
                 raise TemporaryFailure(f"all {self.slots} connections to {self.relay} in use")
             time.sleep(0.05)
@@ -456,9 +456,9 @@ async def reconcile(
     )
     for job in stalled:
         await manager.retry_job(job)
-    lost = store.mark_lost(0, now)
+    lost = store.ledger.mark_lost(0, now)
     planned: list[tuple[int, str]] = []
-    if store.issues_in_planning():
+    if store.issues.issues_in_planning():
         # its own app: this one is open on the loop, and planning defers on the planning
         # transaction's connection, synchronously
         dispatch = ProcrastinateDispatcher(config)
@@ -467,7 +467,7 @@ async def reconcile(
     for status in ("todo", "doing"):
         for job in await manager.list_jobs_async(task=SEND_BATCH, status=status):
             active.add((job.task_kwargs["issue_id"], job.task_kwargs["batch_no"]))
-    missing = [batch for batch in store.pending_batches(now) if batch not in active]
+    missing = [batch for batch in store.ledger.pending_batches(now) if batch not in active]
     if missing:
         jobs: list[JSONDict] = [{"issue_id": i, "batch_no": b} for i, b in missing]
         await app.configure_task(SEND_BATCH, queue=SEND_QUEUE).batch_defer_async(*jobs)
@@ -511,7 +511,7 @@ def reconcile_now(config: Config) -> Reconciled:
 def workers_alive(store: Store, stalled_seconds: float) -> list[WorkerAlive]:
     """The workers heard from within ``stalled_seconds``, each with the send jobs it runs
     (``state.workers``)."""
-    return job_tables.workers_alive(store, SEND_BATCH, stalled_seconds)
+    return job_tables.workers_alive(store.engine, SEND_BATCH, stalled_seconds)
 
 
 class ProcrastinateDispatcher:
@@ -531,7 +531,7 @@ class ProcrastinateDispatcher:
 
     def run(self, context: BatchContext, counts: DeliveryCounts) -> None:
         """The workers send: what is left here is what they have still to do."""
-        counts.left = context.store.pending_count(context.now)
+        counts.left = context.store.ledger.pending_count(context.now)
 
 
 def run_worker(config: Config, concurrency: int) -> None:

@@ -182,9 +182,9 @@ def _engine_json(engine: EngineStatus) -> dict[str, Any]:
 def send_status(config: Config, store: Store, now: datetime) -> SendStatus:
     """Where the sends stand at ``now``: a reader without a time zone of their own waits in
     ``site.timezone``; the workers and relays only with the procrastinate engine."""
-    counts = store.delivery_counts()
-    reports = store.bounce_counts()
-    progress = store.issue_progress()
+    counts = store.ledger.delivery_counts()
+    reports = store.bounces.bounce_counts()
+    progress = store.issues.issue_progress()
     issues = [
         IssueDeliveries(
             issue_id,
@@ -203,23 +203,23 @@ def send_status(config: Config, store: Store, now: datetime) -> SendStatus:
             issue.audiences,
             counts.get((issue.id, issue.key, "held"), 0),
             issue.created_at,
-            store.issue_changes(issue),
+            store.issues.issue_changes(issue),
         )
-        for issue in store.held_issues()
+        for issue in store.issues.held_issues()
     ]
     site_zone = config.site.timezone
     waiting = [
         Waiting(issue_id, key, zone or site_zone, when, n)
-        for issue_id, key, zone, when, n in store.waiting(now)
+        for issue_id, key, zone, when, n in store.ledger.waiting(now)
     ]
     return SendStatus(
         issues,
-        store.deliveries("uncertain"),
+        store.ledger.deliveries("uncertain"),
         held,
         waiting,
         {kind: reports.get(kind, 0) for kind in BOUNCE_KINDS},
         engine_status(config, store) if config.send.engine == "procrastinate" else None,
-        store.readers_at_risk(),
+        store.bounces.readers_at_risk(),
     )
 
 
@@ -231,4 +231,4 @@ def engine_status(config: Config, store: Store) -> EngineStatus:
         extra = "pip install 'syndicate[scale]'"
         raise UsageError(f"the procrastinate engine needs the scale extra: {extra}") from exc
     workers = workers_alive(store, config.send.stalled_seconds)
-    return EngineStatus(workers, store.relay_rates(config.send.recover_seconds))
+    return EngineStatus(workers, store.relays.relay_rates(config.send.recover_seconds))

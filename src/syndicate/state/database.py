@@ -162,6 +162,13 @@ def release_session(db: sa.Connection) -> None:
         end_session(db)
 
 
+def writer_lock(engine: Engine) -> AbstractContextManager:
+    """What the writers of one engine queue on: SQLite has one writer at a time and its busy
+    handler waits by sleeping, so threads of one process wait on a lock instead; PostgreSQL
+    needs none."""
+    return threading.Lock() if engine.dialect.name == "sqlite" else nullcontext()
+
+
 class Database:
     """What every part of the store shares: the engine, and the one way to write.
 
@@ -169,13 +176,9 @@ class Database:
     statements of a send do the same on their worker's own connection (``Ledger``).
     """
 
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Engine, write_lock: AbstractContextManager | None = None) -> None:
         self.engine = engine
-        # SQLite has one writer at a time and its busy handler waits by sleeping; threads of
-        # one process queue on this lock instead. PostgreSQL needs none.
-        self._write_lock: AbstractContextManager = (
-            threading.Lock() if engine.dialect.name == "sqlite" else nullcontext()
-        )
+        self._write_lock = write_lock if write_lock is not None else writer_lock(engine)
 
     def close(self) -> None:
         self.engine.dispose()

@@ -499,8 +499,8 @@ def ledger_statements(dialect: sa.Dialect, batch: bool) -> dict[str, _Compiled]:
 class Deliveries(Database):
     """The send runs and the deliveries' rows."""
 
-    def __init__(self, engine: sa.Engine) -> None:
-        super().__init__(engine)
+    def __init__(self, engine: sa.Engine, write_lock: AbstractContextManager | None = None) -> None:
+        super().__init__(engine, write_lock)
         self._ledger_sql: dict[bool, dict[str, _Compiled]] = {}
         """The ledgers' statements (with and without a batch), compiled once: compiling them
         for each of a batch's connections was a tenth of a worker's time."""
@@ -660,7 +660,7 @@ class Deliveries(Database):
         return None if first is None else utc(first)
 
     @contextmanager
-    def ledger(self, run_id: int, batch: Batch | None = None) -> Iterator[Ledger]:
+    def session(self, run_id: int, batch: Batch | None = None) -> Iterator[Ledger]:
         """One delivery worker's own session, held for its whole run (and another, should the
         database end or fail it: ``Ledger.reopen``); on PostgreSQL each holds the run's
         liveness lock too, so the run is alive for others as long as it can record. With

@@ -17,7 +17,7 @@ from pathlib import Path
 import sqlalchemy as sa
 
 from ..errors import SyndicateError
-from .database import Database, end_session
+from .database import end_session
 
 
 def run_lock(db: sa.Connection) -> int:
@@ -205,11 +205,11 @@ class RelaySlot:
         end_session(self._session)
 
 
-def relay_slot(database: Database, relay: str, slots: int) -> RelaySlot | None:
+def relay_slot(engine: sa.Engine, relay: str, slots: int) -> RelaySlot | None:
     """A session holding one of ``slots`` advisory locks of ``relay`` (in this schema), or
     None when every one is held. The slot is the holder's until ``RelaySlot.release``, or
     until its process dies: PostgreSQL frees a dead session's locks."""
-    db = database.engine.connect()
+    db = engine.connect()
     try:
         schema = db.execute(sa.text("SELECT current_schema()")).scalar() or ""
         digest = hashlib.sha256(f"syndicate.relay:{schema}:{relay}".encode()).digest()

@@ -1,12 +1,13 @@
-"""The one façade the rest of the project uses: every part of the state, on one database."""
+"""The state database, one repository per aggregate, each handed to whoever needs it."""
 
 from __future__ import annotations
 
+import sqlalchemy as sa
+
 from .bounce_reports import BounceReports
 from .buckets import Buckets
-from .database import create_engine
+from .database import create_engine, writer_lock
 from .firings import Firings
-from .issues import Issues
 from .ledger import Deliveries
 from .planning import IssuePlanning
 from .published import Publications
@@ -14,14 +15,32 @@ from .schema import migrate
 from .subscribers import Subscribers
 
 
-class Store(
-    Publications, Subscribers, IssuePlanning, Issues, Deliveries, BounceReports, Buckets, Firings
-):
-    """The project's persistent state, on one database.
+class Store:
+    """The project's persistent state on one database: its repositories, which share the
+    engine and its write lock, so SQL stays in ``state`` and a caller takes only the part
+    it works on (``store.subscribers``, ``store.ledger``, ...)."""
 
-    Each part (its own module) holds the statements of one aggregate; they share the engine
-    and its write lock (``Database``), so callers hold one object and SQL stays in ``state``.
-    """
+    def __init__(self, engine: sa.Engine) -> None:
+        self.engine = engine
+        lock = writer_lock(engine)
+        self.published = Publications(engine, lock)
+        """When each feed entry was first published."""
+        self.subscribers = Subscribers(engine, lock)
+        """The readers, their groups, consent and bounce state."""
+        self.issues = IssuePlanning(engine, lock)
+        """The issues of each group, planned in chunks, held, released or withdrawn."""
+        self.ledger = Deliveries(engine, lock)
+        """The send runs and each reader's delivery of an issue: the exactly-once protocol."""
+        self.bounces = BounceReports(engine, lock)
+        """The bounce reports read, and the readers they put at risk."""
+        self.relays = Buckets(engine, lock)
+        """Each relay's sending rate, as learned and as shared by the workers."""
+        self.firings = Firings(engine, lock)
+        """The scheduled digest runs owed, done and missed."""
+
+    def close(self) -> None:
+        """Close the engine's pooled connections."""
+        self.engine.dispose()
 
 
 def open_store(url: str) -> Store:

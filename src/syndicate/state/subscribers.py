@@ -364,7 +364,8 @@ class Subscribers(Database):
             )
         return result.rowcount
 
-    def subscribers(self, status: str | None = None) -> Iterator[Subscriber]:
+    def all(self, status: str | None = None) -> Iterator[Subscriber]:
+        """Every reader (of ``status``), in the order they subscribed."""
         query = sa.select(subscribers).order_by(subscribers.c.id)
         if status is not None:
             query = query.where(subscribers.c.status == status)

@@ -20,7 +20,7 @@ from procrastinate.exceptions import ConnectorException
 from procrastinate.schema import SchemaManager
 
 from ..errors import DatabaseError, UsageError
-from .database import Database, shown_url
+from .database import shown_url
 
 
 def conninfo(database_url: str) -> str:
@@ -129,11 +129,11 @@ _WORKERS_ALIVE = sa.text(
 )
 
 
-def workers_alive(database: Database, task: str, stalled_seconds: float) -> list[WorkerAlive]:
+def workers_alive(engine: sa.Engine, task: str, stalled_seconds: float) -> list[WorkerAlive]:
     """The workers heard from within ``stalled_seconds``, each with the jobs of ``task`` it
     runs, from Procrastinate's own tables (which it offers no call to list); none before its
     tables exist."""
-    with database.engine.connect() as db:
+    with engine.connect() as db:
         if not sa.inspect(db).has_table("procrastinate_workers"):
             return []
         values = {"task": task, "stalled": stalled_seconds}

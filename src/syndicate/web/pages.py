@@ -187,7 +187,7 @@ def issue_list(request: Request) -> Response:
     lang = language_of(request)
     ctx = context_of(request)
     folder = ctx.issues / lang
-    made = ctx.store.issue_times(lang)
+    made = ctx.store.issues.issue_times(lang)
     found = []
     for path in folder.glob("*.html") if folder.is_dir() else ():
         named = ISSUE_NAME.fullmatch(path.stem)

@@ -122,11 +122,11 @@ def _subscription_mail(
 ) -> EmailMessage:
     """A new (or still pending) reader's confirmation mail; for an active one, a note to the
     owner instead, and nothing changed: the page after it is the same either way."""
-    known = ctx.store.subscriber(email)
+    known = ctx.store.subscribers.subscriber(email)
     if known is not None and known.status == "active":
         url = reader_link(ctx.config, ctx.secret, PREFERENCES, known.id, issued=moment)
         return reader_note(ctx, reader_lang(ctx, known), email, url, known=True, now=moment)
-    reader = ctx.store.add_subscriber(
+    reader = ctx.store.subscribers.add_subscriber(
         email, lang, audiences, status="pending", consent_source=f"web form ({lang})", now=moment
     )
     log.info("reader %d pending confirmation", reader.id)
@@ -140,7 +140,7 @@ def reader_of(request: Request, purpose: str) -> Subscriber | None:
     max_age = CONFIRM_MAX_AGE if purpose == CONFIRM else None
     token = request.path_params["token"]
     found = read_token(ctx.secret, purpose, token, max_age, now=ctx.now())
-    return None if found is None else ctx.store.subscriber_by_id(found)
+    return None if found is None else ctx.store.subscribers.subscriber_by_id(found)
 
 
 def invalid_link(request: Request) -> HTMLResponse:
@@ -165,7 +165,7 @@ def confirm(request: Request, form: FormData | None) -> Response:
     if not csrf_ok(ctx.secret, request, form):
         return notice(request, lang, "form_expired", 400, token_page=True)
     if reader.status != "active":
-        ctx.store.set_status(reader.id, "active", ctx.now())
+        ctx.store.subscribers.set_status(reader.id, "active", ctx.now())
         log.info("reader %d confirmed", reader.id)
     return notice(request, lang, "confirmed", token_page=True, manage=manage_link(ctx, reader))
 
@@ -184,7 +184,7 @@ def unsubscribe(request: Request, form: FormData | None) -> Response:
     if not one_click and not csrf_ok(ctx.secret, request, form):
         return notice(request, lang, "form_expired", 400, token_page=True)
     if reader.status != "unsubscribed":
-        ctx.store.set_status(reader.id, "unsubscribed", ctx.now())
+        ctx.store.subscribers.set_status(reader.id, "unsubscribed", ctx.now())
         log.info("reader %d unsubscribed%s", reader.id, " (one-click)" if one_click else "")
     manage = manage_link(ctx, reader)
     return notice(request, lang, "unsubscribed", token_page=True, manage=manage, address=address)
@@ -233,7 +233,7 @@ def _changed_preferences(ctx: WebContext, reader: Subscriber, form: FormData) ->
     zone = form.get("timezone")
     if not (isinstance(zone, str) and zone in _zone_names(site_zone)):
         zone = None  # a forged one changes nothing
-    changed = ctx.store.add_subscriber(
+    changed = ctx.store.subscribers.add_subscriber(
         reader.email,
         chosen,
         audiences,
