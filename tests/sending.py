@@ -20,7 +20,7 @@ from syndicate.render import RenderedDigest
 from syndicate.sending.loop import SendOptions, deliver
 from syndicate.sending.transports import SmtpMailer
 from syndicate.state import BATCH_SIZE, Claim, Issue, Store, Subscriber, open_store
-from syndicate.state.issues import delivery_rows, insert_issue, issue_values
+from syndicate.state.issues import insert_issue, issue_values
 from syndicate.state.schema import deliveries
 
 NOW = datetime(2025, 12, 15, 8, 0, tzinfo=UTC)
@@ -63,7 +63,18 @@ def create_issue(
         with store.engine.begin() as db:
             issue_id = insert_issue(db, values, articles)
             if readers:
-                rows = delivery_rows(issue_id, readers, message_id, now, False, None, BATCH_SIZE)
+                rows = [
+                    {
+                        "issue_id": issue_id,
+                        "subscriber_id": reader.id,
+                        "email": reader.email,
+                        "message_id": message_id(issue_id, reader.id),
+                        "status": "pending",
+                        "updated_at": now,
+                        "batch_no": number // BATCH_SIZE,
+                    }
+                    for number, reader in enumerate(readers)
+                ]
                 db.execute(sa.insert(deliveries), rows)
     except sa.exc.IntegrityError:
         return None

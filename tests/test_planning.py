@@ -382,7 +382,7 @@ def test_a_local_time_issue_resumed_gives_each_reader_the_same_time(
         planned = {reader: moment for reader, moment in db.execute(query)}
     assert len(planned) == 20
     for reader in store.subscribers.all():
-        assert utc(planned[reader.id]) == when(reader)
+        assert utc(planned[reader.id]) == when(reader.timezone)
     store.close()
 
 

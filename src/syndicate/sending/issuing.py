@@ -25,14 +25,14 @@ from ..model import ArticleSet, Diagnostic, Digest
 from ..reader import read_articles
 from ..render import RenderedDigest, render_digest
 from ..routes import site_url
-from ..state import Finished, Issue, Planning, Store, Subscriber, open_store
+from ..state import Finished, Issue, Planning, Store, open_store
 from ..subscribers import ReaderRow
 from .dispatch import BatchContext, Dispatcher, LocalDispatcher
 from .loop import DeliveryCounts, Progress
 from .messages import (
     envelope_sender,
     issue_page_name,
-    message_id,
+    message_ids,
     preview_files,
     restore_rendered,
     sender_domain,
@@ -282,7 +282,7 @@ def planning(
         hour, minute = (int(part) for part in local_time.split(":"))
         not_before = local_times(config, created_at or now, hour, minute)
     return Planning(
-        message_id=lambda issue_id, reader_id: message_id(domain, issue_id, reader_id),
+        message_id=message_ids(domain),
         now=now,
         not_before=not_before,
         within=dispatch.plan,
@@ -400,16 +400,13 @@ def _issue(
 
 def local_times(
     config: Config, now: datetime, hour: int, minute: int
-) -> Callable[[Subscriber], datetime]:
-    """Each reader's time for a local-time job fired at ``now``: that job's day (the date in
-    ``FIRST_ZONE``) at hour:minute in the reader's zone, else the site's."""
+) -> Callable[[str | None], datetime]:
+    """Each reader's time for a local-time job fired at ``now``, by their zone (None: the
+    site's): that job's day (the date in ``FIRST_ZONE``) at hour:minute in that zone."""
     day = now.astimezone(FIRST_ZONE).date()
-    zones: dict[str, ZoneInfo] = {}
 
-    def when(reader: Subscriber) -> datetime:
-        name = reader.timezone or config.site.timezone
-        zone = zones.setdefault(name, ZoneInfo(name))
-        return max(local_send_time(day, hour, minute, zone), now)
+    def when(zone: str | None) -> datetime:
+        return max(local_send_time(day, hour, minute, ZoneInfo(zone or config.site.timezone)), now)
 
     return when
 

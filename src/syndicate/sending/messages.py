@@ -47,9 +47,11 @@ def return_path(config: Config) -> str:
     return config.email.return_path or f"bounces@{sender_domain(config.email.sender)}"
 
 
-def message_id(domain: str, issue_id: int, subscriber_id: int) -> str:
-    """Stable per (issue, reader): a resent or retried message keeps its Message-ID."""
-    return f"<digest.{issue_id}.{subscriber_id}@{domain}>"
+def message_ids(domain: str) -> str:
+    """A digest's Message-IDs, with ``{issue}`` and ``{reader}`` for planning to fill in
+    (``state.Planning``): stable per (issue, reader), so a resent or retried message keeps
+    its Message-ID."""
+    return f"<digest.{{issue}}.{{reader}}@{domain}>"
 
 
 def envelope_sender(sender: str) -> str:

@@ -11,7 +11,6 @@ import sqlalchemy as sa
 
 from .database import Database, audience_ids, inserted_id, stored_audiences, utc
 from .schema import deliveries, issue_articles, issues
-from .subscribers import Subscriber
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,34 +47,6 @@ will send them)."""
 
 STANDING = ("issued", "held")
 """Issue states whose content counts as issued (the window, the same-content rule)."""
-
-
-def delivery_rows(
-    issue_id: int,
-    readers: Sequence[Subscriber],
-    message_id: Callable[[int, int], str],
-    now: datetime,
-    held: bool,
-    not_before: Callable[[Subscriber], datetime | None] | None,
-    batch_size: int,
-    first_batch: int = 0,
-) -> list[dict[str, Any]]:
-    """The delivery rows of an issue, one per reader, in batches from ``first_batch`` on
-    (see ``IssuePlanning.open_issue``)."""
-    start = first_batch * batch_size
-    return [
-        {
-            "issue_id": issue_id,
-            "subscriber_id": reader.id,
-            "email": reader.email,
-            "message_id": message_id(issue_id, reader.id),
-            "status": "held" if held else "pending",
-            "updated_at": now,
-            "not_before": not_before(reader) if not_before else None,
-            "batch_no": number // batch_size,
-        }
-        for number, reader in enumerate(readers, start)
-    ]
 
 
 def batch_range(first: int, rows: int, batch_size: int) -> range:

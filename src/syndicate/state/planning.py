@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 import sqlalchemy as sa
 
@@ -18,13 +19,12 @@ from .issues import (
     Issues,
     Within,
     batch_range,
-    delivery_rows,
     insert_issue,
     issue_from_row,
     issue_values,
 )
-from .schema import deliveries, issues
-from .subscribers import Subscriber, group_readers
+from .schema import deliveries, issues, subscribers
+from .subscribers import group_filter
 
 PLAN_CHUNK = 10_000
 """Readers per planning transaction (whole batches)."""
@@ -35,11 +35,13 @@ class Planning:
     """How an issue's delivery rows are written: a chunk of its readers per transaction, each
     with what ``within`` adds (the chunk's jobs), in subscriber-id order."""
 
-    message_id: Callable[[int, int], str]
-    """(issue id, reader id) → the delivery's Message-ID."""
+    message_id: str
+    """The deliveries' Message-ID, with ``{issue}`` and ``{reader}`` (their ids) in it: stable
+    per (issue, reader), and written by the database itself."""
     now: datetime
-    not_before: Callable[[Subscriber], datetime | None] | None = None
-    """The time before which a reader's delivery is not sent (local-time digests)."""
+    not_before: Callable[[str | None], datetime | None] | None = None
+    """A reader's zone (None: the site's) → the time before which their delivery is not sent
+    (local-time digests)."""
     within: Within | None = None
     batch_size: int = BATCH_SIZE
     chunk: int = PLAN_CHUNK
@@ -79,28 +81,59 @@ def _write_chunk(
     db: sa.Connection, issue: sa.Row, after: int | None, first_batch: int, plan: Planning
 ) -> tuple[int | None, int]:
     """The delivery rows of the next chunk of ``issue``'s readers (id above ``after``) and
-    what ``plan.within`` adds; returns the last reader id written when more readers follow,
-    else None (the issue is fully planned), and the rows written."""
-    readers = group_readers(
-        db, issue.lang, issue.audiences, after=after, limit=plan.rows + 1, leave_out=plan.leave_out
-    )
-    chunk = readers[: plan.rows]
-    if chunk:
-        held = issue.state == "held"
-        rows = delivery_rows(
-            issue.id,
-            chunk,
-            plan.message_id,
-            plan.now,
-            held,
-            plan.not_before,
-            plan.batch_size,
-            first_batch,
-        )
-        db.execute(sa.insert(deliveries), rows)
+    what ``plan.within`` adds; returns the cursor (the last reader id the chunk covers) when
+    more readers follow, else None (the issue is fully planned), and the rows written.
+
+    One ``INSERT … SELECT``: the rows never pass through Python, so planning a list costs
+    the database's time and no memory that grows with it."""
+    group = group_filter(issue.lang, issue.audiences, after=after, leave_out=plan.leave_out)
+    next_chunk = sa.select(subscribers.c.id).where(group).order_by(subscribers.c.id)
+    bound = db.execute(next_chunk.offset(plan.rows).limit(1)).scalar()
+    if bound is not None:
+        group = group & (subscribers.c.id < bound)
+    number = sa.func.row_number().over(order_by=subscribers.c.id) - 1
+    rows = sa.select(
+        sa.literal(issue.id),
+        subscribers.c.id,
+        subscribers.c.email,
+        _message_id(plan.message_id, issue.id),
+        sa.literal("held" if issue.state == "held" else "pending"),
+        sa.literal(plan.now, sa.DateTime(timezone=True)),
+        _not_before(db, group, plan),
+        (number + first_batch * plan.batch_size) // plan.batch_size,
+    ).where(group)
+    columns = [
+        "issue_id", "subscriber_id", "email", "message_id", "status", "updated_at",
+        "not_before", "batch_no",
+    ]  # fmt: skip
+    insert = sa.insert(deliveries).from_select(columns, rows)
+    written = db.execute(insert.execution_options(preserve_rowcount=True)).rowcount
     if plan.within is not None:
-        plan.within(db, issue.id, batch_range(first_batch, len(chunk), plan.batch_size))
-    return (chunk[-1].id if len(readers) > plan.rows else None), len(chunk)
+        plan.within(db, issue.id, batch_range(first_batch, written, plan.batch_size))
+    return (bound - 1 if bound is not None else None), written
+
+
+def _message_id(pattern: str, issue_id: int) -> sa.ColumnElement[str]:
+    """``Planning.message_id`` for each reader, as the database writes it."""
+    before, _, after = pattern.format(issue=issue_id, reader="\0").partition("\0")
+    return sa.literal(before) + sa.cast(subscribers.c.id, sa.String) + sa.literal(after)
+
+
+def _not_before(
+    db: sa.Connection, group: sa.ColumnElement[bool], plan: Planning
+) -> sa.ColumnElement[Any]:
+    """Each reader's ``Planning.not_before``: one value per zone the chunk's readers are in."""
+    stamp = sa.DateTime(timezone=True)
+    if plan.not_before is None:
+        return sa.null()
+    zones = db.execute(sa.select(subscribers.c.timezone).where(group).distinct()).scalars()
+    times = {zone: plan.not_before(zone) for zone in zones}
+    cases = [
+        (subscribers.c.timezone.is_(None) if zone is None else subscribers.c.timezone == zone,
+         sa.literal(when, stamp))
+        for zone, when in times.items()
+    ]  # fmt: skip
+    return sa.case(*cases, else_=sa.null()) if cases else sa.null()
 
 
 def _set_cursor(issue_id: int, cursor: int | None) -> sa.Update:

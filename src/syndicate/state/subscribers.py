@@ -231,33 +231,21 @@ def _changes(
     return {k: v for k, v in values.items() if getattr(found, k) != v}
 
 
-def group_readers(
-    db: sa.Connection,
-    lang: str,
-    audiences: str,
-    *,
-    after: int | None,
-    limit: int,
-    leave_out: str | None = None,
-) -> list[Subscriber]:
-    """The next ``limit`` active readers of one variant (``lang`` and exactly the stored
-    ``audiences``) with an id above ``after``, in id order, on ``db`` (in the planning
-    transaction); without those of consent source ``leave_out``."""
-    query = (
-        sa.select(subscribers)
-        .where(
-            subscribers.c.lang == lang,
-            subscribers.c.audiences == audiences,
-            subscribers.c.status == "active",
-        )
-        .order_by(subscribers.c.id)
-        .limit(limit)
+def group_filter(
+    lang: str, audiences: str, *, after: int | None, leave_out: str | None = None
+) -> sa.ColumnElement[bool]:
+    """The active readers of one variant (``lang`` and exactly the stored ``audiences``) with
+    an id above ``after``; without those of consent source ``leave_out``."""
+    found = sa.and_(
+        subscribers.c.lang == lang,
+        subscribers.c.audiences == audiences,
+        subscribers.c.status == "active",
     )
     if after is not None:
-        query = query.where(subscribers.c.id > after)
+        found = found & (subscribers.c.id > after)
     if leave_out is not None:
-        query = query.where(subscribers.c.consent_source != leave_out)
-    return [_subscriber(row) for row in db.execute(query)]
+        found = found & (subscribers.c.consent_source != leave_out)
+    return found
 
 
 class Subscribers(Database):
