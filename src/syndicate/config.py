@@ -369,6 +369,10 @@ class Bounces(Section):
     """The verification key SendGrid shows for its signed event webhook (base64; PEM also
     does); set, POST /hooks/bounces/sendgrid takes its bounce, dropped, deferred and
     spamreport events."""
+    sns_topics: list[str] = []
+    """The ARNs of the Amazon SNS topics your SES bounce, complaint and delivery
+    notifications go to; set, POST /hooks/bounces/ses takes their messages (each checked
+    with SNS's signing certificate) and confirms their subscriptions."""
     imap_url: str | None = None
     """An IMAP mailbox of bounce mail, imaps://user@host[:port]/folder (folder: INBOX when
     left out); set, the scheduler reads it every ``every`` and ``bounces process`` without a
