@@ -26,6 +26,7 @@ from syndicate.bounces import (
     verp_address,
     verp_deliveries,
 )
+from syndicate.bounces.reasons import reason_of, reply_reason
 from syndicate.cli import main
 from syndicate.config import Config, load_config, parse_config
 from syndicate.errors import ConfigError
@@ -120,6 +121,52 @@ def test_a_verp_address_is_only_genuine_under_the_sites_key() -> None:
     assert verp_deliveries(b"key", RETURN, forged_id) == (set(), True)
     assert verp_deliveries(b"key", RETURN, "digest@news.example.org") == (set(), False)
     assert verp_deliveries(b"key", "bounces@other.example", address) == (set(), False)
+
+
+RCPT = "(in reply to RCPT TO command)"
+
+
+@pytest.mark.parametrize(
+    ("status", "words", "context", "reason"),
+    [
+        # an address status says it of the address, whatever else the report says
+        ("5.1.1", "550 5.1.1 <a@example.org>... User unknown", ">>> DATA", "userunknown"),
+        # in reply to RCPT TO: the address; X.2.1 alone: a disabled mailbox, soft
+        ("5.2.1", "550 5.2.1 <a@example.org>... User Unknown " + RCPT, "", "userunknown"),
+        ("5.2.1", "550 5.2.1 <a@example.org>... User Unknown", "", "suspend"),
+        ("", "host mx.example.org: 550 <a@example.org>: User unknown", "", "userunknown"),
+        # after the data, or with nothing to tell: a filtering gateway's, soft
+        (
+            "",
+            "SMTP error from remote mail server after end of data: 550 user unknown",
+            "",
+            "filtered",
+        ),
+        ("5.0.0", "550 Unknown user a@example.org", "", "filtered"),
+        ("", "550 a@example.org... No such user", "-------SMTP command DATA", "filtered"),
+        # a directory's own words need no command
+        ("", "User a (a@example.org) not listed in Domino Directory", "", "userunknown"),
+        # the sender or our host name refused: never the reader's
+        ("", "SMTP error after MAIL FROM:<d@example.org>: 553 domain not found", "", "rejected"),
+        ("", "Connected but my name was rejected. 501 5.0.0 Invalid domain name", "", "blocked"),
+        # a name server that did not answer may answer tomorrow
+        (
+            "",
+            "Name service error for domain example.org: Host not found, try again",
+            "",
+            "networkerror",
+        ),
+    ],
+)
+def test_user_unknown_is_hard_only_when_said_of_the_address(
+    status: str, words: str, context: str, reason: str
+) -> None:
+    assert reason_of(status, words, context) == reason
+
+
+def test_a_refusal_at_the_send_is_in_reply_to_rcpt() -> None:
+    assert reply_reason("550 user unknown") == ("userunknown", True)
+    assert reply_reason("550 5.2.1 mailbox disabled") == ("suspend", False)
 
 
 def test_a_return_path_must_be_a_bare_address() -> None:

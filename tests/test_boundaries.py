@@ -35,7 +35,13 @@ RULES = (
     ),
     Rule("SMTP", ("smtplib",), ("syndicate.sending.transports",)),
     Rule("HTTP in", ("uvicorn", "starlette"), ("syndicate.web",)),
-    Rule("HTTP out", ("urllib.request", "http.client", "httpx"), ("syndicate.websub",)),
+    # web.sns too: the SES webhook must fetch SNS's signing certificate to verify a message,
+    # and confirm a subscription by visiting its URL (both only at SNS's own hosts)
+    Rule(
+        "HTTP out",
+        ("urllib.request", "http.client", "httpx"),
+        ("syndicate.websub", "syndicate.web.sns"),
+    ),
     Rule(
         "the clock",
         (

@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from syndicate.cli import main
 from syndicate.state import open_store
 from syndicate.state.schema import subscribers
-from syndicate.subscribers import mask_email
+from syndicate.subscribers import EXPORT_COLUMNS, mask_email
 from tests.conftest import ARTICLES
 
 
@@ -128,7 +128,8 @@ def test_export_reads_back_with_import_and_remove_deletes(cli, tmp_path: Path) -
     exported = tmp_path / "export.csv"
     assert cli("subscribers", "export", str(exported)).exit_code == 0
     assert exported.read_text("utf-8").splitlines()[0] == (
-        "email,lang,audiences,status,consent_source,created,updated,bounces,timezone"
+        "email,lang,audiences,status,consent_source,created,updated,bounces,timezone,"
+        "last_bounce,soft_bounces,soft_since,last_reason"
     )
     assert cli("subscribers", "remove", "nobody@example.com").exit_code == 1
     removed = cli("subscribers", "remove", "ONE@Example.com")  # any letter case
@@ -234,7 +235,12 @@ def test_export_then_import_is_a_faithful_round_trip(cli, tmp_path: Path, databa
         store.subscribers.set_status(reader.id, status, day + timedelta(days=10 + n))
     with store.engine.begin() as db:
         db.execute(sa.update(subscribers).where(subscribers.c.email == "dee@example.org")
-                   .values(hard_bounces=3))  # fmt: skip
+                   .values(hard_bounces=3, last_bounce_at=day + timedelta(days=20),
+                           last_reason="userunknown"))  # fmt: skip
+        # every count the bounce policy reads goes out and comes back: soft ones too
+        db.execute(sa.update(subscribers).where(subscribers.c.email == "Ada@example.org")
+                   .values(soft_bounces=4, first_soft_at=day + timedelta(days=30),
+                           last_reason="mailboxfull"))  # fmt: skip
     store.close()
     before = listed(cli)
     exported = tmp_path / "export.csv"
@@ -254,6 +260,11 @@ def test_export_then_import_is_a_faithful_round_trip(cli, tmp_path: Path, databa
         ("pending", "web form (nl)", 0),
         ("unsubscribed", "import:old.csv", 0),
         ("bounced", "cli", 3),
+    ]
+    bounces = ("bounces", "last_bounce", "soft_bounces", "soft_since", "last_reason")
+    assert [tuple(before[n][k] for k in bounces) for n in (0, 3)] == [
+        (0, None, 4, (day + timedelta(days=30)).isoformat(), "mailboxfull"),
+        (3, (day + timedelta(days=20)).isoformat(), 0, None, "userunknown"),
     ]
     assert before[0]["created"] == day.isoformat()
 
@@ -292,13 +303,14 @@ def test_a_reader_who_left_stays_so_whatever_the_file_says_unless_resubscribe(
         ("a@example.org,en,cost,gone,,,,", "unknown status 'gone'"),
         ("a@example.org,en,cost,active,,yesterday,,", "created: not an ISO 8601 date"),
         ("a@example.org,en,cost,active,,,,-1", "bounces: not a whole number"),
+        ("a@example.org,en,cost,active,,,,,,,x,,", "soft_bounces: not a whole number"),
+        ("a@example.org,en,cost,active,,,,,,,,then,", "soft_since: not an ISO 8601 date"),
+        ("a@example.org,en,cost,active,,,,,,,,,Full!", "last_reason: not a bounce reason"),
     ],
 )
 def test_an_exported_column_that_is_wrong_names_its_line(cli, tmp_path, row, message) -> None:
     file = tmp_path / "readers.csv"
-    file.write_text(
-        "email,lang,audiences,status,consent_source,created,updated,bounces\n" + row + "\n"
-    )
+    file.write_text(",".join(EXPORT_COLUMNS[: row.count(",") + 1]) + "\n" + row + "\n")
     result = cli("subscribers", "import", str(file))
     assert result.exit_code == 1 and f"{file}:2: error: {message}" in result.output
     assert listed(cli) == []

@@ -1,17 +1,22 @@
-"""The bounce mailbox: read each message of a Maildir or mbox, classify it (``bounces``), match
-it to its delivery and record it in the state database, then move it to processed/ (a message
-that is no bounce to replies/, for a person to read; one that is no mail at all stays); and the
-readers at risk, each with whether their bounce count has aged out."""
+"""The bounce mailbox: read each message of a Maildir, an mbox or an IMAP folder, classify it
+(``bounces``), match it to its delivery and record it in the state database, then move it to
+processed (a message that is no bounce to replies, for a person to read; one that is no mail at
+all stays); and the readers at risk, each with whether their bounce count has aged out."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import imaplib
 import mailbox
+import re
+import ssl
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
+from urllib.parse import unquote, urlsplit
 
 from .bounces import (
     COMPLAINT,
@@ -25,7 +30,7 @@ from .bounces import (
 )
 from .bounces.relays import RelayEvent
 from .config import Config
-from .errors import UsageError
+from .errors import SyndicateError, UsageError
 from .files import create_private
 from .sending.messages import bounce_policy, return_path
 from .state import AtRisk, Bounced, Store
@@ -112,6 +117,9 @@ class BounceBox:
         finally:
             self.box.unlock()
 
+    def close(self) -> None:
+        self.box.close()
+
     def _opened(self, name: str) -> mailbox.Mailbox:
         path = self.folder(name)
         if isinstance(self.box, mailbox.Maildir):  # its folders are made owner-only
@@ -120,8 +128,150 @@ class BounceBox:
         return mailbox.mbox(path, factory=None)
 
 
+class MailboxError(SyndicateError):
+    """The IMAP mailbox cannot be reached, refuses the login, or fails mid-run: the messages
+    not yet moved stay where they are, and the next run reads them again."""
+
+
+class BounceSource(Protocol):
+    """Where bounce mail is read: a ``BounceBox`` (Maildir, mbox) or an ``ImapBox``."""
+
+    @property
+    def processed(self) -> Path | str: ...
+
+    @property
+    def replies(self) -> Path | str: ...
+
+    def messages(self) -> Iterator[tuple[str, bytes]]: ...
+
+    def move(self, folders: Mapping[str, str]) -> None: ...
+
+    def close(self) -> None: ...
+
+
+_IMAPS_PORT = 993
+_LISTED = re.compile(rb'\((?P<flags>[^)]*)\) (?:"(?P<delimiter>[^"]*)"|NIL) ')
+
+
+class ImapBox:
+    """A folder of an IMAP mailbox (IMAP over TLS, with a login) of bounce mail: a message
+    dealt with moves to the folder ``processed`` under it, one that is no bounce to
+    ``replies`` (each made when first needed); none is deleted. Messages are read without
+    marking them seen, so one left in place looks to a person as it did."""
+
+    def __init__(
+        self, url: str, password: str, *, timeout: float = 60.0, tls: ssl.SSLContext | None = None
+    ) -> None:
+        parts = urlsplit(url)
+        host, port = parts.hostname or "", parts.port or _IMAPS_PORT
+        self.folder = unquote(parts.path.strip("/")) or "INBOX"
+        self.label = f"imaps://{parts.username}@{host}:{port}/{self.folder}"
+        """The mailbox as messages name it (never the password)."""
+        try:
+            self.imap = imaplib.IMAP4_SSL(
+                host, port, ssl_context=tls or ssl.create_default_context(), timeout=timeout
+            )
+        except (OSError, imaplib.IMAP4.error) as exc:
+            raise MailboxError(f"{self.label}: cannot connect ({exc})") from None
+        try:
+            self.imap.login(unquote(parts.username or ""), password)
+            # what the server offers once logged in (more than it said to a stranger)
+            offered = self._ok(self.imap.capability(), "CAPABILITY")[0]
+            self.offers = set(offered.decode("ascii", "replace").upper().split())
+            listed = self._ok(self.imap.list('""', _quoted(self.folder)), "LIST")
+            found = _LISTED.match(listed[0] or b"") if listed and listed[0] else None
+            if found is None:
+                raise MailboxError(f"{self.label}: no such folder")
+            self.delimiter = (found["delimiter"] or b".").decode()
+            self._ok(self.imap.select(_quoted(self.folder)), "SELECT")
+        except (OSError, imaplib.IMAP4.error) as exc:
+            self.close()
+            raise MailboxError(f"{self.label}: {exc}") from None
+        except MailboxError:
+            self.close()
+            raise
+
+    @property
+    def processed(self) -> str:
+        return self.folder + self.delimiter + PROCESSED
+
+    @property
+    def replies(self) -> str:
+        return self.folder + self.delimiter + REPLIES
+
+    def messages(self) -> Iterator[tuple[str, bytes]]:
+        """Each message by its UID, as the server holds it, byte for byte."""
+        with self._talking():
+            uids = self._ok(self.imap.uid("SEARCH", "UNDELETED"), "SEARCH")[0].split()
+        for uid in uids:
+            with self._talking():
+                fetched = self._ok(self.imap.uid("FETCH", uid, "(BODY.PEEK[])"), "FETCH")
+            data = next((part[1] for part in fetched if isinstance(part, tuple)), None)
+            if data is not None:  # gone meanwhile: another reader moved it
+                yield uid.decode(), data
+
+    def move(self, folders: Mapping[str, str]) -> None:
+        """Move each message (by its UID) into its folder (processed, replies): by MOVE where
+        the server offers it (RFC 6851), else copied there, then marked deleted and expunged
+        here by UID (RFC 4315), or only marked where the server cannot expunge one alone."""
+        for name in sorted(set(folders.values())):
+            uids = ",".join(key for key, folder in folders.items() if folder == name)
+            with self._talking():
+                self._move(uids, _quoted(self.folder + self.delimiter + name))
+
+    def _move(self, uids: str, target: str) -> None:
+        if not self._ok(self.imap.list('""', target), "LIST")[0]:
+            self._ok(self.imap.create(target), "CREATE")
+        if "MOVE" in self.offers:
+            self._ok(self.imap.uid("MOVE", uids, target), "MOVE")
+            return
+        self._ok(self.imap.uid("COPY", uids, target), "COPY")
+        self._ok(self.imap.uid("STORE", uids, "+FLAGS.SILENT", r"(\Deleted)"), "STORE")
+        if "UIDPLUS" in self.offers:
+            self._ok(self.imap.uid("EXPUNGE", uids), "EXPUNGE")
+
+    @contextlib.contextmanager
+    def _talking(self) -> Iterator[None]:
+        """A lost connection or a server's protocol error, as a ``MailboxError``."""
+        try:
+            yield
+        except (OSError, imaplib.IMAP4.error) as exc:
+            raise MailboxError(f"{self.label}: {exc}") from None
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError, imaplib.IMAP4.error):  # gone already
+            self.imap.logout()
+
+    def _ok(self, answer: tuple[str, list[Any]], command: str) -> list[Any]:
+        """The data of an OK answer; a NO or BAD one is a ``MailboxError`` naming it."""
+        kind, data = answer
+        if kind != "OK":
+            said = b" ".join(d for d in data if isinstance(d, bytes)).decode("utf-8", "replace")
+            raise MailboxError(f"{self.label}: {command} refused: {said}")
+        return data
+
+
+def _quoted(name: str) -> str:
+    """A mailbox name as an IMAP quoted string."""
+    return '"' + name.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def bounce_source(config: Config, path: Path | None) -> BounceSource:
+    """The mailbox to read: ``path`` (a Maildir or mbox), else ``bounces.imap_url``."""
+    if path is not None:
+        return BounceBox(path)
+    url = config.bounces.imap_url
+    if url is None:
+        raise UsageError("no mailbox: give a Maildir or mbox, or set bounces.imap_url")
+    secret = config.bounces.imap_password
+    password = secret.get_secret_value() if secret else unquote(urlsplit(url).password or "")
+    if not password:
+        raise UsageError("bounces.imap_url needs a password: set SYNDICATE_IMAP_PASSWORD")
+    return ImapBox(url, password)
+
+
 def process_bounces(
-    config: Config, store: Store, box: BounceBox, now: datetime, *, dry_run: bool = False
+    config: Config, store: Store, box: BounceSource, now: datetime, *, dry_run: bool = False
 ) -> list[BounceOutcome]:
     """Classify every message of ``box``, match it to a delivery and act on it; then move it
     to processed/, so that a second run finds nothing (a message put back is recognised by

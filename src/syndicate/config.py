@@ -369,6 +369,39 @@ class Bounces(Section):
     """The verification key SendGrid shows for its signed event webhook (base64; PEM also
     does); set, POST /hooks/bounces/sendgrid takes its bounce, dropped, deferred and
     spamreport events."""
+    sns_topics: list[str] = []
+    """The ARNs of the Amazon SNS topics your SES bounce, complaint and delivery
+    notifications go to; set, POST /hooks/bounces/ses takes their messages (each checked
+    with SNS's signing certificate) and confirms their subscriptions."""
+    imap_url: str | None = None
+    """An IMAP mailbox of bounce mail, imaps://user@host[:port]/folder (folder: INBOX when
+    left out); set, the scheduler reads it every ``every`` and ``bounces process`` without a
+    path does. Messages dealt with move to the folder processed under it (a reply to
+    replies; INBOX.processed or INBOX/processed, as the server writes it); none is deleted."""
+    imap_password: SecretStr | None = None
+    """The password of that login; better given as SYNDICATE_IMAP_PASSWORD."""
+    every: str = "15m"
+    """How often the scheduler reads imap_url: minutes ("15m"), hours ("1h") or days ("1d")."""
+
+    @field_validator("imap_url")
+    @classmethod
+    def _imap_url(cls, value: str | None) -> str | None:
+        if value is not None:
+            url = urlsplit(value)
+            if url.scheme != "imaps" or not url.hostname or not url.username:
+                raise ValueError("must be imaps://user@host[:port][/folder] (IMAP over TLS)")
+        return value
+
+    @field_validator("every")
+    @classmethod
+    def _every(cls, value: str) -> str:
+        every_minutes(value)
+        return value
+
+    @property
+    def every_minutes(self) -> int:
+        """``every`` in minutes."""
+        return every_minutes(self.every)
 
     @field_validator("sendgrid_public_key")
     @classmethod
@@ -388,6 +421,18 @@ class Bounces(Section):
         if (self.postmark_user is None) != (self.postmark_password is None):
             raise ValueError("postmark_user and postmark_password go together")
         return self
+
+
+_EVERY = re.compile(r"\s*(\d+)\s*([mhd])\s*")
+_MINUTES = {"m": 1, "h": 60, "d": 24 * 60}
+
+
+def every_minutes(value: str) -> int:
+    """A period as "15m", "1h" or "1d", in minutes; ValueError says what is wrong."""
+    found = _EVERY.fullmatch(value)
+    if found is None or int(found[1]) == 0:
+        raise ValueError(f"not a period like 15m, 2h or 1d: {value!r}")
+    return int(found[1]) * _MINUTES[found[2]]
 
 
 # Keys of [smtp] that [bounces] replaced: each stands for its new key when only it is set.
@@ -719,6 +764,7 @@ def _from_env(data: dict[str, Any], env: Mapping[str, str]) -> dict[str, Any]:
         "SYNDICATE_SECRET_KEY": ("web", "secret_key"),
         "SYNDICATE_POSTMARK_PASSWORD": ("bounces", "postmark_password"),
         "SYNDICATE_MAILGUN_SIGNING_KEY": ("bounces", "mailgun_signing_key"),
+        "SYNDICATE_IMAP_PASSWORD": ("bounces", "imap_password"),
     }
     for var, (section, key) in overrides.items():
         if env.get(var):

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import csv
 import io
-from collections.abc import Collection, Sequence
+import re
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -27,14 +28,21 @@ EXPORT_COLUMNS = (
     "updated",
     "bounces",
     "timezone",
+    "last_bounce",
+    "soft_bounces",
+    "soft_since",
+    "last_reason",
 )
 """Columns an export writes and an import reads back (those after ``audiences`` may be left
 out or empty: the import's options and the time of the import stand in for them; an empty
-``timezone`` is the site's)."""
+``timezone`` is the site's). ``bounces`` counts hard bounces, the last at ``last_bounce``;
+``soft_bounces`` those soft ones with no success in between, the first at ``soft_since``;
+``last_reason`` is the last bounce's reason: every count the bounce policy reads."""
 STATUSES = ("pending", "active", "unsubscribed", "bounced")
 """A reader's statuses: ``unsubscribed`` and ``bounced`` are readers who left."""
 
 Row = tuple[str, str, tuple[str, ...]]
+_REASON = re.compile(r"[a-z]{1,40}")  # a name of bounces.reasons' taxonomy, or ``feedback``
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,8 +58,15 @@ class ReaderRow:
     """When the reader gave their consent."""
     updated: datetime | None = None
     bounces: int | None = None
+    """Hard bounces counted, the last of them at ``last_bounce``."""
     timezone: str | None = None
     """The reader's IANA time zone; None: the site's (``site.timezone``)."""
+    last_bounce: datetime | None = None
+    soft_bounces: int | None = None
+    """Soft bounces with no successful delivery in between, the first at ``soft_since``."""
+    soft_since: datetime | None = None
+    last_reason: str | None = None
+    """The last bounce's reason (``userunknown``, ``mailboxfull``, ``feedback``, ...)."""
 
 
 def check_timezone(value: str) -> str:
@@ -185,28 +200,49 @@ def read_subscriber_csv(
 def _exported(record: dict[str, str]) -> dict[str, Any]:
     """The columns beyond the three an import needs, checked; empty cells are None."""
     found: dict[str, Any] = {}
-    status = record.get("status", "").strip()
-    if status:
-        if status not in STATUSES:
-            raise ValueError(f"unknown status {status!r} (known: {', '.join(STATUSES)})")
-        found["status"] = status
-    source = record.get("consent_source", "").strip()
-    if source:
-        found["consent_source"] = source
-    for column in ("created", "updated"):
+    for column, read in _READ.items():
         value = record.get(column, "").strip()
         if value:
-            try:
-                when = datetime.fromisoformat(value)
-            except ValueError:
-                raise ValueError(f"{column}: not an ISO 8601 date and time: {value!r}") from None
-            found[column] = when if when.tzinfo else when.replace(tzinfo=UTC)
-    bounces = record.get("bounces", "").strip()
-    if bounces:
-        if not bounces.isdigit():
-            raise ValueError(f"bounces: not a whole number of 0 or more: {bounces!r}")
-        found["bounces"] = int(bounces)
-    zone = record.get("timezone", "").strip()
-    if zone:
-        found["timezone"] = check_timezone(zone)
+            found[column] = read(column, value)
     return found
+
+
+def _status(column: str, value: str) -> str:
+    if value not in STATUSES:
+        raise ValueError(f"unknown status {value!r} (known: {', '.join(STATUSES)})")
+    return value
+
+
+def _time(column: str, value: str) -> datetime:
+    try:
+        when = datetime.fromisoformat(value)
+    except ValueError:
+        raise ValueError(f"{column}: not an ISO 8601 date and time: {value!r}") from None
+    return when if when.tzinfo else when.replace(tzinfo=UTC)
+
+
+def _count(column: str, value: str) -> int:
+    if not value.isdigit():
+        raise ValueError(f"{column}: not a whole number of 0 or more: {value!r}")
+    return int(value)
+
+
+def _reason(column: str, value: str) -> str:
+    if not _REASON.fullmatch(value):
+        raise ValueError(f"{column}: not a bounce reason's name: {value!r}")
+    return value
+
+
+_READ: dict[str, Callable[[str, str], Any]] = {
+    "status": _status,
+    "consent_source": lambda column, value: value,
+    "created": _time,
+    "updated": _time,
+    "bounces": _count,
+    "timezone": lambda column, value: check_timezone(value),
+    "last_bounce": _time,
+    "soft_bounces": _count,
+    "soft_since": _time,
+    "last_reason": _reason,
+}
+"""How each exported column is read back (a ValueError names what is wrong)."""

@@ -21,6 +21,13 @@ _LONGEST = 6000
 # (A status of 5.1.1 beside "mailbox full" is a full mailbox: servers pick codes loosely.)
 _WORDS: tuple[tuple[str, tuple[str, ...]], ...] = (
     (
+        "networkerror",
+        (
+            r"not found, try again",  # Postfix: the name server did not answer
+            r"malformed or unexpected name server reply",
+        ),
+    ),
+    (
         "hasmoved",
         (
             r"\bhas (?:been )?moved\b",
@@ -90,6 +97,7 @@ _WORDS: tuple[tuple[str, tuple[str, ...]], ...] = (
             r"null mx",
             r"accepts no mail",
             r"no mail (?:is )?accepted",
+            r"system not accepting network messages",
         ),
     ),
     (
@@ -110,6 +118,21 @@ _WORDS: tuple[tuple[str, tuple[str, ...]], ...] = (
             r"invalid domain",
             r"host \S+ not found",
             r"domain (?:is )?not reachable",
+            r"unrouteable address",
+            r"(?<![@\w.-])[a-z0-9-]+(?:\.[a-z0-9-]+)+ does not exist",
+        ),
+    ),
+    (
+        "mailererror",
+        (
+            r"mailer error",
+            r"command (?:died|failed|output)",
+            r"pipe to",
+            r"exit (?:status|code)",
+            r"procmail",
+            r"local delivery failed",
+            r"program .{0,40}failed",
+            r"unknown mailer",
         ),
     ),
     (
@@ -126,7 +149,6 @@ _WORDS: tuple[tuple[str, tuple[str, ...]], ...] = (
             r"mailbox (?:not found|unavailable|does not exist|not exist)",
             r"(?:user|recipient|address|account|mailbox) not found",
             r"addressee unknown",
-            r"unrouteable address",
             r"no mailbox here",
             r"not our customer",
             r"unknown or illegal",
@@ -300,19 +322,6 @@ _WORDS: tuple[tuple[str, tuple[str, ...]], ...] = (
         ),
     ),
     (
-        "mailererror",
-        (
-            r"mailer error",
-            r"command (?:died|failed|output)",
-            r"pipe to",
-            r"exit (?:status|code)",
-            r"procmail",
-            r"local delivery failed",
-            r"program .{0,40}failed",
-            r"unknown mailer",
-        ),
-    ),
-    (
         "syntaxerror",
         (
             r"syntax error",
@@ -427,6 +436,7 @@ _STATUSES = {
     "1.7": "rejected",
     "1.8": "rejected",
     "1.10": "notaccept",
+    "3.2": "notaccept",
     "2.0": "filtered",
     "2.1": "suspend",
     "2.2": "mailboxfull",
@@ -484,23 +494,67 @@ _INFERRED = {
 }
 
 
-# The SMTP command the remote server refused, where the report says (Exim, Postfix, sendmail).
-_AFTER_MAIL_FROM = re.compile(r"(?:after|in reply to) mail from|>>> mail from", re.I)
-_AFTER_DATA = re.compile(r"(?:after|in reply to) (?:the )?(?:end of )?data\b|final data\b", re.I)
+# The SMTP command the remote server refused, where the report says (Exim, Postfix, sendmail,
+# qmail, sendmail V5, transcripts): the last one named before the refusal. A reply that opens
+# with the recipient's address and a colon answers the RCPT TO that named it (``550 <a@b>: ...``,
+# Postfix's form).
+_COMMAND = re.compile(
+    r"(?P<HELO>(?:after|in reply to|>>>) (?:helo|ehlo)\b|my name was rejected"
+    r"|remote protocol error)"
+    r"|(?P<MAIL>(?:after|in reply to|>>>) mail from)"
+    r"|(?P<RCPT>(?:after|in reply to|>>>|our|smtp:)\s*rcpt\b|\brcpt to: ?<|\brcpt_to\b"
+    r"|rcpt (?:to )?(?:command|response)|does not like recipient|\b[45]\d\d:? <[^<>\s]+@[^<>\s]+>:)"
+    r"|(?P<DATA>(?:after|in reply to) (?:the )?(?:end of )?data\b|final data\b"
+    r"|smtp command data\b|>>> data\b)",
+    re.I,
+)
+
+# What a server says only after looking the address up in its own directory: the address is
+# gone whatever the SMTP command (Domino, Notes, Exchange, Gmail, Yahoo, Verizon, mail.local).
+_LOOKED_UP = re.compile(
+    r"not listed in|invalid final delivery|no valid recipients|doesn't have an? \S+ account"
+    r"|invalid recipient|mailbox unavailable|unknown user:|unknown recipient"
+    r"|address (?:couldn't|could not) be found|address not found"
+)
 
 
-def reason_of(status: str, words: str, context: str = "") -> str:
+def command_of(text: str) -> str:
+    """``HELO``, ``MAIL``, ``RCPT`` or ``DATA``: the SMTP command ``text`` says was refused,
+    or empty."""
+    found = [m.lastgroup for m in _COMMAND.finditer(text, 0, _LONGEST)]
+    return found[-1] or "" if found else ""
+
+
+def reason_of(status: str, words: str, context: str = "", command: str = "") -> str:
     """The reason for a failure with DSN ``status`` (may be empty), the server's ``words`` for
-    it and the rest of the report's text (``context``, read when the words say nothing)."""
+    it and the rest of the report's text (``context``, read when the words say nothing), and
+    the SMTP ``command`` refused if known (else read from the words or the context)."""
     reason = _from_words(words) or _from_words(context) or _from_status(status)
-    said = words + "\n" + context
-    if reason in HARD_REASONS and _AFTER_MAIL_FROM.search(said):
+    command = command or command_of(words) or command_of(context)
+    if reason in HARD_REASONS and command == "HELO":
+        return "blocked"  # our own host name was refused
+    if reason in HARD_REASONS and command == "MAIL":
         return "rejected"  # the sender's address or domain was refused, not the reader's
-    if reason == "userunknown" and _AFTER_DATA.search(said):
-        return "filtered"  # the address was accepted; a filter refused the message
-    if reason == "userunknown" and status[2:4] == "2.":
-        return _from_status(status)  # a mailbox status (X.2.X): the mailbox is there
+    if reason == "userunknown":
+        return _unknown_user(status, command, (words or context)[:_LONGEST].lower())
     return reason
+
+
+def _unknown_user(status: str, command: str, said: str) -> str:
+    """ "User unknown" is the address's own fault only when said of the address: in reply to
+    RCPT TO, with an address status (X.1.X), or in the words of a directory lookup. A
+    filtering gateway that took the message says it after the data, and servers that
+    disable a mailbox say it with X.2.1: both soft."""
+    subject = status[2:4]
+    if subject == "1." or _LOOKED_UP.search(said):
+        return "userunknown"
+    if command == "DATA":
+        return "filtered"  # the address was accepted; a filter refused the message
+    if command == "RCPT":
+        return "userunknown"
+    if subject == "2.":
+        return _from_status(status)  # a mailbox status: the mailbox is there
+    return "filtered"
 
 
 def _from_words(words: str) -> str:
@@ -541,5 +595,5 @@ def reply_reason(reply: str) -> tuple[str, bool]:
     code, _, words = reply.partition(" ")
     enhanced = _ENHANCED.match(words)
     status = enhanced[1] if enhanced else f"{code[:1]}.0.0" if code[:1] in ("4", "5") else ""
-    reason = reason_of(status, words)
+    reason = reason_of(status, words, command="RCPT")
     return reason, is_hard(reason, status)

@@ -149,22 +149,22 @@ def _failed(email: str, words: str, ids: tuple[str, ...], *, code: object = None
     """A failure the relay gave up on: hard or soft by its words, as a bounce message's."""
     status = _status(words, code)
     failure = failure_of(email, status, words, temporary=status.startswith("4"))
-    return _finding(PERMANENT if failure.kind == HARD else TEMPORARY, failure, ids)
+    return failure_finding(PERMANENT if failure.kind == HARD else TEMPORARY, failure, ids)
 
 
 def _delayed(email: str, words: str, ids: tuple[str, ...], *, code: object = None) -> Finding:
     """A delivery the relay still tries: recorded, never counted (its status says 4.x.x)."""
     status = _status(words, code) or "4.0.0"
     status = "4" + status[1:]
-    return _finding(TEMPORARY, failure_of(email, status, words, temporary=True), ids)
+    return failure_finding(TEMPORARY, failure_of(email, status, words, temporary=True), ids)
 
 
-def _complaint(email: str, ids: tuple[str, ...]) -> Finding:
+def complaint_finding(email: str, ids: tuple[str, ...]) -> Finding:
     failure = Failure(email.lower(), COMPLAINT, "feedback", "")
     return Finding(COMPLAINT, (email.lower(),), "abuse", "feedback report", ids, "", (failure,))
 
 
-def _finding(kind: str, failure: Failure, ids: tuple[str, ...]) -> Finding:
+def failure_finding(kind: str, failure: Failure, ids: tuple[str, ...]) -> Finding:
     return Finding(
         kind,
         (failure.recipient,),
@@ -176,11 +176,11 @@ def _finding(kind: str, failure: Failure, ids: tuple[str, ...]) -> Finding:
     )
 
 
-def _nothing(why: str) -> Finding:
+def no_bounce(why: str) -> Finding:
     return Finding(NOT_A_BOUNCE, reason=why)
 
 
-def _message_ids(value: object) -> tuple[str, ...]:
+def message_ids(value: object) -> tuple[str, ...]:
     """A Message-ID as a relay echoes it, with or without its angle brackets."""
     if not isinstance(value, str) or not value.strip():
         return ()
@@ -210,15 +210,15 @@ def postmark_events(body: bytes) -> list[RelayEvent]:
     words = _text(event.get("Details")) or _text(event.get("Description"))
     identity = _identity("postmark", event.get("ID"), event)
     if not email:
-        finding = _nothing("no Email")
+        finding = no_bounce("no Email")
     elif event.get("RecordType") == "SpamComplaint" or kind in POSTMARK_COMPLAINTS:
-        finding = _complaint(email, ())
+        finding = complaint_finding(email, ())
     elif kind in POSTMARK_FAILURES:
         finding = _failed(email, words, ())
     elif kind in POSTMARK_DELAYS:
         finding = _delayed(email, words, ())
     else:
-        finding = _nothing(f"a {kind or 'record'} record")
+        finding = no_bounce(f"a {kind or 'record'} record")
     return [RelayEvent(identity, finding)]
 
 
@@ -234,19 +234,19 @@ def mailgun_events(payload: Mapping[str, Any]) -> list[RelayEvent]:
     words = " ".join(filter(None, (_text(status.get("message")), _text(status.get("description")))))
     message = event.get("message")
     headers = message.get("headers") if isinstance(message, dict) else None
-    ids = _message_ids(headers.get("message-id")) if isinstance(headers, dict) else ()
+    ids = message_ids(headers.get("message-id")) if isinstance(headers, dict) else ()
     identity = _identity("mailgun", event.get("id"), event)
     name = event.get("event")
     if not email:
-        finding = _nothing("no recipient")
+        finding = no_bounce("no recipient")
     elif name == "complained":
-        finding = _complaint(email, ids)
+        finding = complaint_finding(email, ids)
     elif name == "failed" and event.get("severity") == "temporary":
         finding = _delayed(email, words, ids, code=status.get("code"))
     elif name == "failed":
         finding = _failed(email, words, ids, code=status.get("code"))
     else:
-        finding = _nothing(f"a {name} event")
+        finding = no_bounce(f"a {name} event")
     return [RelayEvent(identity, finding)]
 
 
@@ -275,18 +275,18 @@ def _sendgrid(events: list[Any]) -> Iterator[RelayEvent]:
         email = _text(event.get("email"))
         name = event.get("event")
         words = " ".join(filter(None, (_text(event.get("status")), _text(event.get("reason")))))
-        ids = _message_ids(event.get("smtp-id"))
+        ids = message_ids(event.get("smtp-id"))
         identity = _identity("sendgrid", event.get("sg_event_id"), event)
         if not email:
-            finding = _nothing("no email")
+            finding = no_bounce("no email")
         elif name == "spamreport" or (name == "dropped" and "spam" in words.lower()):
-            finding = _complaint(email, ids)
+            finding = complaint_finding(email, ids)
         elif name == "dropped" and "unsubscribed" in words.lower():
-            finding = _nothing("dropped: unsubscribed at SendGrid")
+            finding = no_bounce("dropped: unsubscribed at SendGrid")
         elif name in ("bounce", "dropped"):
             finding = _failed(email, words, ids)
         elif name == "deferred":
             finding = _delayed(email, words, ids)
         else:
-            finding = _nothing(f"a {name} event")
+            finding = no_bounce(f"a {name} event")
         yield RelayEvent(identity, finding)

@@ -9,7 +9,7 @@ import json
 import logging
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from email.message import Message
 from email.utils import getaddresses, parseaddr
 from typing import Any
@@ -49,6 +49,7 @@ _DELAYED = re.compile(
     r"|still (?:being )?(?:retried|trying|in the queue)|delivery is delayed|no action is required",
     re.I,
 )
+_LINE = re.compile(r".*(?:\n[ \t]+.*)*")  # a line and its folded continuation
 _QUOTED_TO = re.compile(r"^[ \t>]*To:[ \t]*(.+)$", re.M | re.I)
 # Where a text bounce stops reporting and starts quoting the original message.
 _QUOTE = re.compile(
@@ -88,7 +89,26 @@ def dsn_reports(message: Message, body: str) -> list[Report]:
         r"^(?:Final|Original)-Recipient:", body, re.I | re.M
     ):
         blocks = [_fields(paragraph) for paragraph in re.split(r"\n[ \t]*\n", body)]
-    return [report for block in blocks if (report := _block_report(block)) is not None]
+    reports = [report for block in blocks if (report := _block_report(block)) is not None]
+    return [_with_text_words(r, body) if not r.words else r for r in reports]
+
+
+def _with_text_words(report: Report, body: str) -> Report:
+    """A recipient block without a Diagnostic-Code: the words from the text where it is
+    named (OpenSMTPD, ...), and their status where the block's says only the class."""
+    text = report_text(body)
+    start = text.lower().find(report.recipient)
+    if start < 0:
+        return report
+    line = _LINE.match(text, start)
+    words = " ".join(line[0].split()) if line else ""
+    if not (_FAILURE.search(words) or _REPLY.search(words)):
+        return report  # a list of addresses: the report's text says why, not this line
+    said = _FAILURE.search(words)
+    status = report.status
+    if said and (not status or status == f"{said[1]}.0.0"):
+        status = ".".join(said.groups())
+    return replace(report, words=words, status=status)
 
 
 def _status_blocks(message: Message) -> Iterator[Message]:
@@ -130,14 +150,18 @@ def _block_report(block: dict[str, str]) -> Report | None:
     if not recipient:
         return None
     words = " ".join(_field(block, "diagnostic-code").split())
-    status = STATUS.search(_field(block, "status")) or STATUS.search(words)
+    found = STATUS.search(_field(block, "status"))
+    said = _FAILURE.search(words)
+    status = found[0] if found else ""
+    if said and (not status or status == f"{said[1]}.0.0"):  # the words may say more (5.1.1)
+        status = ".".join(said.groups())
     action = _field(block, "action").strip().lower()
     return Report(
         recipient,
         action,
-        status[0] if status else "",
+        status,
         words.partition(";")[2].strip() or words,
-        action.startswith("delayed") or (status is not None and status[1] == "4"),
+        action.startswith("delayed") or status.startswith("4"),
     )
 
 
@@ -219,8 +243,9 @@ def text_reports(message: Message, body: str, original: Message | None) -> list[
     lowered = report.lower()
     places = sorted((lowered.find(r) if r in lowered else len(report), r) for r in recipients)
     reports = []
-    for n, (start, recipient) in enumerate(places):
-        end = places[n + 1][0] if n + 1 < len(places) else len(report)
+    for start, recipient in places:
+        others = (lowered.find(r, start + len(recipient)) for r in recipients if r != recipient)
+        end = min((at for at in others if at >= 0), default=len(report))  # the next one named
         reports.append(_text_report(recipient, report[start:end], report))
     return reports
 

@@ -12,7 +12,7 @@ from ..clock import wall_clock
 from .shared import with_config
 
 if TYPE_CHECKING:
-    from ..bouncebox import BounceBox, BounceOutcome
+    from ..bouncebox import BounceOutcome, BounceSource
     from ..config import Config
 
 
@@ -23,21 +23,25 @@ def bounces() -> None:
 
 @bounces.command("process")
 @with_config
-@click.argument("path", type=click.Path(path_type=Path, exists=True))
+@click.argument("path", type=click.Path(path_type=Path, exists=True), required=False)
 @click.option("--dry-run", is_flag=True, help="Show what would be done; record and move nothing.")
-def bounces_process(config: Config, path: Path, dry_run: bool) -> None:
-    """Act on the bounces and complaints in a Maildir or mbox at PATH, then move each message
-    to a processed/ subfolder (a rerun changes nothing); one that is no bounce (a reply, an
-    auto-reply, a delivery notice) to replies/; one that is no mail message stays."""
-    from ..bouncebox import BounceBox, process_bounces
+def bounces_process(config: Config, path: Path | None, dry_run: bool) -> None:
+    """Act on the bounces and complaints in a Maildir or mbox at PATH (without PATH: the IMAP
+    folder of bounces.imap_url), then move each message to a processed folder (a rerun
+    changes nothing); one that is no bounce (a reply, an auto-reply, a delivery notice) to
+    replies; one that is no mail message stays."""
+    from ..bouncebox import bounce_source, process_bounces
     from ..state import open_store
 
-    box = BounceBox(path)
-    store = open_store(config.database_url)
+    box = bounce_source(config, path)
     try:
-        outcomes = process_bounces(config, store, box, wall_clock(), dry_run=dry_run)
+        store = open_store(config.database_url)
+        try:
+            outcomes = process_bounces(config, store, box, wall_clock(), dry_run=dry_run)
+        finally:
+            store.close()
     finally:
-        store.close()
+        box.close()
     for o in outcomes:
         click.echo(_said(o))
     click.echo(_summary(box, outcomes, dry_run), err=True)
@@ -58,7 +62,7 @@ def _said(o: BounceOutcome) -> str:
     return f"{o.key}: {what}{who}: {o.action}{reason}"
 
 
-def _summary(box: BounceBox, outcomes: list[BounceOutcome], dry_run: bool) -> str:
+def _summary(box: BounceSource, outcomes: list[BounceOutcome], dry_run: bool) -> str:
     """How many messages were read, and where they went (or would go)."""
     from ..bouncebox import PROCESSED, REPLIES
 

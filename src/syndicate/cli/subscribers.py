@@ -237,4 +237,8 @@ def _subscriber_record(s: Subscriber) -> dict[str, Any]:
         "source": s.consent_source,
         "bounces": s.bounces,
         "timezone": s.timezone or "",
+        "last_bounce": s.last_bounce_at.isoformat() if s.last_bounce_at else None,
+        "soft_bounces": s.soft_bounces,
+        "soft_since": s.first_soft_at.isoformat() if s.first_soft_at else None,
+        "last_reason": s.last_reason,
     }

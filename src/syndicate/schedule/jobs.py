@@ -52,7 +52,32 @@ def default_jobs(config: Config, stop: threading.Event | None = None) -> Jobs:
         complete = not (sent.partial or sent.stopped)
         return Report(counts, None, complete=complete)
 
-    return Jobs(build_feeds=rebuild_feeds, send_digest=send_digest, deliver_due=deliver_due)
+    return Jobs(
+        build_feeds=rebuild_feeds,
+        send_digest=send_digest,
+        deliver_due=deliver_due,
+        read_bounces=(lambda now: read_bounces(config, now)) if config.bounces.imap_url else None,
+    )
+
+
+def read_bounces(config: Config, now: datetime) -> Report:
+    """The IMAP folder of bounce mail (``bounces.imap_url``), read and acted on as ``bounces
+    process`` does, as the counts of its log line."""
+    from ..bouncebox import UNREADABLE, bounce_source, process_bounces
+
+    box = bounce_source(config, None)
+    try:
+        store = open_store(config.database_url)
+        try:
+            outcomes = process_bounces(config, store, box, now)
+        finally:
+            store.close()
+    finally:
+        box.close()
+    kinds = [o.kind for o in outcomes]
+    counts = {kind: kinds.count(kind) for kind in ("permanent", "temporary", "complaint")}
+    counts |= {"not a bounce": kinds.count("none"), UNREADABLE: kinds.count(UNREADABLE)}
+    return Report({"read": len(outcomes), **counts}, None)
 
 
 def feeds_report(report: FeedReport) -> Report:

@@ -16,6 +16,8 @@ from ..config import DigestJob
 from ..state.firings import OwedRun
 
 FEEDS_JOB = "feeds"
+BOUNCES_JOB = "bounces"
+"""Reads the IMAP folder of bounce mail, every ``bounces.every`` (set with bounces.imap_url)."""
 DIGEST_PREFIX = "digest:"
 RELEASE_JOB = "release"
 """A one-off job at the time the next deliveries of a local-time digest are due: it sends what

@@ -42,6 +42,7 @@ from ..state import Deliveries, OwedRun, SchedulerLock, database_errors
 from ..state.jobstore import FiringJobStore, SchedulerDatabase
 from .owed import OwedRuns
 from .plan import (
+    BOUNCES_JOB,
     DIGEST_PREFIX,
     FEEDS_JOB,
     RELEASE_JOB,
@@ -66,6 +67,12 @@ class Jobs:
     send_digest: Callable[[DigestJob, datetime], Report]
     deliver_due: Step | None = None
     """Send the deliveries whose local time has come (nothing new is issued)."""
+    read_bounces: Step | None = None
+    """Read the IMAP folder of bounce mail (``bounces.imap_url``), every ``bounces.every``."""
+
+
+def _no_mailbox(now: datetime) -> Report:
+    return Report({}, "no bounce mailbox (bounces.imap_url) to read")
 
 
 # -- when it runs --------------------------------------------------------------------------
@@ -117,6 +124,12 @@ def job_specs(config: Config, now: datetime) -> list[JobSpec]:
             timezone=FIRST_ZONE if digest.local_time else zone,
         )
         specs.append(JobSpec(DIGEST_PREFIX + digest.name, trigger, _trigger_key(trigger), digest))
+    if config.bounces.imap_url:
+        minutes = config.bounces.every_minutes
+        bounces = IntervalTrigger(
+            minutes=minutes, timezone=UTC, start_date=now + timedelta(minutes=minutes)
+        )
+        specs.append(JobSpec(BOUNCES_JOB, bounces, _trigger_key(bounces)))
     return specs
 
 
@@ -321,10 +334,8 @@ class Scheduler:
         return not self.failed
 
     def planned(self) -> list[Planned]:
-        """The schedule as ``run`` will act on it: stored next runs, plus pending config changes.
-
-        Read-only, so it needs no lock and may run beside the acting scheduler.
-        """
+        """The schedule as ``run`` will act on it: stored next runs, plus pending config
+        changes. Read-only, so it needs no lock and may run beside the acting scheduler."""
         rows: list[Planned] = []
 
         def collect(sched: BlockingScheduler) -> bool:
@@ -488,6 +499,8 @@ class Scheduler:
             if self.jobs.deliver_due is not None:
                 self._report(spec.id, self.jobs.deliver_due)
             self.releases.wake(self._sched, now, self.options)
+        elif spec.id == BOUNCES_JOB:  # configured only with bounces.imap_url, as read_bounces
+            self._report(spec.id, self.jobs.read_bounces or _no_mailbox)
         else:
             self._report(spec.id, self.jobs.build_feeds)
             self.releases.wake(self._sched, None, self.options)  # what a release left due

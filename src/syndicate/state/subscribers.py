@@ -34,6 +34,12 @@ class Subscriber:
     updated_at: datetime | None = None
     timezone: str | None = None
     """IANA time zone; None: the site's."""
+    last_bounce_at: datetime | None = None
+    """When the last hard bounce was counted (an older count is forgotten at the next)."""
+    first_soft_at: datetime | None = None
+    """When the first of the soft bounces counted came."""
+    last_reason: str | None = None
+    """The last bounce's reason, or ``feedback`` (a complaint)."""
 
 
 def _subscriber(row: sa.Row) -> Subscriber:
@@ -49,6 +55,9 @@ def _subscriber(row: sa.Row) -> Subscriber:
         soft_bounces=row.soft_bounces,
         updated_at=utc(row.updated_at),
         timezone=row.timezone,
+        last_bounce_at=utc(row.last_bounce_at) if row.last_bounce_at else None,
+        first_soft_at=utc(row.first_soft_at) if row.first_soft_at else None,
+        last_reason=row.last_reason,
     )
 
 
@@ -159,9 +168,6 @@ MARK_SOFT = (
     .values(status="bounced")
 )
 
-RESET_SOFT = {"soft_bounces": 0, "first_soft_at": None}
-"""A returning reader's soft bounces, forgotten (their next one is the first)."""
-
 
 def count_bounce(
     db: sa.Connection,
@@ -195,11 +201,24 @@ def _imported(row: ReaderRow, *, status: str, consent_source: str, now: datetime
         "consent_source": row.consent_source or consent_source,
         "created_at": row.created or now,
         "updated_at": row.updated or now,
-        "hard_bounces": row.bounces or 0,
-        # bounces brought along (hard ones) count from the row's time, as the migration that
-        # added the time did
-        "last_bounce_at": (row.updated or now) if row.bounces else None,
+        **_bounce_counts(row, now),
         "timezone": row.timezone,
+    }
+
+
+def _bounce_counts(row: ReaderRow, now: datetime) -> dict[str, Any]:
+    """The bounce counts an import row brings along, with their times: where a file gives a
+    count without its time (an export from before the soft counts), it counts from the row's
+    time, as the migration that added the times did. The delivery a soft count was last
+    bounded by is this database's and stays behind: the next delivery after the import that
+    is sent and never bounces is a success in between."""
+    since = row.updated or now
+    return {
+        "hard_bounces": row.bounces or 0,
+        "last_bounce_at": row.last_bounce or (since if row.bounces else None),
+        "soft_bounces": row.soft_bounces or 0,
+        "first_soft_at": row.soft_since or (since if row.soft_bounces else None),
+        "last_reason": row.last_reason,
     }
 
 
@@ -224,9 +243,7 @@ def _changes(
             values.update(
                 consent_source=row.consent_source or consent_source,
                 created_at=row.created or now,
-                hard_bounces=row.bounces or 0,
-                last_bounce_at=(row.updated or now) if row.bounces else None,
-                **RESET_SOFT,
+                **_bounce_counts(row, now),
             )
     return {k: v for k, v in values.items() if getattr(found, k) != v}
 

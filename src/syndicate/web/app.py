@@ -31,6 +31,7 @@ from .bounce_hooks import HOOKS
 from .context import MessageSender, WebContext
 from .feeds import FeedFolder, feed
 from .security import RateLimit, proxy_middleware
+from .sns import SnsClient
 
 TOKEN_METHODS = ["GET", "POST"]
 
@@ -70,8 +71,10 @@ def create_app(
     articles: Callable[[], ArticleSet],
     secret: bytes,
     now: Callable[[], datetime],
+    sns: SnsClient | None = None,
 ) -> Starlette:
-    """The whole web side as one ASGI app; docs/web.md lists the routes."""
+    """The whole web side as one ASGI app; docs/web.md lists the routes. ``sns`` reaches
+    Amazon SNS for the SES webhook (by default at SNS's own hosts only)."""
     web = config.web
     context = WebContext(
         config=config,
@@ -85,6 +88,7 @@ def create_app(
         zone=ZoneInfo(config.site.timezone),
         subscribe_limit=RateLimit(web.subscribe_per_minute),
         mail_limit=RateLimit(web.mails_per_address_hour, timedelta(hours=1)),
+        sns=sns or SnsClient(),
     )
     app = Starlette(
         routes=web_routes(),

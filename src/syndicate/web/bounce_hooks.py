@@ -1,4 +1,5 @@
-"""Bounces and complaints that relay services post: Postmark, Mailgun and SendGrid webhooks.
+"""Bounces and complaints that relay services post: Amazon SES (through SNS), Postmark, Mailgun
+and SendGrid webhooks.
 
 Each request is verified before anything is read from it (a bad or missing signature is 403
 and changes nothing); each event is then matched and recorded as a bounce message is
@@ -30,7 +31,9 @@ from ..bounces.relays import (
     sendgrid_key,
     sendgrid_ok,
 )
+from ..bounces.sns import CONFIRMATION, NOTIFICATION, ses_events, sns_message, sns_ok
 from .context import WebContext, context_of
+from .sns import SnsUnreachable
 
 log = logging.getLogger("syndicate.web")
 
@@ -76,6 +79,29 @@ def _sendgrid(ctx: WebContext, request: Request, body: bytes) -> list[RelayEvent
     return sendgrid_events(body)
 
 
+def _ses(ctx: WebContext, request: Request, body: bytes) -> list[RelayEvent] | None:
+    """An SNS message of one of the site's topics, signed by SNS: a subscription confirmed
+    (no events), a notification's events; the certificate is fetched from SNS's hosts."""
+    topics = ctx.config.bounces.sns_topics
+    if not topics:
+        raise HTTPException(404)
+    message = sns_message(body)
+    if message.get("TopicArn") not in topics:
+        return None
+    try:
+        certificate = ctx.sns.certificate(message.get("SigningCertURL", ""))
+        if certificate is None or not sns_ok(message, certificate, topics):
+            return None
+        if message["Type"] == CONFIRMATION:
+            if not ctx.sns.confirm(message.get("SubscribeURL", "")):
+                return None
+            log.info("SES bounce webhook: subscription to %s confirmed", message["TopicArn"])
+    except SnsUnreachable as exc:
+        log.warning("SES bounce webhook: %s", exc)
+        raise HTTPException(503) from None  # SNS tries again
+    return ses_events(message) if message["Type"] == NOTIFICATION else []
+
+
 def _handle(
     relay: str, verified: Verified, ctx: WebContext, request: Request, body: bytes
 ) -> Response:
@@ -108,6 +134,7 @@ def hook(relay: str, verified: Verified) -> Callable[[Request], Awaitable[Respon
 
 
 HOOKS = {
+    "ses": hook("SES", _ses),
     "postmark": hook("Postmark", _postmark),
     "mailgun": hook("Mailgun", _mailgun),
     "sendgrid": hook("SendGrid", _sendgrid),

@@ -19,6 +19,7 @@ from ..state import Store
 if TYPE_CHECKING:
     from .feeds import FeedFolder
     from .security import RateLimit
+    from .sns import SnsClient
 
 MessageSender = Callable[[EmailMessage], None]
 """Hands one message (a confirmation) to the mail transport; raises when it cannot."""
@@ -43,6 +44,8 @@ class WebContext:
     """/subscribe requests per client address."""
     mail_limit: RateLimit
     """Mails /subscribe sends to one reader address."""
+    sns: SnsClient
+    """Amazon SNS's certificates and confirmations, for the SES webhook."""
 
     @property
     def languages(self) -> list[str]:
