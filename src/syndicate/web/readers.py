@@ -30,7 +30,7 @@ from ..subscribers import mask_email
 from ..tokens import CONFIRM, PREFERENCES, UNSUBSCRIBE, read_token, reader_link
 from .context import WebContext, context_of
 from .pages import CONFIRM_DAYS, index_page, negotiate, notice, page
-from .security import csrf_ok
+from .security import csrf_ok, same_origin
 
 log = logging.getLogger("syndicate.web")
 
@@ -98,7 +98,7 @@ def subscribe(request: Request, form: FormData | None) -> Response:
         limited = notice(request, lang, "too_many", 429)
         limited.headers["Retry-After"] = "60"
         return limited
-    if not csrf_ok(ctx.secret, request, form):
+    if not (same_origin(ctx.config.site.base_url, request) or csrf_ok(ctx.secret, request, form)):
         return notice(request, lang, "form_expired", 400)
     raw = str(form.get("email", "")).strip()
     audiences = [a for a in ctx.config.audiences if a in form.getlist("audiences")]
@@ -162,7 +162,7 @@ def confirm(request: Request, form: FormData | None) -> Response:
     if form is None:
         address = mask_email(reader.email)
         return notice(request, lang, "confirm", token_page=True, address=address)
-    if not csrf_ok(ctx.secret, request, form):
+    if not (same_origin(ctx.config.site.base_url, request) or csrf_ok(ctx.secret, request, form)):
         return notice(request, lang, "form_expired", 400, token_page=True)
     if reader.status != "active":
         ctx.store.set_status(reader.id, "active", ctx.now())
@@ -197,7 +197,9 @@ def preferences(request: Request, form: FormData | None) -> Response:
         return invalid_link(request)
     saved = False
     if form is not None:
-        if not csrf_ok(ctx.secret, request, form):
+        if not (
+            same_origin(ctx.config.site.base_url, request) or csrf_ok(ctx.secret, request, form)
+        ):
             return notice(request, reader_lang(ctx, reader), "form_expired", 400, token_page=True)
         changed = _changed_preferences(ctx, reader, form)
         reader, saved = changed or reader, changed is not None
