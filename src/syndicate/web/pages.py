@@ -55,16 +55,21 @@ def root_of(request: Request) -> str:
 
 
 def content_of(request: Request) -> SiteContent:
-    """What the public pages show now, for the app that answers ``request``."""
-    ctx = context_of(request)
-    return SiteContent(
-        config=ctx.config,
-        articles=ctx.articles(),
-        issues=ctx.issues,
-        issue_times=ctx.store.issue_times,
-        zone=ctx.zone,
-        root=root_of(request),
-    )
+    """What the public pages show now, for the app that answers ``request``: made once per
+    request (a 404 page after a handler's lookup asks the article source no second time)."""
+    found: SiteContent | None = getattr(request.state, "site_content", None)
+    if found is None:
+        ctx = context_of(request)
+        found = SiteContent(
+            config=ctx.config,
+            articles=ctx.articles(),
+            issues=ctx.issues,
+            issue_times=ctx.store.issue_times,
+            zone=ctx.zone,
+            root=root_of(request),
+        )
+        request.state.site_content = found
+    return found
 
 
 def html_response(
@@ -93,7 +98,8 @@ def page(
     nonce = request.cookies.get(CSRF_COOKIE)
     new_nonce = None if nonce else secrets.token_urlsafe(24)
     csrf = csrf_field(ctx.secret, nonce or new_nonce or "")
-    text = render_page(ctx.config, root_of(request), template, lang, csrf, **context)
+    feeds = content_of(request).has_feeds(lang)
+    text = render_page(ctx.config, root_of(request), template, lang, csrf, feeds=feeds, **context)
     response = html_response(request, text, status, TOKEN_HEADERS if token_page else None)
     if new_nonce:
         response.set_cookie(
@@ -187,7 +193,7 @@ def not_found(request: Request, exc: Exception) -> Response:
     root = root_of(request)
     first = path.removeprefix(root if path.startswith(root) else "").lstrip("/").split("/")[0]
     lang = first if first in ctx.languages else negotiate(ctx, request)
-    return html_response(request, not_found_html(ctx.config, root, lang), 404)
+    return html_response(request, not_found_html(content_of(request), lang), 404)
 
 
 def sitemap_xml(request: Request) -> Response:

@@ -48,6 +48,10 @@ class SiteContent:
     def languages(self) -> list[str]:
         return list(self.config.site.languages)
 
+    def has_feeds(self, lang: str) -> bool:
+        """The feed build writes a language's feeds once it has an article."""
+        return lang in self.articles.languages
+
 
 def audience_choices(config: Config, lang: str) -> list[tuple[str, str]]:
     names = config.languages[lang].audience_names if lang in config.languages else {}
@@ -55,10 +59,12 @@ def audience_choices(config: Config, lang: str) -> list[tuple[str, str]]:
 
 
 def render_page(
-    config: Config, root: str, template: str, lang: str, csrf: str, **context: Any
+    config: Config, root: str, template: str, lang: str, csrf: str, *, feeds: bool, **context: Any
 ) -> str:
     """A page's HTML: its words in one language, its own or wholly the fallback's (said in
-    lang=), with what every page shows around it. ``root``: the site's path in links."""
+    lang=), with what every page shows around it. ``root``: the site's path in links;
+    ``feeds``: whether the language has feeds to link to (a language without an article has
+    none yet)."""
     ui_lang = web_language(config, lang)
     env = environment(template_roots(config), ui_lang, language(config, ui_lang).translations)
     return env.get_template(f"web/{template}").render(
@@ -73,13 +79,16 @@ def render_page(
         csrf=csrf,
         feed_links=[
             (feed_url(config, name), feed_content_type(name)) for name in feed_names(lang).values()
-        ],
+        ]
+        if feeds
+        else [],
         **context,
     )
 
 
 def public_page(content: SiteContent, template: str, lang: str, **context: Any) -> str:
-    return render_page(content.config, content.root, template, lang, "", **context)
+    feeds = content.has_feeds(lang)
+    return render_page(content.config, content.root, template, lang, "", feeds=feeds, **context)
 
 
 def page_count(content: SiteContent, lang: str) -> int:
@@ -191,11 +200,10 @@ def html_title(path: Path) -> str:
     return title or path.stem
 
 
-def not_found_html(config: Config, root: str, lang: str) -> str:
-    """The not-found page in ``lang``: what a missing address below /<lang>/ shows (no
-    article set needed)."""
-    return render_page(
-        config, root, "notice.html", lang, "", kind="not_found", days=0, manage=None, address=None
+def not_found_html(content: SiteContent, lang: str) -> str:
+    """The not-found page in ``lang``: what a missing address below /<lang>/ shows."""
+    return public_page(
+        content, "notice.html", lang, kind="not_found", days=0, manage=None, address=None
     )
 
 

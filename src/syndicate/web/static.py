@@ -98,7 +98,7 @@ def site_files(content: SiteContent, feeds: Path) -> Iterator[tuple[str, bytes]]
 
 
 def _not_found(content: SiteContent, lang: str) -> bytes:
-    return not_found_html(content.config, content.root, lang).encode()
+    return not_found_html(content, lang).encode()
 
 
 def _index(content: SiteContent, lang: str, number: int) -> bytes:
