@@ -11,6 +11,7 @@ and every page's bytes are compared with what ``serve`` answers at the same addr
 from __future__ import annotations
 
 import http.server
+import os
 import re
 import shutil
 import threading
@@ -31,7 +32,7 @@ from syndicate import routes
 from syndicate.build import build_feeds
 from syndicate.cli import main
 from syndicate.config import Config, parse_config
-from syndicate.errors import OutputError
+from syndicate.errors import OutputError, RenderError
 from syndicate.i18n import language
 from syndicate.model import ArticleSet
 from syndicate.reader import read_articles
@@ -203,8 +204,19 @@ def test_two_builds_of_the_same_input_are_byte_identical(built: Built, tmp_path:
     first = tree(built.out)
     again = tree(built.write(tmp_path / "again"))
     assert again == first
+    past = 1_700_000_000_000_000_000
+    for path in built.out.rglob("*"):
+        os.utime(path, ns=(past, past))
     built.write()  # over itself
     assert tree(built.out) == first
+    # A file whose bytes did not change keeps its mtime (a server's Last-Modified and ETag).
+    assert {p.stat().st_mtime_ns for p in built.out.rglob("*") if p.is_file()} == {past}
+    site = built.config.site.model_copy(update={"title": "Renamed"})  # on every page
+    write_site(
+        built.config.model_copy(update={"site": site}), built.out, built.articles, built.store
+    )
+    assert (built.out / "nl" / "index.html").stat().st_mtime_ns != past
+    assert (built.out / "feeds" / "nl.atom.xml").stat().st_mtime_ns == past
     assert [p.name for p in built.out.parent.iterdir() if p.name.startswith(".public")] == []
     assert len(first) > 60
 
@@ -220,7 +232,9 @@ def test_a_build_that_fails_midway_leaves_the_previous_site_whole(
     (layout / "archive.html").write_text("{{ no_such_value }}")
     site = built.config.site.model_copy(update={"templates": Path("layout"), "title": "New"})
     broken = built.config.model_copy(update={"site": site})
-    with pytest.raises(Exception, match="no_such_value"):
+    with pytest.raises(
+        RenderError, match=r"site in .*public unchanged: .*archive.html:1: .*no_such_value"
+    ):
         write_site(broken, built.out, built.articles, built.store)
     assert tree(built.out) == before
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []

@@ -161,12 +161,23 @@ def swapped_folder(where: Path) -> Iterator[Path]:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def write_new(path: Path, data: bytes) -> None:
-    """A public file, in a folder no reader sees yet (``swapped_folder``'s)."""
+def write_new(path: Path, data: bytes, *, previous: Path | None = None) -> None:
+    """A public file, in a folder no reader sees yet (``swapped_folder``'s). When
+    ``previous`` (its place in the folder this one replaces) holds the same bytes, the file
+    keeps its mtime: the Last-Modified and ETag a web server derives from it stay, and so do
+    the caches of a page that did not change."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with _writing(path):
         path.write_bytes(data)
         os.chmod(path, PUBLIC)
+    if previous is None:
+        return
+    try:
+        before = previous.stat()
+        if before.st_size == len(data) and previous.read_bytes() == data:
+            os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    except OSError:  # gone, or not a file: a new file
+        pass
 
 
 def _exchange(new: Path, old: Path) -> bool:

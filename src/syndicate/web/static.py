@@ -18,12 +18,16 @@ from urllib.parse import urlsplit
 from xml.sax.saxutils import escape, quoteattr
 from zoneinfo import ZoneInfo
 
+from jinja2 import TemplateError
+
 from .. import routes
 from ..config import Config
-from ..errors import OutputError, describe
+from ..errors import OutputError, RenderError, describe
 from ..files import swapped_folder, write_new
+from ..i18n import template_roots
 from ..model import ArticleSet
 from ..reader import read_articles
+from ..render import template_error
 from ..routes import article_url, home_page_url, home_url, issue_url, issues_url, site_url
 from ..state import Store, database_errors, open_store
 from .public import (
@@ -223,10 +227,13 @@ def write_site(
     try:
         with swapped_folder(out) as folder:
             for name, data in site_files(content, feeds or config.path(config.feeds.out)):
-                write_new(folder / name, data)
+                write_new(folder / name, data, previous=out / name)
                 files += 1
     except OSError as exc:
         raise OutputError(f"site in {out} unchanged: {describe(exc)}") from exc
+    except TemplateError as exc:
+        problem = template_error(exc, template_roots(config))
+        raise RenderError(f"site in {out} unchanged: {problem}") from None
     return SiteReport(out, files, len(site_pages(content)))
 
 
