@@ -351,6 +351,38 @@ def test_build_site_from_the_command_line(tmp_path: Path) -> None:
     assert not (tmp_path / "www" / "feeds" / ".manifest.json").exists()
 
 
+def test_build_site_replaces_only_a_folder_it_wrote(tmp_path: Path) -> None:
+    """The site takes the place of the folder it is given, whole: not of one that holds the
+    site's own files, nor of one with anything else in it."""
+    shutil.copytree(ARTICLES, tmp_path / "articles")
+    (tmp_path / "config.toml").write_text('[site]\nbase_url = "https://news.example.org"\n')
+    other = tmp_path / "documents"
+    other.mkdir()
+    (other / "letter.txt").write_text("keep me")
+    for folder, reason in (
+        (tmp_path, "it holds"),
+        (tmp_path / "articles", "it holds"),
+        (tmp_path / "feeds", "it holds"),
+        (other, "it is not empty nor a site written before"),
+    ):
+        args = ["build", "--config", str(tmp_path / "config.toml"), "--site", str(folder)]
+        result = CliRunner().invoke(main, args)
+        assert result.exit_code == 2, result.output
+        assert f"{folder}: not replaced by the site: {reason}" in result.output
+    assert (other / "letter.txt").read_text() == "keep me"
+    assert len(list((tmp_path / "articles").iterdir())) == len(list(ARTICLES.iterdir()))
+    (tmp_path / "empty").mkdir()
+    for _ in range(2):  # an empty folder, then the site it holds
+        args = [
+            "build",
+            "--config",
+            str(tmp_path / "config.toml"),
+            "--site",
+            str(tmp_path / "empty"),
+        ]
+        assert CliRunner().invoke(main, args).exit_code == 0
+
+
 def _file(built: Built, url: str) -> Path:
     path = urlsplit(url).path.lstrip("/")
     return built.out / (path + "index.html" if path.endswith("/") or not path else path)

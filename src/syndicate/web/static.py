@@ -22,7 +22,7 @@ from jinja2 import TemplateError
 
 from .. import routes
 from ..config import Config
-from ..errors import OutputError, RenderError, describe
+from ..errors import OutputError, RenderError, UsageError, describe
 from ..files import swapped_folder, write_new
 from ..i18n import template_roots
 from ..model import ArticleSet
@@ -223,6 +223,7 @@ def write_site(
         zone=ZoneInfo(config.site.timezone),
         root=site_root(config.site.base_url),
     )
+    check_replaceable(config, out)
     files = 0
     try:
         with swapped_folder(out) as folder:
@@ -235,6 +236,22 @@ def write_site(
         problem = template_error(exc, template_roots(config))
         raise RenderError(f"site in {out} unchanged: {problem}") from None
     return SiteReport(out, files, len(site_pages(content)))
+
+
+SITE_MARKS = frozenset({routes.SITEMAP.lstrip("/"), routes.ROBOTS.lstrip("/"), routes.NOT_FOUND})
+"""Files every site ``build --site`` writes has at its top: a folder with them may be replaced."""
+
+
+def check_replaceable(config: Config, out: Path) -> None:
+    """The folder the site replaces whole must be new, empty or a site written before: a
+    mistyped ``--site`` must not take the place of the site's own folder, or any other."""
+    where = out.resolve()
+    holds = [config.root, config.path(config.site.articles), config.path(config.feeds.out)]
+    inside = [p for p in holds if p.resolve() == where or where in p.resolve().parents]
+    names = {p.name for p in out.iterdir()} if out.is_dir() else set()
+    if inside or (out.exists() and not out.is_dir()) or (names and not names >= SITE_MARKS):
+        reason = f"it holds {inside[0]}" if inside else "it is not empty nor a site written before"
+        raise UsageError(f"{out}: not replaced by the site: {reason}; name a new or empty folder")
 
 
 def build_site(config: Config, out: Path, folder: Path, feeds: Path) -> SiteReport:
