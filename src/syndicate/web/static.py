@@ -175,7 +175,7 @@ def _feed_files(feeds: Path) -> Iterator[tuple[str, bytes]]:
 
 
 def sitemap(pages: list[Page]) -> bytes:
-    """The sitemaps.org document of ``listed``, each page's translations as ``xhtml:link``
+    """The sitemaps.org document of ``pages``, each listed page's translations as ``xhtml:link``
     alternates (itself among them, as search engines ask)."""
     lines = [
         '<?xml version="1.0" encoding="UTF-8"?>',
