@@ -80,7 +80,7 @@ def site_pages(content: SiteContent) -> list[Page]:
     them for its sitemap without rendering one."""
     config = content.config
     home = site_url(config)
-    homes = tuple((code, home_url(config, code)) for code in content.languages)
+    homes = (*((code, home_url(config, code)) for code in content.languages), ("x-default", home))
     found = [
         Page("index.html", lambda: languages_html(content).encode(), Listed(home, None, homes)),
         Page(routes.NOT_FOUND, partial(_not_found, content, content.languages[0])),
@@ -126,7 +126,7 @@ def _language_pages(
     newest = articles[0].updated if articles else None
     for number in range(1, page_count(content, lang) + 1):
         path = routes.HOME if number == 1 else routes.HOME_PAGE
-        alternates = (*homes, ("x-default", site_url(config))) if number == 1 else ()
+        alternates = homes if number == 1 else ()
         listed = Listed(home_page_url(config, lang, number), newest, alternates)
         yield Page(
             file_of(path.format(lang=lang, number=number)),
