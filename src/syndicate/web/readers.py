@@ -98,6 +98,7 @@ def subscribe(request: Request, form: FormData | None) -> Response:
         limited = notice(request, lang, "too_many", 429)
         limited.headers["Retry-After"] = "60"
         return limited
+    # The form is on the public pages, the same for every visitor: no token of theirs.
     if not (same_origin(ctx.config.site.base_url, request) or csrf_ok(ctx.secret, request, form)):
         return notice(request, lang, "form_expired", 400)
     raw = str(form.get("email", "")).strip()
@@ -162,7 +163,7 @@ def confirm(request: Request, form: FormData | None) -> Response:
     if form is None:
         address = mask_email(reader.email)
         return notice(request, lang, "confirm", token_page=True, address=address)
-    if not (same_origin(ctx.config.site.base_url, request) or csrf_ok(ctx.secret, request, form)):
+    if not csrf_ok(ctx.secret, request, form):
         return notice(request, lang, "form_expired", 400, token_page=True)
     if reader.status != "active":
         ctx.store.set_status(reader.id, "active", ctx.now())
@@ -197,9 +198,7 @@ def preferences(request: Request, form: FormData | None) -> Response:
         return invalid_link(request)
     saved = False
     if form is not None:
-        if not (
-            same_origin(ctx.config.site.base_url, request) or csrf_ok(ctx.secret, request, form)
-        ):
+        if not csrf_ok(ctx.secret, request, form):
             return notice(request, reader_lang(ctx, reader), "form_expired", 400, token_page=True)
         changed = _changed_preferences(ctx, reader, form)
         reader, saved = changed or reader, changed is not None
