@@ -14,6 +14,8 @@ import http.server
 import os
 import re
 import shutil
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -381,6 +383,19 @@ def test_build_site_replaces_only_a_folder_it_wrote(tmp_path: Path) -> None:
             str(tmp_path / "empty"),
         ]
         assert CliRunner().invoke(main, args).exit_code == 0
+
+
+def test_a_build_killed_midway_leaves_a_folder_the_next_build_removes(built: Built) -> None:
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()  # its id now names no running process
+    left = built.out.parent / f".{built.out.name}.{gone.pid}.x1y2.new"
+    (left / "en").mkdir(parents=True)
+    (left / "en" / "index.html").write_text("half")
+    running = built.out.parent / f".{built.out.name}.{os.getpid()}.x3y4.new"
+    running.mkdir()  # a build still at work (this process): left alone
+    built.write()
+    assert not left.exists() and running.is_dir()
+    running.rmdir()
 
 
 def _file(built: Built, url: str) -> Path:
