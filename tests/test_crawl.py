@@ -229,17 +229,13 @@ def _not_fetched(value: str) -> bool:
 
 
 def subscribe(base: str, email: str, lang: str, audiences: list[str]) -> bytes:
-    """The index's form posted as a browser does (its CSRF cookie and field): the answer."""
+    """The index's form posted as a browser does (naming the page's origin): the answer."""
     parts = urlsplit(base)
     connection = http.client.HTTPConnection(parts.hostname or "", parts.port, timeout=60)
     try:
-        connection.request("GET", f"/{lang}/")
-        response = connection.getresponse()
-        page = lxml.html.fromstring(response.read())
-        cookie = response.getheader("Set-Cookie", "").split(";")[0]
-        form = {"email": email, "lang": lang, "csrf": page.xpath("//input[@name='csrf']/@value")[0]}
+        form = {"email": email, "lang": lang}
         body = urlencode([*form.items(), *(("audiences", a) for a in audiences)])
-        headers = {"Cookie": cookie, "Content-Type": "application/x-www-form-urlencoded"}
+        headers = {"Origin": base, "Content-Type": "application/x-www-form-urlencoded"}
         connection.request("POST", routes.SUBSCRIBE, body, headers)
         response = connection.getresponse()
         answer = response.read()

@@ -11,8 +11,9 @@ from syndicate.errors import ConfigError
 from syndicate.tokens import CONFIRM, PREFERENCES, UNSUBSCRIBE, make_token
 from syndicate.web import create_app
 from tests.websites import (
+    SAME_ORIGIN,
     SECRET,
-    csrf,
+    html,
     make_client,
     smtp_mailer,
     subscribe,
@@ -20,28 +21,53 @@ from tests.websites import (
 )
 
 
-def test_form_posts_need_the_csrf_token(site, clock):
+def test_form_posts_need_the_csrf_token_or_the_same_origin(site, clock):
     client, store, inbox, *_ = site
     data = {"email": "a@example.org", "lang": "nl", "audiences": "cost"}
     assert client.post("/subscribe", data=data).status_code == 400
     assert client.post("/subscribe", data={**data, "csrf": "0" * 64}).status_code == 400
-    stranger = TestClient(client.app)  # no cookie of its own
-    assert stranger.post("/subscribe", data={**data, "csrf": csrf(client)}).status_code == 400
+    for elsewhere in (
+        {"Origin": "https://attacker.example"},
+        {"Origin": "http://testserver.attacker.example"},
+        {"Sec-Fetch-Site": "cross-site"},
+        {"Sec-Fetch-Site": "same-site"},  # a sibling host is another site's page
+        {"Origin": "null"},
+    ):
+        clock.now += timedelta(minutes=1)  # past the rate limit of each client
+        assert client.post("/subscribe", data=data, headers=elsewhere).status_code == 400
     assert list(store.subscribers.all()) == []
 
     reader = store.subscribers.add_subscriber(
         "a@example.org", "nl", ["cost"], status="pending", consent_source="t", now=clock()
     )
     confirm = f"/confirm/{make_token(SECRET, CONFIRM, reader.id, issued=clock())}"
-    assert client.post(confirm, data={}).status_code == 400
+    # A reader's page has a form of its own, with the token its cookie goes with: the
+    # origin alone, which the public subscribe form goes by, is not enough there.
+    assert client.post(confirm, data={}, headers=SAME_ORIGIN).status_code == 400
     store.subscribers.set_status(reader.id, "active", clock())
     unsubscribe = f"/u/{make_token(SECRET, UNSUBSCRIBE, reader.id, issued=clock())}"
-    assert client.post(unsubscribe, data={}).status_code == 400
+    assert client.post(unsubscribe, data={}, headers=SAME_ORIGIN).status_code == 400
     prefs = f"/preferences/{make_token(SECRET, PREFERENCES, reader.id, issued=clock())}"
-    assert client.post(prefs, data={"lang": "de", "audiences": "cost"}).status_code == 400
+    form = {"lang": "de", "audiences": "cost"}
+    assert client.post(prefs, data=form, headers=SAME_ORIGIN).status_code == 400
     after = store.subscribers.subscriber_by_id(reader.id)
     assert (after.status, after.lang) == ("active", "nl")
     assert inbox.messages == []
+
+
+def test_the_subscribe_form_is_posted_from_the_site_itself(site):
+    """The index page is the same for every visitor (a static host serves it as written):
+    its form has no token of theirs. A browser posting it says where the page came from,
+    the site's own origin (site.base_url's) or Sec-Fetch-Site: same-origin."""
+    client, store, inbox, *_ = site
+    assert not html(client.get("/nl/")).xpath("//input[@name='csrf']")
+    data = {"email": "a@example.org", "lang": "nl", "audiences": "cost"}
+    assert client.post("/subscribe", data=data, headers={"Origin": "http://testserver"}).is_success
+    same = {**data, "email": "b@example.org"}
+    assert client.post("/subscribe", data=same, headers=SAME_ORIGIN).is_success
+    assert sorted(s.email for s in store.subscribers.all()) == ["a@example.org", "b@example.org"]
+    assert inbox.wait_idle()
+    assert sorted(inbox.counts()) == ["a@example.org", "b@example.org"]
 
 
 def test_subscribe_is_rate_limited_per_client(site, clock):

@@ -152,6 +152,9 @@ class Site(Section):
     max_article_bytes: int = Field(2_000_000, ge=1)
     """Size in bytes above which an article file is not read (a diagnostic names it): a guard
     against a stray large file in the folder."""
+    page_size: int = Field(50, ge=1, le=10_000)
+    """Articles per page of a language's index; the older ones are on /<lang>/page/2/ and
+    on, linked with rel="next" and "prev"."""
 
     @model_validator(mode="after")
     def _described_languages(self) -> Site:

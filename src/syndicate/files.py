@@ -12,8 +12,12 @@ consent, personal links) is its owner's alone, whatever the umask; the rest is p
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import errno
+import glob
 import os
 import shutil
+import sys
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -24,6 +28,8 @@ PUBLIC = 0o644
 """Pages, feeds and the rest of the site: anyone may read them."""
 PRIVATE = 0o600
 """What holds readers (addresses, consent records, personal links) or a secret."""
+PUBLIC_FOLDER = 0o755
+"""A folder of the public site."""
 PRIVATE_FOLDER = 0o700
 """A folder made for private files (the state folder): its names are nobody else's either."""
 PRIVATE_SUFFIXES = frozenset({".eml"})
@@ -124,6 +130,80 @@ def staged_folder(where: Path) -> Iterator[Path]:
         os.replace(tmp, where)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+@contextmanager
+def swapped_folder(where: Path) -> Iterator[Path]:
+    """A new folder beside ``where`` to fill; when the block ends without an error it takes
+    ``where``'s place in one step (on Linux, where the two are exchanged: a server reading
+    ``where`` sees the whole old folder or the whole new one, never neither) and the old one
+    is removed. On an error it is removed and ``where`` is left as it was."""
+    where.parent.mkdir(parents=True, exist_ok=True)
+    _sweep_folders(where)
+    tmp = Path(
+        tempfile.mkdtemp(prefix=f".{where.name}.{os.getpid()}.", suffix=".new", dir=where.parent)
+    )
+    try:
+        yield tmp
+        os.chmod(tmp, PUBLIC_FOLDER)
+        if not where.exists():
+            os.replace(tmp, where)
+        elif not _exchange(tmp, where):  # another system: moved aside, then replaced
+            aside = Path(
+                tempfile.mkdtemp(
+                    prefix=f".{where.name}.{os.getpid()}.", suffix=".old", dir=where.parent
+                )
+            )
+            os.replace(where, aside / where.name)
+            os.replace(tmp, where)
+            shutil.rmtree(aside, ignore_errors=True)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def write_new(path: Path, data: bytes, *, previous: Path | None = None) -> None:
+    """A public file, in a folder no reader sees yet (``swapped_folder``'s). When
+    ``previous`` (its place in the folder this one replaces) holds the same bytes, the file
+    keeps its mtime: the Last-Modified and ETag a web server derives from it stay, and so do
+    the caches of a page that did not change."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with _writing(path):
+        path.write_bytes(data)
+        os.chmod(path, PUBLIC)
+    if previous is None:
+        return
+    try:
+        before = previous.stat()
+        if before.st_size == len(data) and previous.read_bytes() == data:
+            os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    except OSError:  # gone, or not a file: a new file
+        pass
+
+
+def _exchange(new: Path, old: Path) -> bool:
+    """Exchange two folders' names in one step (Linux's renameat2 RENAME_EXCHANGE); False
+    where the system or its file system cannot."""
+    if sys.platform != "linux":
+        return False
+    renameat2 = getattr(ctypes.CDLL(None, use_errno=True), "renameat2", None)
+    if renameat2 is None:
+        return False
+    at_cwd, exchange = -100, 2
+    if renameat2(at_cwd, os.fsencode(new), at_cwd, os.fsencode(old), exchange) == 0:
+        return True
+    code = ctypes.get_errno()
+    if code in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
+        return False
+    raise OSError(code, os.strerror(code), str(old))
+
+
+def _sweep_folders(where: Path) -> None:
+    """Remove the folders that a ``swapped_folder`` killed part-way left beside ``where``."""
+    for tmp in where.parent.glob(f".{glob.escape(where.name)}.*.*"):
+        pid, *_, suffix = tmp.name[len(where.name) + 2 :].split(".")
+        left = suffix in ("new", "old") and pid.isdigit() and not _running(int(pid))
+        if left and tmp.is_dir():
+            shutil.rmtree(tmp, ignore_errors=True)
 
 
 class Staging:

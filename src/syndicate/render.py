@@ -165,7 +165,7 @@ def digest_context(digest: Digest, config: Config, ui_lang: str) -> dict[str, ob
     }
 
 
-def _template_error(exc: Exception, roots: tuple[Path, ...]) -> RenderError:
+def template_error(exc: Exception, roots: tuple[Path, ...]) -> RenderError:
     """Name the template file and line, from the exception or from Jinja's rewritten traceback."""
     if isinstance(exc, TemplateSyntaxError):
         where = Path(exc.filename) if exc.filename else Path(roots[-1], exc.name or "?")
@@ -319,7 +319,7 @@ def _render(
         template = "email/digest.txt"
         text = env.get_template(template).render(context)
     except TemplateError as exc:
-        raise _template_error(exc, roots) from None
+        raise template_error(exc, roots) from None
     try:
         page = render_mjml(source)
     except ValueError as exc:

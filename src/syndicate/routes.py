@@ -19,6 +19,8 @@ PREFERENCES = "preferences"
 """The purposes of reader links (tokens.py signs a token for one of them)."""
 
 HOME = "/{lang}/"
+HOME_PAGE = "/{lang}/page/{number}/"
+"""The older articles of a language's index, from page 2 on (page 1 is HOME)."""
 ARTICLE = "/{lang}/{slug}/"
 """The app's article page: the default of ``site.article_url``."""
 FEEDS = "/feeds/"
@@ -26,6 +28,10 @@ FEEDS = "/feeds/"
 ISSUES = "/archive/{lang}/"
 ISSUE = "/archive/{lang}/{issue}/"
 """The web pages of sent newsletter issues (not the RFC 5005 feed archives below FEEDS)."""
+SITEMAP = "/sitemap.xml"
+ROBOTS = "/robots.txt"
+NOT_FOUND = "404.html"
+"""The not-found page a static site has at its top and in each language's folder."""
 SUBSCRIBE = "/subscribe"
 HEALTH = "/healthz"
 BOUNCE_HOOK = "/hooks/bounces/{relay}"
@@ -45,6 +51,12 @@ def site_url(config: Config) -> str:
 def home_url(config: Config, lang: str) -> str:
     """The language's index page."""
     return config.site.base_url + HOME.format(lang=lang)
+
+
+def home_page_url(config: Config, lang: str, number: int) -> str:
+    """Page ``number`` of the language's index (1 is the index itself)."""
+    path = HOME if number == 1 else HOME_PAGE.format(lang="{lang}", number=number)
+    return config.site.base_url + path.format(lang=lang)
 
 
 def article_url(config: Config, lang: str, slug: str) -> str:

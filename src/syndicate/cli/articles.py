@@ -228,15 +228,28 @@ def digest(
     default=None,
     help="Folder the feeds are written to (default: feeds.out from the config).",
 )
-def build(config: Config, articles: Path | None, out: Path | None) -> None:
+@click.option(
+    "--site",
+    type=click.Path(path_type=Path, file_okay=False),
+    default=None,
+    help="Also write the whole public site into this folder, for any static host.",
+)
+def build(config: Config, articles: Path | None, out: Path | None, site: Path | None) -> None:
     """Build the Atom, RSS and JSON feeds of every language (files that would not change are
-    left alone)."""
+    left alone); with --site, the site's pages, sitemap and feeds too."""
     from ..build import build_feeds
     from ..websub import HubNotifier
 
+    if site is not None:
+        from ..web.static import build_site, check_replaceable
+
+        check_replaceable(config, site)  # before any work: a mistyped folder is refused
     with owned_process():
         report = build_feeds(config, articles, out, now=wall_clock(), notify=HubNotifier())
     print_feed_report(report)
+    if site is not None:
+        written = build_site(config, site, article_folder(config, articles), report.out)
+        click.echo(f"site in {written.out}: {written.pages} pages, {written.files} files")
     sys.exit(1 if report.has_errors else 0)
 
 

@@ -1,6 +1,7 @@
 """The web side: feeds over HTTP, article pages, subscribing and the links in readers' mail.
 
-app.py builds the app and its routes; feeds.py serves the feed files; pages.py the pages;
+app.py builds the app and its routes; feeds.py serves the feed files; pages.py the pages,
+as public.py renders them for serve and for ``build --site`` (static.py: the site as files);
 readers.py subscribing and the token links; security.py CSRF, rate limits and headers;
 server.py the listening socket and uvicorn.
 """

@@ -1,4 +1,5 @@
-"""The site's pages: a language's index, an article, the sent issues, the short notices.
+"""The site's pages as served: a language's index, an article, the sent issues, the short
+notices. The public ones are rendered by web/public.py, which ``build --site`` uses too.
 
 Handlers that render templates, query the store or read files are sync ``def``: Starlette
 runs them in its thread pool, so the event loop never waits on them.
@@ -7,25 +8,26 @@ runs them in its thread pool, so the event loop never waits on them.
 from __future__ import annotations
 
 import gzip
-import html
-import re
 import secrets
-from datetime import UTC, datetime
-from functools import partial
-from pathlib import Path
 from typing import Any
 
-from markupsafe import Markup
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
 
-from ..feeds import article_html, feed_names
-from ..i18n import environment, language, long_date, template_roots, web_language
-from ..routes import ISSUE_NAME, article_url, feed_url, home_url
 from .context import WebContext, context_of
-from .feeds import accepts_gzip, feed_content_type
+from .feeds import accepts_gzip
+from .public import (
+    SiteContent,
+    article_page_html,
+    index_html,
+    issue_file,
+    issues_html,
+    not_found_html,
+    render_page,
+)
 from .security import CSRF_COOKIE, ISSUE_HEADERS, PAGE_HEADERS, TOKEN_HEADERS, csrf_field
+from .static import robots, site_pages, sitemap
 
 CONFIRM_DAYS = 7
 """How many days a confirmation link works (the notices and the mail say so)."""
@@ -48,35 +50,38 @@ def language_of(request: Request) -> str:
     return lang
 
 
-def audience_choices(ctx: WebContext, lang: str) -> list[tuple[str, str]]:
-    config = ctx.config
-    names = config.languages[lang].audience_names if lang in config.languages else {}
-    return [(a, names.get(a, a)) for a in config.audiences]
+def root_of(request: Request) -> str:
+    return str(request.scope.get("root_path", ""))
 
 
-def render_page(
-    ctx: WebContext, request: Request, template: str, lang: str, csrf: str, **context: Any
-) -> str:
-    """A page's HTML: its words in one language, its own or wholly the fallback's (said in
-    lang=), with what every page shows around it."""
-    config = ctx.config
-    ui_lang = web_language(config, lang)
-    env = environment(template_roots(config), ui_lang, language(config, ui_lang).translations)
-    return env.get_template(f"web/{template}").render(
-        site=config.site,
-        site_title=config.title(ui_lang),
-        lang=lang,
-        ui_lang=ui_lang,
-        long_date=long_date,
-        audiences=audience_choices(ctx, ui_lang),
-        root=request.scope.get("root_path", ""),
-        languages=[(code, config.languages[code].name) for code in ctx.languages],
-        csrf=csrf,
-        feed_links=[
-            (feed_url(config, name), feed_content_type(name)) for name in feed_names(lang).values()
-        ],
-        **context,
-    )
+def content_of(request: Request) -> SiteContent:
+    """What the public pages show now, for the app that answers ``request``: made once per
+    request (a 404 page after a handler's lookup asks the article source no second time)."""
+    found: SiteContent | None = getattr(request.state, "site_content", None)
+    if found is None:
+        ctx = context_of(request)
+        found = SiteContent(
+            config=ctx.config,
+            articles=ctx.articles(),
+            issues=ctx.issues,
+            issue_times=ctx.store.issues.issue_times,
+            zone=ctx.zone,
+            root=root_of(request),
+        )
+        request.state.site_content = found
+    return found
+
+
+def html_response(
+    request: Request, text: str, status: int = 200, extra: dict[str, str] | None = None
+) -> HTMLResponse:
+    """A rendered page as served, gzipped when asked."""
+    headers = {**PAGE_HEADERS, **(extra or {}), "Vary": "Accept-Encoding"}
+    body = text.encode()
+    if accepts_gzip(request):
+        body = gzip.compress(body, 6)
+        headers["Content-Encoding"] = "gzip"
+    return HTMLResponse(body, status, headers=headers)
 
 
 def page(
@@ -88,18 +93,14 @@ def page(
     token_page: bool = False,
     **context: Any,
 ) -> HTMLResponse:
-    """A rendered page, gzipped when asked, with the CSRF cookie a visitor without one gets."""
+    """A page with a form of its own, and the CSRF cookie a visitor without one gets."""
     ctx = context_of(request)
     nonce = request.cookies.get(CSRF_COOKIE)
     new_nonce = None if nonce else secrets.token_urlsafe(24)
     csrf = csrf_field(ctx.secret, nonce or new_nonce or "")
-    text = render_page(ctx, request, template, lang, csrf, **context)
-    headers = {**PAGE_HEADERS, **(TOKEN_HEADERS if token_page else {}), "Vary": "Accept-Encoding"}
-    body = text.encode()
-    if accepts_gzip(request):
-        body = gzip.compress(body, 6)
-        headers["Content-Encoding"] = "gzip"
-    response = HTMLResponse(body, status, headers=headers)
+    feeds = content_of(request).has_feeds(lang)
+    text = render_page(ctx.config, root_of(request), template, lang, csrf, feeds=feeds, **context)
+    response = html_response(request, text, status, TOKEN_HEADERS if token_page else None)
     if new_nonce:
         response.set_cookie(
             CSRF_COOKIE, new_nonce, httponly=True, samesite="lax", secure=ctx.secure_cookie
@@ -134,7 +135,7 @@ def notice(
 
 async def home(request: Request) -> Response:
     lang = negotiate(context_of(request), request)
-    return RedirectResponse(f"{request.scope.get('root_path', '')}/{lang}/")
+    return RedirectResponse(f"{root_of(request)}/{lang}/")
 
 
 async def healthz(request: Request) -> Response:
@@ -144,87 +145,62 @@ async def healthz(request: Request) -> Response:
 def index_page(request: Request, lang: str, status: int = 200, **form: Any) -> HTMLResponse:
     """The language's index with the subscribe form, filled in with ``form`` when a post of
     it is refused."""
-    ctx = context_of(request)
-    config = ctx.config
-    return page(
-        request,
-        "index.html",
-        lang,
-        status,
-        articles=ctx.articles().in_language(lang),
-        url=partial(article_url, config),
-        alternates=[(code, home_url(config, code)) for code in ctx.languages],
-        form={"lang": lang, "audiences": (), "email": "", "error": None, **form},
-    )
+    text = index_html(content_of(request), lang, 1, form)
+    assert text is not None  # the first page always exists
+    return html_response(request, text, status)
 
 
 def index(request: Request) -> Response:
     return index_page(request, language_of(request))
 
 
-def article(request: Request) -> Response:
-    lang = language_of(request)
-    config = context_of(request).config
-    found = context_of(request).articles()
-    item = found.get(lang, request.path_params["slug"])
-    if item is None:
+def index_more(request: Request) -> Response:
+    """Page 2 and on of a language's index; page 1 is the index itself, at its own address."""
+    text = index_html(content_of(request), language_of(request), request.path_params["number"])
+    if text is None or request.path_params["number"] == 1:
         raise HTTPException(404)
-    versions = sorted((item, *found.translations(item)), key=lambda a: a.lang)
-    return page(
-        request,
-        "article.html",
-        lang,
-        article=item,
-        url=partial(article_url, config),
-        body=Markup(article_html(config, item)),  # the feeds' HTML, so both say the same
-        alternates=[(a.lang, article_url(config, a.lang, a.slug)) for a in versions],
-        translations=[(a, config.languages[a.lang].name) for a in versions if a is not item],
-    )
+    return html_response(request, text)
+
+
+def article(request: Request) -> Response:
+    text = article_page_html(content_of(request), language_of(request), request.path_params["slug"])
+    if text is None:
+        raise HTTPException(404)
+    return html_response(request, text)
 
 
 def issue_list(request: Request) -> Response:
-    """The sent issues of a language, newest first: dated by the store, where each was made."""
-    lang = language_of(request)
-    ctx = context_of(request)
-    folder = ctx.issues / lang
-    made = ctx.store.issues.issue_times(lang)
-    found = []
-    for path in folder.glob("*.html") if folder.is_dir() else ():
-        named = ISSUE_NAME.fullmatch(path.stem)
-        if not named:  # a page issue_page would not serve (a dot file, say): no link to it
-            continue
-        issue = (int(named[1]), named[2])
-        # A page the store does not know (put there by hand) is dated by its file.
-        when = made.get(issue) or datetime.fromtimestamp(path.stat().st_mtime, UTC)
-        found.append((when, issue, path))
-    issues = [
-        (path.stem, _html_title(path), when.astimezone(ctx.zone).date())
-        for when, _, path in sorted(found, reverse=True)
-    ]
-    return page(request, "archive.html", lang, issues=issues)
+    """The sent issues of a language, one entry per send, newest first."""
+    return html_response(request, issues_html(content_of(request), language_of(request)))
 
 
 def issue_page(request: Request) -> Response:
     """One sent issue, as the newsletter's HTML was written."""
-    lang = language_of(request)
-    name = request.path_params["issue"]
-    path = context_of(request).issues / lang / f"{name}.html"
-    if not ISSUE_NAME.fullmatch(name) or not path.is_file():
+    found = issue_file(content_of(request), language_of(request), request.path_params["issue"])
+    if found is None:
         raise HTTPException(404)
-    return HTMLResponse(path.read_bytes(), headers=ISSUE_HEADERS)
-
-
-def _html_title(path: Path) -> str:
-    """A sent issue's <title>, or its file name when it has none."""
-    head = path.read_text("utf-8", errors="replace")[:4096]
-    found = re.search(r"<title[^>]*>(.*?)</title>", head, re.S | re.I)
-    title = html.unescape(re.sub(r"\s+", " ", found[1])).strip() if found else ""
-    return title or path.stem
+    return HTMLResponse(found.read_bytes(), headers=ISSUE_HEADERS)
 
 
 def not_found(request: Request, exc: Exception) -> Response:
-    """Every HTTPException: a 404 is the site's page in the visitor's language."""
+    """Every HTTPException: a 404 is the site's page in the language of the folder asked for
+    (as a static site's <lang>/404.html), else in the visitor's."""
     status = exc.status_code if isinstance(exc, HTTPException) else 500
     if status != 404:
         return PlainTextResponse(f"{status}", status)
-    return notice(request, negotiate(context_of(request), request), "not_found", 404)
+    ctx = context_of(request)
+    path = str(request.scope.get("path", ""))
+    root = root_of(request)
+    first = path.removeprefix(root if path.startswith(root) else "").lstrip("/").split("/")[0]
+    lang = first if first in ctx.languages else negotiate(ctx, request)
+    return html_response(request, not_found_html(content_of(request), lang), 404)
+
+
+def sitemap_xml(request: Request) -> Response:
+    """The sitemap ``build --site`` writes, of the pages as they are now."""
+    body = sitemap(site_pages(content_of(request)))
+    return Response(body, media_type="application/xml")
+
+
+def robots_txt(request: Request) -> Response:
+    return PlainTextResponse(robots(content_of(request)))

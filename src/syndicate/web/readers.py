@@ -30,7 +30,7 @@ from ..subscribers import mask_email
 from ..tokens import CONFIRM, PREFERENCES, UNSUBSCRIBE, read_token, reader_link
 from .context import WebContext, context_of
 from .pages import CONFIRM_DAYS, index_page, negotiate, notice, page
-from .security import csrf_ok
+from .security import csrf_ok, same_origin
 
 log = logging.getLogger("syndicate.web")
 
@@ -98,7 +98,8 @@ def subscribe(request: Request, form: FormData | None) -> Response:
         limited = notice(request, lang, "too_many", 429)
         limited.headers["Retry-After"] = "60"
         return limited
-    if not csrf_ok(ctx.secret, request, form):
+    # The form is on the public pages, the same for every visitor: no token of theirs.
+    if not (same_origin(ctx.config.site.base_url, request) or csrf_ok(ctx.secret, request, form)):
         return notice(request, lang, "form_expired", 400)
     raw = str(form.get("email", "")).strip()
     audiences = [a for a in ctx.config.audiences if a in form.getlist("audiences")]

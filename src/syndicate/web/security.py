@@ -8,6 +8,7 @@ import hmac
 import threading
 from collections import defaultdict, deque
 from datetime import datetime, timedelta
+from urllib.parse import urlsplit
 
 from starlette.datastructures import FormData
 from starlette.middleware import Middleware
@@ -47,6 +48,18 @@ def csrf_ok(secret: bytes, request: Request, form: FormData) -> bool:
     if not nonce or not isinstance(sent, str):
         return False
     return hmac.compare_digest(sent, csrf_field(secret, nonce))
+
+
+def same_origin(base_url: str, request: Request) -> bool:
+    """Whether the browser says the request comes from a page of this site: ``Origin`` is
+    ``base_url``'s, or ``Sec-Fetch-Site`` is ``same-origin``. A page of another site cannot
+    make a browser send either, so a form on a public page (the same for every visitor, as a
+    static host serves it) needs no token tied to a cookie."""
+    if request.headers.get("sec-fetch-site") == "same-origin":
+        return True
+    parts = urlsplit(base_url)
+    origin = request.headers.get("origin", "").rstrip("/")
+    return bool(origin) and origin == f"{parts.scheme}://{parts.netloc}"
 
 
 class RateLimit:
