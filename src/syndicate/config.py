@@ -206,6 +206,9 @@ class State(Section):
     """SQLAlchemy URL of the state database: a SQLite file needs no server; PostgreSQL
     (postgresql+psycopg://...) for workers on several machines. SYNDICATE_DATABASE_URL
     overrides it."""
+    doctor_file: Path = Path("state/doctor.json")
+    """The last ``syndicate doctor`` run (or send's preflight): when, for which settings, and
+    its verdicts; ``send`` checks the DNS again when it is a day old or the settings changed."""
 
 
 class Send(Section):

@@ -380,3 +380,10 @@ def dns_checks(setup: Setup, lookups: Lookups) -> list[Check]:
     spf_check, dkim_check = check_spf(setup, lookups), check_dkim(setup, lookups)
     alignment = check_alignment(setup, lookups, spf_ok=spf_check.ok, dkim_ok=dkim_check.ok)
     return [spf_check, dkim_check, check_dmarc(setup, lookups), alignment, check_mx(setup, lookups)]
+
+
+def dns_verdicts(setup: Setup, lookups: Lookups) -> tuple[list[Check], str | None]:
+    """The DNS checks, and why receivers would reject the digests (None: they would not)."""
+    checks = dns_checks(setup, lookups)
+    alignment = next(c for c in checks if c.name == "alignment")
+    return checks, (alignment.detail if rejected(setup, lookups, alignment) else None)

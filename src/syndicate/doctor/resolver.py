@@ -13,8 +13,6 @@ import dns.resolver
 
 from ..errors import SyndicateError, UsageError
 
-ENV_NAMESERVER = "SYNDICATE_NAMESERVER"
-
 
 class DnsUnreachable(SyndicateError):
     """No DNS server answered in time: an offline machine, or a firewall."""
@@ -56,7 +54,10 @@ class Lookups:
             self.resolver.nameservers = [host]
             self.resolver.port = port
         else:
-            self.resolver = dns.resolver.Resolver()
+            try:
+                self.resolver = dns.resolver.Resolver()
+            except dns.resolver.NoResolverConfiguration as exc:
+                raise DnsUnreachable(f"DNS: this machine names no DNS server ({exc})") from None
         self.resolver.lifetime = self.timeout = timeout
         self.resolver.cache = dns.resolver.Cache()
         self.where = nameserver or "the system's DNS servers"
