@@ -137,8 +137,9 @@ def check_message(
     report = spam(message)
     said = [f"{len(message) // 1024} KB"] + (["DKIM verifies"] if signed else ["unsigned"])
     if report is not None:
-        hits = ", ".join(f"{name} {points:g}" for name, points in sorted(report.rules.items()))
-        said.append(f"SpamAssassin {report.score:g} ({hits or 'no rule'})")
+        scored = sorted((n, p) for n, p in report.rules.items() if p)
+        hits = ", ".join(f"{name} {points:g}" for name, points in scored)
+        said.append(f"SpamAssassin {report.score + 0.0:g} ({hits or 'no rule scored'})")
         if report.score >= SPAM_FAIL:
             problems.append(f"SpamAssassin scores it {report.score:g}: spam")
     if problems:
