@@ -83,9 +83,8 @@ def _servers(zone: Zone) -> tuple[DNSServer, DNSServer]:
     raise OSError("no free port for UDP and TCP at once")
 
 
-@pytest.fixture
-def dns_server() -> Iterator[tuple[Zone, str]]:
-    """A running server with an empty zone: the zone, and HOST:PORT to ask it at."""
+@pytest.fixture(scope="session")
+def _running_dns() -> Iterator[tuple[Zone, str]]:
     zone = Zone("")
     servers = _servers(zone)
     for server in servers:
@@ -96,6 +95,16 @@ def dns_server() -> Iterator[tuple[Zone, str]]:
         for server in servers:
             server.stop()
             server.server.server_close()
+
+
+@pytest.fixture
+def dns_server(_running_dns: tuple[Zone, str]) -> Iterator[tuple[Zone, str]]:
+    """A running server with an empty zone: the zone, and HOST:PORT to ask it at. One
+    server for the session (stopping one takes a second), its zone emptied for each test."""
+    zone, address = _running_dns
+    with zone.lock:
+        zone.records = []
+    yield zone, address
 
 
 def unused_port_socket() -> socket.socket:

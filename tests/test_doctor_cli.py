@@ -21,11 +21,11 @@ from syndicate.doctor.records import dkim_record, txt_record
 from syndicate.state import open_store
 
 from .conftest import ARTICLES
-from .dnszone import dns_server, unused_port_socket
+from .dnszone import unused_port_socket
 from .test_doctor_dns import key_pem
 from .test_doctor_relay import authenticate, authority, relay
 
-__all__ = ["authenticate", "authority", "dns_server", "relay"]
+__all__ = ["authenticate", "authority", "relay"]
 
 NOW = datetime(2025, 12, 15, 8, 0, tzinfo=UTC)
 
@@ -48,6 +48,7 @@ def write_site(root: Path, pem: bytes, smtp_url: str, login: bool = True, **emai
                 'sender = "News <digest@example.org>"',
                 'dkim_selector = "news"',
                 'dkim_key_file = "dkim.pem"',
+                'sending_ips = ["192.0.2.10"]',  # the relay is on loopback: where mail leaves
                 *lines,
                 "[smtp]",
                 f'url = "{smtp_url}"',
@@ -61,7 +62,7 @@ def write_site(root: Path, pem: bytes, smtp_url: str, login: bool = True, **emai
 
 def good_zone(public) -> list[str]:
     return [
-        'example.org. TXT "v=spf1 ip4:127.0.0.1 -all"',
+        'example.org. TXT "v=spf1 ip4:192.0.2.10 -all"',
         "example.org. MX 10 mail.example.org.",
         "mail.example.org. A 192.0.2.20",
         txt_record("news._domainkey.example.org", dkim_record(public)),

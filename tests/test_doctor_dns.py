@@ -16,9 +16,7 @@ from syndicate.doctor.resolver import DnsUnreachable, Lookups, nameserver_addres
 from syndicate.doctor.setup import read_setup
 from syndicate.errors import UsageError
 
-from .dnszone import Zone, dns_server, unused_port_socket
-
-__all__ = ["dns_server"]
+from .dnszone import Zone, unused_port_socket
 
 RELAY = "192.0.2.10"
 
@@ -231,3 +229,22 @@ def test_the_nameserver_option_takes_a_host_and_a_port() -> None:
     assert nameserver_address("localhost")[1] == 53
     with pytest.raises(UsageError, match="HOST"):
         nameserver_address("127.0.0.1:port")
+
+
+def test_a_relay_on_loopback_leaves_spf_to_email_sending_ips(tmp_path, dns_server, keys) -> None:
+    zone, address = dns_server
+    zone.publish(good_zone(keys["good"][1]))
+    config = site(tmp_path, keys["good"][0]).model_copy(
+        update={
+            "smtp": parse_config(
+                {"smtp": {"url": "smtp://127.0.0.1:25"}}, root=tmp_path, source="(test)", env={}
+            ).smtp
+        }
+    )
+    spf = verdicts(config, address)["spf"]
+    assert spf.severity == "warning" and "127.0.0.1" in spf.detail  # type: ignore[attr-defined]
+    assert "email.sending_ips" in spf.fix  # type: ignore[attr-defined]
+    zone.remove("example.org.", "TXT")
+    spf = verdicts(config, address)["spf"]
+    assert not spf.ok and spf.records == ()  # type: ignore[attr-defined]
+    assert "ip4:ADDRESS" in spf.fix and "127.0.0.1" not in spf.fix  # type: ignore[attr-defined]

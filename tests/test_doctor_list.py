@@ -8,11 +8,8 @@ from syndicate.doctor.readers import check_readers, role_address
 from syndicate.doctor.resolver import Lookups
 from syndicate.state import open_store
 
-from .dnszone import dns_server
 from .sending import NOW
 from .test_bounces import _deliveries, _report
-
-__all__ = ["dns_server"]
 
 ZONE = """
 example.org. MX 10 mail.example.org.

@@ -13,6 +13,7 @@ import pytest
 from syndicate.config import parse_config
 from syndicate.doctor.message import (
     check_messages,
+    dkim_problem,
     message_problems,
     parse_spam_report,
     sample_message,
@@ -24,10 +25,7 @@ from syndicate.reader import read_articles
 from syndicate.sending.messages import dkim_signer
 
 from .conftest import ARTICLES, missing_real_part
-from .dnszone import dns_server
 from .test_doctor_dns import key_pem
-
-__all__ = ["dns_server"]
 
 NOW = datetime(2025, 12, 15, 8, 0, tzinfo=UTC)
 
@@ -122,3 +120,20 @@ def test_a_sample_digest_scores_low_with_spamassassin(tmp_path, key, articles):
     for lang, report in reports.items():
         assert report.score <= 1.0, (lang, report)
         assert all(points <= 0.5 for points in report.rules.values()), (lang, report)
+
+
+def test_a_signature_that_leaves_out_the_unsubscribe_headers_is_named(
+    tmp_path, dns_server, key, articles
+):
+    import dkim
+
+    zone, address = dns_server
+    zone.publish(txt_record("news._domainkey.example.org", dkim_record(key[1])))
+    config = site(tmp_path, None)
+    message = sample_message(config, articles, "en", NOW, None)
+    assert message is not None
+    signature = dkim.sign(
+        message, b"news", b"example.org", key[0], include_headers=[b"from", b"subject"]
+    )
+    problem = dkim_problem(signature + message, Lookups(address))
+    assert problem == "the DKIM signature leaves out list-unsubscribe, list-unsubscribe-post"

@@ -21,6 +21,7 @@ from ..render import render_digest
 from ..sending.issuing import next_digest
 from ..sending.messages import dkim_signer, preview_files
 from ..signing import DkimSigner
+from .records import tags
 from .report import Check, failed, passed, warned
 from .resolver import Lookups
 
@@ -30,6 +31,9 @@ SPAM_FAIL = 5.0
 """SpamAssassin's own threshold: a score this high is spam."""
 SPAM_WARN = 1.0
 RULE_WARN = 0.5
+MUST_SIGN = frozenset({"from", "subject", "list-unsubscribe", "list-unsubscribe-post"})
+"""Headers a signature must cover: a one-click unsubscribe whose link could be swapped is not
+trusted (RFC 8058 section 4)."""
 
 
 @dataclass(frozen=True)
@@ -117,11 +121,16 @@ def dkim_problem(message: bytes, lookups: Lookups) -> str | None:
         return found[0].encode() if found else b""
 
     try:
-        if dkim.verify(message, dnsfunc=ask):
-            return None
-        return "the DKIM signature does not verify against the published key"
+        if not dkim.verify(message, dnsfunc=ask):
+            return "the DKIM signature does not verify against the published key"
     except dkim.DKIMException as exc:
         return f"the DKIM signature cannot be checked: {exc}"
+    parsed = message_from_bytes(message, policy=policy.default)
+    signed = set(tags(str(parsed.get("DKIM-Signature", ""))).get("h", "").lower().split(":"))
+    unsigned = sorted(MUST_SIGN - signed)
+    if unsigned:
+        return f"the DKIM signature leaves out {', '.join(unsigned)}"
+    return None
 
 
 def check_message(
@@ -135,7 +144,10 @@ def check_message(
     if signed:
         problems += [p for p in [dkim_problem(message, lookups)] if p]
     report = spam(message)
-    said = [f"{len(message) // 1024} KB"] + (["DKIM verifies"] if signed else ["unsigned"])
+    said = [f"{len(message) // 1024} KB"]
+    said.append(
+        "DKIM verifies, From, Subject and List-Unsubscribe signed" if signed else "unsigned"
+    )
     if report is not None:
         scored = sorted((n, p) for n, p in report.rules.items() if p)
         hits = ", ".join(f"{name} {points:g}" for name, points in scored)

@@ -13,7 +13,6 @@ import spf
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from ..signing import SIGNED
 from .report import Check, failed, passed, warned
 from .resolver import Lookups
 from .setup import Setup, organisational_domain
@@ -97,6 +96,26 @@ def _mechanism(network: str) -> str:
     return f"{kind}:{net.network_address if whole else net}"
 
 
+INTERNAL = tuple(
+    ipaddress.ip_network(net)
+    for net in (
+        "127.0.0.0/8",
+        "10.0.0.0/8",
+        "172.16.0.0/12",
+        "192.168.0.0/16",
+        "::1/128",
+        "fc00::/7",
+    )
+)
+"""Loopback and private networks (RFC 1918, RFC 4193): a relay there is not what receivers see."""
+
+
+def _internal(ip: str) -> bool:
+    """Whether ``ip`` (an address or a network) lies in a loopback or private network."""
+    given = ipaddress.ip_network(ip, strict=False)
+    return any(given.subnet_of(net) for net in INTERNAL if net.version == given.version)  # type: ignore[arg-type]
+
+
 def _first(network: str) -> str:
     """An address of ``network``: SPF is evaluated for one address, not a range."""
     return str(ipaddress.ip_network(network, strict=False).network_address)
@@ -139,12 +158,14 @@ def check_spf(setup: Setup, lookups: Lookups) -> Check:
     wanted = [_mechanism(ip) for ip in ips]
     records = spf_records(lookups, domain)
     if not records:
-        record = " ".join(["v=spf1", *wanted, "-all"])
+        public = [_mechanism(ip) for ip in ips if not _internal(ip)]
+        record = " ".join(["v=spf1", *(public or ["ip4:ADDRESS"]), "-all"])
         return failed(
             "spf",
             f"{domain} (the return path's domain) has no SPF record",
-            f"publish {txt_record(domain, record)}",
-            [txt_record(domain, record)],
+            f"publish {txt_record(domain, record)}"
+            + ("" if public else ", ADDRESS the one mail leaves from (email.sending_ips)"),
+            [txt_record(domain, record)] if public else [],
         )
     if len(records) > 1:
         terms = [t for r in records for t in r.split()[1:] if "all" not in t]
@@ -163,6 +184,13 @@ def check_spf(setup: Setup, lookups: Lookups) -> Check:
             f"{domain}'s SPF record is invalid: {explanation}",
             f"flatten it (the addresses its includes name today): {txt_record(domain, record)}",
             [txt_record(domain, record)],
+        )
+    if ips and all(_internal(ip) for ip in ips):
+        return warned(
+            "spf",
+            f"{domain} has a valid SPF record; the relay is at {', '.join(ips)}, on this "
+            "machine or its network, and receivers see the address mail leaves from",
+            "set email.sending_ips to the relay's public address(es), and doctor checks those",
         )
     refused = [ip for ip in ips if _SpfQuery(lookups, _first(ip), domain).check()[0] != "pass"]
     if refused:
@@ -222,9 +250,6 @@ def check_dkim(setup: Setup, lookups: Lookups) -> Check:
             f"the DKIM key has {public.key_size} bits; receivers want {MIN_DKIM_BITS} or more",
             f"make a new key ({KEYGEN}) under a new selector; doctor then prints its record",
         )
-    missing = {"from", "subject", "list-unsubscribe", "list-unsubscribe-post"} - set(SIGNED)
-    if missing:  # a guard on signing.SIGNED: the one-click headers must be signed
-        return failed("dkim", f"signatures leave out {', '.join(sorted(missing))}", "")
     name = f"{setup.dkim_selector}._domainkey.{setup.dkim_domain}"
     expected = dkim_record(public)
     published = [tags(t).get("p") for t in lookups.txt(name) if "p=" in t]
@@ -238,11 +263,7 @@ def check_dkim(setup: Setup, lookups: Lookups) -> Check:
             f"publish {fix[0]}",
             fix,
         )
-    return passed(
-        "dkim",
-        f"{name} holds the key ({public.key_size} bits); From, Subject and the "
-        "List-Unsubscribe headers are signed",
-    )
+    return passed("dkim", f"{name} holds the key ({public.key_size} bits)")
 
 
 # -- DMARC and alignment -------------------------------------------------------------------------
