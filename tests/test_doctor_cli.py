@@ -123,9 +123,8 @@ def test_the_text_report_names_each_check_and_its_fix(tmp_path, dns_server, auth
     with unused_port_socket() as silent:  # nobody answers: the relay check fails to connect
         url = f"smtp://127.0.0.1:{silent.getsockname()[1]}"
         config_path = write_site(tmp_path, key[0], url)
-        runner = CliRunner()
-        env = {"SYNDICATE_NAMESERVER": nameserver}
-        result = runner.invoke(main, ["--config", str(config_path), "doctor"], env=env)
+        args = ["--config", str(config_path), "doctor", "--nameserver", nameserver]
+        result = CliRunner().invoke(main, args)
     assert result.exit_code == 1
     assert "FAIL  dmarc" in result.output
     assert 'fix: publish _dmarc.example.org. TXT "v=DMARC1; p=none"' in result.output

@@ -13,13 +13,11 @@ from ..model import ArticleSet
 from ..state import Store
 from .message import check_messages
 from .readers import check_readers
-from .records import dns_verdicts
+from .records import DNS_CHECKS, dns_verdicts
 from .relay import check_relay
 from .report import Check, failed
 from .resolver import DnsUnreachable, Lookups
 from .setup import Setup, read_setup
-
-DNS_CHECKS = ("spf", "dkim", "dmarc", "alignment", "mx")
 
 
 def _dns(setup: Setup, lookups: Lookups) -> tuple[list[Check], str | None]:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from ..config import Config
 from ..files import write_atomic
-from .records import dns_verdicts
+from .records import DNS_CHECKS, dns_verdicts
 from .report import Check
 from .resolver import DnsUnreachable, Lookups
 from .setup import read_setup
@@ -109,7 +109,7 @@ def preflight(
         keep(config, last)
         if last.unreachable:
             return Verdict([f"preflight: {last.unreachable}; the DNS checks are skipped"])
-    failures = [c for c in last.checks if not c.get("ok", True)]
+    failures = [c for c in last.checks if c.get("name") in DNS_CHECKS and not c.get("ok", True)]
     lines = [f"preflight: {c['name']} failed: {c['detail']}" for c in failures]
     if failures:
         lines.append("preflight: `syndicate doctor` says how to fix each")

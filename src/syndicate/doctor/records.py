@@ -17,6 +17,7 @@ from .report import Check, failed, passed, warned
 from .resolver import Lookups
 from .setup import Setup, organisational_domain
 
+DNS_CHECKS = ("spf", "dkim", "dmarc", "alignment", "mx")
 MIN_DKIM_BITS = 2048
 NOBODY = "255.255.255.255"
 """An address no record means to authorise: evaluated for it, a record's every lookup is made."""
