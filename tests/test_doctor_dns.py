@@ -90,6 +90,10 @@ def break_spf_lookups(zone: Zone) -> None:
         zone.publish(f's{n}.example.net. TXT "v=spf1 ip4:203.0.113.{n} ~all"')
 
 
+def break_spf_everyone(zone: Zone) -> None:
+    zone.publish('example.org. TXT "v=spf1 a:relay.example.org +all"')
+
+
 def break_spf_twice(zone: Zone) -> None:
     zone.add('example.org. TXT "v=spf1 ip4:198.51.100.7 -all"')
 
@@ -110,6 +114,7 @@ BROKEN = {
     "spf without the relay": ("spf", break_spf_relay),
     "spf over ten lookups": ("spf", break_spf_lookups),
     "two spf records": ("spf", break_spf_twice),
+    "spf passing everyone": ("spf", break_spf_everyone),
     "no dmarc": ("dmarc", break_dmarc),
     "no mx for the bounce domain": ("mx", break_mx),
 }

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import ipaddress
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -130,20 +131,19 @@ def _with(record: str, mechanisms: list[str]) -> str:
 
 
 def _flattened(lookups: Lookups, record: str, domain: str, depth: int = 0) -> list[str]:
-    """The record's terms with every include, a, mx and redirect replaced by the addresses it
-    names today (no lookups left but exists and ptr)."""
+    """The record's terms with every include, redirect, a and mx replaced by the addresses
+    they name today (no lookup left but exists and ptr)."""
     out: list[str] = []
     for term in record.split()[1:]:
         qualifier = term[0] if term[0] in "+-~?" else ""
         body = term[len(qualifier) :]
-        kind, _, target = body.partition(":")
-        kind = kind.split("/")[0].lower()
-        if kind in ("include", "redirect=") or body.lower().startswith("redirect="):
-            name = target or body.partition("=")[2]
-            inner = spf_records(lookups, name)
-            if inner and depth < 10:
-                flat = _flattened(lookups, inner[0], name, depth + 1)
-                out += [t for t in flat if "all" not in t]
+        kind, _, target = body.lower().replace("=", ":", 1).partition(":")
+        kind = kind.split("/")[0]
+        if kind in ("include", "redirect"):
+            inner = spf_records(lookups, target)
+            flat = _flattened(lookups, inner[0], target, depth + 1) if inner and depth < 10 else []
+            # an include's own "all" ends only its own evaluation; a redirect's ends this one
+            out += [t for t in flat if kind == "redirect" or t.lstrip("+-~?") != "all"]
         elif kind in ("a", "mx"):
             host = target.split("/")[0] or domain
             hosts = [h for _, h in lookups.mx(host)] if kind == "mx" else [host]
@@ -178,6 +178,14 @@ def check_spf(setup: Setup, lookups: Lookups) -> Check:
             [txt_record(domain, record)],
         )
     result, _, explanation = _SpfQuery(lookups, NOBODY, domain).check()
+    if result == "pass":
+        record = re.sub(r"(^|\s)\+?all(\s|$)", r"\1-all\2", records[0])
+        return failed(
+            "spf",
+            f"{domain}'s SPF record authorises every address on the internet",
+            f"end it with -all: {txt_record(domain, record)}",
+            [txt_record(domain, record)],
+        )
     if result == "permerror":
         record = _with(" ".join(["v=spf1", *_flattened(lookups, records[0], domain)]), wanted)
         return failed(
