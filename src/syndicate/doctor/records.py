@@ -153,6 +153,30 @@ def _flattened(lookups: Lookups, record: str, domain: str, depth: int = 0) -> li
     return list(dict.fromkeys(out))
 
 
+def _record_problem(lookups: Lookups, domain: str, record: str, wanted: list[str]) -> Check | None:
+    """The one record evaluated for an address nobody authorises, so that every lookup it
+    makes is made: a pass authorises the whole internet; a permerror is an invalid record
+    (over the 10-lookup limit, a syntax error)."""
+    result, _, explanation = _SpfQuery(lookups, NOBODY, domain).check()
+    if result == "pass":
+        record = re.sub(r"(^|\s)\+?all(\s|$)", r"\1-all\2", record)
+        return failed(
+            "spf",
+            f"{domain}'s SPF record authorises every address on the internet",
+            f"end it with -all: {txt_record(domain, record)}",
+            [txt_record(domain, record)],
+        )
+    if result == "permerror":
+        record = _with(" ".join(["v=spf1", *_flattened(lookups, record, domain)]), wanted)
+        return failed(
+            "spf",
+            f"{domain}'s SPF record is invalid: {explanation}",
+            f"flatten it (the addresses its includes name today): {txt_record(domain, record)}",
+            [txt_record(domain, record)],
+        )
+    return None
+
+
 def check_spf(setup: Setup, lookups: Lookups) -> Check:
     domain = setup.return_domain
     ips = relay_addresses(setup, lookups)
@@ -177,23 +201,9 @@ def check_spf(setup: Setup, lookups: Lookups) -> Check:
             f"merge them into one: {txt_record(domain, record)}",
             [txt_record(domain, record)],
         )
-    result, _, explanation = _SpfQuery(lookups, NOBODY, domain).check()
-    if result == "pass":
-        record = re.sub(r"(^|\s)\+?all(\s|$)", r"\1-all\2", records[0])
-        return failed(
-            "spf",
-            f"{domain}'s SPF record authorises every address on the internet",
-            f"end it with -all: {txt_record(domain, record)}",
-            [txt_record(domain, record)],
-        )
-    if result == "permerror":
-        record = _with(" ".join(["v=spf1", *_flattened(lookups, records[0], domain)]), wanted)
-        return failed(
-            "spf",
-            f"{domain}'s SPF record is invalid: {explanation}",
-            f"flatten it (the addresses its includes name today): {txt_record(domain, record)}",
-            [txt_record(domain, record)],
-        )
+    problem = _record_problem(lookups, domain, records[0], wanted)
+    if problem is not None:
+        return problem
     if ips and all(_internal(ip) for ip in ips):
         return warned(
             "spf",
