@@ -253,3 +253,30 @@ def test_a_relay_on_loopback_leaves_spf_to_email_sending_ips(tmp_path, dns_serve
     spf = verdicts(config, address)["spf"]
     assert not spf.ok and spf.records == ()  # type: ignore[attr-defined]
     assert "ip4:ADDRESS" in spf.fix and "127.0.0.1" not in spf.fix  # type: ignore[attr-defined]
+
+
+def test_signing_off_fails_dkim_naming_the_keys_to_set(tmp_path, dns_server, keys) -> None:
+    zone, address = dns_server
+    zone.publish(good_zone(keys["good"][1]))
+    data = {
+        "email": {"sender": "News <digest@example.org>"},
+        "smtp": {"url": "smtp://relay.example.org"},
+    }
+    config = parse_config(data, root=tmp_path, source="(test)", env={})
+    found = verdicts(config, address)
+    assert failing(found) == ["dkim"]  # the return path still aligns: SPF carries DMARC
+    assert "email.dkim_selector" in found["dkim"].fix  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(
+    "records",
+    [['"v=DMARC1; p=sometimes"'], ['"v=DMARC1; p=none"', '"v=DMARC1; p=reject"']],
+    ids=["invalid", "two"],
+)
+def test_an_invalid_dmarc_record_or_two_of_them_fail(tmp_path, dns_server, keys, records) -> None:
+    zone, address = dns_server
+    zone.publish(good_zone(keys["good"][1]))
+    zone.remove("_dmarc.example.org.", "TXT")
+    zone.add(*[f"_dmarc.example.org. TXT {text}" for text in records])
+    found = verdicts(site(tmp_path, keys["good"][0]), address)
+    assert failing(found) == ["dmarc"]

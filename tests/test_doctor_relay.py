@@ -31,7 +31,12 @@ def _name(text: str) -> x509.Name:
     return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, text)])
 
 
-def _certificate(subject, issuer, key, signer, start, end, *, ca: bool) -> x509.Certificate:
+LOCAL = [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
+
+
+def _certificate(
+    subject, issuer, key, signer, start, end, *, ca: bool, names=LOCAL
+) -> x509.Certificate:
     builder = (
         x509.CertificateBuilder()
         .subject_name(subject)
@@ -43,14 +48,14 @@ def _certificate(subject, issuer, key, signer, start, end, *, ca: bool) -> x509.
         .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
     )
     if not ca:
-        names = [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
         builder = builder.add_extension(x509.SubjectAlternativeName(names), critical=False)
     return builder.sign(signer, hashes.SHA256())
 
 
 @pytest.fixture(scope="module")
 def authority(tmp_path_factory) -> dict[str, Path]:
-    """A CA of its own, and two server certificates it signed: current, and expired."""
+    """A CA of its own, and the server certificates it signed: current, expired, and one
+    for another host."""
     folder = tmp_path_factory.mktemp("ca")
     ca_key = ec.generate_private_key(ec.SECP256R1())
     ca = _certificate(
@@ -65,9 +70,12 @@ def authority(tmp_path_factory) -> dict[str, Path]:
             serialization.NoEncryption(),
         )
     )
-    spans = {"current": (NOW - DAY, NOW + 30 * DAY), "expired": (NOW - 30 * DAY, NOW - DAY)}
-    for label, (start, end) in spans.items():
-        cert = _certificate(_name("localhost"), ca.subject, key, ca_key, start, end, ca=False)
+    current, expired = (NOW - DAY, NOW + 30 * DAY), (NOW - 30 * DAY, NOW - DAY)
+    elsewhere = [x509.DNSName("mail.example.net")]
+    made = {"current": (current, LOCAL), "expired": (expired, LOCAL), "other": (current, elsewhere)}
+    for label, ((start, end), names) in made.items():
+        subject = _name("localhost")
+        cert = _certificate(subject, ca.subject, key, ca_key, start, end, ca=False, names=names)
         (folder / f"{label}.pem").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
     return {"folder": folder}
 
@@ -191,3 +199,10 @@ def test_a_plain_url_to_a_relay_that_offers_starttls_is_a_warning(
 def test_a_relay_nobody_listens_on_fails_to_connect(tmp_path, authority) -> None:
     check = check_relay(config_for(tmp_path, f"smtp://127.0.0.1:{free_port()}"))
     assert not check.ok and check.detail.split(": ")[1] == "connect"
+
+
+def test_a_certificate_for_another_host_fails(tmp_path, relay, authority) -> None:
+    port, _ = relay("other")
+    config = config_for(tmp_path, f"smtp+starttls://127.0.0.1:{port}")
+    check = check_relay(config, client_context(authority))
+    assert not check.ok and "certificate" in check.detail and "mismatch" in check.detail
