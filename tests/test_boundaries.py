@@ -35,7 +35,12 @@ RULES = (
     ),
     Rule("SMTP", ("smtplib",), ("syndicate.sending.transports",)),
     Rule("HTTP in", ("uvicorn", "starlette"), ("syndicate.web",)),
-    Rule("HTTP out", ("urllib.request", "http.client", "httpx"), ("syndicate.websub",)),
+    # doctor --online asks whether site.base_url answers: one GET, only when asked for.
+    Rule(
+        "HTTP out",
+        ("urllib.request", "http.client", "httpx"),
+        ("syndicate.websub", "syndicate.doctor.online"),
+    ),
     Rule(
         "the clock",
         (

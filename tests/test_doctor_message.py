@@ -137,3 +137,29 @@ def test_a_signature_that_leaves_out_the_unsubscribe_headers_is_named(
     )
     problem = dkim_problem(signature + message, Lookups(address))
     assert problem == "the DKIM signature leaves out list-unsubscribe, list-unsubscribe-post"
+
+
+def test_online_asks_whether_site_base_url_answers(tmp_path, store, article_set, clock, articles):
+    from syndicate.web.app import create_app
+
+    from .websites import SECRET, base_url_of, listening_socket, running
+
+    listener = listening_socket()
+    base_url = base_url_of(listener)
+    served = parse_config({"site": {"base_url": base_url}}, root=tmp_path, source="(t)", env={})
+    app = create_app(
+        served, store=store, send_message=print, articles=lambda: article_set, secret=SECRET,
+        now=clock,
+    )  # fmt: skip
+
+    def asked(url: str) -> str:
+        config = site(tmp_path, None, base_url=url)
+        [en, *_] = check_messages(
+            config, articles, Lookups("127.0.0.1:9"), NOW, spam=no_spamassassin, online=True
+        )
+        return en.detail
+
+    with running(app, listener):
+        assert "site.base_url" not in asked(base_url + "/")
+        assert f"site.base_url {base_url}/nowhere answers 404" in asked(base_url + "/nowhere/")
+    assert f"site.base_url {base_url} cannot be reached" in asked(base_url + "/")

@@ -36,7 +36,10 @@ class SendRefused(SyndicateError):
     help="Ask this DNS server instead of the system's (also $SYNDICATE_NAMESERVER): a zone "
     "can be checked before it is live.",
 )
-def doctor(config: Config, articles: Path | None, as_json: bool, nameserver: str | None) -> None:
+@click.option("--online", is_flag=True, help="Also ask site.base_url, where the links go.")
+def doctor(
+    config: Config, articles: Path | None, as_json: bool, nameserver: str | None, online: bool
+) -> None:
     """Check what decides whether the digests reach the inbox: SPF, DKIM, DMARC and alignment,
     MX for the bounces, the relay (nothing is sent), a sample digest per language, the reader
     list. Each failure says how to fix it; exit status 1 when a check fails."""
@@ -53,7 +56,9 @@ def doctor(config: Config, articles: Path | None, as_json: bool, nameserver: str
     store = open_store(config.database_url)
     try:
         lookups = Lookups(nameserver)
-        checks, refusal = run_doctor(config, articles=found, store=store, lookups=lookups, now=now)
+        checks, refusal = run_doctor(
+            config, articles=found, store=store, lookups=lookups, now=now, online=online
+        )
     finally:
         store.close()
     try:

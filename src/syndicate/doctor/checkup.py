@@ -47,11 +47,15 @@ def run_doctor(
     lookups: Lookups,
     now: datetime,
     tls_context: ssl.SSLContext | None = None,
+    online: bool = False,
 ) -> tuple[list[Check], str | None]:
-    """Every check: dns, relay, message (one per language), list; and the DMARC refusal."""
+    """Every check: dns, relay, message (one per language; ``online``: site.base_url asked
+    too), list; and the DMARC refusal."""
     checks, refusal = _dns(read_setup(config), lookups)
     checks += _guarded("relay", lambda: [check_relay(config, tls_context)])
-    checks += _guarded("message", lambda: check_messages(config, articles, lookups, now))
+    checks += _guarded(
+        "message", lambda: check_messages(config, articles, lookups, now, online=online)
+    )
     readers = store.subscribers(status="active")
     checks += _guarded("list", lambda: [check_readers(readers, store.readers_at_risk(), lookups)])
     return checks, refusal

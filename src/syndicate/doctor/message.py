@@ -139,8 +139,10 @@ def check_message(
     lookups: Lookups,
     signed: bool,
     spam: Callable[[bytes], SpamReport | None] = spamassassin,
+    unreachable: str | None = None,
 ) -> Check:
-    problems = message_problems(message)
+    """``unreachable``: why site.base_url does not answer (``--online``), when it does not."""
+    problems = message_problems(message) + ([unreachable] if unreachable else [])
     if signed:
         problems += [p for p in [dkim_problem(message, lookups)] if p]
     report = spam(message)
@@ -171,6 +173,8 @@ def _fix(problems: list[str]) -> str:
     text = " ".join(problems)
     if "https://" in text:
         fixes.append("set site.base_url to the https:// address readers reach")
+    if "site.base_url http" in text:
+        fixes.append("serve the site there (syndicate serve behind the web server)")
     if "DKIM" in text:
         fixes.append("publish the key the dkim check prints")
     if "KB" in text:
@@ -186,14 +190,21 @@ def check_messages(
     lookups: Lookups,
     now: datetime,
     spam: Callable[[bytes], SpamReport | None] = spamassassin,
+    online: bool = False,
 ) -> list[Check]:
-    """One check per published language."""
+    """One check per published language; ``online``: whether site.base_url answers, too."""
     checks = []
     signer = dkim_signer(config)
+    unreachable = None
+    if online:
+        from .online import base_url_problem
+
+        unreachable = base_url_problem(str(config.site.base_url))
     for lang in config.site.languages:
         message = sample_message(config, articles, lang, now, signer)
         if message is None:
             checks.append(warned("message", f"[{lang}] no article to compose a sample from", ""))
             continue
-        checks.append(check_message(lang, message, lookups, signer is not None, spam))
+        signed = signer is not None
+        checks.append(check_message(lang, message, lookups, signed, spam, unreachable))
     return checks
