@@ -216,3 +216,15 @@ def test_an_example_sender_asks_the_public_dns_nothing(tmp_path) -> None:
     config = parse_config(data, root=tmp_path, source="(test)", env={})
     assert preflight(config, NOW) == Verdict([])
     assert not config.path(config.state.doctor_file).exists()
+
+
+def test_a_result_that_cannot_be_kept_is_a_line_and_the_send_goes_on(tmp_path, key) -> None:
+    config = load_config(misaligned_site(tmp_path, key, 25), env={})
+    blocker = tmp_path / "state"
+    blocker.write_text("a file where the state folder goes")
+    with unused_port_socket() as silent:
+        host, port = silent.getsockname()
+        verdict = preflight(config, NOW, nameserver=f"{host}:{port}", timeout=0.3)
+    assert verdict.refusal is None
+    assert verdict.lines[0].endswith("the DNS checks are skipped")
+    assert verdict.lines[1].startswith(f"preflight: {blocker / 'doctor.json'}: not kept")

@@ -104,13 +104,17 @@ def preflight(
     path = config.path(config.state.doctor_file)
     stamp = fingerprint(config)
     last = read_last(path)
+    lines = []
     if last is None or not last.fresh(stamp, now):
         last = _ask(config, now, stamp, nameserver, timeout)
-        keep(config, last)
+        try:
+            keep(config, last)
+        except OSError as exc:  # the checks are done; the next send asks again
+            lines.append(f"preflight: {path}: not kept ({exc})")
         if last.unreachable:
-            return Verdict([f"preflight: {last.unreachable}; the DNS checks are skipped"])
+            return Verdict([f"preflight: {last.unreachable}; the DNS checks are skipped", *lines])
     failures = [c for c in last.checks if c.get("name") in DNS_CHECKS and not c.get("ok", True)]
-    lines = [f"preflight: {c['name']} failed: {c['detail']}" for c in failures]
+    lines += [f"preflight: {c['name']} failed: {c['detail']}" for c in failures]
     if failures:
         lines.append("preflight: `syndicate doctor` says how to fix each")
     return Verdict(lines, last.refusal)
