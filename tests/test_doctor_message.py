@@ -163,3 +163,12 @@ def test_online_asks_whether_site_base_url_answers(tmp_path, store, article_set,
         assert "site.base_url" not in asked(base_url + "/")
         assert f"site.base_url {base_url}/nowhere answers 404" in asked(base_url + "/nowhere/")
     assert f"site.base_url {base_url} cannot be reached" in asked(base_url + "/")
+
+
+def test_a_spamassassin_that_gives_no_verdict_is_an_error_not_a_pass(tmp_path, monkeypatch):
+    from syndicate.errors import SyndicateError
+
+    (tmp_path / "spamassassin").symlink_to("/bin/false")  # runs, says nothing, exits 1
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(SyndicateError, match="gave no verdict"):
+        spamassassin(b"Subject: x\r\n\r\nbody\r\n")

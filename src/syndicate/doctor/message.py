@@ -16,6 +16,7 @@ from email import message_from_bytes, policy
 from email.message import EmailMessage
 
 from ..config import Config
+from ..errors import SyndicateError
 from ..model import ArticleSet
 from ..render import render_digest
 from ..sending.issuing import next_digest
@@ -56,7 +57,11 @@ def spamassassin(message: bytes, timeout: float = 60.0) -> SpamReport | None:
     done = subprocess.run(
         [program, "-L", "-t"], input=message, capture_output=True, timeout=timeout, check=False
     )
-    return parse_spam_report(done.stdout.decode("utf-8", "replace"))
+    output = done.stdout.decode("utf-8", "replace")
+    if "X-Spam-Status:" not in output:
+        said = done.stderr.decode("utf-8", "replace").strip().splitlines()
+        raise SyndicateError(f"{program} gave no verdict ({said[-1] if said else done.returncode})")
+    return parse_spam_report(output)
 
 
 def parse_spam_report(output: str) -> SpamReport:
