@@ -19,8 +19,14 @@ DATA = Path(__file__).resolve().parent / "data"
 SCHEMAS = Path(__file__).resolve().parent / "schemas"
 
 # Real parts as fixtures: `smtp_server` (aiosmtpd), `database_url` (SQLite file | PostgreSQL),
-# `hubs` (WebSub hub endpoints, Starlette under uvicorn).
-pytest_plugins = ["tests.mailserver", "tests.databases", "tests.hubserver", "tests.websites"]
+# `hubs` (WebSub hub endpoints, Starlette under uvicorn), `dns_server` (dnslib).
+pytest_plugins = [
+    "tests.mailserver",
+    "tests.databases",
+    "tests.hubserver",
+    "tests.websites",
+    "tests.dnszone",
+]
 
 
 ARTIFACTS = Path(__file__).resolve().parent / "artifacts"

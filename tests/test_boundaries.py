@@ -36,11 +36,12 @@ RULES = (
     Rule("SMTP", ("smtplib",), ("syndicate.sending.transports",)),
     Rule("HTTP in", ("uvicorn", "starlette"), ("syndicate.web",)),
     # web.sns too: the SES webhook must fetch SNS's signing certificate to verify a message,
-    # and confirm a subscription by visiting its URL (both only at SNS's own hosts)
+    # and confirm a subscription by visiting its URL (both only at SNS's own hosts);
+    # doctor --online asks whether site.base_url answers: one GET, only when asked for.
     Rule(
         "HTTP out",
         ("urllib.request", "http.client", "httpx"),
-        ("syndicate.websub", "syndicate.web.sns"),
+        ("syndicate.websub", "syndicate.web.sns", "syndicate.doctor.online"),
     ),
     Rule(
         "the clock",

@@ -18,6 +18,8 @@ HEAVY = {
     "babel",
     "cryptography",
     "dkim",
+    "dns",
+    "dnslib",
     "email_validator",
     "feedgen",
     "flufl",
@@ -27,15 +29,28 @@ HEAVY = {
     "multipart",
     "numpy",
     "procrastinate",
+    "publicsuffixlist",
     "psycopg",
     "py3langid",
     "pydantic",
     "python_multipart",
+    "spf",
     "sqlalchemy",
     "starlette",
     "uvicorn",
 }
-COMMANDS = {"build", "check", "digest", "init", "run", "schedule", "send", "serve", "worker"}
+COMMANDS = {
+    "build",
+    "check",
+    "digest",
+    "doctor",
+    "init",
+    "run",
+    "schedule",
+    "send",
+    "serve",
+    "worker",
+}
 GROUPS = {"bounces", "locale", "subscribers"}
 
 # Runs the command line as its entry point does, then names the top-level packages loaded.

@@ -209,6 +209,9 @@ class State(Section):
     """SQLAlchemy URL of the state database: a SQLite file needs no server; PostgreSQL
     (postgresql+psycopg://...) for workers on several machines. SYNDICATE_DATABASE_URL
     overrides it."""
+    doctor_file: Path = Path("state/doctor.json")
+    """The last ``syndicate doctor`` run (or send's preflight): when, for which settings, and
+    its verdicts; ``send`` checks the DNS again when it is a day old or the settings changed."""
 
 
 class Send(Section):
@@ -289,11 +292,24 @@ class Email(Section):
     verp: bool = True
     """Give each delivery its own envelope sender; off for a relay that sends as one address
     only (then return_path, else the sender's address, and bounces match by fallbacks)."""
+    sending_ips: list[str] = []
+    """Addresses or networks (CIDR) the relay sends from, when they are not its host's own
+    (a relay service): ``syndicate doctor`` checks that SPF authorises these instead."""
     approval: bool = False
     """Hold every new issue until an editor approves it (send approve); a test copy of each
     goes to preview_to."""
     approval_expires_days: int = Field(7, ge=1)
     """Days after which a held issue is cancelled, never sent stale."""
+
+    @field_validator("sending_ips")
+    @classmethod
+    def _sending_networks(cls, value: list[str]) -> list[str]:
+        for entry in value:
+            try:
+                ipaddress.ip_network(entry, strict=False)
+            except ValueError:
+                raise ValueError(f"not an IP address or network: {entry!r}") from None
+        return value
 
     @field_validator("return_path")
     @classmethod

@@ -22,6 +22,7 @@ import click
 
 from ..clock import wall_clock
 from ..errors import Exit, UsageError
+from .doctor import checked_before_send
 from .shared import (
     article_folder,
     articles_option,
@@ -121,6 +122,9 @@ def _deprecated(instead: str) -> dict[str, Any]:
     "instead of what is new since its last issue; still capped by email.max_articles.",
 )
 @click.option("--dry-run", is_flag=True, help="Show what would be issued; record and send nothing.")
+@click.option(
+    "--skip-checks", is_flag=True, help="Send without the preflight (doctor's DNS checks)."
+)
 @click.option("--status", "show_status", is_flag=True, **_deprecated("send status"))
 @click.option("--json", "as_json", is_flag=True, **_deprecated("send status --json"))
 @click.option("--resend", type=int, multiple=True, **_deprecated("send resend ID..."))
@@ -139,6 +143,7 @@ def send(
     audiences: tuple[str, ...],
     since: datetime | None,
     dry_run: bool,
+    skip_checks: bool,
     **deprecated: Any,
 ) -> None:
     """Issue the digests with new content and deliver them: each reader gets each one once.
@@ -161,6 +166,7 @@ def send(
         config = with_articles(config, articles)
         day = since.date() if since else None
         now = wall_clock()
+        checked_before_send(config, now, skip=skip_checks, dry_run=dry_run)
         sys.exit(
             send_now(config, now, langs=langs, audiences=audiences, since=day, dry_run=dry_run)
         )

@@ -162,6 +162,72 @@ class SmtpMailer:
         return SmtpTransport(smtp, f"{self.host}:{self.port}")
 
 
+@dataclass(frozen=True)
+class RelayProbe:
+    """How far a connection got that sent nothing (``probe_relay``): ``failed_at`` is the
+    step that went wrong ("connect", "starttls", "certificate", "login"), None when all did."""
+
+    tls: str
+    """"implicit", "starttls" or "none": how the connection was protected."""
+    starttls_offered: bool
+    logged_in: bool
+    failed_at: str | None = None
+    problem: str = ""
+
+
+def _certificate_problem(exc: ssl.SSLError) -> str:
+    return getattr(exc, "verify_message", None) or exc.reason or str(exc)
+
+
+def _tls_steps(smtp: smtplib.SMTP, mailer: SmtpMailer, context: ssl.SSLContext) -> RelayProbe:
+    """After the greeting: EHLO, STARTTLS when offered, the login when one is set, QUIT."""
+    smtp.ehlo()
+    implicit = mailer.security == "tls"
+    offered = not implicit and smtp.has_extn("starttls")
+    tls = "implicit" if implicit else "none"
+    if offered:
+        try:
+            smtp.starttls(context=context)
+        except ssl.SSLError as exc:
+            return RelayProbe("none", True, False, "certificate", _certificate_problem(exc))
+        smtp.ehlo()
+        tls = "starttls"
+    if not implicit and not offered:
+        return RelayProbe(tls, False, False, "starttls", "STARTTLS is not offered")
+    if mailer.username:
+        try:
+            smtp.login(mailer.username, mailer.password or "")
+        except smtplib.SMTPException as exc:
+            reply = _reply(getattr(exc, "smtp_code", 0), getattr(exc, "smtp_error", str(exc)))
+            return RelayProbe(tls, offered, False, "login", reply)
+    smtp.quit()
+    return RelayProbe(tls, offered, bool(mailer.username))
+
+
+def probe_relay(mailer: SmtpMailer, context: ssl.SSLContext | None = None) -> RelayProbe:
+    """Connect, EHLO, STARTTLS (when offered) with the certificate checked against the host,
+    log in when a login is set, and QUIT: no message is sent."""
+    context = context or mailer.tls_context or default_tls_context()
+    try:
+        smtp: smtplib.SMTP
+        if mailer.security == "tls":
+            smtp = smtplib.SMTP_SSL(
+                mailer.host, mailer.port, ehlo_name(), timeout=mailer.timeout, context=context
+            )
+        else:
+            smtp = smtplib.SMTP(mailer.host, mailer.port, ehlo_name(), timeout=mailer.timeout)
+    except ssl.SSLError as exc:
+        return RelayProbe("implicit", False, False, "certificate", _certificate_problem(exc))
+    except (smtplib.SMTPException, OSError) as exc:
+        return RelayProbe("none", False, False, "connect", str(exc))
+    try:
+        return _tls_steps(smtp, mailer, context)
+    except (smtplib.SMTPException, OSError) as exc:
+        return RelayProbe("none", False, False, "connect", str(exc))
+    finally:
+        smtp.close()
+
+
 @cache
 def ehlo_name() -> str:
     """This host's name as EHLO gives it (smtplib's own choice), looked up once per process:
