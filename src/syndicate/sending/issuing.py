@@ -18,8 +18,16 @@ from pathlib import Path
 from zoneinfo import ZoneInfo
 
 from ..config import Config
-from ..digest import FIRST_ZONE, audience_order, local_send_time, select_digest, window_start
+from ..digest import (
+    FIRST_ZONE,
+    audience_order,
+    late_articles,
+    local_send_time,
+    select_digest,
+    window_start,
+)
 from ..errors import UsageError
+from ..feeds import publication_candidates, updated_at
 from ..files import write_atomic
 from ..model import ArticleSet, Diagnostic, Digest
 from ..reader import read_articles
@@ -54,23 +62,45 @@ def next_digest(
     now: datetime,
     since: date | None = None,
     store: Store | None = None,
+    samples: bool = False,
 ) -> Digest | None:
     """The next digest of one group (language and audience set): from ``since`` when given,
-    else what is new since the group's last issue, else its first window; never what it
-    already had, and at most ``email.max_articles`` listed (the rest counted)."""
+    else what is new since the group's last issue (and what no issue of it carried that
+    appeared since, however it is dated: ``late_articles``), else its first window; never
+    what it already had, nor an article ``site.publish_time`` still holds back, and at most
+    ``email.max_articles`` listed (the rest counted). ``samples``: the group's readers are
+    all sample readers, whose issues count for them alone."""
     chosen = audience_order(audiences)
-    sent = store.sent_articles(lang, chosen) if store is not None else {}
+    carried = store.carried(lang, chosen, samples) if store is not None else {}
+    late: set[tuple[str, str]] = set()
     if since is None:
         zone = ZoneInfo(config.site.timezone)
-        last = store.last_issue(lang, chosen) if store is not None else None
+        last = store.last_issue(lang, chosen, samples) if store is not None else None
         since = window_start(
             last.astimezone(zone).date() if last is not None else None,
             now.astimezone(zone).date(),
             config.email.first_window_days,
         )
+        if last is not None and store is not None:
+            late = late_articles(articles.in_language(lang), carried, store.appeared(lang), last)
     return select_digest(
-        articles, lang, chosen, since=since, sent=sent, limit=config.email.max_articles
+        articles,
+        lang,
+        chosen,
+        since=since,
+        sent={key: content for key, (content, _) in carried.items()},
+        limit=config.email.max_articles,
+        late=late,
+        until=last_day_out(config, now),
     )
+
+
+def last_day_out(config: Config, now: datetime) -> date:
+    """The last date line whose articles are out at ``now``: today once ``site.publish_time``
+    has come in the site's zone, else yesterday. The feeds hold the later ones back, and so
+    do the mails."""
+    today = now.astimezone(ZoneInfo(config.site.timezone)).date()
+    return today if updated_at(config, today) <= now else today - timedelta(days=1)
 
 
 @dataclass
@@ -229,10 +259,8 @@ def send_digests(
     if not dry_run:
         report.expired = expire_held(config, store, now)
         report.resumed = resume_planning(config, store, now, dispatch)
-    for (lang, chosen), n in groups.items():  # n: the group's readers
-        digest = next_digest(config, articles, lang, chosen, now=now, since=since, store=store)
-        if digest is not None:
-            _issue(config, store, mailer, digest, n, now, report, dry_run, local_time, dispatch)
+    run = Issuing(config, store, mailer, now, report, dry_run, local_time, dispatch)
+    _issue_groups(run, articles, groups, since)
     if dry_run:
         report.pending = store.pending_count()
         return report
@@ -345,37 +373,73 @@ def _deliver(context: BatchContext, report: SendReport, dispatch: Dispatcher) ->
     report.finished = close_finished(store, now)
 
 
-def _issue(
-    config: Config,
-    store: Store,
-    mailer: Mailer,
-    digest: Digest,
-    readers: int,
-    now: datetime,
-    report: SendReport,
-    dry_run: bool,
-    local_time: tuple[int, int] | None,
-    dispatch: Dispatcher,
+@dataclass(frozen=True)
+class Issuing:
+    """What issuing one group's digest needs of the run it is part of."""
+
+    config: Config
+    store: Store
+    mailer: Mailer
+    now: datetime
+    report: SendReport
+    dry_run: bool = False
+    local_time: tuple[int, int] | None = None
+    dispatch: Dispatcher = field(default_factory=LocalDispatcher)
+
+
+def _issue_groups(
+    run: Issuing,
+    articles: ArticleSet,
+    groups: Mapping[tuple[str, tuple[str, ...]], int],
+    since: date | None,
 ) -> None:
+    """Issue each group's next digest (``groups``: its readers); a group of sample readers
+    only is told apart, its issues counting for it alone."""
+    if not groups:
+        return
+    config, store, now = run.config, run.store, run.now
+    real = variants(store.reader_groups(SAMPLE_SOURCE))
+    if not run.dry_run:
+        record_appearances(config, store, articles, now)
+    for (lang, chosen), n in groups.items():
+        sample = (lang, chosen) not in real
+        digest = next_digest(
+            config, articles, lang, chosen, now=now, since=since, store=store, samples=sample
+        )
+        if digest is not None:
+            _issue(run, digest, n, sample)
+
+
+def record_appearances(config: Config, store: Store, articles: ArticleSet, now: datetime) -> None:
+    """Record when each article out by now first appeared, as the feed build does: a site that
+    sends before its feeds are built still knows which articles came after a group's issue."""
+    until = last_day_out(config, now)
+    due = [a for a in articles if a.updated <= until]
+    store.first_published(publication_candidates(due, config), seen=now)
+
+
+def _issue(run: Issuing, digest: Digest, readers: int, sample: bool = False) -> None:
     """Render one group's digest and record it as an issue with a delivery per reader (in a
     dry run: count it); a held one sends its test copy, any other gets its page among the
     sent issues (``web.issues``). A digest that fails to render (no catalog for its language,
     a template error) is this group's alone: it is reported, and every other group goes
-    ahead. ``local_time`` (hour, minute): each reader's delivery waits for it in their zone.
+    ahead. ``run.local_time`` (hour, minute): each reader's delivery waits for it in their
+    zone. ``sample``: the group's readers are all sample readers (never held; see ``SAMPLE``).
 
     The issue commits with its first chunk of readers; its page or test copy goes out, then
     the other chunks are planned (a crash between two leaves them to ``resume_planning``)."""
+    config, store, report = run.config, run.store, run.report
     try:
         rendered = render_digest(digest, config)
     except Exception as exc:  # whatever it is, it is this variant's alone
         report.refused.append((digest.key, readers, str(exc) or type(exc).__name__))
         return
-    if dry_run:
+    if run.dry_run:
         report.issues.append((digest.key, readers))
         return
     digest = digest.shortened(rendered.listed)
-    at = f"{local_time[0]:02}:{local_time[1]:02}" if local_time else None
-    plan = planning(config, now, dispatch, local_time=at)
+    at = f"{run.local_time[0]:02}:{run.local_time[1]:02}" if run.local_time else None
+    plan = planning(config, run.now, run.dispatch, local_time=at)
     issue = store.open_issue(
         key=digest.key,
         lang=digest.lang,
@@ -383,16 +447,17 @@ def _issue(
         content_hash=digest.content_hash,
         subject=rendered.subject,
         rendered=serialise_rendered(rendered),
-        articles=[(*i.article.key, i.article.content_hash) for i in digest.items],
+        articles=[(*a.key, a.content_hash, a.updated) for a in (i.article for i in digest.items)],
         plan=plan,
-        held=config.email.approval,
+        held=config.email.approval and not sample,
         local_time=at,
+        sample=sample,
     )
     if issue is None:
         return
     report.issues.append((issue.key, readers))
     if issue.state == "held":
-        report.held.append((issue.id, issue.key, readers, test_copy(config, mailer, issue)))
+        report.held.append((issue.id, issue.key, readers, test_copy(config, run.mailer, issue)))
     else:
         write_issue_page(config, issue, rendered)
     plan_rest(store, issue, plan)

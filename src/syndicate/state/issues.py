@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import date, datetime
 from typing import Any
 
 import sqlalchemy as sa
@@ -48,6 +48,17 @@ will send them)."""
 
 STANDING = ("issued", "held")
 """Issue states whose content counts as issued (the window, the same-content rule)."""
+
+SAMPLE = "sample"
+"""The state of an issue whose readers were all sample readers (``add_sample_readers``): it is
+delivered like any other, but it is no group's last issue for anyone else, so a real reader
+who comes later still gets the group's first digest."""
+
+LIVE = (*STANDING, SAMPLE)
+"""Issue states whose readers are planned and sent to."""
+
+CarriedArticle = tuple[str, str, str] | tuple[str, str, str, date]
+"""(lang, slug, content hash[, date line]) of an article an issue carried."""
 
 
 def delivery_rows(
@@ -108,6 +119,7 @@ def issue_values(
     rendered: str,
     now: datetime,
     held: bool,
+    sample: bool = False,
 ) -> dict[str, Any]:
     return {
         "key": key,
@@ -117,12 +129,12 @@ def issue_values(
         "subject": subject,
         "rendered": rendered,
         "created_at": now,
-        "state": "held" if held else "issued",
+        "state": SAMPLE if sample else "held" if held else "issued",
     }
 
 
 def insert_issue(
-    db: sa.Connection, values: dict[str, Any], articles: Sequence[tuple[str, str, str]]
+    db: sa.Connection, values: dict[str, Any], articles: Sequence[CarriedArticle]
 ) -> int:
     """The issue's row and its articles'; raises IntegrityError when its variant already has
     an issue of the same content."""
@@ -131,8 +143,14 @@ def insert_issue(
         db.execute(
             sa.insert(issue_articles),
             [
-                {"issue_id": issue_id, "lang": a_lang, "slug": slug, "content_hash": h}
-                for a_lang, slug, h in articles
+                {
+                    "issue_id": issue_id,
+                    "lang": a[0],
+                    "slug": a[1],
+                    "content_hash": a[2],
+                    "updated": a[3] if len(a) > 3 else None,
+                }
+                for a in articles
             ],
         )
     return issue_id
@@ -143,25 +161,42 @@ class Issues(Database):
 
     def sent_articles(self, lang: str, audiences: Sequence[str]) -> dict[tuple[str, str], str]:
         """(lang, slug) → content hash of the article as last issued to this variant."""
+        return {key: carried[0] for key, carried in self.carried(lang, audiences).items()}
+
+    def carried(
+        self, lang: str, audiences: Sequence[str], samples: bool = False
+    ) -> dict[tuple[str, str], tuple[str, date | None]]:
+        """(lang, slug) → (content hash, date line) of the article as last issued to this
+        variant (the date line None for issues from before it was kept); ``samples``: the
+        sample issues count too (for a group of sample readers only)."""
         query = (
-            sa.select(issue_articles.c.lang, issue_articles.c.slug, issue_articles.c.content_hash)
+            sa.select(
+                issue_articles.c.lang,
+                issue_articles.c.slug,
+                issue_articles.c.content_hash,
+                issue_articles.c.updated,
+            )
             .join(issues, issues.c.id == issue_articles.c.issue_id)
             .where(
                 issues.c.lang == lang,
                 issues.c.audiences == stored_audiences(audiences),
-                issues.c.state.in_(STANDING),
+                issues.c.state.in_(LIVE if samples else STANDING),
             )
             .order_by(issues.c.id)
         )
         with self.engine.connect() as db:
-            return {(row.lang, row.slug): row.content_hash for row in db.execute(query)}
+            rows = db.execute(query)
+            return {(row.lang, row.slug): (row.content_hash, row.updated) for row in rows}
 
-    def last_issue(self, lang: str, audiences: Sequence[str]) -> datetime | None:
-        """When this variant was last issued; None if never."""
+    def last_issue(
+        self, lang: str, audiences: Sequence[str], samples: bool = False
+    ) -> datetime | None:
+        """When this variant was last issued; None if never. ``samples``: a sample issue
+        counts too (for a group of sample readers only)."""
         query = sa.select(sa.func.max(issues.c.created_at)).where(
             issues.c.lang == lang,
             issues.c.audiences == stored_audiences(audiences),
-            issues.c.state.in_(STANDING),
+            issues.c.state.in_(LIVE if samples else STANDING),
         )
         with self.engine.connect() as db:
             found = db.execute(query).scalar()

@@ -13,7 +13,8 @@ import sqlalchemy as sa
 from .database import utc
 from .issues import (
     BATCH_SIZE,
-    STANDING,
+    LIVE,
+    CarriedArticle,
     Issue,
     Issues,
     Within,
@@ -119,10 +120,11 @@ class IssuePlanning(Issues):
         content_hash: str,
         subject: str,
         rendered: str,
-        articles: Sequence[tuple[str, str, str]],
+        articles: Sequence[CarriedArticle],
         plan: Planning,
         held: bool = False,
         local_time: str | None = None,
+        sample: bool = False,
     ) -> Issue | None:
         """Record a new issue for the active readers of its variant (``lang`` and exactly
         ``audiences``), with the (lang, slug, content hash) of its ``articles``, and its
@@ -132,10 +134,13 @@ class IssuePlanning(Issues):
         (``planned_through``) and ``plan_chunk`` writes the rest, a chunk per transaction.
         Returns None when this variant already had an issue with the same content (also when
         a concurrent run recorded it first). ``held``: the issue and its deliveries wait for
-        ``release_issue``; ``local_time`` (HH:MM) is kept for the chunks that follow.
+        ``release_issue``; ``local_time`` (HH:MM) is kept for the chunks that follow;
+        ``sample``: its readers are all sample readers (``SAMPLE``), never held.
         """
         values = {
-            **issue_values(key, lang, audiences, content_hash, subject, rendered, plan.now, held),
+            **issue_values(
+                key, lang, audiences, content_hash, subject, rendered, plan.now, held, sample
+            ),
             "local_time": local_time,
         }
         try:
@@ -173,7 +178,7 @@ class IssuePlanning(Issues):
             .where(
                 issues.c.id == issue_id,
                 issues.c.planned_through == after,
-                issues.c.state.in_(STANDING),
+                issues.c.state.in_(LIVE),
             )
             .values(planned_through=after)  # a write first: takes the row (or SQLite's lock)
         )
@@ -191,14 +196,14 @@ class IssuePlanning(Issues):
             self._renew_statistics(written)
             return cursor
         moved = self.issue(issue_id)
-        return moved.planned_through if moved is not None and moved.state in STANDING else None
+        return moved.planned_through if moved is not None and moved.state in LIVE else None
 
     def issues_in_planning(self) -> list[Issue]:
         """The issues whose readers are not all planned yet (a planner stopped between two
         chunks, or is still at it), oldest first."""
         query = (
             sa.select(issues)
-            .where(issues.c.planned_through.is_not(None), issues.c.state.in_(STANDING))
+            .where(issues.c.planned_through.is_not(None), issues.c.state.in_(LIVE))
             .order_by(issues.c.id)
         )
         with self._database(), self.engine.connect() as db:
@@ -216,7 +221,7 @@ class IssuePlanning(Issues):
         close = (
             sa.update(issues)
             .where(
-                issues.c.state == "issued",
+                issues.c.state.in_(("issued", "sample")),
                 issues.c.planned_through.is_(None),
                 issues.c.finished_at.is_(None),
                 ~left,
