@@ -9,6 +9,9 @@ from datetime import UTC, date, datetime, timedelta
 from email.message import EmailMessage
 from pathlib import Path
 
+from click.testing import CliRunner
+
+from syndicate.cli import main
 from syndicate.config import Config, parse_config
 from syndicate.sending import issuing
 from syndicate.sending.transports import SmtpMailer, open_mailer
@@ -30,8 +33,14 @@ def _config(root: Path, database_url: str, port: int | None) -> Config:
     return parse_config(data, root=root, source="(test)", env={})
 
 
+def _text(message: EmailMessage) -> str:
+    body = message.get_body(("plain",))
+    assert body is not None
+    return str(body.get_content())
+
+
 def _titles(message: EmailMessage) -> list[str]:
-    text = message.get_body(("plain",)).get_content()
+    text = _text(message)
     return [f"{name} {n}" for name, n in re.findall(r"/en/(\w+)-(\d+)/", text)]
 
 
@@ -56,6 +65,10 @@ def test_a_late_article_goes_out_once_in_the_next_issue(
 
     # dated two weeks before the first issue, written after it: a backdated piece
     write_articles(folder, 1, newest=date(2025, 12, 1), slug="late")
+    toml = tmp_path / "config.toml"
+    toml.write_text(f'[site]\narticles = "articles"\n[state]\ndatabase = "{database_url}"\n')
+    checked = CliRunner().invoke(main, ["check", "--summary", "--config", str(toml)])
+    assert "en-cost: 1 article(s) wait for the next digest (1 reader(s))" in checked.stderr
     second = _send(config, store, DAY1 + timedelta(days=1))
     assert second.issues == [("en-cost", 1)] and second.sent == 1
     assert _titles(inbox.messages[1]) == ["late 0"]
@@ -92,7 +105,7 @@ def test_a_revision_goes_out_again_only_when_its_date_line_moves(
     older.write_text("\n".join(lines), "utf-8")
     again = _send(config, store, DAY1 + timedelta(days=5))
     assert again.issues == [("en-cost", 1)]
-    body = inbox.messages[1].get_body(("plain",)).get_content()
+    body = _text(inbox.messages[1])
     assert _titles(inbox.messages[1]) == ["piece 1"] and "corrected" in body
     assert _send(config, store, DAY1 + timedelta(days=6)).issues == []
     assert inbox.counts() == {"a@example.com": 2}

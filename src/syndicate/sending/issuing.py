@@ -410,6 +410,21 @@ def _issue_groups(
             _issue(run, digest, n, sample)
 
 
+def waiting_digests(
+    config: Config, articles: ArticleSet, store: Store, now: datetime
+) -> list[tuple[str, int, int]]:
+    """(variant key, articles, readers) per group whose next digest would hold something:
+    what waits for the next send (``check`` says so); nothing is recorded."""
+    real = variants(store.reader_groups(SAMPLE_SOURCE))
+    waiting = []
+    for (lang, chosen), n in variants(store.reader_groups(_left_out(config))).items():
+        sample = (lang, chosen) not in real
+        digest = next_digest(config, articles, lang, chosen, now=now, store=store, samples=sample)
+        if digest is not None:
+            waiting.append((digest.key, len(digest.items) + digest.more, n))
+    return waiting
+
+
 def record_appearances(config: Config, store: Store, articles: ArticleSet, now: datetime) -> None:
     """Record when each article out by now first appeared, as the feed build does: a site that
     sends before its feeds are built still knows which articles came after a group's issue."""
