@@ -9,6 +9,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from ..model import variant_key
 from .database import Database, audience_ids, inserted_id, stored_audiences, utc
 from .schema import deliveries, issue_articles, issues
 from .subscribers import Subscriber
@@ -196,6 +197,7 @@ class Issues(Database):
         query = sa.select(sa.func.max(issues.c.created_at)).where(
             issues.c.lang == lang,
             issues.c.audiences == stored_audiences(audiences),
+            issues.c.key == variant_key(lang, audiences),  # a broadcast is no digest's last
             issues.c.state.in_(LIVE if samples else STANDING),
         )
         with self.engine.connect() as db:
@@ -209,6 +211,31 @@ class Issues(Database):
         )
         with self.engine.connect() as db:
             return {(row.id, row.key): utc(row.created_at) for row in db.execute(query)}
+
+    def latest_issue(self, lang: str, audiences: Sequence[str]) -> Issue | None:
+        """The group's latest digest that went out (``issued``; no broadcast); None if none."""
+        query = (
+            sa.select(sa.func.max(issues.c.id))
+            .where(issues.c.key == variant_key(lang, audiences), issues.c.state == "issued")
+            .scalar_subquery()
+        )
+        with self.engine.connect() as db:
+            row = db.execute(sa.select(issues).where(issues.c.id == query)).first()
+        return None if row is None else issue_from_row(row)
+
+    def issue_article_keys(self, issue_id: int) -> list[tuple[str, str]]:
+        """(lang, slug) of each article an issue carried."""
+        query = sa.select(issue_articles.c.lang, issue_articles.c.slug).where(
+            issue_articles.c.issue_id == issue_id
+        )
+        with self.engine.connect() as db:
+            return [(row.lang, row.slug) for row in db.execute(query)]
+
+    def has_issue(self, key: str) -> bool:
+        """Whether an issue of this key stands (issued or held): a broadcast's, once made."""
+        query = sa.select(issues.c.id).where(issues.c.key == key, issues.c.state.in_(STANDING))
+        with self.engine.connect() as db:
+            return db.execute(query.limit(1)).first() is not None
 
     def issue(self, issue_id: int) -> Issue | None:
         with self._database(), self.engine.connect() as db:
