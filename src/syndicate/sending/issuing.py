@@ -254,8 +254,8 @@ def send_digests(
         max_bytes=config.site.max_article_bytes,
     )
     report = SendReport(problems=articles.problems)
-    groups = variants(_reader_groups(config, store, report), langs, audiences) if issue else {}
-    dispatch = dispatch or _local(config)
+    groups = variants(reader_groups(config, store, report), langs, audiences) if issue else {}
+    dispatch = dispatch or local_dispatcher(config)
     if not dry_run:
         report.expired = expire_held(config, store, now)
         report.resumed = resume_planning(config, store, now, dispatch)
@@ -264,11 +264,11 @@ def send_digests(
     if dry_run:
         report.pending = store.pending_count()
         return report
-    _deliver(BatchContext(config, store, mailer, now, progress, stop), report, dispatch)
+    deliver_pending(BatchContext(config, store, mailer, now, progress, stop), report, dispatch)
     return report
 
 
-def _local(config: Config) -> Dispatcher:
+def local_dispatcher(config: Config) -> Dispatcher:
     """The dispatcher when none is handed in: this process sends, which only the local engine
     does (the others' dispatchers are made where the program is put together)."""
     if config.send.engine != "local":
@@ -276,7 +276,7 @@ def _local(config: Config) -> Dispatcher:
     return LocalDispatcher()
 
 
-def _reader_groups(
+def reader_groups(
     config: Config, store: Store, report: SendReport
 ) -> dict[tuple[str, tuple[str, ...]], int]:
     """The active readers per stored variant; with a real SMTP server, without the sample
@@ -359,7 +359,7 @@ def close_finished(store: Store, now: datetime) -> list[Finished]:
     return closed
 
 
-def _deliver(context: BatchContext, report: SendReport, dispatch: Dispatcher) -> None:
+def deliver_pending(context: BatchContext, report: SendReport, dispatch: Dispatcher) -> None:
     """Send what is pending and due (counted into ``report``), then count what waits for its
     readers' local time."""
     config, store, now = context.config, context.store, context.now
@@ -407,7 +407,7 @@ def _issue_groups(
             config, articles, lang, chosen, now=now, since=since, store=store, samples=sample
         )
         if digest is not None:
-            _issue(run, digest, n, sample)
+            issue_digest(run, digest, n, sample)
 
 
 def waiting_digests(
@@ -433,7 +433,7 @@ def record_appearances(config: Config, store: Store, articles: ArticleSet, now: 
     store.first_published(publication_candidates(due, config), seen=now)
 
 
-def _issue(run: Issuing, digest: Digest, readers: int, sample: bool = False) -> None:
+def issue_digest(run: Issuing, digest: Digest, readers: int, sample: bool = False) -> None:
     """Render one group's digest and record it as an issue with a delivery per reader (in a
     dry run: count it); a held one sends its test copy, any other gets its page among the
     sent issues (``web.issues``). A digest that fails to render (no catalog for its language,
