@@ -27,6 +27,7 @@ from .issuing import (
     last_day_out,
     local_dispatcher,
     reader_groups,
+    send_test_copies,
     variants,
 )
 from .transports import Mailer
@@ -100,6 +101,7 @@ def broadcast_article(
             report.already.append((digest.key, readers))
         else:
             issue_digest(run, digest, readers)
+    send_test_copies(run)
     if dry_run:
         report.pending = store.pending_count()
         return report

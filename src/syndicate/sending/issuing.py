@@ -35,13 +35,12 @@ from ..render import RenderedDigest, render_digest
 from ..routes import site_url
 from ..state import Finished, Issue, Planning, Store, Subscriber, open_store
 from ..subscribers import ReaderRow
+from .approval import test_copies
 from .dispatch import BatchContext, Dispatcher, LocalDispatcher
 from .loop import DeliveryCounts, Progress
 from .messages import (
-    envelope_sender,
     issue_page_name,
     message_id,
-    preview_files,
     restore_rendered,
     sender_domain,
     serialise_rendered,
@@ -385,6 +384,8 @@ class Issuing:
     dry_run: bool = False
     local_time: tuple[int, int] | None = None
     dispatch: Dispatcher = field(default_factory=LocalDispatcher)
+    held: list[Issue] = field(default_factory=list)
+    """The issues this run held for approval, for their test copies."""
 
 
 def _issue_groups(
@@ -408,6 +409,7 @@ def _issue_groups(
         )
         if digest is not None:
             issue_digest(run, digest, n, sample)
+    send_test_copies(run)
 
 
 def waiting_digests(
@@ -472,7 +474,8 @@ def issue_digest(run: Issuing, digest: Digest, readers: int, sample: bool = Fals
         return
     report.issues.append((issue.key, readers))
     if issue.state == "held":
-        report.held.append((issue.id, issue.key, readers, test_copy(config, run.mailer, issue)))
+        report.held.append((issue.id, issue.key, readers, "no test copy sent"))
+        run.held.append(issue)  # its test copy goes with its language's (send_test_copies)
     else:
         write_issue_page(config, issue, rendered)
     plan_rest(store, issue, plan)
@@ -494,20 +497,14 @@ def local_times(
     return when
 
 
-def test_copy(config: Config, mailer: Mailer, issue: Issue) -> str:
-    """Send the editor (``email.preview_to``) one copy of a held issue, through the readers'
-    mailer but outside the ledger, with the preview's links (no reader's); says how it went."""
-    message = preview_files(restore_rendered(issue), config, now=issue.created_at)[".eml"]
-    sender = config.email.return_path or envelope_sender(config.email.sender)
-    try:
-        transport = mailer.open()
-        try:
-            transport.send(sender, config.email.preview_to, message)
-        finally:
-            transport.close()
-    except Exception as exc:  # the copy is a courtesy: the issue stays held either way
-        return f"test copy to {config.email.preview_to} not sent: {str(exc) or type(exc).__name__}"
-    return f"test copy sent to {config.email.preview_to}"
+def send_test_copies(run: Issuing) -> None:
+    """The test copies of the issues this run held, one per language (``approval``), and
+    how each went into ``run.report.held``."""
+    if not run.held:
+        return
+    said = test_copies(run.config, run.mailer, run.held, run.now)
+    report = run.report
+    report.held = [(i, key, n, said.get(i, copy)) for i, key, n, copy in report.held]
 
 
 def expire_held(config: Config, store: Store, now: datetime) -> list[tuple[int, str]]:
