@@ -23,11 +23,11 @@ from .issuing import (
     Issuing,
     SendReport,
     deliver_pending,
+    finish_issuing,
     issue_digest,
     last_day_out,
     local_dispatcher,
     reader_groups,
-    send_test_copies,
     variants,
 )
 from .transports import Mailer
@@ -101,7 +101,7 @@ def broadcast_article(
             report.already.append((digest.key, readers))
         else:
             issue_digest(run, digest, readers)
-    send_test_copies(run)
+    finish_issuing(run)
     if dry_run:
         report.pending = store.pending_count()
         return report

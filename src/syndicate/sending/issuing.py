@@ -384,8 +384,8 @@ class Issuing:
     dry_run: bool = False
     local_time: tuple[int, int] | None = None
     dispatch: Dispatcher = field(default_factory=LocalDispatcher)
-    held: list[Issue] = field(default_factory=list)
-    """The issues this run held for approval, for their test copies."""
+    opened: list[tuple[Issue, Planning]] = field(default_factory=list)
+    """The issues this run opened, with how the rest of their readers are planned."""
 
 
 def _issue_groups(
@@ -409,7 +409,7 @@ def _issue_groups(
         )
         if digest is not None:
             issue_digest(run, digest, n, sample)
-    send_test_copies(run)
+    finish_issuing(run)
 
 
 def waiting_digests(
@@ -443,8 +443,8 @@ def issue_digest(run: Issuing, digest: Digest, readers: int, sample: bool = Fals
     ahead. ``run.local_time`` (hour, minute): each reader's delivery waits for it in their
     zone. ``sample``: the group's readers are all sample readers (never held; see ``SAMPLE``).
 
-    The issue commits with its first chunk of readers; its page or test copy goes out, then
-    the other chunks are planned (a crash between two leaves them to ``resume_planning``)."""
+    The issue commits with its first chunk of readers and its page is written; its test
+    copy, then its other chunks, come in ``finish_issuing``, once every group is opened."""
     config, store, report = run.config, run.store, run.report
     try:
         rendered = render_digest(digest, config)
@@ -475,10 +475,9 @@ def issue_digest(run: Issuing, digest: Digest, readers: int, sample: bool = Fals
     report.issues.append((issue.key, readers))
     if issue.state == "held":
         report.held.append((issue.id, issue.key, readers, "no test copy sent"))
-        run.held.append(issue)  # its test copy goes with its language's (send_test_copies)
     else:
         write_issue_page(config, issue, rendered)
-    plan_rest(store, issue, plan)
+    run.opened.append((issue, plan))  # its other chunks: once the test copies went out
 
 
 def local_times(
@@ -497,14 +496,18 @@ def local_times(
     return when
 
 
-def send_test_copies(run: Issuing) -> None:
-    """The test copies of the issues this run held, one per language (``approval``), and
-    how each went into ``run.report.held``."""
-    if not run.held:
-        return
-    said = test_copies(run.config, run.mailer, run.held, run.now)
-    report = run.report
-    report.held = [(i, key, n, said.get(i, copy)) for i, key, n, copy in report.held]
+def finish_issuing(run: Issuing) -> None:
+    """After a run opened its issues (each with its first chunk of readers): the test copies
+    of those held, one per language (``approval``), how each went into ``run.report.held``;
+    then the rest of every issue's readers (a crash meanwhile leaves them to
+    ``resume_planning``)."""
+    held = [issue for issue, _ in run.opened if issue.state == "held"]
+    if held:
+        said = test_copies(run.config, run.mailer, held, run.now)
+        report = run.report
+        report.held = [(i, key, n, said.get(i, copy)) for i, key, n, copy in report.held]
+    for issue, plan in run.opened:
+        plan_rest(run.store, issue, plan)
 
 
 def expire_held(config: Config, store: Store, now: datetime) -> list[tuple[int, str]]:
