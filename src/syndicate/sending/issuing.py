@@ -437,8 +437,8 @@ def record_appearances(config: Config, store: Store, articles: ArticleSet, now: 
 
 def issue_digest(run: Issuing, digest: Digest, readers: int, sample: bool = False) -> None:
     """Render one group's digest and record it as an issue with a delivery per reader (in a
-    dry run: count it); a held one sends its test copy, any other gets its page among the
-    sent issues (``web.issues``). A digest that fails to render (no catalog for its language,
+    dry run: count it); one that is not held gets its page among the sent issues
+    (``web.issues``). A digest that fails to render (no catalog for its language,
     a template error) is this group's alone: it is reported, and every other group goes
     ahead. ``run.local_time`` (hour, minute): each reader's delivery waits for it in their
     zone. ``sample``: the group's readers are all sample readers (never held; see ``SAMPLE``).
