@@ -31,7 +31,7 @@ def test_a_reader_who_confirms_is_welcomed_with_the_newest_takeaways(site) -> No
     _, welcome = inbox.messages
     assert welcome["To"] == "lezer@example.org"
     assert welcome["Subject"] == "Welkom bij Syndicate"
-    assert re.fullmatch(r"<welcome\.\d+@[\w.-]+>", welcome["Message-ID"])
+    assert re.fullmatch(r"<welcome\.\d+\.\d+@[\w.-]+>", welcome["Message-ID"])
     text = " ".join(_text(welcome).split())
     assert "Je aanmelding is bevestigd: je ontvangt de belangrijkste conclusies" in text
     assert "in het Nederlands." in text

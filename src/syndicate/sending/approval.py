@@ -10,7 +10,7 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 from email import policy
 from email.message import EmailMessage
-from email.utils import format_datetime, make_msgid
+from email.utils import format_datetime
 
 from ..config import Config
 from ..state import Issue
@@ -27,7 +27,8 @@ def approval_copy(config: Config, lang: str, held: Sequence[Issue], now: datetim
     first = held[0].subject + (f" (and {len(held) - 1} more)" if len(held) > 1 else "")
     message["Subject"] = f"Held for approval ({lang}): {first}"
     message["Date"] = format_datetime(now)
-    message["Message-ID"] = make_msgid("approval", sender_domain(config.email.sender))
+    ids = ".".join(str(issue.id) for issue in held)
+    message["Message-ID"] = f"<approval.{lang}.{ids}@{sender_domain(config.email.sender)}>"
     message["Auto-Submitted"] = "auto-generated"
     lines = [f"{len(held)} issue(s) in '{lang}' wait for your approval; each one's preview is "]
     lines[0] += "attached."

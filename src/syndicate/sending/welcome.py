@@ -60,11 +60,13 @@ def welcome_message(
     if found is None:
         return None
     digest, issued, view = found
+    domain = sender_domain(config.email.sender)
     data = compose_message(
         render_welcome(digest, config, issued),
         to=reader.email,
         sender=config.email.sender,
-        message_id=f"<welcome.{reader.id}@{sender_domain(config.email.sender)}>",
+        # per reader and confirmation: one who comes back is welcomed again, not deduplicated
+        message_id=f"<welcome.{reader.id}.{int(now.timestamp())}@{domain}>",
         date=now,
         list_id=config.email.list_id,
         unsubscribe_url=reader_link(config, secret, UNSUBSCRIBE, reader.id, issued=now),
