@@ -164,3 +164,46 @@ def test_a_real_reader_after_the_sample_readers_gets_the_first_digest(
     assert inbox.counts() == {"r1@example.org": 1, "r2@example.org": 1}
     assert len(list(maildir.iterdir())) == 3  # no sample reader got anything through the server
     store.close()
+
+
+def test_run_once_then_an_imported_list_each_real_reader_once_in_the_maildir(
+    tmp_path: Path,
+) -> None:
+    """The path of the issue as a publisher takes it: `run --once` on a machine with no mail
+    server (sample readers, their digests in the Maildir), then the real list imported."""
+    import mailbox
+    import subprocess
+    import sys
+
+    from tests.conftest import ARTICLES
+
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
+
+    def syndicate(*args: str) -> None:
+        done = subprocess.run(
+            [sys.executable, "-m", "syndicate", *args],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env=env,
+        )
+        assert done.returncode == 0, done.stderr
+
+    def recipients() -> list[str]:
+        box = mailbox.Maildir(tmp_path / "outbox" / "maildir", create=False)
+        return sorted(str(m["To"]) for m in box)
+
+    import shutil
+
+    shutil.copytree(ARTICLES, tmp_path / "articles")
+    syndicate("run", "--once")
+    assert len(recipients()) == 9  # the sample readers'
+    (tmp_path / "readers.csv").write_text(
+        "email,lang,audiences\nr1@example.org,en,cost;procurement\nr2@example.org,nl,architects\n"
+    )
+    syndicate("subscribers", "import", "readers.csv")
+    syndicate("send")
+    syndicate("send")
+    real = [r for r in recipients() if not r.startswith("sample-")]
+    assert real == ["r1@example.org", "r2@example.org"]  # each once, the group's first digest
