@@ -4,7 +4,11 @@ each sent through a real SMTP server and counted in the ledger."""
 
 from __future__ import annotations
 
+import mailbox
 import re
+import shutil
+import subprocess
+import sys
 from datetime import UTC, date, datetime, timedelta
 from email.message import EmailMessage
 from pathlib import Path
@@ -16,7 +20,7 @@ from syndicate.config import Config, parse_config
 from syndicate.sending import issuing
 from syndicate.sending.transports import SmtpMailer, open_mailer
 from syndicate.state import Store, open_store
-from tests.conftest import write_articles
+from tests.conftest import ARTICLES, write_articles
 
 DAY1 = datetime(2025, 12, 15, 8, 30, tzinfo=UTC)  # 09:30 in Amsterdam, after publish_time
 
@@ -171,11 +175,6 @@ def test_run_once_then_an_imported_list_each_real_reader_once_in_the_maildir(
 ) -> None:
     """The path of the issue as a publisher takes it: `run --once` on a machine with no mail
     server (sample readers, their digests in the Maildir), then the real list imported."""
-    import mailbox
-    import subprocess
-    import sys
-
-    from tests.conftest import ARTICLES
 
     env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
 
@@ -193,8 +192,6 @@ def test_run_once_then_an_imported_list_each_real_reader_once_in_the_maildir(
     def recipients() -> list[str]:
         box = mailbox.Maildir(tmp_path / "outbox" / "maildir", create=False)
         return sorted(str(m["To"]) for m in box)
-
-    import shutil
 
     shutil.copytree(ARTICLES, tmp_path / "articles")
     syndicate("run", "--once")
