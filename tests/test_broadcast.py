@@ -73,7 +73,7 @@ def test_each_reader_of_the_language_gets_the_article_once(
 
     again = _run(toml, "broadcast", "en/piece-1")
     assert again.exit_code == 0
-    assert "en-cost.piece-1: already broadcast to its 1 reader(s)" in again.stderr
+    assert "en-cost.piece-1: already broadcast to 1 reader(s), not again" in again.stderr
     assert len(inbox.received) == 7
 
     # By slug, both languages; --audience keeps the groups with that audience
@@ -103,6 +103,24 @@ def test_each_reader_of_the_language_gets_the_article_once(
 
     unknown = _run(toml, "broadcast", "en/no-such-piece")
     assert unknown.exit_code == 2 and "no article 'en/no-such-piece'" in unknown.stderr
+
+    # A reader who came since gets it at the next run; the others never again
+    store = open_store(load_config(toml, env={}).database_url)
+    store.add_subscriber(
+        "e@example.com", "en", ["cost"], status="active", consent_source="t", now=NOW
+    )
+    store.close()
+    sent = len(inbox.received)
+    late = _run(toml, "broadcast", "en/piece-1")
+    assert late.exit_code == 0, late.stderr
+    assert (
+        "en-cost.piece-1: already broadcast to 1 reader(s), not again; "
+        "1 reader(s) who came since get it now" in late.stderr
+    )
+    [(rcpt, data)] = inbox.received[sent:]
+    assert rcpt == "e@example.com" and b"(piece 1)" in data
+    assert _run(toml, "broadcast", "en/piece-1").exit_code == 0
+    assert len(inbox.received) == sent + 1
 
 
 def test_a_broadcast_waits_for_approval_like_any_issue(

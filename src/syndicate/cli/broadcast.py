@@ -68,7 +68,7 @@ def broadcast(
             )
     finally:
         store.close()
-    for key, readers in report.already:
-        line = f"{key}: already broadcast to its {readers} reader(s); nothing sent again"
-        click.echo(line, err=True)
+    for key, had, added in report.already:
+        since = f"; {added} reader(s) who came since get it now" if added else ""
+        click.echo(f"{key}: already broadcast to {had} reader(s), not again{since}", err=True)
     sys.exit(print_send_report(report, dry_run=dry_run))

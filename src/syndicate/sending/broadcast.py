@@ -1,6 +1,7 @@
 """A broadcast: one article sent now, as an issue of its own, to every active reader of its
 language (all audiences, or those named). Each reader group gets one issue keyed by the
-article (``Digest.broadcast``), so a second run finds it and sends nothing again; it goes
+article (``Digest.broadcast``), so a second run finds it and sends it only to the readers who
+came since (``plan_newcomers``); it goes
 through approval and the ledger like any issue, and counts as carried, so no digest repeats
 the article. It is never a group's last issue: the digests' windows go on as before."""
 
@@ -27,6 +28,7 @@ from .issuing import (
     issue_digest,
     last_day_out,
     local_dispatcher,
+    planning,
     reader_groups,
     variants,
 )
@@ -37,8 +39,9 @@ from .transports import Mailer
 class BroadcastReport(SendReport):
     """A send report, and the groups that had this broadcast already."""
 
-    already: list[tuple[str, int]] = field(default_factory=list)
-    """(issue key, readers) per group that was sent this article before: nothing again."""
+    already: list[tuple[str, int, int]] = field(default_factory=list)
+    """(issue key, readers who had it, readers who came since and get it now) per group
+    that was sent this article before: nobody gets it twice."""
 
 
 def find_article(articles: ArticleSet, ref: str, langs: Iterable[str] = ()) -> list[Article]:
@@ -97,10 +100,12 @@ def broadcast_article(
     run = Issuing(config, store, mailer, now, report, dry_run, None, dispatch)
     for (lang, chosen), readers in groups.items():
         digest = broadcast_digest(versions[lang], chosen)
-        if store.has_issue(digest.key):
-            report.already.append((digest.key, readers))
-        else:
+        made = store.standing_issue(digest.key)
+        if made is None:
             issue_digest(run, digest, readers)
+            continue
+        added = 0 if dry_run else store.plan_newcomers(made.id, planning(config, now, dispatch))
+        report.already.append((digest.key, readers - added, added))
     finish_issuing(run)
     if dry_run:
         report.pending = store.pending_count()

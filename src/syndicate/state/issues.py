@@ -231,11 +231,12 @@ class Issues(Database):
         with self.engine.connect() as db:
             return [(row.lang, row.slug) for row in db.execute(query)]
 
-    def has_issue(self, key: str) -> bool:
-        """Whether an issue of this key stands (issued or held): a broadcast's, once made."""
-        query = sa.select(issues.c.id).where(issues.c.key == key, issues.c.state.in_(STANDING))
+    def standing_issue(self, key: str) -> Issue | None:
+        """The issue of this key that stands (issued or held), if any: a broadcast's."""
+        query = sa.select(issues).where(issues.c.key == key, issues.c.state.in_(STANDING))
         with self.engine.connect() as db:
-            return db.execute(query.limit(1)).first() is not None
+            row = db.execute(query.order_by(issues.c.id.desc()).limit(1)).first()
+        return None if row is None else issue_from_row(row)
 
     def issue(self, issue_id: int) -> Issue | None:
         with self._database(), self.engine.connect() as db:

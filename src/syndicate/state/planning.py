@@ -14,6 +14,7 @@ from .database import utc
 from .issues import (
     BATCH_SIZE,
     LIVE,
+    STANDING,
     CarriedArticle,
     Issue,
     Issues,
@@ -197,6 +198,36 @@ class IssuePlanning(Issues):
             return cursor
         moved = self.issue(issue_id)
         return moved.planned_through if moved is not None and moved.state in LIVE else None
+
+    def plan_newcomers(self, issue_id: int, plan: Planning) -> int:
+        """Plan an issue again for the readers of its group who came after it was planned
+        (reader ids above the last it has), a chunk per transaction as ``plan_chunk`` does,
+        the issue open again until they are sent; how many deliveries were added. Nothing
+        for an issue that is not issued or held, or whose planning is still under way."""
+        count = sa.select(sa.func.count()).where(deliveries.c.issue_id == issue_id)
+        last = sa.select(sa.func.coalesce(sa.func.max(deliveries.c.subscriber_id), 0)).where(
+            deliveries.c.issue_id == issue_id
+        )
+        reopen = (
+            sa.update(issues)
+            .where(
+                issues.c.id == issue_id,
+                issues.c.planned_through.is_(None),
+                issues.c.state.in_(STANDING),
+            )
+            .values(planned_through=last.scalar_subquery(), finished_at=None)
+        )
+        with self._database(), self._transaction() as db:
+            before = db.execute(count).scalar_one()
+            if not db.execute(reopen).rowcount:
+                return 0
+            cursor = db.execute(
+                sa.select(issues.c.planned_through).where(issues.c.id == issue_id)
+            ).scalar_one()
+        while cursor is not None:
+            cursor = self.plan_chunk(issue_id, cursor, plan)
+        with self.engine.connect() as db:
+            return int(db.execute(count).scalar_one()) - int(before)
 
     def issues_in_planning(self) -> list[Issue]:
         """The issues whose readers are not all planned yet (a planner stopped between two
