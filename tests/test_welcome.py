@@ -6,7 +6,12 @@ from __future__ import annotations
 import re
 from email.message import EmailMessage
 
+from syndicate.config import parse_config
+from syndicate.reader import read_articles
+from syndicate.sending.messages import message_sender
+from syndicate.sending.welcome import welcome_message
 from syndicate.tokens import UNSUBSCRIBE, read_token
+from tests.conftest import ARTICLES
 from tests.sending import create_issue
 from tests.websites import SECRET, SLUG, html, make_client, smtp_mailer, subscribe, web_config
 
@@ -82,3 +87,33 @@ def test_no_welcome_when_it_is_turned_off(tmp_path, store, smtp_server, article_
     _confirm(client, inbox)
     assert store.subscriber("lezer@example.org").status == "active"
     assert len(inbox.messages) == 1  # the confirmation only
+
+
+def test_the_welcome_goes_through_the_sender_serve_uses(tmp_path, store, smtp_server, clock):
+    """`syndicate serve` hands mail to ``message_sender`` (7-bit bytes, DKIM when set): the
+    welcome arrives whole, its parts and its reader's links intact."""
+    inbox, port = smtp_server
+    config = parse_config(
+        {
+            "site": {"base_url": "https://news.example.org"},
+            "smtp": {"url": f"smtp://127.0.0.1:{port}"},
+        },
+        root=tmp_path,
+        source="(t)",
+        env={},
+    )
+    reader = store.add_subscriber(
+        "leserin@example.org", "de", ["cost"], status="active", consent_source="t", now=clock.now
+    )
+    found = read_articles(ARTICLES, config.profiles)
+    message = welcome_message(config, store, found, reader, clock.now, SECRET)
+    assert message is not None
+    message_sender(config)(message)
+    [welcome] = inbox.messages
+    assert welcome["Subject"] == "Willkommen bei Syndicate"
+    assert welcome.get_content_type() == "multipart/alternative"
+    text = " ".join(_text(welcome).split())
+    assert "Ihr Abonnement ist bestätigt: Sie erhalten die wichtigsten Erkenntnisse" in text
+    assert f"https://news.example.org/de/{SLUG}/" in text
+    token = re.search(r"/u/([\w-]+)>", welcome["List-Unsubscribe"])[1]
+    assert read_token(SECRET, UNSUBSCRIBE, token) == reader.id
