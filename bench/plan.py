@@ -84,7 +84,7 @@ def syndicate_plan(url: str) -> int:
         batch_size=BATCH,
         chunk=PLAN_CHUNK,
     )
-    issue = store.issues.open_issue(
+    issue = store.planning.open_issue(
         key=f"bench-{uuid.uuid4().hex}",
         lang="en",
         audiences=("architects", "cost"),
@@ -97,7 +97,7 @@ def syndicate_plan(url: str) -> int:
     assert issue is not None
     cursor = issue.planned_through
     while cursor is not None:
-        cursor = store.issues.plan_chunk(issue.id, cursor, plan)
+        cursor = store.planning.plan_chunk(issue.id, cursor, plan)
     written = store.ledger.delivery_counts()
     store.close()
     return sum(n for (issue_id, _, _), n in written.items() if issue_id == issue.id)

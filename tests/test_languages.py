@@ -225,9 +225,11 @@ def test_every_page_and_mail_speaks_the_readers_language(site, pages, lang: str)
         assert_all_read_as(lang, passages, BUILT_IN, f"page {number}")
 
     mails = inbox.messages
-    assert len(mails) == 2  # the confirmation and the note to a known address
+    assert len(mails) == 3  # the confirmation, the welcome, the note to a known address
     for mail in mails:
-        text = f"{mail['Subject']}\n{mail.get_content()}"
+        body = mail.get_body(("plain",))
+        assert body is not None
+        text = f"{mail['Subject']}\n{body.get_content()}"
         assert_no_english_left(lang, text, "confirmation mail")
         assert_reads_as(lang, without_links(text), BUILT_IN, f"mail {mail['Subject']!r}")
         assert_all_read_as(lang, text_passages(text), BUILT_IN, f"mail {mail['Subject']!r}")

@@ -195,7 +195,7 @@ def test_a_planning_stopped_between_chunks_leaves_its_prefix_and_the_next_send_e
     assert jobs(store) == [(1, 0), (1, 1), (1, 2)]
     issue = store.issues.issue(1)
     assert issue is not None and issue.planned_through == readers[ROWS - 1]
-    assert [i.id for i in store.issues.issues_in_planning()] == [1]
+    assert [i.id for i in store.planning.issues_in_planning()] == [1]
 
     report = issuing.send_digests(
         config, NOW, mailer=_no_mail(), store=store, dispatch=dispatcher(config)
@@ -203,7 +203,7 @@ def test_a_planning_stopped_between_chunks_leaves_its_prefix_and_the_next_send_e
     assert (report.issues, report.resumed) == ([], [(1, "en-cost")])
     assert_planned_once(store, 1, readers)
     assert jobs(store) == [(1, b) for b in range(7)]
-    assert store.issues.issues_in_planning() == []
+    assert store.planning.issues_in_planning() == []
     store.close()
 
 
@@ -402,7 +402,7 @@ def test_an_issue_closes_once_nothing_is_left_to_send_uncertain_rows_counted(
     inbox.script[("rcpt", "reader3@example.com")] = ["451 4.3.0 try later"]
     first = issuing.send_digests(config, NOW, mailer=transports.open_mailer(config), store=store)
     assert (first.sent, first.uncertain, first.left, first.finished) == (4, 1, 1, [])
-    assert store.issues.close_finished(NOW) == []
+    assert store.planning.close_finished(NOW) == []
     (open_issue,) = _status(path)["issues"]
     assert (open_issue["finished"], open_issue["planning"]) == (None, False)
 
@@ -462,5 +462,5 @@ def test_the_upgrade_closes_the_issues_settled_before_it(database_url: str) -> N
     settled, left = store.issues.issue(1), store.issues.issue(2)
     assert settled is not None and settled.finished_at == NOW + timedelta(hours=2)
     assert left is not None and left.finished_at is None
-    assert store.issues.close_finished(NOW) == []
+    assert store.planning.close_finished(NOW) == []
     store.close()

@@ -524,7 +524,7 @@ def test_each_group_gets_what_is_new_since_its_last_issue(
     assert first.issues == [("en-cost", 2)] and first.sent == 2 and not first.partial
     text = bodies(inbox)["a@example.com"]
     assert listed_pieces(text) == list(range(10))
-    assert "10 new articles in this issue." in text
+    assert "The newest 10 of 300 new articles." in text
     assert "And 290 more articles:\nhttps://news.example.org/en/\n" in text
     assert len(store.issues.sent_articles("en", ["cost"])) == 10  # what it listed, nothing else
 
@@ -545,7 +545,8 @@ def test_each_group_gets_what_is_new_since_its_last_issue(
     assert result.exit_code == 0, result.output
     text = bodies(inbox)["a@example.com"]
     assert listed_pieces(text) == list(range(10, 20))
-    assert "10 new articles since November 1, 2025." in text
+    # what it shows of how many (the intro once said "10 new articles since")
+    assert "The newest 10 of 31 new articles since November 1, 2025." in " ".join(text.split())
     assert "And 21 more articles:" in text  # November 1 to December 1: 31 days, 10 listed
     assert inbox.counts() == {"a@example.com": 3, "b@example.com": 3}
     store.close()

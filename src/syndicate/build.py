@@ -277,7 +277,8 @@ def _stage(
             index = ArticleSet(index.articles, (*inputs.scanned, *index.problems))
         due, next_due = _due(config, index, now)
         found = _with_bodies(config, due)
-        published = _first_published(config, store, feeds.publication_candidates(found, config))
+        candidates = feeds.publication_candidates(found, config)
+        published = _first_published(config, store, candidates, now)
         # Each document is staged as it comes. In this process only: forked renderers
         # were measured at 30,000 articles, and each copies much of the set's memory (it
         # touches every article's reference count): with one, rendering took 0.41-0.44 s
@@ -288,16 +289,20 @@ def _stage(
 
 
 def _first_published(
-    config: Config, store: Store | None, candidates: Sequence[tuple[str, str, datetime]]
+    config: Config,
+    store: Store | None,
+    candidates: Sequence[tuple[str, str, datetime]],
+    now: datetime | None,
 ) -> dict:
-    """When each article was first published, recording the new ones: in ``store``, else in
-    the configured state database, opened only now that the build needs it."""
+    """When each article was first published, recording the new ones (and that they appeared
+    ``now``): in ``store``, else in the configured state database, opened only now that the
+    build needs it."""
     if store is not None:
-        return store.published.first_published(candidates)
+        return store.published.first_published(candidates, seen=now)
     with database_errors(config.database_url, "feeds unchanged: "):
         opened = open_store(config.database_url)
         try:
-            return opened.published.first_published(candidates)
+            return opened.published.first_published(candidates, seen=now)
         finally:
             opened.close()
 

@@ -300,6 +300,9 @@ class Email(Section):
     goes to preview_to."""
     approval_expires_days: int = Field(7, ge=1)
     """Days after which a held issue is cancelled, never sent stale."""
+    welcome: bool = True
+    """Send a reader who has just confirmed a welcome mail in their language, with their
+    group's latest issue (or the newest key takeaways when it has had none yet)."""
 
     @field_validator("sending_ips")
     @classmethod

@@ -6,11 +6,11 @@ in as a mapping, so the same rules serve the by-hand preview and the scheduled s
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from datetime import UTC, date, datetime, time, timedelta
 from zoneinfo import ZoneInfo
 
-from .model import AUDIENCES, ArticleSet, Digest, DigestItem
+from .model import AUDIENCES, Article, ArticleSet, Digest, DigestItem
 
 
 def audience_order(audiences: Sequence[str]) -> tuple[str, ...]:
@@ -45,6 +45,30 @@ def window_start(
     return today - timedelta(days=first_window_days)
 
 
+def late_articles(
+    articles: Iterable[Article],
+    carried: Mapping[tuple[str, str], tuple[str, date | None]],
+    appeared: Mapping[tuple[str, str], datetime],
+    last_issue: datetime,
+) -> set[tuple[str, str]]:
+    """The articles a group's next digest takes however they are dated: one no issue of the
+    group carried that appeared (was first recorded; one never recorded appears now) after
+    its last issue, a backdated piece or a late translation; and a revision whose date line
+    the publisher moved past the version the group got, the mark of one worth sending again
+    (a correction that keeps its date is not). ``carried``: (lang, slug) → (content hash,
+    date line or None) as last issued to the group."""
+    late = set()
+    for article in articles:
+        before = carried.get(article.key)
+        if before is None:
+            when = appeared.get(article.key)
+            if when is None or when > last_issue:
+                late.add(article.key)
+        elif before[0] != article.content_hash and before[1] and article.updated > before[1]:
+            late.add(article.key)
+    return late
+
+
 def select_digest(
     articles: ArticleSet,
     lang: str,
@@ -53,13 +77,17 @@ def select_digest(
     since: date | None = None,
     sent: Mapping[tuple[str, str], str] | None = None,
     limit: int | None = None,
+    late: Collection[tuple[str, str]] = (),
+    until: date | None = None,
 ) -> Digest | None:
     """The digest of ``lang`` for ``audiences``, or None when nothing in it would be new.
 
     An article is chosen when it has takeaways for at least one of the audiences, was updated
-    on or after ``since`` (when given) and is not in ``sent`` with the same content hash. An
-    article in ``sent`` with another hash is a revision and is marked so. The digest lists the
-    newest ``limit`` of them (all without one) and counts the rest in ``Digest.more``.
+    on or after ``since`` (when given) or is in ``late`` (``late_articles``), is dated no later
+    than ``until`` (when given: the last day whose articles are out, ``site.publish_time``)
+    and is not in ``sent`` with the same content hash. An article in ``sent`` with another
+    hash is a revision and is marked so. The digest lists the newest ``limit`` of them (all
+    without one) and counts the rest in ``Digest.more``.
     """
     if not audiences:
         raise ValueError("a digest needs at least one audience")
@@ -67,7 +95,9 @@ def select_digest(
     sent = sent or {}
     items = []
     for article in articles.in_language(lang):
-        if since is not None and article.updated < since:
+        if until is not None and article.updated > until:
+            continue
+        if since is not None and article.updated < since and article.key not in late:
             continue
         before = sent.get(article.key)
         if before == article.content_hash:

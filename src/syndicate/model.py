@@ -6,7 +6,7 @@ The reader produces these; feeds, digests, messages and delivery only consume th
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from datetime import date
 from enum import StrEnum
@@ -156,6 +156,11 @@ class ArticleSet:
         return any(p.severity is Severity.ERROR for p in self.problems)
 
 
+def variant_key(lang: str, audiences: Iterable[str]) -> str:
+    """The id of a group's digests: its language and audiences, e.g. ``nl-cost+strategy``."""
+    return f"{lang}-{'+'.join(sorted(audiences))}"
+
+
 @dataclass(frozen=True, slots=True)
 class DigestItem:
     """One article in a digest, with only the takeaways of the digest's audiences."""
@@ -178,11 +183,16 @@ class Digest:
     more: int = 0
     """Articles of the window that the digest does not list (over the cap): one line with a
     link to the rest."""
+    broadcast: bool = False
+    """One article sent now as an issue of its own (``syndicate broadcast``), beside the
+    group's digests: its key names the article, and it is no digest's last issue."""
 
     @property
     def key(self) -> str:
-        """Stable id of the variant, e.g. ``nl-cost+strategy``; also the preview file name."""
-        return f"{self.lang}-{'+'.join(sorted(self.audiences))}"
+        """Stable id of the variant, e.g. ``nl-cost+strategy``; also the preview file name.
+        A broadcast's adds its article's slug: ``nl-cost+strategy.some-article``."""
+        variant = variant_key(self.lang, self.audiences)
+        return f"{variant}.{self.items[0].article.slug}" if self.broadcast else variant
 
     @property
     def content_hash(self) -> str:

@@ -14,6 +14,7 @@ import html
 import re
 import traceback
 from dataclasses import dataclass, field
+from datetime import date
 from pathlib import Path
 from typing import Any, Literal, NamedTuple
 
@@ -147,6 +148,8 @@ def digest_context(digest: Digest, config: Config, ui_lang: str) -> dict[str, ob
         "every_audience": set(digest.audiences) >= set(config.audiences),
         "for_audiences": for_audiences,
         "count": len(digest.items),
+        "total": len(digest.items) + digest.more,
+        "broadcast": digest.broadcast,
         "since": long_date(digest.since, ui_lang) if digest.since else None,
         "more": digest.more,
         "more_url": home_url(config, digest.lang),
@@ -253,6 +256,20 @@ def render_mjml(source: str) -> str:
     return mjml2html(source, disable_comments=True, fonts={})
 
 
+WELCOME = ("email/welcome.mjml", "email/welcome.txt")
+"""A reader's welcome mail: the digest's templates with a greeting of its own."""
+
+
+def render_welcome(digest: Digest, config: Config, issued: date | None) -> RenderedDigest:
+    """The welcome mail of a reader who just confirmed, listing ``digest`` (their group's
+    latest issue, made on ``issued``, or with None the newest takeaways), in their language
+    or the fallback one. Raises RenderError as ``render_digest`` does."""
+    roots = template_roots(config)
+    ui_lang = interface_language(config, digest.lang, "mail", roots) or SOURCE_LANGUAGE
+    extra = {"issued": long_date(issued, ui_lang) if issued else None}
+    return _render(digest, config, roots, ui_lang, WELCOME, extra)
+
+
 def render_digest(
     digest: Digest,
     config: Config,
@@ -298,32 +315,53 @@ def render_digest(
     return rendered
 
 
+URL_ROOM = 256
+"""Bytes counted for each reader link in the HTML: the size that must fit is the reader's,
+whose links are longer than their placeholders."""
+
+
 def _fits(rendered: RenderedDigest) -> bool:
-    return len(rendered.html.encode()) <= HTML_LIMIT
+    filled = _fill(rendered.html_parts, dict.fromkeys(PLACEHOLDERS, "x" * URL_ROOM))
+    return len(filled.encode()) <= HTML_LIMIT
+
+
+DIGEST = ("email/digest.mjml", "email/digest.txt")
+STRINGS = ("subject", "heading", "intro", "preheader", "why", "more_line")
+"""The sentences of ``email/strings.txt`` every digest uses; a welcome mail has its own
+``welcome_subject``, ``welcome_heading`` and ``welcome_intro`` in their place, and
+``welcome_what``."""
 
 
 def _render(
-    digest: Digest, config: Config, roots: tuple[Path, ...], ui_lang: str
+    digest: Digest,
+    config: Config,
+    roots: tuple[Path, ...],
+    ui_lang: str,
+    templates: tuple[str, str] = DIGEST,
+    extra: dict[str, Any] | None = None,
 ) -> RenderedDigest:
     env = environment(roots, ui_lang, language(config, ui_lang).translations)
     nonce = digest.content_hash[:16]
-    context = digest_context(digest, config, ui_lang)
+    context = digest_context(digest, config, ui_lang) | (extra or {})
     context.update({name: f"@@{name}.{nonce}@@" for name in PLACEHOLDERS})
-    template = "email/digest.mjml"
+    macros = {name: name for name in STRINGS}
+    if templates == WELCOME:
+        macros |= {name: f"welcome_{name}" for name in ("subject", "heading", "intro", "what")}
+    template = "email/strings.txt"
     try:
-        strings = env.get_template("email/strings.txt").make_module(context)
-        for name in ("subject", "heading", "intro", "preheader", "why", "more_line"):
-            context[name] = one_line(getattr(strings, name)())
-        template = "email/digest.mjml"
+        strings = env.get_template(template).make_module(context)
+        for name, macro in macros.items():
+            context[name] = one_line(getattr(strings, macro)())
+        template = templates[0]
         source = env.get_template(template).render(context)
-        template = "email/digest.txt"
+        template = templates[1]
         text = env.get_template(template).render(context)
     except TemplateError as exc:
         raise template_error(exc, roots) from None
     try:
         page = render_mjml(source)
     except ValueError as exc:
-        raise _mjml_error(exc, source, "email/digest.mjml", roots) from None
+        raise _mjml_error(exc, source, templates[0], roots) from None
     return RenderedDigest(
         key=digest.key,
         lang=digest.lang,

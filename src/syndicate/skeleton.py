@@ -7,6 +7,7 @@ same relative paths lead to them.
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 
 from .errors import SyndicateError
@@ -50,3 +51,19 @@ def create_site(folder: Path) -> list[Path]:
         path.parent.mkdir(parents=True, exist_ok=True)
         write_once(path, data, mode=file_mode(path))  # never over a file that appeared meanwhile
     return list(files)
+
+
+def schedule_lines(site: Path, command: str) -> str:
+    """How to run the site at ``site`` (absolute) on a schedule with ``command`` (the
+    syndicate it was made with, quoted for a shell): the crontab line, or the lines of the
+    systemd units (deploy/ in the source) that name the folder and the program."""
+    folder = shlex.quote(str(site))
+    return (
+        "  cron (crontab -e), every 15 minutes:\n"
+        f"    */15 * * * * cd {folder} && mkdir -p state && {command} run --once --log-json"
+        " 2>>state/syndicate.log\n"
+        "  or systemd (deploy/syndicate.service, deploy/syndicate-worker@.service):\n"
+        f"    WorkingDirectory={site}\n"
+        f"    ExecStart={command} run --log-json\n"
+        f"    ExecStart={command} worker --concurrency 2    (the worker unit)"
+    )

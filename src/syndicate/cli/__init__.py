@@ -16,7 +16,7 @@ from pathlib import Path
 
 import click
 
-from . import articles, bounces, doctor, init, locale, run, send, serve, subscribers
+from . import articles, bounces, broadcast, doctor, init, locale, run, send, serve, subscribers
 from .shared import Options, config_option, debug_option
 
 
@@ -46,6 +46,7 @@ for command in (
     run.schedule,
     run.worker,
     send.send,
+    broadcast.broadcast,
     doctor.doctor,
     serve.serve,
     init.init,

@@ -88,6 +88,7 @@ def check(config: Config, articles: Path | None, as_json: bool, summary: bool) -
     settings = [Diagnostic(source, None, Severity.WARNING, line) for line in config.doubtful()]
     more = (*settings, *catalog_problems(config), *private_file_problems(config))
     found = ArticleSet(found.articles, found.problems + more)
+    waiting = digest_backlog(config, found)
     if as_json:
         click.echo(json.dumps(check_report(found), ensure_ascii=False, indent=2))
     elif summary:
@@ -95,7 +96,33 @@ def check(config: Config, articles: Path | None, as_json: bool, summary: bool) -
         click.echo(summary_line(found))
     else:
         print_summary(found, config)
+    for key, n, readers in waiting:
+        line = f"{key}: {n} article(s) wait for the next digest ({readers} reader(s))"
+        click.echo(line, err=True)
     sys.exit(Exit.FAILED if found.has_errors else Exit.OK)
+
+
+def digest_backlog(config: Config, found: ArticleSet) -> list[tuple[str, int, int]]:
+    """What waits for each group's next digest, late articles included (``waiting_digests``);
+    nothing when there is no state database yet. One that cannot be reached is a warning."""
+    from ..errors import SyndicateError
+    from ..sending.issuing import waiting_digests
+    from ..state import database_errors, open_store
+    from ..state.database import database_files
+
+    files = database_files(config.database_url)
+    if files and not files[0].exists():
+        return []
+    try:
+        with database_errors(config.database_url, every=True):
+            store = open_store(config.database_url)
+            try:
+                return waiting_digests(config, found, store, wall_clock())
+            finally:
+                store.close()
+    except SyndicateError as exc:
+        click.echo(f"warning: no count of what waits for a digest: {exc}", err=True)
+        return []
 
 
 def private_file_problems(config: Config) -> list[Diagnostic]:

@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING
 import click
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from rich.console import Console
     from rich.table import Table
 
@@ -16,11 +18,12 @@ if TYPE_CHECKING:
     from ..state import AtRisk, Delivery
 
 
-def print_send_status(status: SendStatus) -> None:
+def print_send_status(status: SendStatus, width: int | None = None) -> None:
+    """The tables, at ``width`` columns (default: the terminal's)."""
     from rich.console import Console
 
-    console = Console()
-    for table in _issue_tables(status.issues):
+    console = Console(width=width)
+    for table in _issue_tables(status.issues, console.width):
         console.print(table, markup=False)
     if status.uncertain:
         console.print(_uncertain_table(status.uncertain), markup=False)
@@ -40,44 +43,84 @@ def print_send_status(status: SendStatus) -> None:
         )
 
 
-def _issue_tables(issues: list[IssueDeliveries]) -> list[Table]:
+def _fits(width: int, cells: list[list[str]]) -> bool:
+    """Whether a table of these rows (the header first) fits ``width`` columns with every
+    cell on one line: rich's default box puts a rule and a space on each side of a cell."""
+    widths = [max(map(len, column)) for column in zip(*cells, strict=True)]
+    return sum(widths) + 3 * len(widths) + 1 <= width
+
+
+CountsRow = tuple[str, str, "Mapping[str, int]", list[str]]
+"""An issue's id, key, deliveries per status, and the table's further cells."""
+
+
+def _counts_table(
+    title: str,
+    rows: list[CountsRow],
+    statuses: tuple[str, ...],
+    extra: list[str],
+    width: int,
+) -> Table:
+    """Issues (id, key) with their deliveries per status, a column each where that fits
+    ``width``; else all in one column, only the statuses that have any ("3 sent, 2
+    uncertain"), so that no issue key is folded into a narrow column."""
+    from rich.table import Table
+
+    table = Table(title=title)
+    table.add_column("id", justify="right")
+    table.add_column("issue", no_wrap=True)
+    header = ["id", "issue", *statuses, *extra]
+    cells = [[i, key, *(str(n[s]) for s in statuses), *more] for i, key, n, more in rows]
+    if _fits(width, [header, *cells]):
+        for name in (*statuses, *extra):
+            table.add_column(name, justify="right" if name in statuses else "left")
+        for row in cells:
+            table.add_row(*row)
+        return table
+    table.add_column("deliveries", overflow="fold")
+    for name in extra:
+        table.add_column(name, overflow="fold")
+    for i, key, n, more in rows:
+        counts = ", ".join(f"{n[s]:,} {s}" for s in statuses if n[s]) or "none"
+        table.add_row(i, key, counts, *more)
+    return table
+
+
+def _issue_tables(issues: list[IssueDeliveries], width: int) -> list[Table]:
     """The open issues with their deliveries in each state (one still being planned marked
     so), then the finished ones."""
-    from rich.table import Table
-
     from ..state import DELIVERY_STATUSES
 
-    table = Table(title="deliveries per issue")
-    table.add_column("id", justify="right")
-    table.add_column("issue", overflow="fold")
-    for name in DELIVERY_STATUSES:
-        table.add_column(name, justify="right")
+    open_rows: list[CountsRow] = [
+        (str(i.id), f"{i.key} (planning)" if i.planning else i.key, i.deliveries, [])
+        for i in issues
+        if not i.finished
+    ]
     finished = [issue for issue in issues if issue.finished]
-    for issue in (issue for issue in issues if not issue.finished):
-        key = f"{issue.key} (planning)" if issue.planning else issue.key
-        counts = (str(issue.deliveries[s]) for s in DELIVERY_STATUSES)
-        table.add_row(str(issue.id), key, *counts)
-    tables = [table] if table.rows or not finished else []
-    return [*tables, _finished_table(finished)] if finished else tables
+    tables = []
+    if open_rows or not finished:
+        tables.append(
+            _counts_table("deliveries per issue", open_rows, DELIVERY_STATUSES, [], width)
+        )
+    if finished:
+        tables.append(_finished_table(finished, width))
+    return tables
 
 
-def _finished_table(finished: list[IssueDeliveries]) -> Table:
+def _finished_table(finished: list[IssueDeliveries], width: int) -> Table:
     """The issues with nothing left to send, and when that was found."""
-    from rich.table import Table
-
-    table = Table(title="finished: nothing left to send")
-    table.add_column("id", justify="right")
-    table.add_column("issue", overflow="fold")
+    rows: list[CountsRow] = [
+        (
+            str(i.id),
+            i.key,
+            i.deliveries,
+            [i.finished.astimezone(UTC).strftime("%Y-%m-%d %H:%M")] if i.finished else ["-"],
+        )
+        for i in finished
+    ]
     settled = ("sent", "failed", "uncertain", "skipped")
-    for name in settled:
-        table.add_column(name, justify="right")
-    table.add_column("finished (UTC)", overflow="fold")
-    for issue in finished:
-        assert issue.finished is not None
-        when = issue.finished.astimezone(UTC).strftime("%Y-%m-%d %H:%M")
-        counts = (str(issue.deliveries[s]) for s in settled)
-        table.add_row(str(issue.id), issue.key, *counts, when)
-    return table
+    title = "finished: nothing left to send"
+    return _counts_table(title, rows, settled, ["finished (UTC)"], width)
 
 
 def _uncertain_table(uncertain: list[Delivery]) -> Table:

@@ -18,8 +18,16 @@ from pathlib import Path
 from zoneinfo import ZoneInfo
 
 from ..config import Config
-from ..digest import FIRST_ZONE, audience_order, local_send_time, select_digest, window_start
+from ..digest import (
+    FIRST_ZONE,
+    audience_order,
+    late_articles,
+    local_send_time,
+    select_digest,
+    window_start,
+)
 from ..errors import UsageError
+from ..feeds import publication_candidates, updated_at
 from ..files import write_atomic
 from ..model import ArticleSet, Diagnostic, Digest
 from ..reader import read_articles
@@ -27,13 +35,12 @@ from ..render import RenderedDigest, render_digest
 from ..routes import site_url
 from ..state import Finished, Issue, Planning, Store, open_store
 from ..subscribers import ReaderRow
+from .approval import test_copies
 from .dispatch import BatchContext, Dispatcher, LocalDispatcher
 from .loop import DeliveryCounts, Progress
 from .messages import (
-    envelope_sender,
     issue_page_name,
     message_ids,
-    preview_files,
     restore_rendered,
     sender_domain,
     serialise_rendered,
@@ -54,23 +61,47 @@ def next_digest(
     now: datetime,
     since: date | None = None,
     store: Store | None = None,
+    samples: bool = False,
 ) -> Digest | None:
     """The next digest of one group (language and audience set): from ``since`` when given,
-    else what is new since the group's last issue, else its first window; never what it
-    already had, and at most ``email.max_articles`` listed (the rest counted)."""
+    else what is new since the group's last issue (and what no issue of it carried that
+    appeared since, however it is dated: ``late_articles``), else its first window; never
+    what it already had, nor an article ``site.publish_time`` still holds back, and at most
+    ``email.max_articles`` listed (the rest counted). ``samples``: the group's readers are
+    all sample readers, whose issues count for them alone."""
     chosen = audience_order(audiences)
-    sent = store.issues.sent_articles(lang, chosen) if store is not None else {}
+    carried = store.issues.carried(lang, chosen, samples) if store is not None else {}
+    late: set[tuple[str, str]] = set()
     if since is None:
         zone = ZoneInfo(config.site.timezone)
-        last = store.issues.last_issue(lang, chosen) if store is not None else None
+        last = store.issues.last_issue(lang, chosen, samples) if store is not None else None
         since = window_start(
             last.astimezone(zone).date() if last is not None else None,
             now.astimezone(zone).date(),
             config.email.first_window_days,
         )
+        if last is not None and store is not None:
+            late = late_articles(
+                articles.in_language(lang), carried, store.published.appeared(lang), last
+            )
     return select_digest(
-        articles, lang, chosen, since=since, sent=sent, limit=config.email.max_articles
+        articles,
+        lang,
+        chosen,
+        since=since,
+        sent={key: content for key, (content, _) in carried.items()},
+        limit=config.email.max_articles,
+        late=late,
+        until=last_day_out(config, now),
     )
+
+
+def last_day_out(config: Config, now: datetime) -> date:
+    """The last date line whose articles are out at ``now``: today once ``site.publish_time``
+    has come in the site's zone, else yesterday. The feeds hold the later ones back, and so
+    do the mails."""
+    today = now.astimezone(ZoneInfo(config.site.timezone)).date()
+    return today if updated_at(config, today) <= now else today - timedelta(days=1)
 
 
 @dataclass
@@ -224,23 +255,21 @@ def send_digests(
         max_bytes=config.site.max_article_bytes,
     )
     report = SendReport(problems=articles.problems)
-    groups = variants(_reader_groups(config, store, report), langs, audiences) if issue else {}
-    dispatch = dispatch or _local(config)
+    groups = variants(reader_groups(config, store, report), langs, audiences) if issue else {}
+    dispatch = dispatch or local_dispatcher(config)
     if not dry_run:
         report.expired = expire_held(config, store, now)
         report.resumed = resume_planning(config, store, now, dispatch)
-    for (lang, chosen), n in groups.items():  # n: the group's readers
-        digest = next_digest(config, articles, lang, chosen, now=now, since=since, store=store)
-        if digest is not None:
-            _issue(config, store, mailer, digest, n, now, report, dry_run, local_time, dispatch)
+    run = Issuing(config, store, mailer, now, report, dry_run, local_time, dispatch)
+    _issue_groups(run, articles, groups, since)
     if dry_run:
         report.pending = store.ledger.pending_count()
         return report
-    _deliver(BatchContext(config, store, mailer, now, progress, stop), report, dispatch)
+    deliver_pending(BatchContext(config, store, mailer, now, progress, stop), report, dispatch)
     return report
 
 
-def _local(config: Config) -> Dispatcher:
+def local_dispatcher(config: Config) -> Dispatcher:
     """The dispatcher when none is handed in: this process sends, which only the local engine
     does (the others' dispatchers are made where the program is put together)."""
     if config.send.engine != "local":
@@ -248,7 +277,7 @@ def _local(config: Config) -> Dispatcher:
     return LocalDispatcher()
 
 
-def _reader_groups(
+def reader_groups(
     config: Config, store: Store, report: SendReport
 ) -> dict[tuple[str, tuple[str, ...]], int]:
     """The active readers per stored variant; with a real SMTP server, without the sample
@@ -297,7 +326,7 @@ def plan_rest(store: Store, issue: Issue, plan: Planning) -> None:
     left; another planner at it meanwhile only moves the cursor on faster."""
     cursor = issue.planned_through
     while cursor is not None:
-        cursor = store.issues.plan_chunk(issue.id, cursor, plan)
+        cursor = store.planning.plan_chunk(issue.id, cursor, plan)
 
 
 def resume_planning(
@@ -306,7 +335,7 @@ def resume_planning(
     """Plan the rest of every issue whose planning stopped between two chunks (its process
     died, or is still at it: the cursor keeps the two apart); (issue id, key) of each."""
     resumed = []
-    for issue in store.issues.issues_in_planning():
+    for issue in store.planning.issues_in_planning():
         plan_rest(store, issue, planning(config, now, dispatch, issue.created_at, issue.local_time))
         logger.info(
             "issue %s (%s): the planning of its readers resumed and done",
@@ -319,7 +348,7 @@ def resume_planning(
 
 def close_finished(store: Store, now: datetime) -> list[Finished]:
     """Close the issues with nothing left to send, one log line each with its counts."""
-    closed = store.issues.close_finished(now)
+    closed = store.planning.close_finished(now)
     for issue in closed:
         counts = issue.counts
         logger.info(
@@ -331,7 +360,7 @@ def close_finished(store: Store, now: datetime) -> list[Finished]:
     return closed
 
 
-def _deliver(context: BatchContext, report: SendReport, dispatch: Dispatcher) -> None:
+def deliver_pending(context: BatchContext, report: SendReport, dispatch: Dispatcher) -> None:
     """Send what is pending and due (counted into ``report``), then count what waits for its
     readers' local time."""
     config, store, now = context.config, context.store, context.now
@@ -345,57 +374,112 @@ def _deliver(context: BatchContext, report: SendReport, dispatch: Dispatcher) ->
     report.finished = close_finished(store, now)
 
 
-def _issue(
-    config: Config,
-    store: Store,
-    mailer: Mailer,
-    digest: Digest,
-    readers: int,
-    now: datetime,
-    report: SendReport,
-    dry_run: bool,
-    local_time: tuple[int, int] | None,
-    dispatch: Dispatcher,
-) -> None:
-    """Render one group's digest and record it as an issue with a delivery per reader (in a
-    dry run: count it); a held one sends its test copy, any other gets its page among the
-    sent issues (``web.issues``). A digest that fails to render (no catalog for its language,
-    a template error) is this group's alone: it is reported, and every other group goes
-    ahead. ``local_time`` (hour, minute): each reader's delivery waits for it in their zone.
+@dataclass(frozen=True)
+class Issuing:
+    """What issuing one group's digest needs of the run it is part of."""
 
-    The issue commits with its first chunk of readers; its page or test copy goes out, then
-    the other chunks are planned (a crash between two leaves them to ``resume_planning``)."""
+    config: Config
+    store: Store
+    mailer: Mailer
+    now: datetime
+    report: SendReport
+    dry_run: bool = False
+    local_time: tuple[int, int] | None = None
+    dispatch: Dispatcher = field(default_factory=LocalDispatcher)
+    opened: list[tuple[Issue, Planning]] = field(default_factory=list)
+    """The issues this run opened, with how the rest of their readers are planned."""
+
+
+def _issue_groups(
+    run: Issuing,
+    articles: ArticleSet,
+    groups: Mapping[tuple[str, tuple[str, ...]], int],
+    since: date | None,
+) -> None:
+    """Issue each group's next digest (``groups``: its readers); a group of sample readers
+    only is told apart, its issues counting for it alone."""
+    if not groups:
+        return
+    config, store, now = run.config, run.store, run.now
+    real = variants(store.subscribers.reader_groups(SAMPLE_SOURCE))
+    if not run.dry_run:
+        record_appearances(config, store, articles, now)
+    for (lang, chosen), n in groups.items():
+        sample = (lang, chosen) not in real
+        digest = next_digest(
+            config, articles, lang, chosen, now=now, since=since, store=store, samples=sample
+        )
+        if digest is not None:
+            issue_digest(run, digest, n, sample)
+    finish_issuing(run)
+
+
+def waiting_digests(
+    config: Config, articles: ArticleSet, store: Store, now: datetime
+) -> list[tuple[str, int, int]]:
+    """(variant key, articles, readers) per group whose next digest would hold something:
+    what waits for the next send (``check`` says so); nothing is recorded."""
+    real = variants(store.subscribers.reader_groups(SAMPLE_SOURCE))
+    waiting = []
+    for (lang, chosen), n in variants(store.subscribers.reader_groups(_left_out(config))).items():
+        sample = (lang, chosen) not in real
+        digest = next_digest(config, articles, lang, chosen, now=now, store=store, samples=sample)
+        if digest is not None:
+            waiting.append((digest.key, len(digest.items) + digest.more, n))
+    return waiting
+
+
+def record_appearances(config: Config, store: Store, articles: ArticleSet, now: datetime) -> None:
+    """Record when each article out by now first appeared, as the feed build does: a site that
+    sends before its feeds are built still knows which articles came after a group's issue."""
+    until = last_day_out(config, now)
+    due = [a for a in articles if a.updated <= until]
+    store.published.first_published(publication_candidates(due, config), seen=now)
+
+
+def issue_digest(run: Issuing, digest: Digest, readers: int, sample: bool = False) -> None:
+    """Render one group's digest and record it as an issue with a delivery per reader (in a
+    dry run: count it); one that is not held gets its page among the sent issues
+    (``web.issues``). A digest that fails to render (no catalog for its language,
+    a template error) is this group's alone: it is reported, and every other group goes
+    ahead. ``run.local_time`` (hour, minute): each reader's delivery waits for it in their
+    zone. ``sample``: the group's readers are all sample readers (never held; see ``SAMPLE``).
+
+    The issue commits with its first chunk of readers and its page is written; its test
+    copy, then its other chunks, come in ``finish_issuing``, once every group is opened."""
+    config, store, report = run.config, run.store, run.report
     try:
         rendered = render_digest(digest, config)
     except Exception as exc:  # whatever it is, it is this variant's alone
         report.refused.append((digest.key, readers, str(exc) or type(exc).__name__))
         return
-    if dry_run:
+    if run.dry_run:
         report.issues.append((digest.key, readers))
         return
     digest = digest.shortened(rendered.listed)
-    at = f"{local_time[0]:02}:{local_time[1]:02}" if local_time else None
-    plan = planning(config, now, dispatch, local_time=at)
-    issue = store.issues.open_issue(
+    at = f"{run.local_time[0]:02}:{run.local_time[1]:02}" if run.local_time else None
+    plan = planning(config, run.now, run.dispatch, local_time=at)
+    issue = store.planning.open_issue(
         key=digest.key,
         lang=digest.lang,
         audiences=digest.audiences,
         content_hash=digest.content_hash,
         subject=rendered.subject,
         rendered=serialise_rendered(rendered),
-        articles=[(*i.article.key, i.article.content_hash) for i in digest.items],
+        articles=[(*a.key, a.content_hash, a.updated) for a in (i.article for i in digest.items)],
         plan=plan,
-        held=config.email.approval,
+        held=config.email.approval and not sample,
         local_time=at,
+        sample=sample,
     )
     if issue is None:
         return
     report.issues.append((issue.key, readers))
     if issue.state == "held":
-        report.held.append((issue.id, issue.key, readers, test_copy(config, mailer, issue)))
+        report.held.append((issue.id, issue.key, readers, "no test copy sent"))
     else:
         write_issue_page(config, issue, rendered)
-    plan_rest(store, issue, plan)
+    run.opened.append((issue, plan))  # its other chunks: once the test copies went out
 
 
 def local_times(
@@ -411,20 +495,18 @@ def local_times(
     return when
 
 
-def test_copy(config: Config, mailer: Mailer, issue: Issue) -> str:
-    """Send the editor (``email.preview_to``) one copy of a held issue, through the readers'
-    mailer but outside the ledger, with the preview's links (no reader's); says how it went."""
-    message = preview_files(restore_rendered(issue), config, now=issue.created_at)[".eml"]
-    sender = config.email.return_path or envelope_sender(config.email.sender)
-    try:
-        transport = mailer.open()
-        try:
-            transport.send(sender, config.email.preview_to, message)
-        finally:
-            transport.close()
-    except Exception as exc:  # the copy is a courtesy: the issue stays held either way
-        return f"test copy to {config.email.preview_to} not sent: {str(exc) or type(exc).__name__}"
-    return f"test copy sent to {config.email.preview_to}"
+def finish_issuing(run: Issuing) -> None:
+    """After a run opened its issues (each with its first chunk of readers): the test copies
+    of those held, one per language (``approval``), how each went into ``run.report.held``;
+    then the rest of every issue's readers (a crash meanwhile leaves them to
+    ``resume_planning``)."""
+    held = [issue for issue, _ in run.opened if issue.state == "held"]
+    if held:
+        said = test_copies(run.config, run.mailer, held, run.now)
+        report = run.report
+        report.held = [(i, key, n, said.get(i, copy)) for i, key, n, copy in report.held]
+    for issue, plan in run.opened:
+        plan_rest(run.store, issue, plan)
 
 
 def expire_held(config: Config, store: Store, now: datetime) -> list[tuple[int, str]]:

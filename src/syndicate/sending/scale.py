@@ -458,7 +458,7 @@ async def reconcile(
         await manager.retry_job(job)
     lost = store.ledger.mark_lost(0, now)
     planned: list[tuple[int, str]] = []
-    if store.issues.issues_in_planning():
+    if store.planning.issues_in_planning():
         # its own app: this one is open on the loop, and planning defers on the planning
         # transaction's connection, synchronously
         dispatch = ProcrastinateDispatcher(config)

@@ -184,7 +184,7 @@ def send_status(config: Config, store: Store, now: datetime) -> SendStatus:
     ``site.timezone``; the workers and relays only with the procrastinate engine."""
     counts = store.ledger.delivery_counts()
     reports = store.bounces.bounce_counts()
-    progress = store.issues.issue_progress()
+    progress = store.planning.issue_progress()
     issues = [
         IssueDeliveries(
             issue_id,

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import date, datetime
 from typing import Any
 
 import sqlalchemy as sa
 
+from ..model import variant_key
 from .database import Database, audience_ids, inserted_id, stored_audiences, utc
 from .schema import deliveries, issue_articles, issues
 
@@ -48,6 +49,17 @@ will send them)."""
 STANDING = ("issued", "held")
 """Issue states whose content counts as issued (the window, the same-content rule)."""
 
+SAMPLE = "sample"
+"""The state of an issue whose readers were all sample readers (``add_sample_readers``): it is
+delivered like any other, but it is no group's last issue for anyone else, so a real reader
+who comes later still gets the group's first digest."""
+
+LIVE = (*STANDING, SAMPLE)
+"""Issue states whose readers are planned and sent to."""
+
+CarriedArticle = tuple[str, str, str] | tuple[str, str, str, date]
+"""(lang, slug, content hash[, date line]) of an article an issue carried."""
+
 
 def batch_range(first: int, rows: int, batch_size: int) -> range:
     return range(first, first + -(-rows // batch_size))
@@ -79,6 +91,7 @@ def issue_values(
     rendered: str,
     now: datetime,
     held: bool,
+    sample: bool = False,
 ) -> dict[str, Any]:
     return {
         "key": key,
@@ -88,12 +101,12 @@ def issue_values(
         "subject": subject,
         "rendered": rendered,
         "created_at": now,
-        "state": "held" if held else "issued",
+        "state": SAMPLE if sample else "held" if held else "issued",
     }
 
 
 def insert_issue(
-    db: sa.Connection, values: dict[str, Any], articles: Sequence[tuple[str, str, str]]
+    db: sa.Connection, values: dict[str, Any], articles: Sequence[CarriedArticle]
 ) -> int:
     """The issue's row and its articles'; raises IntegrityError when its variant already has
     an issue of the same content."""
@@ -102,8 +115,14 @@ def insert_issue(
         db.execute(
             sa.insert(issue_articles),
             [
-                {"issue_id": issue_id, "lang": a_lang, "slug": slug, "content_hash": h}
-                for a_lang, slug, h in articles
+                {
+                    "issue_id": issue_id,
+                    "lang": a[0],
+                    "slug": a[1],
+                    "content_hash": a[2],
+                    "updated": a[3] if len(a) > 3 else None,
+                }
+                for a in articles
             ],
         )
     return issue_id
@@ -114,25 +133,43 @@ class Issues(Database):
 
     def sent_articles(self, lang: str, audiences: Sequence[str]) -> dict[tuple[str, str], str]:
         """(lang, slug) → content hash of the article as last issued to this variant."""
+        return {key: carried[0] for key, carried in self.carried(lang, audiences).items()}
+
+    def carried(
+        self, lang: str, audiences: Sequence[str], samples: bool = False
+    ) -> dict[tuple[str, str], tuple[str, date | None]]:
+        """(lang, slug) → (content hash, date line) of the article as last issued to this
+        variant (the date line None for issues from before it was kept); ``samples``: the
+        sample issues count too (for a group of sample readers only)."""
         query = (
-            sa.select(issue_articles.c.lang, issue_articles.c.slug, issue_articles.c.content_hash)
+            sa.select(
+                issue_articles.c.lang,
+                issue_articles.c.slug,
+                issue_articles.c.content_hash,
+                issue_articles.c.updated,
+            )
             .join(issues, issues.c.id == issue_articles.c.issue_id)
             .where(
                 issues.c.lang == lang,
                 issues.c.audiences == stored_audiences(audiences),
-                issues.c.state.in_(STANDING),
+                issues.c.state.in_(LIVE if samples else STANDING),
             )
             .order_by(issues.c.id)
         )
         with self.engine.connect() as db:
-            return {(row.lang, row.slug): row.content_hash for row in db.execute(query)}
+            rows = db.execute(query)
+            return {(row.lang, row.slug): (row.content_hash, row.updated) for row in rows}
 
-    def last_issue(self, lang: str, audiences: Sequence[str]) -> datetime | None:
-        """When this variant was last issued; None if never."""
+    def last_issue(
+        self, lang: str, audiences: Sequence[str], samples: bool = False
+    ) -> datetime | None:
+        """When this variant was last issued; None if never. ``samples``: a sample issue
+        counts too (for a group of sample readers only)."""
         query = sa.select(sa.func.max(issues.c.created_at)).where(
             issues.c.lang == lang,
             issues.c.audiences == stored_audiences(audiences),
-            issues.c.state.in_(STANDING),
+            issues.c.key == variant_key(lang, audiences),  # a broadcast is no digest's last
+            issues.c.state.in_(LIVE if samples else STANDING),
         )
         with self.engine.connect() as db:
             found = db.execute(query).scalar()
@@ -145,6 +182,32 @@ class Issues(Database):
         )
         with self.engine.connect() as db:
             return {(row.id, row.key): utc(row.created_at) for row in db.execute(query)}
+
+    def latest_issue(self, lang: str, audiences: Sequence[str]) -> Issue | None:
+        """The group's latest digest that went out (``issued``; no broadcast); None if none."""
+        query = (
+            sa.select(sa.func.max(issues.c.id))
+            .where(issues.c.key == variant_key(lang, audiences), issues.c.state == "issued")
+            .scalar_subquery()
+        )
+        with self.engine.connect() as db:
+            row = db.execute(sa.select(issues).where(issues.c.id == query)).first()
+        return None if row is None else issue_from_row(row)
+
+    def issue_article_keys(self, issue_id: int) -> list[tuple[str, str]]:
+        """(lang, slug) of each article an issue carried."""
+        query = sa.select(issue_articles.c.lang, issue_articles.c.slug).where(
+            issue_articles.c.issue_id == issue_id
+        )
+        with self.engine.connect() as db:
+            return [(row.lang, row.slug) for row in db.execute(query)]
+
+    def standing_issue(self, key: str) -> Issue | None:
+        """The issue of this key that stands (issued or held), if any: a broadcast's."""
+        query = sa.select(issues).where(issues.c.key == key, issues.c.state.in_(STANDING))
+        with self.engine.connect() as db:
+            row = db.execute(query.order_by(issues.c.id.desc()).limit(1)).first()
+        return None if row is None else issue_from_row(row)
 
     def issue(self, issue_id: int) -> Issue | None:
         with self._database(), self.engine.connect() as db:

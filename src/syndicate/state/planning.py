@@ -5,16 +5,19 @@ planners apart; and an issue closed once nothing of it is left to send."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
 
-from .database import utc
+from .database import Database, utc
 from .issues import (
     BATCH_SIZE,
+    LIVE,
     STANDING,
+    CarriedArticle,
     Issue,
     Issues,
     Within,
@@ -140,8 +143,15 @@ def _set_cursor(issue_id: int, cursor: int | None) -> sa.Update:
     return sa.update(issues).where(issues.c.id == issue_id).values(planned_through=cursor)
 
 
-class IssuePlanning(Issues):
-    """Issues planned a chunk of readers at a time, and closed once settled."""
+class IssuePlanning(Database):
+    """Issues opened and planned a chunk of readers at a time, and closed once settled; the
+    issues themselves, as they stand, are ``issues``'."""
+
+    def __init__(
+        self, engine: sa.Engine, write_lock: AbstractContextManager | None, issues: Issues
+    ) -> None:
+        super().__init__(engine, write_lock)
+        self.issues = issues
 
     def open_issue(
         self,
@@ -152,10 +162,11 @@ class IssuePlanning(Issues):
         content_hash: str,
         subject: str,
         rendered: str,
-        articles: Sequence[tuple[str, str, str]],
+        articles: Sequence[CarriedArticle],
         plan: Planning,
         held: bool = False,
         local_time: str | None = None,
+        sample: bool = False,
     ) -> Issue | None:
         """Record a new issue for the active readers of its variant (``lang`` and exactly
         ``audiences``), with the (lang, slug, content hash) of its ``articles``, and its
@@ -165,10 +176,13 @@ class IssuePlanning(Issues):
         (``planned_through``) and ``plan_chunk`` writes the rest, a chunk per transaction.
         Returns None when this variant already had an issue with the same content (also when
         a concurrent run recorded it first). ``held``: the issue and its deliveries wait for
-        ``release_issue``; ``local_time`` (HH:MM) is kept for the chunks that follow.
+        ``release_issue``; ``local_time`` (HH:MM) is kept for the chunks that follow;
+        ``sample``: its readers are all sample readers (``SAMPLE``), never held.
         """
         values = {
-            **issue_values(key, lang, audiences, content_hash, subject, rendered, plan.now, held),
+            **issue_values(
+                key, lang, audiences, content_hash, subject, rendered, plan.now, held, sample
+            ),
             "local_time": local_time,
         }
         try:
@@ -181,7 +195,7 @@ class IssuePlanning(Issues):
         except sa.exc.IntegrityError:
             return None
         self._renew_statistics(written)
-        return self.issue(issue_id)
+        return self.issues.issue(issue_id)
 
     def _renew_statistics(self, written: int) -> None:
         """After a large first or last chunk, PostgreSQL's statistics of the deliveries and
@@ -206,7 +220,7 @@ class IssuePlanning(Issues):
             .where(
                 issues.c.id == issue_id,
                 issues.c.planned_through == after,
-                issues.c.state.in_(STANDING),
+                issues.c.state.in_(LIVE),
             )
             .values(planned_through=after)  # a write first: takes the row (or SQLite's lock)
         )
@@ -224,15 +238,45 @@ class IssuePlanning(Issues):
             if cursor is None:  # once an issue is planned, not at every chunk: each took a
                 self._renew_statistics(written)  # quarter of its chunk's time on PostgreSQL
             return cursor
-        moved = self.issue(issue_id)
-        return moved.planned_through if moved is not None and moved.state in STANDING else None
+        moved = self.issues.issue(issue_id)
+        return moved.planned_through if moved is not None and moved.state in LIVE else None
+
+    def plan_newcomers(self, issue_id: int, plan: Planning) -> int:
+        """Plan an issue again for the readers of its group who came after it was planned
+        (reader ids above the last it has), a chunk per transaction as ``plan_chunk`` does,
+        the issue open again until they are sent; how many deliveries were added. Nothing
+        for an issue that is not issued or held, or whose planning is still under way."""
+        count = sa.select(sa.func.count()).where(deliveries.c.issue_id == issue_id)
+        last = sa.select(sa.func.coalesce(sa.func.max(deliveries.c.subscriber_id), 0)).where(
+            deliveries.c.issue_id == issue_id
+        )
+        reopen = (
+            sa.update(issues)
+            .where(
+                issues.c.id == issue_id,
+                issues.c.planned_through.is_(None),
+                issues.c.state.in_(STANDING),
+            )
+            .values(planned_through=last.scalar_subquery(), finished_at=None)
+        )
+        with self._database(), self._transaction() as db:
+            before = db.execute(count).scalar_one()
+            if not db.execute(reopen).rowcount:
+                return 0
+            cursor = db.execute(
+                sa.select(issues.c.planned_through).where(issues.c.id == issue_id)
+            ).scalar_one()
+        while cursor is not None:
+            cursor = self.plan_chunk(issue_id, cursor, plan)
+        with self.engine.connect() as db:
+            return int(db.execute(count).scalar_one()) - int(before)
 
     def issues_in_planning(self) -> list[Issue]:
         """The issues whose readers are not all planned yet (a planner stopped between two
         chunks, or is still at it), oldest first."""
         query = (
             sa.select(issues)
-            .where(issues.c.planned_through.is_not(None), issues.c.state.in_(STANDING))
+            .where(issues.c.planned_through.is_not(None), issues.c.state.in_(LIVE))
             .order_by(issues.c.id)
         )
         with self._database(), self.engine.connect() as db:
@@ -250,7 +294,7 @@ class IssuePlanning(Issues):
         close = (
             sa.update(issues)
             .where(
-                issues.c.state == "issued",
+                issues.c.state.in_(("issued", "sample")),
                 issues.c.planned_through.is_(None),
                 issues.c.finished_at.is_(None),
                 ~left,

@@ -15,11 +15,14 @@ from .schema import published
 class Publications(Database):
     """The first publication time of every (lang, slug) the feeds have shown."""
 
-    def first_published(self, entries: Sequence[tuple[str, str, datetime]]) -> dict:
+    def first_published(
+        self, entries: Sequence[tuple[str, str, datetime]], seen: datetime | None = None
+    ) -> dict:
         """(lang, slug, candidate) → the first publication time, recording new ones.
 
         The first time an entry is seen, its candidate (its current update time) becomes its
-        publication time for good, so a revision later keeps the original ``published``.
+        publication time for good, so a revision later keeps the original ``published``;
+        ``seen`` (now) is kept beside it: when it appeared, however it is dated.
         """
         keys = {(lang, slug) for lang, slug, _ in entries}
         with self._transaction() as db:
@@ -28,7 +31,12 @@ class Publications(Database):
             )
             known = {(lang, slug): utc(at) for lang, slug, at in rows if (lang, slug) in keys}
             new: list[dict[str, Any]] = [
-                {"lang": lang, "slug": slug, "published_at": when.astimezone(UTC)}
+                {
+                    "lang": lang,
+                    "slug": slug,
+                    "published_at": when.astimezone(UTC),
+                    "seen_at": seen,
+                }
                 for lang, slug, when in entries
                 if (lang, slug) not in known
             ]
@@ -36,3 +44,14 @@ class Publications(Database):
                 db.execute(sa.insert(published), new)
         known.update({(n["lang"], n["slug"]): n["published_at"] for n in new})
         return known
+
+    def appeared(self, lang: str) -> dict[tuple[str, str], datetime]:
+        """(lang, slug) → when each recorded article of ``lang`` appeared: first recorded, or
+        for a row from before that was kept, its first publication time."""
+        query = sa.select(
+            published.c.lang,
+            published.c.slug,
+            sa.func.coalesce(published.c.seen_at, published.c.published_at),
+        ).where(published.c.lang == lang)
+        with self.engine.connect() as db:
+            return {(row[0], row[1]): utc(row[2]) for row in db.execute(query)}

@@ -23,6 +23,9 @@ published = sa.Table(
     sa.Column("lang", sa.String(35), primary_key=True),
     sa.Column("slug", sa.String(200), primary_key=True),
     sa.Column("published_at", sa.DateTime(timezone=True), nullable=False),
+    # when the entry was first recorded, whatever its date line says (a late article's is
+    # after its group's last issue); NULL for rows recorded before it was kept
+    sa.Column("seen_at", sa.DateTime(timezone=True), nullable=True),
 )
 
 subscribers = sa.Table(
@@ -101,6 +104,8 @@ issue_articles = sa.Table(
     # Python calls it ``content_hash`` (the hash of what a newsletter shows of the article);
     # the column keeps its first name, so no migration renames it under running deployments.
     sa.Column("digest", sa.String(64), nullable=False, key="content_hash"),
+    # the date line of the version the issue carried: a revision dated later goes out again
+    sa.Column("updated", sa.Date, nullable=True),
 )
 
 send_runs = sa.Table(
@@ -220,7 +225,7 @@ dies then leaves the row pending, and the server discards the message it never s
 _MIGRATING = threading.Lock()
 
 
-HEAD_REVISION = "0010"
+HEAD_REVISION = "0011"
 """The newest migration's revision; a test holds it to what Alembic finds."""
 
 

@@ -8,6 +8,7 @@ from .bounce_reports import BounceReports
 from .buckets import Buckets
 from .database import create_engine, writer_lock
 from .firings import Firings
+from .issues import Issues
 from .ledger import Deliveries
 from .planning import IssuePlanning
 from .published import Publications
@@ -27,8 +28,11 @@ class Store:
         """When each feed entry was first published."""
         self.subscribers = Subscribers(engine, lock)
         """The readers, their groups, consent and bounce state."""
-        self.issues = IssuePlanning(engine, lock)
-        """The issues of each group, planned in chunks, held, released or withdrawn."""
+        self.issues = Issues(engine, lock)
+        """The issues of each group: what each carried, held, released or withdrawn."""
+        self.planning = IssuePlanning(engine, lock, self.issues)
+        """An issue opened with its first readers, the rest planned in chunks; closed once
+        settled."""
         self.ledger = Deliveries(engine, lock)
         """The send runs and each reader's delivery of an issue: the exactly-once protocol."""
         self.bounces = BounceReports(engine, lock)

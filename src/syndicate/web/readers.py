@@ -80,6 +80,22 @@ def _sent(ctx: WebContext, message: EmailMessage) -> bool:
     return True
 
 
+def _welcome(ctx: WebContext, reader: Subscriber) -> None:
+    """The welcome mail of a reader who has just confirmed; its failure is logged, and the
+    confirmation stands."""
+    from ..sending.welcome import welcome_message
+
+    try:
+        message = welcome_message(
+            ctx.config, ctx.store, ctx.articles(), reader, ctx.now(), ctx.secret
+        )
+        if message is not None:
+            ctx.send_message(message)
+            log.info("reader %d welcomed", reader.id)
+    except Exception as exc:  # neither a template nor the transport may undo the confirmation
+        log.error("could not send a welcome mail: %s", type(exc).__name__)
+
+
 def reader_lang(ctx: WebContext, reader: Subscriber) -> str:
     return reader.lang if reader.lang in ctx.config.languages else ctx.languages[0]
 
@@ -168,6 +184,8 @@ def confirm(request: Request, form: FormData | None) -> Response:
     if reader.status != "active":
         ctx.store.subscribers.set_status(reader.id, "active", ctx.now())
         log.info("reader %d confirmed", reader.id)
+        if ctx.config.email.welcome:
+            _welcome(ctx, reader)
     return notice(request, lang, "confirmed", token_page=True, manage=manage_link(ctx, reader))
 
 
