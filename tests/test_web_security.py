@@ -140,5 +140,5 @@ def test_x_forwarded_for_counts_only_from_a_trusted_proxy(
 
 
 def test_trusted_proxies_must_be_addresses(tmp_path):
-    with pytest.raises(ConfigError, match=r"web\.trusted_proxies: not an IP address"):
+    with pytest.raises(ConfigError, match=r"web\.trusted_proxies\.0: not an IP address"):
         web_config(tmp_path, trusted_proxies=["proxy.example.org"])

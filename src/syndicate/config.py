@@ -54,8 +54,18 @@ def _check_zone(value: str) -> str:
     return value
 
 
+def _check_network(value: str) -> str:
+    try:
+        ipaddress.ip_network(value, strict=False)
+    except ValueError:
+        raise ValueError(f"not an IP address or network: {value!r}") from None
+    return value
+
+
 HttpUrl = Annotated[str, AfterValidator(_check_url)]
 TimeZone = Annotated[str, AfterValidator(_check_zone)]
+Network = Annotated[str, AfterValidator(_check_network)]
+"""An IP address or network (``192.0.2.7``, ``2001:db8::/32``)."""
 LangCode = Annotated[str, Field(pattern=r"^[a-z]{2,3}(-[A-Za-z0-9]{2,8})*$")]
 
 
@@ -292,7 +302,7 @@ class Email(Section):
     verp: bool = True
     """Give each delivery its own envelope sender; off for a relay that sends as one address
     only (then return_path, else the sender's address, and bounces match by fallbacks)."""
-    sending_ips: list[str] = []
+    sending_ips: list[Network] = []
     """Addresses or networks (CIDR) the relay sends from, when they are not its host's own
     (a relay service): ``syndicate doctor`` checks that SPF authorises these instead."""
     approval: bool = False
@@ -303,16 +313,6 @@ class Email(Section):
     welcome: bool = True
     """Send a reader who has just confirmed a welcome mail in their language, with their
     group's latest issue (or the newest key takeaways when it has had none yet)."""
-
-    @field_validator("sending_ips")
-    @classmethod
-    def _sending_networks(cls, value: list[str]) -> list[str]:
-        for entry in value:
-            try:
-                ipaddress.ip_network(entry, strict=False)
-            except ValueError:
-                raise ValueError(f"not an IP address or network: {entry!r}") from None
-        return value
 
     @field_validator("return_path")
     @classmethod
@@ -531,7 +531,7 @@ class Web(Section):
     mails_per_address_hour: int = Field(3, ge=1)
     """Mails /subscribe sends to one reader address per hour; past that the page is the same
     and nothing is sent, so the form cannot flood someone's inbox."""
-    trusted_proxies: list[str] = []
+    trusted_proxies: list[Network] = []
     """Addresses or networks (CIDR) of reverse proxies whose X-Forwarded-For names the client;
     from anyone else the header is ignored, so a client cannot pick its own rate limit."""
     secret_key_file: Path = Path("state/secret_key")
@@ -539,16 +539,6 @@ class Web(Section):
     issues: Path = Field(Path("archive"), validation_alias=AliasChoices("issues", "archive"))
     """Folder of sent newsletter issues as web pages: <issues>/<lang>/<issue>.html. (Its
     key was ``archive``, which still works; the RFC 5005 archives are the feeds'.)"""
-
-    @field_validator("trusted_proxies")
-    @classmethod
-    def _networks(cls, value: list[str]) -> list[str]:
-        for entry in value:
-            try:
-                ipaddress.ip_network(entry, strict=False)
-            except ValueError:
-                raise ValueError(f"not an IP address or network: {entry!r}") from None
-        return value
 
 
 class Conflicts(ValueError):
