@@ -10,6 +10,7 @@ import threading
 from collections.abc import Iterator
 from datetime import date, datetime, timedelta
 from email.utils import parsedate_to_datetime
+from html import escape as html_escape
 from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -33,6 +34,8 @@ from tests.golden import assert_golden_folder
 SEED_SLUG = "amazon-trainium3-aws-nvidia-ai-chip-competition"
 DATE_LINES = {"en": "Updated", "nl": "Bijgewerkt op", "de": "Aktualisiert am"}
 ATOM = "{http://www.w3.org/2005/Atom}"
+AUDIENCES = ("architects", "cost", "procurement", "strategy", "ecosystem")
+"""The audiences every seed article has takeaways for: each has a feed per language."""
 RFC822 = re.compile(r"^[A-Z][a-z]{2}, \d{2} [A-Z][a-z]{2} \d{4} \d{2}:\d{2}:\d{2} [+-]\d{4}$")
 
 
@@ -113,7 +116,8 @@ def test_every_atom_document_validates_against_the_schema(
 ) -> None:
     _, out = archived
     documents = sorted(out.rglob("*.atom.xml"))
-    assert len(documents) == 3 * 3  # per language: subscription + 2 archives
+    # per language: subscription + 2 archives, and one per audience
+    assert len(documents) == 3 * (3 + len(AUDIENCES))
     for path in documents:
         assert atom_schema.validate(etree.parse(str(path))), (path, atom_schema.error_log)
 
@@ -221,7 +225,9 @@ def test_ids_are_unique_across_languages_and_documents(archived: tuple[Config, P
     ids = []
     for path in out.rglob("*.atom.xml"):
         ids += [e.findtext(f"{ATOM}id") for e in etree.parse(str(path)).iter(f"{ATOM}entry")]
-    assert len(ids) == len(set(ids)) == 5 * len(config.site.languages)
+    # each article once in its language's documents, and in each audience's feed (which shows
+    # the newest two here): an id of its own there
+    assert len(ids) == len(set(ids)) == (5 + 2 * len(AUDIENCES)) * len(config.site.languages)
     feed_ids = {feeds.feed_id(config, lang) for lang in config.site.languages}
     assert len(feed_ids) == 3
 
@@ -284,6 +290,51 @@ def test_a_new_article_leaves_full_archive_pages_alone(tmp_path: Path) -> None:
     assert outputs(tmp_path / "feeds")["archive/en-1.atom.xml"] == before["archive/en-1.atom.xml"]
 
 
+def test_an_audience_feed_is_each_articles_takeaways_for_that_audience(
+    archived: tuple[Config, Path], atom_schema: etree.RelaxNG
+) -> None:
+    config, out = archived
+    found = reader.read_articles(config.root / "articles", config.profiles)
+    tag = "tag:127.0.0.1,2025-01-01"
+    words = {"en": ("Key takeaways for", "Read the full article")}
+    words["nl"] = ("Belangrijkste conclusies voor", "Lees het volledige artikel")
+    words["de"] = ("Wichtige Erkenntnisse für", "Den vollständigen Artikel lesen")
+    for lang in config.site.languages:
+        language_feed = feedparser.parse((out / f"{lang}.atom.xml").read_bytes())
+        dates = {e.link: (e.updated, e.published) for e in language_feed.entries}
+        for audience in AUDIENCES:
+            atom = out / lang / f"{audience}.atom.xml"
+            assert atom_schema.validate(etree.parse(str(atom))), (atom, atom_schema.error_log)
+            parsed = feedparser.parse(atom.read_bytes())
+            assert not parsed.bozo, (atom, parsed.get("bozo_exception"))
+            assert parsed.feed.id == f"{tag}:feeds/{lang}/{audience}"
+            assert parsed.feed.title.startswith(f"Syndicate: {words[lang][0]} ")
+            assert parsed.feed.link == f"{config.site.base_url}/{lang}/"
+            # the newest two (feeds.max_entries), as in the language's feed, same dates
+            slugs = [e.id.rsplit("/", 1)[1] for e in parsed.entries]
+            assert slugs == ["article-004", "article-003"]
+            for entry, slug in zip(parsed.entries, slugs, strict=True):
+                assert entry.id == f"{tag}:{lang}/{audience}/{slug}"
+                assert entry.link == article_url(config, lang, slug)
+                assert (entry.updated, entry.published) == dates[entry.link]
+                article = found.get(lang, slug)
+                assert article is not None
+                html = entry.content[0].value
+                assert html.startswith(f"<h2>{words[lang][0]} ")
+                assert f'<a href="{entry.link}">{words[lang][1]}</a>' in html
+                for t in article.takeaways:
+                    for bullet in t.bullets:
+                        shown = html_escape(bullet, quote=False) in html
+                        assert shown == (t.audience == audience), (lang, audience, bullet)
+                assert [tag_.term for tag_ in entry.tags] == [audience]
+            rss = feedparser.parse((out / lang / f"{audience}.rss.xml").read_bytes())
+            assert not rss.bozo and [e.id for e in rss.entries] == [e.id for e in parsed.entries]
+            assert rss.feed.title == parsed.feed.title
+            doc = json.loads((out / lang / f"{audience}.json").read_text("utf-8"))
+            assert [i["id"] for i in doc["items"]] == [e.id for e in parsed.entries]
+            assert doc["feed_url"] == f"{config.site.base_url}/feeds/{lang}/{audience}.json"
+
+
 def test_json_feed_matches_the_atom_feed(archived: tuple[Config, Path]) -> None:
     config, out = archived
     doc = json.loads((out / "de.json").read_text("utf-8"))
@@ -303,10 +354,13 @@ def test_opml_lists_every_feed(archived: tuple[Config, Path]) -> None:
     root = etree.parse(str(out / "index.opml")).getroot()
     urls = {o.get("xmlUrl") for o in root.iter("outline")}
     assert urls == {
-        f"{config.site.base_url}/feeds/{lang}.{kind}"
+        f"{config.site.base_url}/feeds/{lang}{audience}.{kind}"
         for lang in config.site.languages
+        for audience in ("", *(f"/{a}" for a in AUDIENCES))
         for kind in ("atom.xml", "rss.xml", "json")
     }
+    for url in urls:  # each names a document the build wrote
+        assert (out / url.removeprefix(f"{config.site.base_url}/feeds/")).is_file()
     # each feed's page is its own language's, not the site's front page
     assert {(o.get("language"), o.get("htmlUrl")) for o in root.iter("outline")} == {
         (lang, f"{config.site.base_url}/{lang}/") for lang in config.site.languages
@@ -336,7 +390,14 @@ def test_feed_titles_and_subtitles_come_from_the_site(tmp_path: Path, articles_d
         doc = json.loads((out / f"{lang}.json").read_text("utf-8"))
         assert (doc["title"], doc["description"]) == (title, subtitle)
     outlines = etree.parse(str(out / "index.opml")).getroot().iter("outline")
-    assert {o.get("text").split(" (")[0] for o in outlines} == {"Gardening Weekly", "Gartenwoche"}
+    assert {o.get("text").split(" (")[0].split(":")[0] for o in outlines} == {
+        "Gardening Weekly",
+        "Gartenwoche",
+    }
+    # an audience feed is titled by its language's site title
+    de_cost = feedparser.parse((out / "de/cost.atom.xml").read_bytes()).feed
+    assert de_cost.title.startswith("Gartenwoche: ")
+    assert de_cost.subtitle == "Erde, Saat und Schuppen"
     # One description for every language; without any, the title stands in.
     shared = parse_config({"site": {"description": "One"}}, root=tmp_path, source="(t)", env={})
     assert [shared.description(lang) for lang in ("en", "de")] == ["One", "One"]
@@ -436,14 +497,15 @@ def test_revision_moves_updated_but_never_id_or_published(tmp_path: Path) -> Non
 def test_rebuild_is_byte_identical_and_keeps_mtimes(tmp_path: Path, articles_dir: Path) -> None:
     config = make_config(tmp_path)
     first = build_feeds(config, articles_dir)
-    assert len(first.written) == 10
+    assert len(first.written) == 10 + 3 * 3 * len(AUDIENCES)
     out = tmp_path / "feeds"
     before, kept = outputs(out), mtimes(out)
     assert build_feeds(config, articles_dir).skipped  # the manifest says nothing changed
     for name in BOOKKEEPING:
         (out / name).unlink()  # a full rebuild, every file read again
     again = build_feeds(config, articles_dir)
-    assert not again.skipped and again.written == () and len(again.unchanged) == 10
+    assert not again.skipped and again.written == ()
+    assert len(again.unchanged) == len(first.written)
     assert outputs(out) == before
     assert {k: v for k, v in mtimes(out).items() if k not in BOOKKEEPING} == {
         k: v for k, v in kept.items() if k not in BOOKKEEPING
@@ -681,9 +743,9 @@ def test_a_build_failing_while_rendering_leaves_nothing_staged(
     staged: list[Path] = []
 
     def fails_last(
-        config: Config, articles: ArticleSet, published: Any
+        config: Config, articles: ArticleSet, published: Any, gettext: Any
     ) -> Iterator[tuple[str, bytes]]:
-        for name, data in render(config, articles, published):
+        for name, data in render(config, articles, published, gettext):
             if name.startswith((f"{last}.", f"archive/{last}-")):
                 staged.extend(p for p in out.rglob("*.tmp") if INDEX not in p.name)
                 raise RuntimeError(f"cannot render {last}")

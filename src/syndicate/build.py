@@ -23,6 +23,7 @@ from . import __version__, feeds
 from .config import Config
 from .errors import OutputError, UsageError, describe
 from .files import Staging, atomic_file, file_stats, sweep_leftovers, write_atomic
+from .i18n import language
 from .model import Article, ArticleSet, Diagnostic, Severity
 from .reader import (
     Reading,
@@ -75,10 +76,9 @@ def _inputs_hash(inputs: Mapping[str, list]) -> str:
 def _with_bodies(config: Config, found: ArticleSet) -> ArticleSet:
     """Re-read with their bodies the articles the subscription documents show in full (their
     diagnostics came with the first reading)."""
-    size = config.feeds.max_entries
     full: dict[tuple[str, str], Article] = {}
     for lang in found.languages:
-        for article in found.in_language(lang)[:size]:
+        for article in feeds.shown_in_full(config, found, lang):
             try:
                 data = Path(article.source).read_bytes()
             except OSError:
@@ -282,7 +282,8 @@ def _stage(
         # were measured at 30,000 articles, and each copies much of the set's memory (it
         # touches every article's reference count): with one, rendering took 0.41-0.44 s
         # instead of 0.57-0.60, and the build's processes 230 MiB together instead of 177.
-        for name, data in feeds.render_feeds(config, found, published):
+        gettext = {lang: language(config, lang).translations.gettext for lang in found.languages}
+        for name, data in feeds.render_feeds(config, found, published, gettext):
             staging.add(name, data)
     return found, next_due
 

@@ -1,6 +1,7 @@
 """Feed stage: articles + config + publication dates → the bytes of every feed document.
 
-Atom (with RFC 5005 archives), RSS 2.0 and JSON Feed per language, plus an OPML index. Pure:
+Atom (with RFC 5005 archives), RSS 2.0 and JSON Feed per language, the same three per language
+and audience (each entry that audience's takeaways of one article), plus an OPML index. Pure:
 no clock, no files, no database; ``build.build_feeds`` gathers the inputs and writes the
 output. feedgen 1.0.0 is used only here, with its traps worked around in one place (see
 ``FeedgenEntry``, ``AtomExtras``, ``RssExtras``).
@@ -9,7 +10,8 @@ Ids: ``tag:<authority>,<date>:<lang>/<slug>`` (RFC 4151). The authority and date
 ``feeds.tag`` (default: the host of ``site.base_url`` and 2025-01-01), so an id depends only on
 the article's language and slug: not on its file name, URL template, text or dates, and not on
 the state database either (losing it would otherwise re-announce every article). Keep
-``feeds.tag`` when the site moves, and ids stay.
+``feeds.tag`` when the site moves, and ids stay. An audience feed's entries have ids of their
+own (``<lang>/<audience>/<slug>``): a reader subscribed to both sees two different entries.
 """
 
 from __future__ import annotations
@@ -18,8 +20,8 @@ import html
 import json
 import re
 import threading
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, replace
 from datetime import date, datetime
 from functools import cache, lru_cache
 from urllib.parse import urlsplit
@@ -32,7 +34,7 @@ from feedgen.util import xml_elem
 from lxml import etree
 
 from .config import Config
-from .i18n import text_direction
+from .i18n import audience_phrase, text_direction
 from .model import Article, ArticleSet
 from .routes import article_url, feed_archive_name, feed_url, home_url
 
@@ -79,6 +81,33 @@ class Entry:
 
 
 @dataclass(frozen=True, slots=True)
+class Channel:
+    """A feed as its documents name it: one per language, and one per language and audience."""
+
+    lang: str
+    id: str
+    title: str
+    subtitle: str
+    names: Mapping[str, str]
+    """The file of each format (``atom``, ``rss``, ``json``), below the feeds folder."""
+
+
+@dataclass(frozen=True, slots=True)
+class AudienceWords:
+    """What an audience feed says in its language's words (the catalogs' and the config's)."""
+
+    name: str
+    """The audience's name, e.g. "Architects"."""
+    heading: str
+    """Over each entry's takeaways, e.g. "Key takeaways for architects"."""
+    read: str
+    """The link to the article, e.g. "Read the full article"."""
+
+
+Gettext = Callable[[str], str]
+
+
+@dataclass(frozen=True, slots=True)
 class Page:
     """Where an Atom document sits in its RFC 5005 chain (URLs, or None at either end)."""
 
@@ -112,8 +141,47 @@ def entry_id(config: Config, lang: str, slug: str) -> str:
     return f"tag:{tagging_entity(config)}:{lang}/{slug}"
 
 
-def feed_names(lang: str) -> dict[str, str]:
-    return {"atom": f"{lang}.atom.xml", "rss": f"{lang}.rss.xml", "json": f"{lang}.json"}
+def feed_names(lang: str, audience: str | None = None) -> dict[str, str]:
+    """The files of a language's feed, or of its audience's: ``<lang>/<audience>.atom.xml``."""
+    stem = f"{lang}/{audience}" if audience else lang
+    return {"atom": f"{stem}.atom.xml", "rss": f"{stem}.rss.xml", "json": f"{stem}.json"}
+
+
+def audience_entry_id(config: Config, lang: str, audience: str, slug: str) -> str:
+    return f"tag:{tagging_entity(config)}:{lang}/{audience}/{slug}"
+
+
+def language_channel(config: Config, lang: str) -> Channel:
+    return Channel(
+        lang,
+        feed_id(config, lang),
+        _safe(config.title(lang)),
+        _safe(config.description(lang)),
+        feed_names(lang),
+    )
+
+
+def audience_words(config: Config, lang: str, audience: str, gettext: Gettext) -> AudienceWords:
+    """``audience``'s words in ``lang``: its name and label from the language's profile, the
+    sentences from ``gettext`` (the language's catalogs), as the digests word them."""
+    profile = config.languages[lang]
+    labels = profile.audiences.get(audience)
+    phrase = audience_phrase(labels[0]) if labels else audience
+    return AudienceWords(
+        name=profile.audience_names.get(audience) or (labels[0] if labels else audience),
+        heading=gettext("Key takeaways %(audiences)s") % {"audiences": phrase},
+        read=gettext("Read the full article"),
+    )
+
+
+def audience_channel(config: Config, lang: str, audience: str, words: AudienceWords) -> Channel:
+    return Channel(
+        lang,
+        f"{feed_id(config, lang)}/{audience}",
+        _safe(f"{config.title(lang)}: {words.heading}"),
+        _safe(config.description(lang)),
+        feed_names(lang, audience),
+    )
 
 
 def updated_at(config: Config, day: date) -> datetime:
@@ -228,6 +296,38 @@ def make_entry(
     )
 
 
+def audience_entry(
+    config: Config,
+    article: Article,
+    audience: str,
+    words: AudienceWords,
+    published: datetime,
+    translations: Iterable[Article] = (),
+) -> Entry:
+    """One article in an audience feed: that audience's takeaways under its heading, and a
+    link to the article; its own id, the article's title, dates and links."""
+    entry = make_entry(config, article, published, translations, content=False)
+    url = html.escape(entry.url)
+    items = "".join(
+        f"<li>{_text(b)}</li>"
+        for t in article.takeaways
+        if t.audience == audience
+        for b in t.bullets
+    )
+    body = (
+        f"<h2>{_text(words.heading)}</h2>\n<ul>{items}</ul>\n"
+        f'<p><a href="{url}">{_text(words.read)}</a></p>'
+    )
+    if text_direction(article.lang) == "rtl":
+        body = f'<div dir="rtl">\n{body}\n</div>'
+    return replace(
+        entry,
+        id=audience_entry_id(config, article.lang, audience, article.slug),
+        content=body,
+        categories=((audience, _label(words.name)),),
+    )
+
+
 # ---------------------------------------------------------------------------------------------
 # feedgen 1.0.0's traps, handled here.
 
@@ -285,14 +385,15 @@ class RssExtras(BaseExtension):
 
 
 def _generator(
-    config: Config, lang: str, entries: Sequence[Entry], *, add_entries: bool = True
+    config: Config, channel: Channel, entries: Sequence[Entry], *, add_entries: bool = True
 ) -> FeedGenerator:
+    lang = channel.lang
     fg = FeedGenerator()
     fg.register_extension("syndicate_atom", AtomExtras, atom=True, rss=False)
     fg.register_extension("syndicate_rss", RssExtras, atom=False, rss=True)
-    fg.id(feed_id(config, lang))
-    fg.title(_safe(config.title(lang)))
-    fg.subtitle(_safe(config.description(lang)))
+    fg.id(channel.id)
+    fg.title(channel.title)
+    fg.subtitle(channel.subtitle)
     fg.language(lang)
     fg.author(_author(config))
     fg.generator(GENERATOR)  # no version: an upgrade alone must not change the bytes
@@ -351,9 +452,16 @@ def _feed_links(fg: FeedGenerator, config: Config, page: Page, mime: str) -> Non
 
 
 def atom_document(
-    config: Config, lang: str, entries: Sequence[Entry], page: Page, *, archive: bool = False
+    config: Config,
+    lang: str,
+    entries: Sequence[Entry],
+    page: Page,
+    *,
+    archive: bool = False,
+    channel: Channel | None = None,
 ) -> bytes:
-    fg = _generator(config, lang, entries)
+    """An Atom document of ``lang``'s feed, or of ``channel``."""
+    fg = _generator(config, channel or language_channel(config, lang), entries)
     fg.syndicate_atom.archive = archive
     _feed_links(fg, config, page, ATOM_MIME)
     return fg.atom_str(pretty=True)
@@ -367,7 +475,7 @@ def archive_document(config: Config, lang: str, entries: Sequence[Entry], page: 
     building elements costs ten times that, and the archives hold nearly every entry of a
     large site. Every value is escaped; the tests hold the bytes to feedgen's.
     """
-    fg = _generator(config, lang, entries, add_entries=False)
+    fg = _generator(config, language_channel(config, lang), entries, add_entries=False)
     fg.syndicate_atom.archive = True
     _feed_links(fg, config, page, ATOM_MIME)
     head = etree.tostring(
@@ -455,23 +563,31 @@ def _xml_attr(text: str) -> str:
 _PARSER = etree.XMLParser(remove_blank_text=True)
 
 
-def rss_document(config: Config, lang: str, entries: Sequence[Entry]) -> bytes:
-    fg = _generator(config, lang, entries)
+def rss_document(
+    config: Config, lang: str, entries: Sequence[Entry], *, channel: Channel | None = None
+) -> bytes:
+    """The RSS 2.0 document of ``lang``'s feed, or of ``channel``."""
+    channel = channel or language_channel(config, lang)
+    fg = _generator(config, channel, entries)
     fg.syndicate_rss.hubs = config.feeds.hub
-    _feed_links(fg, config, Page(feed_url(config, feed_names(lang)["rss"])), RSS_MIME)
+    _feed_links(fg, config, Page(feed_url(config, channel.names["rss"])), RSS_MIME)
     with _RSS_LOCK:
         return fg.rss_str(pretty=True)
 
 
-def json_document(config: Config, lang: str, entries: Sequence[Entry]) -> bytes:
-    """JSON Feed 1.1; json.dumps escapes whatever the text holds."""
+def json_document(
+    config: Config, lang: str, entries: Sequence[Entry], *, channel: Channel | None = None
+) -> bytes:
+    """JSON Feed 1.1 of ``lang``'s feed, or of ``channel``; json.dumps escapes whatever the
+    text holds."""
+    channel = channel or language_channel(config, lang)
     author = {"name": _safe(config.site.author)}
     feed: dict = {
         "version": "https://jsonfeed.org/version/1.1",
-        "title": _safe(config.title(lang)),
+        "title": channel.title,
         "home_page_url": home_url(config, lang),
-        "feed_url": feed_url(config, feed_names(lang)["json"]),
-        "description": _safe(config.description(lang)),
+        "feed_url": feed_url(config, channel.names["json"]),
+        "description": channel.subtitle,
         "language": lang,
         "authors": [author],
     }
@@ -495,26 +611,35 @@ def json_document(config: Config, lang: str, entries: Sequence[Entry]) -> bytes:
     return json.dumps(feed, ensure_ascii=False, indent=2).encode() + b"\n"
 
 
-def opml_document(config: Config, langs: Sequence[str]) -> bytes:
-    """OPML 2.0 subscription list: every feed of every language."""
+def opml_document(
+    config: Config,
+    langs: Sequence[str],
+    audiences: Mapping[str, Sequence[tuple[str, AudienceWords]]] | None = None,
+) -> bytes:
+    """OPML 2.0 subscription list: every feed of every language, each language's followed by
+    its audiences' (``audiences``: per language, each audience with its words)."""
     root = etree.Element("opml", version="2.0")
     head = etree.SubElement(root, "head")
     etree.SubElement(head, "title").text = _safe(config.site.title)
     body = etree.SubElement(root, "body")
     kinds = {"atom": "Atom", "rss": "RSS", "json": "JSON Feed"}
     for lang in langs:
-        for kind, name in feed_names(lang).items():
-            text = f"{config.title(lang)} ({kinds[kind]}, {lang})"
-            etree.SubElement(
-                body,
-                "outline",
-                type="rss",
-                text=_safe(text),
-                title=_safe(text),
-                xmlUrl=feed_url(config, name),
-                htmlUrl=home_url(config, lang),  # the page of the feed's language
-                language=lang,
-            )
+        channels = [(config.title(lang), feed_names(lang))]
+        for audience, words in (audiences or {}).get(lang, ()):
+            channels.append((f"{config.title(lang)}: {words.name}", feed_names(lang, audience)))
+        for title, names in channels:
+            for kind, name in names.items():
+                text = _safe(f"{title} ({kinds[kind]}, {lang})")
+                etree.SubElement(
+                    body,
+                    "outline",
+                    type="rss",
+                    text=text,
+                    title=text,
+                    xmlUrl=feed_url(config, name),
+                    htmlUrl=home_url(config, lang),  # the page of the feed's language
+                    language=lang,
+                )
     return etree.tostring(root, pretty_print=True, xml_declaration=True, encoding="UTF-8")
 
 
@@ -524,6 +649,35 @@ def feed_languages(config: Config, articles: ArticleSet) -> list[str]:
     return [lang for lang in config.site.languages if lang in present]
 
 
+def feed_audiences(config: Config, articles: Iterable[Article]) -> list[str]:
+    """The configured audiences that ``articles`` (one language's) have takeaways for, in the
+    configured order: each has a feed."""
+    present = {t.audience for a in articles for t in a.takeaways}
+    return [audience for audience in config.audiences if audience in present]
+
+
+def shown_in_full(config: Config, articles: ArticleSet, lang: str) -> list[Article]:
+    """The articles of ``lang`` whose text a subscription document shows (the newest
+    ``feeds.max_entries`` of the language, and of each audience): the rest are summaries."""
+    size = config.feeds.max_entries
+    chosen = articles.in_language(lang)
+    shown = dict.fromkeys(chosen[:size])
+    for audience in feed_audiences(config, chosen[size:]):
+        shown.update(dict.fromkeys(_with_audience(chosen, audience, size)))
+    return list(shown)
+
+
+def _with_audience(newest_first: Sequence[Article], audience: str, size: int) -> list[Article]:
+    """The newest ``size`` articles with takeaways for ``audience``."""
+    found: list[Article] = []
+    for article in newest_first:
+        if len(found) == size:
+            break
+        if any(t.audience == audience for t in article.takeaways):
+            found.append(article)
+    return found
+
+
 def hub_topics(config: Config, names: Iterable[str]) -> list[str]:
     """The self URLs of the subscription documents among the file ``names`` (archives and the
     OPML list aside): what a WebSub hub is told changed."""
@@ -531,7 +685,7 @@ def hub_topics(config: Config, names: Iterable[str]) -> list[str]:
     return [
         feed_url(config, name)
         for name in names
-        if "/" not in name and name.partition(".")[2] in subscribed
+        if not name.startswith("archive/") and name.partition(".")[2] in subscribed
     ]
 
 
@@ -539,18 +693,52 @@ def render_feeds(
     config: Config,
     articles: ArticleSet,
     published: Mapping[tuple[str, str], datetime],
+    gettext: Mapping[str, Gettext] | None = None,
 ) -> Iterator[tuple[str, bytes]]:
     """Every output document: file name (relative to the feeds folder) and bytes, made one
     language at a time, so that a caller writing each as it comes never holds more than one
     language's documents.
 
-    ``published`` holds each article's first publication time (from the state database).
+    ``published`` holds each article's first publication time (from the state database);
+    ``gettext`` each language's catalog lookup, for the audience feeds' words (default: the
+    English source text).
     """
     langs = feed_languages(config, articles)
+    audiences = {}
     for lang in langs:
+        words = (gettext or {}).get(lang, str)
+        audiences[lang] = [
+            (a, audience_words(config, lang, a, words))
+            for a in feed_audiences(config, articles.in_language(lang))
+        ]
         yield from language_documents(config, articles, published, lang, langs).items()
+        for audience, said in audiences[lang]:
+            yield from audience_documents(config, articles, published, lang, audience, said)
     if langs:
-        yield "index.opml", opml_document(config, langs)
+        yield "index.opml", opml_document(config, langs, audiences)
+
+
+def audience_documents(
+    config: Config,
+    articles: ArticleSet,
+    published: Mapping[tuple[str, str], datetime],
+    lang: str,
+    audience: str,
+    words: AudienceWords,
+) -> Iterator[tuple[str, bytes]]:
+    """The feed of ``audience`` in ``lang``: the newest ``feeds.max_entries`` articles with
+    takeaways for it, each entry those takeaways and a link to the article (no archives:
+    the article's entry in the language's feed and archives keeps the rest)."""
+    chosen = _with_audience(articles.in_language(lang), audience, config.feeds.max_entries)
+    entries = [
+        audience_entry(config, a, audience, words, published[a.key], articles.translations(a))
+        for a in chosen
+    ]
+    channel = audience_channel(config, lang, audience, words)
+    page = Page(feed_url(config, channel.names["atom"]))
+    yield channel.names["atom"], atom_document(config, lang, entries, page, channel=channel)
+    yield channel.names["rss"], rss_document(config, lang, entries, channel=channel)
+    yield channel.names["json"], json_document(config, lang, entries, channel=channel)
 
 
 def language_documents(

@@ -20,13 +20,16 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
 
-from ..feeds import article_html, feed_names
+from ..config import Config
+from ..feeds import article_html, feed_audiences, feed_names
 from ..i18n import environment, language, long_date, template_roots, web_language
 from ..routes import ISSUE_NAME, article_url, feed_url, home_url
 from .context import WebContext, context_of
 from .feeds import accepts_gzip, feed_content_type
 from .security import CSRF_COOKIE, ISSUE_HEADERS, PAGE_HEADERS, TOKEN_HEADERS, csrf_field
 
+FORMATS = ("Atom", "RSS", "JSON Feed")
+"""The formats of a feed, in ``feed_names`` order, as the pages name them."""
 CONFIRM_DAYS = 7
 """How many days a confirmation link works (the notices and the mail say so)."""
 
@@ -49,7 +52,11 @@ def language_of(request: Request) -> str:
 
 
 def audience_choices(ctx: WebContext, lang: str) -> list[tuple[str, str]]:
-    config = ctx.config
+    return audience_choices_of(ctx.config, lang)
+
+
+def audience_choices_of(config: Config, lang: str) -> list[tuple[str, str]]:
+    """Each configured audience's id and name in ``lang``."""
     names = config.languages[lang].audience_names if lang in config.languages else {}
     return [(a, names.get(a, a)) for a in config.audiences]
 
@@ -146,16 +153,28 @@ def index_page(request: Request, lang: str, status: int = 200, **form: Any) -> H
     it is refused."""
     ctx = context_of(request)
     config = ctx.config
+    articles = ctx.articles().in_language(lang)
     return page(
         request,
         "index.html",
         lang,
         status,
-        articles=ctx.articles().in_language(lang),
+        articles=articles,
+        audience_feeds=audience_feeds(config, lang, feed_audiences(config, articles)),
         url=partial(article_url, config),
         alternates=[(code, home_url(config, code)) for code in ctx.languages],
         form={"lang": lang, "audiences": (), "email": "", "error": None, **form},
     )
+
+
+def audience_feeds(config: Config, lang: str, audiences: list[str]) -> list[tuple[str, ...]]:
+    """(URL, media type, audience name, format) of each audience feed of ``lang``."""
+    names = dict(audience_choices_of(config, lang))
+    return [
+        (feed_url(config, name), feed_content_type(name), names[audience], kind)
+        for audience in audiences
+        for name, kind in zip(feed_names(lang, audience).values(), FORMATS, strict=True)
+    ]
 
 
 def index(request: Request) -> Response:
