@@ -512,6 +512,52 @@ def test_rebuild_is_byte_identical_and_keeps_mtimes(tmp_path: Path, articles_dir
     }
 
 
+def test_a_revised_text_remakes_only_the_documents_that_show_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A revision that moves no article reads that one file and makes only the documents
+    showing it again, byte for byte as a build from scratch makes them; the others keep
+    their mtime. A revision that moves one (a new date) is built as a whole."""
+    folder = tmp_path / "articles"
+    write_set(folder, 7)  # per language: the feed shows 006, 005; archives [001, 000],
+    config = make_config(tmp_path, max_entries=2, archive_entries=2)  # [003, 002], [004]
+    build_feeds(config, folder)
+    out = tmp_path / "feeds"
+    newest = {f"en.{kind}" for kind in ("atom.xml", "rss.xml", "json")}
+    newest |= {f"en/{a}.{kind}" for a in AUDIENCES for kind in ("atom.xml", "rss.xml", "json")}
+    made: list[str] = []  # the archive documents rendered
+    archive_document = feeds.archive_document
+
+    def counted(config: Config, lang: str, entries: Any, page: feeds.Page) -> bytes:
+        made.append(page.self_url.rpartition("/")[2])
+        return archive_document(config, lang, entries, page)
+
+    monkeypatch.setattr(feeds, "archive_document", counted)
+    for number, (name, written, archives) in enumerate(
+        [("en-006.txt", newest, []), ("nl-001.txt", {"archive/nl-1.atom.xml"}, ["nl-1.atom.xml"])]
+    ):
+        made.clear()
+        path = folder / name
+        paras = path.read_text("utf-8").split("\n\n")
+        paras[2] += " Revised."  # the summary
+        path.write_text("\n\n".join(paras), "utf-8")
+        kept = mtimes(out)
+        report = build_feeds(config, folder)
+        assert report.read == 1 and set(report.written) == written and made == archives
+        assert {k: v for k, v in mtimes(out).items() if k not in written | set(BOOKKEEPING)} == {
+            k: v for k, v in kept.items() if k not in written | set(BOOKKEEPING)
+        }
+        fresh = tmp_path / f"fresh-{number}"
+        assert build_feeds(config, folder, fresh).read == len(list(folder.iterdir()))
+        assert outputs(out) == outputs(fresh)
+        assert (out / INDEX).read_bytes() == (fresh / INDEX).read_bytes()
+    moved = folder / "de-002.txt"
+    moved.write_text(variant(seeds()["de"], "de", slug="article-002", day=date(2026, 1, 1)))
+    report = build_feeds(config, folder)
+    assert report.read == 1 and {"de.atom.xml", "archive/de-2.atom.xml"} <= set(report.written)
+    assert outputs(out) == outputs(build_feeds(config, folder, tmp_path / "fresh-moved").out)
+
+
 def test_a_rebuild_reads_only_the_files_that_changed(
     tmp_path: Path, articles_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -743,9 +789,9 @@ def test_a_build_failing_while_rendering_leaves_nothing_staged(
     staged: list[Path] = []
 
     def fails_last(
-        config: Config, articles: ArticleSet, published: Any, gettext: Any
+        config: Config, articles: ArticleSet, *args: Any, **kwargs: Any
     ) -> Iterator[tuple[str, bytes]]:
-        for name, data in render(config, articles, published, gettext):
+        for name, data in render(config, articles, *args, **kwargs):
             if name.startswith((f"{last}.", f"archive/{last}-")):
                 staged.extend(p for p in out.rglob("*.tmp") if INDEX not in p.name)
                 raise RuntimeError(f"cannot render {last}")

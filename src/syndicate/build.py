@@ -28,6 +28,7 @@ from .model import Article, ArticleSet, Diagnostic, Severity
 from .reader import (
     Reading,
     article_set,
+    decode_reading,
     parse_article,
     read_index,
     scan,
@@ -55,6 +56,8 @@ class FeedReport:
     """WebSub hub → how many changed feeds it was told of in this build."""
     unannounced: dict[str, list[str]] = field(default_factory=dict)
     """WebSub hub → the feeds it could not be told of yet (the next build tries again)."""
+    read: int = 0
+    """How many article files the build read (the others came from the last build's index)."""
 
     @property
     def has_errors(self) -> bool:
@@ -73,19 +76,18 @@ def _inputs_hash(inputs: Mapping[str, list]) -> str:
     return hashlib.sha256(json.dumps(inputs, separators=(",", ":")).encode()).hexdigest()
 
 
-def _with_bodies(config: Config, found: ArticleSet) -> ArticleSet:
-    """Re-read with their bodies the articles the subscription documents show in full (their
-    diagnostics came with the first reading)."""
+def _with_bodies(config: Config, found: ArticleSet, shown: Sequence[Article]) -> ArticleSet:
+    """``found`` with the ``shown`` articles (those the subscription documents show in full)
+    read again with their bodies (their diagnostics came with the first reading)."""
     full: dict[tuple[str, str], Article] = {}
-    for lang in found.languages:
-        for article in feeds.shown_in_full(config, found, lang):
-            try:
-                data = Path(article.source).read_bytes()
-            except OSError:
-                continue
-            again, _ = parse_article(data, article.source, config.profiles, second_opinion=False)
-            if again is not None and again.key == article.key:
-                full[article.key] = again
+    for article in shown:
+        try:
+            data = Path(article.source).read_bytes()
+        except OSError:
+            continue
+        again, _ = parse_article(data, article.source, config.profiles, second_opinion=False)
+        if again is not None and again.key == article.key:
+            full[article.key] = again
     return ArticleSet(tuple(full.get(a.key, a) for a in found), found.problems)
 
 
@@ -223,7 +225,12 @@ def _build_feeds(
         )
     staging = Staging(out)
     try:
-        found, next_due = _stage(config, inputs, staging, now, store)
+        if out.is_dir():
+            sweep_leftovers(out)
+        fresh: dict[str, str] = {}  # the files a revision read: not read again
+        staged = _revise(config, inputs, previous, fingerprint, staging, now, store, fresh)
+        if staged is None:
+            staged = _stage(config, inputs, staging, now, store, fresh)
     except OSError as exc:
         staging.discard()
         raise OutputError(f"feeds unchanged: {describe(exc)}") from exc
@@ -231,7 +238,7 @@ def _build_feeds(
         staging.discard()
         raise
     try:
-        return _commit(config, staging, previous, found, next_due, fingerprint, inputs.digest)
+        return _commit(config, staging, previous, staged, fingerprint, inputs)
     except OSError as exc:
         staging.discard()
         raise OutputError(
@@ -253,39 +260,98 @@ def _up_to_date(
     )
 
 
+@dataclass(frozen=True, slots=True)
+class _Staged:
+    """What a build staged: the entries per language, the problems, when the next held-back
+    article falls due, and the plan (``_plan_record``) the next build can revise."""
+
+    entries: dict[str, int]
+    problems: tuple[Diagnostic, ...]
+    next_due: datetime | None
+    plan: dict[str, dict]
+    read: int
+    """How many article files were read (the rest came from the index)."""
+
+
 def _stage(
     config: Config,
     inputs: _Inputs,
     staging: Staging,
     now: datetime | None,
     store: Store | None,
-) -> tuple[ArticleSet, datetime | None]:
-    """Read the set and stage every feed document; the articles shown, and when the next
-    held-back one falls due."""
+    fresh: Mapping[str, str],
+) -> _Staged:
+    """Read the set and stage every feed document; ``fresh`` holds readings (encoded, by
+    path) of files read since they last changed."""
     out = staging.folder
-    if out.is_dir():
-        sweep_leftovers(out)
     # The index file is written as the files are read, and takes the old one's place
     # only when every document is staged.
     with atomic_file(out / INDEX) as index_file:
         # The feeds show the newest articles whole and the rest by summary: read the
         # summaries (no body, no bullets), then the newest again, in full. A file the last
         # build read and that has not changed since is not read again.
-        readings = _read_and_index(config, inputs, out / INDEX, index_file)
+        readings, read = _read_and_index(config, inputs, out / INDEX, index_file, fresh)
         index = article_set(readings)
         if inputs.scanned:
             index = ArticleSet(index.articles, (*inputs.scanned, *index.problems))
         due, next_due = _due(config, index, now)
-        found = _with_bodies(config, due)
-        published = _first_published(config, store, feeds.publication_candidates(found, config))
+        plans = [
+            feeds.language_plan(config, due, lang) for lang in feeds.feed_languages(config, due)
+        ]
+        found = _with_bodies(config, due, _shown_whole(plans))
         # Each document is staged as it comes. In this process only: forked renderers
         # were measured at 30,000 articles, and each copies much of the set's memory (it
         # touches every article's reference count): with one, rendering took 0.41-0.44 s
         # instead of 0.57-0.60, and the build's processes 230 MiB together instead of 177.
-        gettext = {lang: language(config, lang).translations.gettext for lang in found.languages}
-        for name, data in feeds.render_feeds(config, found, published, gettext):
-            staging.add(name, data)
-    return found, next_due
+        _render(config, found, store, plans, staging, opml=True)
+    entries = {lang: len(found.in_language(lang)) for lang in found.languages}
+    record = _plan_record(plans, dict(zip(inputs.files, inputs.relative, strict=True)))
+    return _Staged(entries, found.problems, next_due, record, read)
+
+
+def _render(
+    config: Config,
+    found: ArticleSet,
+    store: Store | None,
+    plans: Sequence[feeds.Plan],
+    staging: Staging,
+    *,
+    opml: bool,
+) -> None:
+    """Stage the documents ``plans`` name, recording the articles' first publication."""
+    published = _first_published(config, store, feeds.publication_candidates(found, config))
+    gettext = {lang: language(config, lang).translations.gettext for lang in found.languages}
+    plans = [plan.with_text(found) for plan in plans]
+    for name, data in feeds.render_feeds(config, found, published, gettext, plans, opml=opml):
+        staging.add(name, data)
+
+
+def _shown_whole(plans: Sequence[feeds.Plan]) -> list[Article]:
+    """The articles of the subscription documents ``plans`` name: shown with their text."""
+    shown: dict[Article, None] = {}
+    for plan in plans:
+        shown.update(dict.fromkeys(plan.current or ()))
+        for _, chosen in plan.audiences:
+            shown.update(dict.fromkeys(chosen or ()))
+    return list(shown)
+
+
+def _plan_record(plans: Sequence[feeds.Plan], relative: Mapping[str, str]) -> dict[str, dict]:
+    """``plans`` as the manifest keeps them: per language, its articles' files (relative to
+    the article folder) and slugs, newest first, and each audience feed's, as places in
+    that order. The archive pages follow from the order (``feeds.paginate``)."""
+    record = {}
+    for plan in plans:
+        order = [*(plan.current or ()), *(a for page in reversed(plan.pages) for a in page or ())]
+        place = {a.key: n for n, a in enumerate(order)}
+        record[plan.lang] = {
+            "order": [[relative[a.source], a.slug] for a in order],
+            "audiences": {
+                audience: [place[a.key] for a in chosen or ()]
+                for audience, chosen in plan.audiences
+            },
+        }
+    return record
 
 
 def _first_published(
@@ -307,10 +373,9 @@ def _commit(
     config: Config,
     staging: Staging,
     previous: dict,
-    found: ArticleSet,
-    next_due: datetime | None,
+    staged: _Staged,
     fingerprint: str,
-    inputs: str,
+    inputs: _Inputs,
 ) -> FeedReport:
     """Put the staged documents in place, remove the ones no longer made, and record the
     build in the manifest."""
@@ -320,33 +385,40 @@ def _commit(
     removed = sorted(set(previous.get("outputs", {})) - set(docs))
     for name in removed:
         (out / name).unlink(missing_ok=True)
-    entries = {lang: len(found.in_language(lang)) for lang in found.languages}
     # Recorded before any hub is told: a build killed meanwhile leaves them to the next.
     unannounced = _waiting(config, previous, feeds.hub_topics(config, written))
     manifest = {
         "fingerprint": fingerprint,
-        "inputs": inputs,
+        "inputs": inputs.digest,
+        "scanned": _scanned(inputs),
         "outputs": file_stats(out, list(docs)),
-        "entries": entries,
-        "next_due": next_due.isoformat() if next_due else None,
+        "entries": staged.entries,
+        "next_due": staged.next_due.isoformat() if staged.next_due else None,
         "unannounced": unannounced,
         "problems": [
             {"file": p.file, "line": p.line, "severity": str(p.severity), "message": p.message}
-            for p in found.problems
+            for p in staged.problems
         ],
+        "plan": staged.plan,
     }
     # not indented: indenting would take the pure-Python encoder
     write_atomic(out / MANIFEST, json.dumps(manifest, separators=(",", ":")).encode())
     return FeedReport(
         out,
-        entries,
+        staged.entries,
         tuple(written),
         tuple(unchanged),
         tuple(removed),
-        found.problems,
-        next_due=next_due,
+        staged.problems,
+        next_due=staged.next_due,
         unannounced=unannounced,
+        read=staged.read,
     )
+
+
+def _scanned(inputs: _Inputs) -> list[list[str]]:
+    """What the walk left out, as the manifest keeps it."""
+    return [[p.file, p.message] for p in inputs.scanned]
 
 
 def _when(value: str | None) -> datetime | None:
@@ -362,20 +434,25 @@ def _when(value: str | None) -> datetime | None:
 
 
 def _read_and_index(
-    config: Config, inputs: _Inputs, path: Path, new_index: BinaryIO
-) -> list[Reading]:
+    config: Config,
+    inputs: _Inputs,
+    path: Path,
+    new_index: BinaryIO,
+    fresh: Mapping[str, str] = {},
+) -> tuple[list[Reading], int]:
     """Every file's index reading, taken from the index file at ``path`` where the file has
-    not changed; ``new_index`` gets the new index as they come."""
-    key = _fingerprint(config, inputs.folder, gated=False)
+    not changed (and how many files were read); ``new_index`` gets the new index as they
+    come."""
+    key = _index_key(config, inputs)
     paths = dict(zip(inputs.relative, inputs.files, strict=True))
-    known = _known_readings(path, key, inputs.relative, paths)
+    known = {**_known_readings(path, key, inputs.relative, paths), **fresh}
     found = read_index(list(inputs.files), config.profiles, known=known)
     new_index.write(json.dumps(key).encode() + b"\n")
     readings = []
     for (relative, stat), (_, reading, encoded) in zip(inputs.relative.items(), found, strict=True):
-        new_index.write(f"{json.dumps([relative, *stat])}\t{encoded}\n".encode())
+        new_index.write(f"{_index_head(relative, stat)}\t{encoded}\n".encode())
         readings.append(reading)
-    return readings
+    return readings, len(inputs.files) - len(known) + len(fresh)
 
 
 def _known_readings(
@@ -401,3 +478,168 @@ def _known_readings(
     except (OSError, ValueError):
         return {}
     return known
+
+
+def _index_head(relative: str, stat: Sequence[int]) -> str:
+    """An index line's key: the file's path, size and mtime as a JSON array. Written by hand
+    for a plain path (what json.dumps would write): a rebuild makes one per article file."""
+    if (
+        relative.isascii()
+        and relative.isprintable()
+        and '"' not in relative
+        and "\\" not in relative
+    ):
+        return f'["{relative}", {stat[0]}, {stat[1]}]'
+    return json.dumps([relative, *stat])
+
+
+# A rebuild whose changed files move no article (a revised text, but not a new, removed or
+# re-dated article, nor one whose audiences or problems changed) is revised in place: only
+# the changed files are read, and only the documents that show them are made again, from
+# the articles the index holds for them; the manifest's plan says which documents show which
+# article files, in what order. Anything else is built as a whole.
+
+
+def _revise(
+    config: Config,
+    inputs: _Inputs,
+    previous: dict,
+    fingerprint: str,
+    staging: Staging,
+    now: datetime | None,
+    store: Store | None,
+    fresh: dict[str, str],
+) -> _Staged | None:
+    """Stage a revision in place, or None when the build must be made as a whole; the
+    readings of the files it read go into ``fresh`` (encoded, by path)."""
+    plan, due = previous.get("plan"), previous.get("next_due")
+    if (
+        not isinstance(plan, dict)
+        or previous.get("fingerprint") != fingerprint
+        or previous.get("scanned") != _scanned(inputs)
+        or (due and (now is None or now >= datetime.fromisoformat(due)))
+    ):
+        return None
+    lines = _index_lines(config, inputs, staging.folder / INDEX)
+    changed = _changed_lines(inputs, lines) if lines is not None else None
+    if lines is None or not changed or len(changed) > max(1, len(lines) // 20):
+        return None
+    sources, relatives = list(inputs.files), list(inputs.relative.items())
+    found = read_index([sources[n] for n in changed], config.profiles, known={}, processes=1)
+    for n, (path, reading, encoded) in zip(changed, found, strict=True):
+        fresh[path] = encoded
+        if _shape(reading) != _shape(decode_reading(path, _encoded(lines[n]))):
+            return None  # it moves: a new place, other audiences or other problems
+        lines[n] = f"{_index_head(*relatives[n])}\t{encoded}".encode()
+    plans, shown = _partial_plans(config, inputs, plan, lines, {relatives[n][0] for n in changed})
+    _render(
+        config, _with_bodies(config, shown, _shown_whole(plans)), store, plans, staging, opml=False
+    )
+    for name in previous.get("outputs", {}):
+        staging.keep(name)
+    with atomic_file(staging.folder / INDEX) as index_file:
+        index_file.write(json.dumps(_index_key(config, inputs)).encode() + b"\n")
+        index_file.writelines(line + b"\n" for line in lines)
+    problems = _problems(previous.get("problems", []))
+    return _Staged(previous.get("entries", {}), problems, _when(due), plan, len(changed))
+
+
+def _shape(reading: Reading) -> tuple:
+    """What decides an article's place in the documents: its key, date and audiences, and
+    the file's problems."""
+    article, problems = reading
+    found = [(p.line, p.severity, p.message) for p in problems]
+    if article is None:
+        return None, found
+    audiences = tuple(t.audience for t in article.takeaways)
+    return (article.lang, article.slug, article.updated, audiences), found
+
+
+def _encoded(line: bytes) -> str:
+    """The encoded reading of an index line."""
+    return line.partition(b"\t")[2].decode("utf-8")
+
+
+def _index_key(config: Config, inputs: _Inputs) -> str:
+    """The index file's first line: a change to it makes every file be read again."""
+    return _fingerprint(config, inputs.folder, gated=False)
+
+
+def _index_lines(config: Config, inputs: _Inputs, path: Path) -> list[bytes] | None:
+    """The index file's lines after its key, as bytes; None unless it was made under this
+    config for as many files as there are now."""
+    try:
+        lines = path.read_bytes().split(b"\n")
+        key = json.loads(lines[0])
+    except (OSError, ValueError):
+        return None
+    if lines[-1] == b"":
+        lines.pop()
+    if key != _index_key(config, inputs) or len(lines) - 1 != len(inputs.files):
+        return None
+    return lines[1:]
+
+
+def _changed_lines(inputs: _Inputs, lines: list[bytes]) -> list[int] | None:
+    """Where the index's lines are of files that changed since; None when the index holds
+    other files (one added and another removed)."""
+    changed = []
+    for n, ((relative, stat), line) in enumerate(zip(inputs.relative.items(), lines, strict=True)):
+        if line.startswith(f"{_index_head(relative, stat)}\t".encode()):
+            continue
+        try:
+            was = json.loads(line.partition(b"\t")[0])[0]
+        except (ValueError, IndexError, TypeError, KeyError):
+            return None
+        if was != relative:
+            return None
+        changed.append(n)
+    return changed
+
+
+def _partial_plans(
+    config: Config, inputs: _Inputs, record: dict, lines: list[bytes], changed: set[str]
+) -> tuple[list[feeds.Plan], ArticleSet]:
+    """The plans of the documents that show a ``changed`` file (by relative path), and the
+    articles they need (theirs and their translations), from the index ``lines``."""
+    where = {relative: n for n, relative in enumerate(inputs.relative)}
+    sources = list(inputs.files)
+    slugs = {lang: {slug: rel for rel, slug in kept["order"]} for lang, kept in record.items()}
+    size = config.feeds.max_entries
+    picked: list[tuple[str, list[int] | None, list[list[int] | None], list]] = []
+    needed: dict[str, str] = {}  # relative path -> slug
+    for lang, kept in record.items():
+        order = kept["order"]
+
+        def pick(places: Sequence[int], order: list = order) -> list[int] | None:
+            if not any(order[p][0] in changed for p in places):
+                return None
+            needed.update(order[p] for p in places)
+            return list(places)
+
+        current, pages = feeds.paginate(range(len(order)), size, config.feeds.archive_entries)
+        audiences = [(a, pick(places)) for a, places in kept["audiences"].items()]
+        picked.append((lang, pick(current), [pick(page) for page in pages], audiences))
+    for slug in list(needed.values()):
+        needed.update((rel, slug) for by_slug in slugs.values() if (rel := by_slug.get(slug)))
+    articles: dict[str, Article] = {}
+    for relative in needed:
+        n = where[relative]
+        article = decode_reading(sources[n], _encoded(lines[n]))[0]
+        if article is not None:  # a plan names only files that are articles
+            articles[relative] = article
+
+    def members(lang: str, places: list[int] | None) -> list[Article] | None:
+        order = record[lang]["order"]
+        return None if places is None else [articles[order[p][0]] for p in places]
+
+    plans = [
+        feeds.Plan(
+            lang,
+            members(lang, current),
+            [members(lang, page) for page in pages],
+            [(a, members(lang, places)) for a, places in audiences],
+        )
+        for lang, current, pages, audiences in picked
+    ]
+    return plans, ArticleSet(tuple(articles.values()))

@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import date, datetime
 from functools import cache, lru_cache
+from typing import TypeVar
 from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo
 
@@ -38,6 +39,7 @@ from .i18n import audience_phrase, text_direction
 from .model import Article, ArticleSet
 from .routes import article_url, feed_archive_name, feed_url, home_url
 
+_T = TypeVar("_T")
 GENERATOR = "syndicate"
 ATOM_MIME = "application/atom+xml"
 RSS_MIME = "application/rss+xml"
@@ -194,7 +196,9 @@ def publication_candidates(articles: Iterable[Article], config: Config):
     return [(a.lang, a.slug, updated_at(config, a.updated)) for a in articles]
 
 
-def paginate(newest_first: Sequence[Article], size: int, archive_size: int):
+def paginate(
+    newest_first: Sequence[_T], size: int, archive_size: int
+) -> tuple[list[_T], list[list[_T]]]:
     """The subscription document's ``size`` articles, then archive pages of ``archive_size``,
     oldest page first.
 
@@ -656,17 +660,6 @@ def feed_audiences(config: Config, articles: Iterable[Article]) -> list[str]:
     return [audience for audience in config.audiences if audience in present]
 
 
-def shown_in_full(config: Config, articles: ArticleSet, lang: str) -> list[Article]:
-    """The articles of ``lang`` whose text a subscription document shows (the newest
-    ``feeds.max_entries`` of the language, and of each audience): the rest are summaries."""
-    size = config.feeds.max_entries
-    chosen = articles.in_language(lang)
-    shown = dict.fromkeys(chosen[:size])
-    for audience in feed_audiences(config, chosen[size:]):
-        shown.update(dict.fromkeys(_with_audience(chosen, audience, size)))
-    return list(shown)
-
-
 def _with_audience(newest_first: Sequence[Article], audience: str, size: int) -> list[Article]:
     """The newest ``size`` articles with takeaways for ``audience``."""
     found: list[Article] = []
@@ -689,11 +682,47 @@ def hub_topics(config: Config, names: Iterable[str]) -> list[str]:
     ]
 
 
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """Which articles each of one language's documents shows, newest first: the subscription
+    feed's, each archive page's (oldest page first) and each audience feed's. A rebuild that
+    moves no article renders only the documents of the articles it changed: from a plan with
+    the other documents left out (``None``)."""
+
+    lang: str
+    current: Sequence[Article] | None
+    pages: Sequence[Sequence[Article] | None]
+    audiences: Sequence[tuple[str, Sequence[Article] | None]]
+
+    def with_text(self, articles: ArticleSet) -> Plan:
+        """The same plan with the subscription documents' articles as ``articles`` has them
+        (read again with their text)."""
+
+        def swap(chosen: Sequence[Article] | None) -> Sequence[Article] | None:
+            return None if chosen is None else [articles.get(*a.key) or a for a in chosen]
+
+        return replace(
+            self, current=swap(self.current), audiences=[(a, swap(c)) for a, c in self.audiences]
+        )
+
+
+def language_plan(config: Config, articles: ArticleSet, lang: str) -> Plan:
+    """The documents of ``lang`` and the articles each shows."""
+    chosen = articles.in_language(lang)
+    size = config.feeds.max_entries
+    current, pages = paginate(chosen, size, config.feeds.archive_entries)
+    audiences = [(a, _with_audience(chosen, a, size)) for a in feed_audiences(config, chosen)]
+    return Plan(lang, current, pages, audiences)
+
+
 def render_feeds(
     config: Config,
     articles: ArticleSet,
     published: Mapping[tuple[str, str], datetime],
     gettext: Mapping[str, Gettext] | None = None,
+    plans: Sequence[Plan] | None = None,
+    *,
+    opml: bool = True,
 ) -> Iterator[tuple[str, bytes]]:
     """Every output document: file name (relative to the feeds folder) and bytes, made one
     language at a time, so that a caller writing each as it comes never holds more than one
@@ -701,20 +730,24 @@ def render_feeds(
 
     ``published`` holds each article's first publication time (from the state database);
     ``gettext`` each language's catalog lookup, for the audience feeds' words (default: the
-    English source text).
+    English source text). With ``plans`` (one per language that has articles, in the
+    configured order), only the documents they name are made, from ``articles``, which holds
+    their articles and those articles' translations. ``opml``: the OPML list too.
     """
-    langs = feed_languages(config, articles)
+    if plans is None:
+        plans = [language_plan(config, articles, lang) for lang in feed_languages(config, articles)]
+    langs = [plan.lang for plan in plans]
     audiences = {}
-    for lang in langs:
-        words = (gettext or {}).get(lang, str)
-        audiences[lang] = [
-            (a, audience_words(config, lang, a, words))
-            for a in feed_audiences(config, articles.in_language(lang))
+    for plan in plans:
+        words = (gettext or {}).get(plan.lang, str)
+        audiences[plan.lang] = [
+            (a, audience_words(config, plan.lang, a, words)) for a, _ in plan.audiences
         ]
-        yield from language_documents(config, articles, published, lang, langs).items()
-        for audience, said in audiences[lang]:
-            yield from audience_documents(config, articles, published, lang, audience, said)
-    if langs:
+        yield from plan_documents(config, articles, published, plan, langs)
+        for (audience, chosen), (_, said) in zip(plan.audiences, audiences[plan.lang], strict=True):
+            if chosen is not None:
+                yield from audience_documents(config, articles, published, chosen, audience, said)
+    if opml and langs:
         yield "index.opml", opml_document(config, langs, audiences)
 
 
@@ -722,14 +755,15 @@ def audience_documents(
     config: Config,
     articles: ArticleSet,
     published: Mapping[tuple[str, str], datetime],
-    lang: str,
+    chosen: Sequence[Article],
     audience: str,
     words: AudienceWords,
 ) -> Iterator[tuple[str, bytes]]:
-    """The feed of ``audience`` in ``lang``: the newest ``feeds.max_entries`` articles with
-    takeaways for it, each entry those takeaways and a link to the article (no archives:
-    the article's entry in the language's feed and archives keeps the rest)."""
-    chosen = _with_audience(articles.in_language(lang), audience, config.feeds.max_entries)
+    """The feed of ``audience`` in one language: the ``chosen`` articles (the newest
+    ``feeds.max_entries`` with takeaways for it), each entry those takeaways and a link to
+    the article (no archives: the article's entry in the language's feed and archives keeps
+    the rest)."""
+    lang = chosen[0].lang
     entries = [
         audience_entry(config, a, audience, words, published[a.key], articles.translations(a))
         for a in chosen
@@ -741,42 +775,43 @@ def audience_documents(
     yield channel.names["json"], json_document(config, lang, entries, channel=channel)
 
 
-def language_documents(
+def plan_documents(
     config: Config,
     articles: ArticleSet,
     published: Mapping[tuple[str, str], datetime],
-    lang: str,
+    plan: Plan,
     langs: Sequence[str],
-) -> dict[str, bytes]:
-    """One language's documents; ``langs`` are ``feed_languages``, whose feeds link to each
-    other. Subscription documents carry the newest ``feeds.max_entries`` articles with full
-    content; older ones go to Atom archive documents with their summary and link, so only the
-    newest articles need their bodies read."""
-    docs: dict[str, bytes] = {}
-    chosen = articles.in_language(lang)
-    current, pages = paginate(chosen, config.feeds.max_entries, config.feeds.archive_entries)
+) -> Iterator[tuple[str, bytes]]:
+    """One language's subscription and archive documents, those ``plan`` names; ``langs``
+    are ``feed_languages``, whose feeds link to each other. Subscription documents carry the
+    newest ``feeds.max_entries`` articles with full content; older ones go to Atom archive
+    documents with their summary and link, so only the newest articles need their bodies
+    read."""
+    lang, pages = plan.lang, plan.pages
     names = feed_names(lang)
-    others = [other for other in langs if other != lang]
-    entries = [make_entry(config, a, published[a.key], articles.translations(a)) for a in current]
     archive_urls = [feed_url(config, feed_archive_name(lang, n)) for n in range(1, len(pages) + 1)]
     atom_url = feed_url(config, names["atom"])
-    translations = tuple((o, feed_url(config, feed_names(o)["atom"])) for o in others)
-    docs[names["atom"]] = atom_document(
-        config,
-        lang,
-        entries,
-        Page(
+    if plan.current is not None:
+        entries = [
+            make_entry(config, a, published[a.key], articles.translations(a)) for a in plan.current
+        ]
+        translations = tuple(
+            (o, feed_url(config, feed_names(o)["atom"])) for o in langs if o != lang
+        )
+        page = Page(
             atom_url,
             prev_archive=archive_urls[-1] if archive_urls else None,
             translations=translations,
-        ),
-    )
-    docs[names["rss"]] = rss_document(config, lang, entries)
-    docs[names["json"]] = json_document(config, lang, entries)
-    for number, page in enumerate(pages, 1):
+        )
+        yield names["atom"], atom_document(config, lang, entries, page)
+        yield names["rss"], rss_document(config, lang, entries)
+        yield names["json"], json_document(config, lang, entries)
+    for number, members in enumerate(pages, 1):
+        if members is None:
+            continue
         older = [
             make_entry(config, a, published[a.key], articles.translations(a), content=False)
-            for a in page
+            for a in members
         ]
         where = Page(
             archive_urls[number - 1],
@@ -784,5 +819,4 @@ def language_documents(
             prev_archive=archive_urls[number - 2] if number > 1 else None,
             next_archive=archive_urls[number] if number < len(pages) else None,
         )
-        docs[feed_archive_name(lang, number)] = archive_document(config, lang, older, where)
-    return docs
+        yield feed_archive_name(lang, number), archive_document(config, lang, older, where)
