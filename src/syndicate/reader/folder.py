@@ -18,7 +18,7 @@ from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Se
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import closing
-from dataclasses import fields
+from dataclasses import fields, replace
 from multiprocessing.context import BaseContext
 from multiprocessing.reduction import ForkingPickler
 from operator import attrgetter
@@ -179,7 +179,12 @@ def _read_file(source: str, profiles: Mapping[str, LanguageProfile], keep: _Keep
     except OSError as exc:
         severity, message = _unreadable(exc)
         return None, [Diagnostic(source, None, severity, message)]
-    return parse_article(data, source, profiles, **keep)
+    article, problems = parse_article(
+        data, source, profiles, body=keep["body"], bullets=keep["bullets"]
+    )
+    if article is not None and not keep.get("blocks", True):
+        article = replace(article, blocks=())  # read for its problems, not kept
+    return article, problems
 
 
 # Parsing holds the interpreter, so one process reads on one core. A large set is read by one
@@ -193,7 +198,7 @@ def _read_file(source: str, profiles: Mapping[str, LanguageProfile], keep: _Keep
 PARALLEL_FROM = 2000
 _BATCH = 50
 _AHEAD = 4
-_Keep = dict[str, bool]  # parse_article's keyword arguments: what to keep of each file
+_Keep = dict[str, bool]  # what to keep of each file: parse_article's body and bullets; blocks
 _worker: tuple[Mapping[str, LanguageProfile], _Keep, bool] = ({}, {}, False)  # set in each worker
 _PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 
@@ -350,19 +355,23 @@ def read_articles(
     *,
     bodies: bool = True,
     bullets: bool = True,
+    blocks: bool = True,
     processes: int | None = None,
     max_bytes: int | None = None,
 ) -> ArticleSet:
     """Read every file of the article set; bad files become diagnostics, the rest articles.
 
-    ``bodies`` and ``bullets`` are ``parse_article``'s ``body`` and ``bullets``. ``processes``
+    ``bodies`` and ``bullets`` are ``parse_article``'s ``body`` and ``bullets``; without
+    ``blocks``, the bodies are read for their problems but not kept (each reader process drops
+    them before it sends an article back): what a caller needs that keeps the references and
+    bullets of a large set but shows no body. ``processes``
     read, this one included (default: one per core from PARALLEL_FROM files on). A file over
     ``max_bytes`` is not read (a diagnostic says so).
     """
     if not folder.is_dir():
         problem = Diagnostic(str(folder), None, Severity.ERROR, "article folder not found")
         return ArticleSet((), (problem,))
-    keep: _Keep = {"body": bodies, "bullets": bullets}
+    keep: _Keep = {"body": bodies, "bullets": bullets, "blocks": blocks}
     scanned: list[Diagnostic] = []
     paths = list(scan(folder, scanned, max_bytes=max_bytes))
     found = article_set(reading for reading, _ in _read_files(paths, profiles, keep, processes))
