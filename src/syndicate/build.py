@@ -70,10 +70,15 @@ def _fingerprint(config: Config, folder: Path, *, gated: bool) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def _inputs_hash(inputs: Mapping[str, list]) -> str:
-    """The article files' paths, sizes and mtimes in one hash: a large set's manifest would
-    otherwise take longer to load than the files take to stat."""
-    return hashlib.sha256(json.dumps(inputs, separators=(",", ":")).encode()).hexdigest()
+def _inputs_hash(files: Mapping[str, tuple[int, int]], left_out: list[list[str]]) -> str:
+    """The article files' paths, sizes and mtimes in one hash, and what the walk left out: a
+    large set's manifest would otherwise take longer to load than the files take to stat.
+    A NUL, which no path holds, ends each field."""
+    digest = hashlib.sha256(json.dumps(left_out).encode())
+    digest.update(
+        "".join(f"{name}\0{size}\0{mtime}\0" for name, (size, mtime) in files.items()).encode()
+    )
+    return digest.hexdigest()
 
 
 def _with_bodies(config: Config, found: ArticleSet, shown: Sequence[Article]) -> ArticleSet:
@@ -177,7 +182,7 @@ class _Inputs:
     folder: Path
     files: dict[str, tuple[int, int]]
     """Each file's path and (size, mtime_ns)."""
-    relative: dict[str, list[int]]
+    relative: dict[str, tuple[int, int]]
     """The same, by path relative to the folder (what the manifest and the index record)."""
     scanned: list[Diagnostic]
     """What the walk left out, and why."""
@@ -192,9 +197,12 @@ def _walk(config: Config, folder: Path) -> _Inputs:
     scanned: list[Diagnostic] = []
     files = scan(folder, scanned, max_bytes=config.site.max_article_bytes)
     prefix = len(os.path.join(str(folder), ""))
-    relative = {path[prefix:].replace(os.sep, "/"): list(stat) for path, stat in files.items()}
+    names = [path[prefix:] for path in files]
+    if os.sep != "/":
+        names = [name.replace(os.sep, "/") for name in names]
+    relative = dict(zip(names, files.values(), strict=True))
     # What the walk left out counts as input too: a new dangling link is news.
-    digest = _inputs_hash({**relative, "": [[p.file, p.message] for p in scanned]})
+    digest = _inputs_hash(relative, [[p.file, p.message] for p in scanned])
     return _Inputs(folder, files, relative, scanned, digest)
 
 
@@ -456,7 +464,7 @@ def _read_and_index(
 
 
 def _known_readings(
-    path: Path, key: str, inputs: dict[str, list[int]], paths: dict[str, str]
+    path: Path, key: str, inputs: Mapping[str, tuple[int, int]], paths: dict[str, str]
 ) -> dict[str, str]:
     """The encoded readings of the index file whose files are unchanged, by path (``paths``
     maps relative paths to those); none if the index is missing or unreadable, or was made
@@ -470,7 +478,7 @@ def _known_readings(
                 head, tab, encoded = line.decode("utf-8", "replace").rstrip("\n").partition("\t")
                 try:
                     relative, *stat = json.loads(head)
-                    unchanged = bool(tab) and inputs.get(relative) == stat
+                    unchanged = bool(tab) and inputs.get(relative) == tuple(stat)
                 except (ValueError, TypeError):  # a damaged line: that file is read again
                     continue
                 if unchanged:
@@ -539,7 +547,7 @@ def _revise(
         staging.keep(name)
     with atomic_file(staging.folder / INDEX) as index_file:
         index_file.write(json.dumps(_index_key(config, inputs)).encode() + b"\n")
-        index_file.writelines(line + b"\n" for line in lines)
+        index_file.write(b"\n".join(lines) + b"\n")
     problems = _problems(previous.get("problems", []))
     return _Staged(previous.get("entries", {}), problems, _when(due), plan, len(changed))
 

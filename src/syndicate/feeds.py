@@ -22,7 +22,7 @@ import re
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
-from datetime import date, datetime
+from datetime import date, datetime, time
 from functools import cache, lru_cache
 from typing import TypeVar
 from urllib.parse import urlsplit
@@ -36,7 +36,7 @@ from lxml import etree
 
 from .config import Config
 from .i18n import audience_phrase, text_direction
-from .model import Article, ArticleSet
+from .model import Article, ArticleSet, Takeaways
 from .routes import article_url, feed_archive_name, feed_url, home_url
 
 _T = TypeVar("_T")
@@ -188,7 +188,13 @@ def audience_channel(config: Config, lang: str, audience: str, words: AudienceWo
 
 def updated_at(config: Config, day: date) -> datetime:
     """An article's date line as an instant: the configured time of day in the site's zone."""
-    return datetime.combine(day, config.site.publish_time, tzinfo=ZoneInfo(config.site.timezone))
+    return _instant(day, config.site.publish_time, config.site.timezone)
+
+
+@lru_cache(maxsize=8192)
+def _instant(day: date, at: time, zone: str) -> datetime:
+    """Made once per day: a set has far fewer days than articles (translations share one)."""
+    return datetime.combine(day, at, tzinfo=ZoneInfo(zone))
 
 
 def publication_candidates(articles: Iterable[Article], config: Config):
@@ -281,23 +287,38 @@ def make_entry(
     content: bool = True,
 ) -> Entry:
     """The feed values of one article; ``published`` comes from the state database."""
-    zone = ZoneInfo(config.site.timezone)
-    profile = config.languages[article.lang]
+    site = config.site
     url = article_url(config, article.lang, article.slug)
     return Entry(
         id=entry_id(config, article.lang, article.slug),
         title=_safe(article.title),
         url=url,
-        published=published.astimezone(zone),
-        updated=updated_at(config, article.updated),
+        published=published.astimezone(ZoneInfo(site.timezone)),
+        updated=_instant(article.updated, site.publish_time, site.timezone),
         summary=_safe(article.summary or article.seo.description or article.title),
         content=article_html(config, article, url) if content else None,
-        categories=tuple(
-            (t.audience, _label(profile.audience_names.get(t.audience, t.label)))
-            for t in article.takeaways
-        ),
+        categories=_categories(config.languages[article.lang].audience_names, article.takeaways),
         translations=tuple((t.lang, article_url(config, t.lang, t.slug)) for t in translations),
     )
+
+
+_CATEGORIES: dict[tuple[int, tuple[tuple[str, str], ...]], tuple[tuple[str, str], ...]] = {}
+
+
+def _categories(
+    names: Mapping[str, str], takeaways: Sequence[Takeaways]
+) -> tuple[tuple[str, str], ...]:
+    """(term, label) of each audience an article has takeaways for: the articles of a
+    language repeat the same few, so each set is made once (per names, by identity: a
+    language's are one dict for the life of its config)."""
+    labels = tuple((t.audience, t.label) for t in takeaways)
+    key = (id(names), labels)
+    found = _CATEGORIES.get(key)
+    if found is None:
+        if len(_CATEGORIES) > 4096:
+            _CATEGORIES.clear()
+        found = _CATEGORIES[key] = tuple((a, _label(names.get(a, label))) for a, label in labels)
+    return found
 
 
 def audience_entry(
