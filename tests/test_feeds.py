@@ -551,6 +551,13 @@ def test_a_revised_text_remakes_only_the_documents_that_show_it(
         assert build_feeds(config, folder, fresh).read == len(list(folder.iterdir()))
         assert outputs(out) == outputs(fresh)
         assert (out / INDEX).read_bytes() == (fresh / INDEX).read_bytes()
+    (out / "archive/en-1.atom.xml").unlink()  # with a revision: both are made again
+    path = folder / "en-005.txt"
+    path.write_text(path.read_text("utf-8").replace("Trainium3", "Trainium 3", 1), "utf-8")
+    report = build_feeds(config, folder)
+    assert {"archive/en-1.atom.xml", "en.atom.xml"} <= set(report.written)
+    assert build_feeds(config, folder).skipped
+    assert outputs(out) == outputs(build_feeds(config, folder, tmp_path / "fresh-gone").out)
     moved = folder / "de-002.txt"
     moved.write_text(variant(seeds()["de"], "de", slug="article-002", day=date(2026, 1, 1)))
     report = build_feeds(config, folder)

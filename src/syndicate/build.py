@@ -520,12 +520,14 @@ def _revise(
 ) -> _Staged | None:
     """Stage a revision in place, or None when the build must be made as a whole; the
     readings of the files it read go into ``fresh`` (encoded, by path)."""
-    plan, due = previous.get("plan"), previous.get("next_due")
+    plan, due, outputs = previous.get("plan"), previous.get("next_due"), previous.get("outputs")
     if (
         not isinstance(plan, dict)
         or previous.get("fingerprint") != fingerprint
         or previous.get("scanned") != _scanned(inputs)
         or (due and (now is None or now >= datetime.fromisoformat(due)))
+        or not isinstance(outputs, dict)
+        or file_stats(staging.folder, list(outputs)) != outputs  # one removed or changed
     ):
         return None
     lines = _index_lines(config, inputs, staging.folder / INDEX)
@@ -543,7 +545,7 @@ def _revise(
     _render(
         config, _with_bodies(config, shown, _shown_whole(plans)), store, plans, staging, opml=False
     )
-    for name in previous.get("outputs", {}):
+    for name in outputs:
         staging.keep(name)
     with atomic_file(staging.folder / INDEX) as index_file:
         index_file.write(json.dumps(_index_key(config, inputs)).encode() + b"\n")
