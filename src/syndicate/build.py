@@ -279,6 +279,8 @@ class _Staged:
     plan: dict[str, dict]
     read: int
     """How many article files were read (the rest came from the index)."""
+    table: str
+    """Where each file's line is in the index file (``_Table``)."""
 
 
 def _stage(
@@ -298,7 +300,7 @@ def _stage(
         # The feeds show the newest articles whole and the rest by summary: read the
         # summaries (no body, no bullets), then the newest again, in full. A file the last
         # build read and that has not changed since is not read again.
-        readings, read = _read_and_index(config, inputs, out / INDEX, index_file, fresh)
+        readings, read, table = _read_and_index(config, inputs, out / INDEX, index_file, fresh)
         index = article_set(readings)
         if inputs.scanned:
             index = ArticleSet(index.articles, (*inputs.scanned, *index.problems))
@@ -314,7 +316,7 @@ def _stage(
         _render(config, found, store, plans, staging, opml=True)
     entries = {lang: len(found.in_language(lang)) for lang in found.languages}
     record = _plan_record(plans, dict(zip(inputs.files, inputs.relative, strict=True)))
-    return _Staged(entries, found.problems, next_due, record, read)
+    return _Staged(entries, found.problems, next_due, record, read, table)
 
 
 def _render(
@@ -408,6 +410,7 @@ def _commit(
             for p in staged.problems
         ],
         "plan": staged.plan,
+        "index": staged.table,
     }
     # not indented: indenting would take the pure-Python encoder
     write_atomic(out / MANIFEST, json.dumps(manifest, separators=(",", ":")).encode())
@@ -438,7 +441,9 @@ def _when(value: str | None) -> datetime | None:
 # key: the path, size and mtime as a JSON array, a tab, and the reading as the reader encodes
 # it (JSON has no raw tabs). A file whose size and mtime still match is not read again; any
 # change to the config or the version (the key) makes every file be read again. Written line
-# by line as the files are read, so that no reading is held twice.
+# by line as the files are read, so that no reading is held twice. The manifest keeps where
+# each file's line is (``_Table``), so that a revision reads only the lines it needs and
+# appends the lines of the files it read (a line later in the file stands for its file).
 
 
 def _read_and_index(
@@ -447,20 +452,24 @@ def _read_and_index(
     path: Path,
     new_index: BinaryIO,
     fresh: Mapping[str, str] = {},
-) -> tuple[list[Reading], int]:
+) -> tuple[list[Reading], int, str]:
     """Every file's index reading, taken from the index file at ``path`` where the file has
-    not changed (and how many files were read); ``new_index`` gets the new index as they
-    come."""
+    not changed (and how many files were read, and the new index's ``_Table``);
+    ``new_index`` gets the new index as they come."""
     key = _index_key(config, inputs)
     paths = dict(zip(inputs.relative, inputs.files, strict=True))
     known = {**_known_readings(path, key, inputs.relative, paths), **fresh}
     found = read_index(list(inputs.files), config.profiles, known=known)
-    new_index.write(json.dumps(key).encode() + b"\n")
-    readings = []
+    head = json.dumps(key).encode() + b"\n"
+    new_index.write(head)
+    readings, rows, at = [], [], len(head)
     for (relative, stat), (_, reading, encoded) in zip(inputs.relative.items(), found, strict=True):
-        new_index.write(f"{_index_head(relative, stat)}\t{encoded}\n".encode())
+        line = f"{_index_head(relative, stat)}\t{encoded}\n".encode()
+        new_index.write(line)
+        rows.append(_Table.row(relative, stat, at, len(line) - 1))
+        at += len(line)
         readings.append(reading)
-    return readings, len(inputs.files) - len(known) + len(fresh)
+    return readings, len(inputs.files) - len(known) + len(fresh), "\n".join(rows)
 
 
 def _known_readings(
@@ -530,28 +539,114 @@ def _revise(
         or file_stats(staging.folder, list(outputs)) != outputs  # one removed or changed
     ):
         return None
-    lines = _index_lines(config, inputs, staging.folder / INDEX)
-    changed = _changed_lines(inputs, lines) if lines is not None else None
-    if lines is None or not changed or len(changed) > max(1, len(lines) // 20):
+    table = _Table.of(config, inputs, staging.folder / INDEX, previous.get("index"))
+    if table is None or not table.changed or len(table.changed) > max(1, len(inputs.files) // 20):
         return None
-    sources, relatives = list(inputs.files), list(inputs.relative.items())
+    try:
+        return _revise_with(config, inputs, previous, table, staging, store, fresh)
+    finally:
+        table.close()
+
+
+def _revise_with(
+    config: Config,
+    inputs: _Inputs,
+    previous: dict,
+    table: _Table,
+    staging: Staging,
+    store: Store | None,
+    fresh: dict[str, str],
+) -> _Staged | None:
+    sources = list(inputs.files)
+    changed = table.changed
     found = read_index([sources[n] for n in changed], config.profiles, known={}, processes=1)
+    new: dict[int, str] = {}
     for n, (path, reading, encoded) in zip(changed, found, strict=True):
-        fresh[path] = encoded
-        if _shape(reading) != _shape(decode_reading(path, _encoded(lines[n]))):
-            return None  # it moves: a new place, other audiences or other problems
-        lines[n] = f"{_index_head(*relatives[n])}\t{encoded}".encode()
-    plans, shown = _partial_plans(config, inputs, plan, lines, {relatives[n][0] for n in changed})
+        fresh[path] = new[n] = encoded
+        old = table.line(n)
+        try:
+            if old is None or _shape(reading) != _shape(decode_reading(path, old)):
+                return None  # it moves: a new place, other audiences or other problems
+        except ValueError:  # a damaged index
+            return None
+    partial = _partial_plans(config, inputs, previous["plan"], table, new)
+    if partial is None:
+        return None
+    plans, shown = partial
     _render(
         config, _with_bodies(config, shown, _shown_whole(plans)), store, plans, staging, opml=False
     )
-    for name in outputs:
+    for name in previous["outputs"]:
         staging.keep(name)
-    with atomic_file(staging.folder / INDEX) as index_file:
-        index_file.write(json.dumps(_index_key(config, inputs)).encode() + b"\n")
-        index_file.write(b"\n".join(lines) + b"\n")
     problems = _problems(previous.get("problems", []))
-    return _Staged(previous.get("entries", {}), problems, _when(due), plan, len(changed))
+    due = _when(previous.get("next_due"))
+    rows = table.append(inputs, new)
+    return _Staged(previous.get("entries", {}), problems, due, previous["plan"], len(new), rows)
+
+
+class _Table:
+    """Where each article file's line is in the index file, as the manifest keeps it: one
+    row per file, in the walk's order, of its relative path, size, mtime, and its line's
+    offset and length, NUL-separated (no path holds a NUL), the rows one string (a manifest
+    loads a string at once)."""
+
+    def __init__(self, path: Path, rows: list[str], changed: list[int], handle: BinaryIO) -> None:
+        self.path, self.rows, self.changed, self.handle = path, rows, changed, handle
+
+    @staticmethod
+    def row(relative: str, stat: Sequence[int], offset: int, length: int) -> str:
+        return f"{relative}\0{stat[0]}\0{stat[1]}\0{offset}\0{length}"
+
+    @classmethod
+    def of(cls, config: Config, inputs: _Inputs, path: Path, kept: object) -> _Table | None:
+        """The table the manifest ``kept``, with where the files changed since; None when it
+        is not of the same files, or the index file is not of this config."""
+        rows = kept.split("\n") if isinstance(kept, str) and kept else []
+        if len(rows) != len(inputs.files):
+            return None
+        changed = []
+        for n, (relative, (size, mtime)) in enumerate(inputs.relative.items()):
+            if not rows[n].startswith(f"{relative}\0{size}\0{mtime}\0"):
+                if rows[n].partition("\0")[0] != relative:
+                    return None  # one file added and another removed
+                changed.append(n)
+        try:
+            handle = path.open("rb")
+        except OSError:
+            return None
+        try:
+            key = json.loads(handle.readline())
+        except ValueError:
+            key = None
+        if key != _index_key(config, inputs):
+            handle.close()
+            return None
+        return cls(path, rows, changed, handle)
+
+    def line(self, n: int) -> str | None:
+        """The encoded reading of the ``n``th file as the index has it; None if its line is
+        not where the table says (a damaged index)."""
+        relative, size, mtime, offset, length = self.rows[n].split("\0")
+        self.handle.seek(int(offset))
+        line = self.handle.read(int(length))
+        head = f"{_index_head(relative, (int(size), int(mtime)))}\t".encode()
+        return line[len(head) :].decode("utf-8") if line.startswith(head) else None
+
+    def append(self, inputs: _Inputs, encoded: Mapping[int, str]) -> str:
+        """Append the lines of the files read again (``encoded`` by place) to the index
+        file; the table with them."""
+        relatives = list(inputs.relative.items())
+        with self.path.open("ab") as handle:
+            at = handle.tell()
+            for n, reading in sorted(encoded.items()):
+                line = f"{_index_head(*relatives[n])}\t{reading}\n".encode()
+                handle.write(line)
+                self.rows[n] = self.row(*relatives[n], at, len(line) - 1)
+                at += len(line)
+        return "\n".join(self.rows)
+
+    def close(self) -> None:
+        self.handle.close()
 
 
 def _shape(reading: Reading) -> tuple:
@@ -565,55 +660,20 @@ def _shape(reading: Reading) -> tuple:
     return (article.lang, article.slug, article.updated, audiences), found
 
 
-def _encoded(line: bytes) -> str:
-    """The encoded reading of an index line."""
-    return line.partition(b"\t")[2].decode("utf-8")
-
-
 def _index_key(config: Config, inputs: _Inputs) -> str:
     """The index file's first line: a change to it makes every file be read again."""
     return _fingerprint(config, inputs.folder, gated=False)
 
 
-def _index_lines(config: Config, inputs: _Inputs, path: Path) -> list[bytes] | None:
-    """The index file's lines after its key, as bytes; None unless it was made under this
-    config for as many files as there are now."""
-    try:
-        lines = path.read_bytes().split(b"\n")
-        key = json.loads(lines[0])
-    except (OSError, ValueError):
-        return None
-    if lines[-1] == b"":
-        lines.pop()
-    if key != _index_key(config, inputs) or len(lines) - 1 != len(inputs.files):
-        return None
-    return lines[1:]
-
-
-def _changed_lines(inputs: _Inputs, lines: list[bytes]) -> list[int] | None:
-    """Where the index's lines are of files that changed since; None when the index holds
-    other files (one added and another removed)."""
-    changed = []
-    for n, ((relative, stat), line) in enumerate(zip(inputs.relative.items(), lines, strict=True)):
-        if line.startswith(f"{_index_head(relative, stat)}\t".encode()):
-            continue
-        try:
-            was = json.loads(line.partition(b"\t")[0])[0]
-        except (ValueError, IndexError, TypeError, KeyError):
-            return None
-        if was != relative:
-            return None
-        changed.append(n)
-    return changed
-
-
 def _partial_plans(
-    config: Config, inputs: _Inputs, record: dict, lines: list[bytes], changed: set[str]
-) -> tuple[list[feeds.Plan], ArticleSet]:
-    """The plans of the documents that show a ``changed`` file (by relative path), and the
-    articles they need (theirs and their translations), from the index ``lines``."""
+    config: Config, inputs: _Inputs, record: dict, table: _Table, new: Mapping[int, str]
+) -> tuple[list[feeds.Plan], ArticleSet] | None:
+    """The plans of the documents that show a file read again (``new``: its encoded reading,
+    by place), and the articles they need (theirs and their translations), from the index;
+    None when the index does not hold one of them."""
     where = {relative: n for n, relative in enumerate(inputs.relative)}
-    sources = list(inputs.files)
+    sources, relatives = list(inputs.files), list(inputs.relative)
+    changed = {relatives[n] for n in new}
     slugs = {lang: {slug: rel for rel, slug in kept["order"]} for lang, kept in record.items()}
     size = config.feeds.max_entries
     picked: list[tuple[str, list[int] | None, list[list[int] | None], list]] = []
@@ -635,9 +695,14 @@ def _partial_plans(
     articles: dict[str, Article] = {}
     for relative in needed:
         n = where[relative]
-        article = decode_reading(sources[n], _encoded(lines[n]))[0]
-        if article is not None:  # a plan names only files that are articles
-            articles[relative] = article
+        line = new.get(n) or table.line(n)
+        try:
+            article = decode_reading(sources[n], line or "")[0]
+        except ValueError:
+            return None  # a damaged index: the build is made as a whole
+        if article is None:
+            return None
+        articles[relative] = article
 
     def members(lang: str, places: list[int] | None) -> list[Article] | None:
         order = record[lang]["order"]
