@@ -728,10 +728,12 @@ def test_an_article_dated_ahead_waits_for_its_time(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("email", [None, "desk@example.org"])
-def test_archive_documents_are_the_bytes_feedgen_writes(
-    tmp_path: Path, atom_schema: etree.RelaxNG, email: str | None
+@pytest.mark.parametrize("content", [None, "", "<p>a &amp; b</p>\r\n<p>]]> {{ x }} 日本</p>"])
+def test_documents_are_the_bytes_feedgen_writes(
+    tmp_path: Path, atom_schema: etree.RelaxNG, email: str | None, content: str | None
 ) -> None:
-    """Archive pages skip feedgen's per-entry work; their bytes stay exactly feedgen's."""
+    """Atom and RSS documents skip feedgen's per-entry work; their bytes stay exactly
+    feedgen's, for archives (no content) and subscription documents, empty values too."""
     config = parse_config(
         {"site": {"author_email": email}, "feeds": {"hub": "https://hub.example.org/"}},
         root=tmp_path,
@@ -754,7 +756,7 @@ def test_archive_documents_are_the_bytes_feedgen_writes(
             published=published[n],
             updated=updated[n],
             summary=hostile if n else "",
-            content=None,
+            content=content,
             categories=(("cost", hostile), ("strategy", "")) if n else (),
             translations=(("de", f"https://example.org/de/{n}/"), ("nl", f"/nl/{n}/?a&b"))[:n],
         )
@@ -765,9 +767,17 @@ def test_archive_documents_are_the_bytes_feedgen_writes(
         current=feeds.feed_url(config, "en.atom.xml"),
         prev_archive=feeds.feed_url(config, feeds.feed_archive_name("en", 1)),
     )
-    fast = feeds.archive_document(config, "en", entries, page)
-    assert fast == feeds.atom_document(config, "en", entries, page, archive=True)
-    assert atom_schema.validate(etree.fromstring(fast)), atom_schema.error_log
+    for archive in (True, False):
+        fast = feeds.atom_document(config, "en", entries, page, archive=archive)
+        slow = feeds.feedgen_document(config, "en", entries, page, archive=archive)
+        assert fast == slow
+        assert atom_schema.validate(etree.fromstring(fast)), atom_schema.error_log
+    assert feeds.archive_document(config, "en", entries, page) == feeds.feedgen_document(
+        config, "en", entries, page, archive=True
+    )
+    rss = feeds.rss_document(config, "en", entries)
+    assert rss == feeds.feedgen_document(config, "en", entries, page, kind="rss")
+    assert not feedparser.parse(rss).bozo
 
 
 def test_the_index_keeps_a_reading_whole(config: Config, articles_dir: Path) -> None:

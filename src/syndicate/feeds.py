@@ -23,6 +23,7 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import date, datetime, time
+from email.utils import format_datetime
 from functools import cache, lru_cache
 from typing import TypeVar
 from urllib.parse import urlsplit
@@ -485,23 +486,13 @@ def atom_document(
     archive: bool = False,
     channel: Channel | None = None,
 ) -> bytes:
-    """An Atom document of ``lang``'s feed, or of ``channel``."""
-    fg = _generator(config, channel or language_channel(config, lang), entries)
+    """An Atom document of ``lang``'s feed, or of ``channel``: the bytes feedgen writes
+    (``feedgen_document``). feedgen writes the feed's head; each entry is written here as the
+    text lxml would serialise for the elements ``FeedgenEntry.atom_entry`` makes: building
+    elements costs several times that, for every entry of a large site. Every value is
+    escaped; the tests hold the bytes to feedgen's."""
+    fg = _generator(config, channel or language_channel(config, lang), entries, add_entries=False)
     fg.syndicate_atom.archive = archive
-    _feed_links(fg, config, page, ATOM_MIME)
-    return fg.atom_str(pretty=True)
-
-
-def archive_document(config: Config, lang: str, entries: Sequence[Entry], page: Page) -> bytes:
-    """An RFC 5005 archive document: the bytes ``atom_document(..., archive=True)`` writes.
-
-    feedgen writes the feed's head; the entries (summary and links, no content) are written
-    here as the text lxml would serialise for the elements ``FeedgenEntry.atom_entry`` makes:
-    building elements costs ten times that, and the archives hold nearly every entry of a
-    large site. Every value is escaped; the tests hold the bytes to feedgen's.
-    """
-    fg = _generator(config, language_channel(config, lang), entries, add_entries=False)
-    fg.syndicate_atom.archive = True
     _feed_links(fg, config, page, ATOM_MIME)
     head = etree.tostring(
         etree.fromstring(fg.atom_str(), _PARSER),
@@ -509,30 +500,44 @@ def archive_document(config: Config, lang: str, entries: Sequence[Entry], page: 
         xml_declaration=True,
         encoding="UTF-8",
     )
-    closing = b"</feed>\n"
     author = _author(config)
     who = f"      <name>{_xml_text(author['name'])}</name>\n"
     if author.get("email"):
         who += f"      <email>{_xml_text(author['email'])}</email>\n"
-    out = []
-    for e in entries:
-        summary = f"<summary>{_xml_text(e.summary)}</summary>" if e.summary else "<summary/>"
-        updated = e.updated.isoformat()
-        published = updated if _same_text(e.published, e.updated) else e.published.isoformat()
-        out.append(
-            f"  <entry>\n    <id>{_xml_text(e.id)}</id>\n"
-            f"    <title>{_xml_text(e.title)}</title>\n"
-            f"    <updated>{updated}</updated>\n"
-            f"    <author>\n{who}    </author>\n"
-            f"    {summary}\n"
-            f"{''.join(map(_category_element, e.categories))}"
-            f"    <published>{published}</published>\n"
-            f"{_link_element('alternate', lang, e.url)}"
-            f"{''.join(_link_element('related', *t) for t in e.translations)}"
-            "  </entry>\n"
-        )
+    closing = b"</feed>\n"
     assert head.endswith(closing)
-    return head[: -len(closing)] + "".join(out).encode() + closing
+    body = "".join([_atom_entry(e, lang, who) for e in entries]).encode()
+    return head[: -len(closing)] + body + closing
+
+
+def archive_document(config: Config, lang: str, entries: Sequence[Entry], page: Page) -> bytes:
+    """An RFC 5005 archive document (entries with summary and links, no content)."""
+    return atom_document(config, lang, entries, page, archive=True)
+
+
+def _atom_entry(e: Entry, lang: str, who: str) -> str:
+    """One entry as ``atom_document`` writes it; ``who`` is the author's elements."""
+    summary = f"<summary>{_xml_text(e.summary)}</summary>" if e.summary else "<summary/>"
+    updated = e.updated.isoformat()
+    published = updated if _same_text(e.published, e.updated) else e.published.isoformat()
+    content = ""
+    if e.content:
+        content = f'    <content type="html">{_xml_text(e.content)}</content>\n'
+    elif e.content is not None:
+        content = '    <content type="html"/>\n'
+    return (
+        f"  <entry>\n    <id>{_xml_text(e.id)}</id>\n"
+        f"    <title>{_xml_text(e.title)}</title>\n"
+        f"    <updated>{updated}</updated>\n"
+        f"    <author>\n{who}    </author>\n"
+        f"{content}"
+        f"    {summary}\n"
+        f"{''.join(map(_category_element, e.categories))}"
+        f"    <published>{published}</published>\n"
+        f"{_link_element('alternate', lang, e.url)}"
+        f"{''.join(_link_element('related', *t) for t in e.translations)}"
+        "  </entry>\n"
+    )
 
 
 def _same_text(a: datetime, b: datetime) -> bool:
@@ -591,9 +596,73 @@ _PARSER = etree.XMLParser(remove_blank_text=True)
 def rss_document(
     config: Config, lang: str, entries: Sequence[Entry], *, channel: Channel | None = None
 ) -> bytes:
-    """The RSS 2.0 document of ``lang``'s feed, or of ``channel``."""
+    """The RSS 2.0 document of ``lang``'s feed, or of ``channel``: the bytes feedgen writes,
+    the items written here as ``atom_document`` writes its entries."""
+    channel = channel or language_channel(config, lang)
+    fg = _generator(config, channel, entries, add_entries=False)
+    fg.syndicate_rss.hubs = config.feeds.hub
+    _feed_links(fg, config, Page(feed_url(config, channel.names["rss"])), RSS_MIME)
+    with _RSS_LOCK:
+        head = fg.rss_str(pretty=True)
+    author = _author(config)
+    if author.get("email"):  # RSS's author is an address; without one, dc:creator names them
+        address = f"{author['email']} ({author['name']})"
+        who = f"      <author>{_xml_text(address)}</author>\n"
+        creator = ""
+    else:
+        who, creator = "", f"      <dc:creator>{_xml_text(author['name'])}</dc:creator>\n"
+    closing = b"  </channel>\n</rss>\n"
+    assert head.endswith(closing)
+    body = "".join([_rss_item(e, who, creator) for e in entries]).encode()
+    return head[: -len(closing)] + body + closing
+
+
+def _rss_item(e: Entry, who: str, creator: str) -> str:
+    """One item as ``rss_document`` writes it: feedgen's RSS for the entry's values."""
+    if e.summary:
+        text = f"      <description>{_xml_text(e.summary)}</description>\n"
+        if e.content is not None:
+            text += f"      <content:encoded>{_xml_text(e.content)}</content:encoded>\n"
+    elif e.content is not None:
+        text = f"      <description>{_xml_text(e.content)}</description>\n"
+    else:
+        text = ""
+    categories = "".join(
+        f"      <category>{_xml_text(label)}</category>\n"
+        if label
+        else "      <category></category>\n"
+        for _, label in e.categories
+    )
+    return (
+        f"    <item>\n      <title>{_xml_text(e.title)}</title>\n"
+        f"      <link>{_xml_text(e.url)}</link>\n"
+        f"{text}{who}"
+        f'      <guid isPermaLink="false">{_xml_text(e.id)}</guid>\n'
+        f"{categories}"
+        f"      <pubDate>{format_datetime(e.published)}</pubDate>\n"
+        f"{creator}"
+        "    </item>\n"
+    )
+
+
+def feedgen_document(
+    config: Config,
+    lang: str,
+    entries: Sequence[Entry],
+    page: Page,
+    *,
+    kind: str = "atom",
+    archive: bool = False,
+    channel: Channel | None = None,
+) -> bytes:
+    """The document ``atom_document`` (``kind="atom"``) or ``rss_document`` (``"rss"``)
+    writes, entry by entry through feedgen: what their bytes are held to."""
     channel = channel or language_channel(config, lang)
     fg = _generator(config, channel, entries)
+    if kind == "atom":
+        fg.syndicate_atom.archive = archive
+        _feed_links(fg, config, page, ATOM_MIME)
+        return fg.atom_str(pretty=True)
     fg.syndicate_rss.hubs = config.feeds.hub
     _feed_links(fg, config, Page(feed_url(config, channel.names["rss"])), RSS_MIME)
     with _RSS_LOCK:
