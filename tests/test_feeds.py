@@ -701,6 +701,7 @@ def test_build_command_writes_the_feeds_and_says_where(tmp_path: Path, articles_
     result = runner.invoke(main, ["build", *args, "--out", str(out)])
     assert result.exit_code == 0, result.output
     assert f"feeds in {out}" in result.output
+    assert f"; {len(list(articles_dir.iterdir()))} article file(s) read" in result.output
     assert (out / "en.atom.xml").is_file() and (out / "index.opml").is_file()
     result = runner.invoke(main, ["run", "--once", *args])
     assert result.exit_code == 0, result.output

@@ -253,7 +253,8 @@ def print_feed_report(report: FeedReport, *, problems: bool = True) -> None:
     else:
         click.echo(
             f"feeds in {report.out} ({counts}): {len(report.written)} written, "
-            f"{len(report.unchanged)} unchanged, {len(report.removed)} removed"
+            f"{len(report.unchanged)} unchanged, {len(report.removed)} removed; "
+            f"{report.read} article file(s) read"
         )
     if report.next_due:
         click.echo(f"articles dated later are held back; the next is due {report.next_due}")

@@ -21,7 +21,7 @@ from contextlib import closing
 from dataclasses import fields, replace
 from multiprocessing.context import BaseContext
 from multiprocessing.reduction import ForkingPickler
-from operator import attrgetter
+from operator import attrgetter, itemgetter
 from pathlib import Path
 from typing import cast
 
@@ -60,7 +60,7 @@ def scan(
     ``max_bytes``: each is left out with one diagnostic in ``problems``, and the walk goes on.
     ``listed`` is called with each entry's path before it is looked at (for tests).
     """
-    found: list[tuple[str, str, int, int]] = []
+    found: list[tuple[str, str, tuple[int, int]]] = []
     first_problem = len(problems) if problems is not None else 0
     inside = os.path.join(os.path.realpath(folder), "")
     # A loop, not a recursive closure: that would be a reference cycle holding every entry
@@ -70,27 +70,48 @@ def scan(
         directory, prefix = folders.pop()
         try:
             with os.scandir(directory) as entries:
-                for entry in entries:
-                    if entry.name.startswith("."):
-                        continue
-                    if listed is not None:
-                        listed(entry.path)
-                    try:
-                        if not entry.is_symlink() and entry.is_dir(follow_symlinks=False):
-                            folders.append((entry.path, f"{prefix}{entry.name}\0"))
-                            continue
-                        st = _regular_file(entry, inside, problems)
-                    except OSError as exc:
-                        _note(problems, entry.path, _unreadable(exc))
-                        continue
-                    if st is not None and _within(entry.path, st.st_size, max_bytes, problems):
-                        found.append((prefix + entry.name, entry.path, st.st_size, st.st_mtime_ns))
+                _scan_entries(entries, prefix, inside, found, folders, problems, max_bytes, listed)
         except OSError as exc:
             _note(problems, directory, _unreadable(exc, "cannot list the folder"))
     found.sort()
     if problems is not None:  # in a stable order too, not the folder's
         problems[first_problem:] = sorted(problems[first_problem:], key=lambda p: p.file)
-    return {path: (size, mtime) for _, path, size, mtime in found}
+    return dict(zip(map(itemgetter(1), found), map(itemgetter(2), found), strict=True))
+
+
+def _scan_entries(
+    entries: Iterator[os.DirEntry[str]],
+    prefix: str,
+    inside: str,
+    found: list[tuple[str, str, tuple[int, int]]],
+    folders: list[tuple[str, str]],
+    problems: list[Diagnostic] | None,
+    max_bytes: int | None,
+    listed: Callable[[str], object] | None,
+) -> None:
+    """One folder's entries for ``scan``: its files into ``found`` (sort key, path, stamp),
+    its folders into ``folders``. A rebuild stats every file here: a regular file, as the
+    folder's listing says (no system call), takes the short way."""
+    for entry in entries:
+        if entry.name.startswith("."):
+            continue
+        if listed is not None:
+            listed(entry.path)
+        try:
+            if entry.is_file(follow_symlinks=False):
+                st: os.stat_result | None = entry.stat(follow_symlinks=False)
+            elif not entry.is_symlink() and entry.is_dir(follow_symlinks=False):
+                folders.append((entry.path, f"{prefix}{entry.name}\0"))
+                continue
+            else:
+                st = _regular_file(entry, inside, problems)
+        except OSError as exc:
+            _note(problems, entry.path, _unreadable(exc))
+            continue
+        if st is not None and (max_bytes is None or st.st_size <= max_bytes):
+            found.append((prefix + entry.name, entry.path, (st.st_size, st.st_mtime_ns)))
+        elif st is not None:
+            _within(entry.path, st.st_size, max_bytes, problems)
 
 
 def _regular_file(
