@@ -37,6 +37,8 @@ from .state import Store, database_errors, open_store
 from .websub import Notify
 
 MANIFEST = ".manifest.json"
+LAYOUT = 1
+"""The form of the manifest's plan and index table: a revision in place trusts only its own."""
 INDEX = ".index.json"  # the last build's reading of each article file, for the next build
 
 
@@ -315,7 +317,7 @@ def _stage(
         # instead of 0.57-0.60, and the build's processes 230 MiB together instead of 177.
         _render(config, found, store, plans, staging, opml=True)
     entries = {lang: len(found.in_language(lang)) for lang in found.languages}
-    record = _plan_record(plans, dict(zip(inputs.files, inputs.relative, strict=True)))
+    record = _plan_record(plans, {path: n for n, path in enumerate(inputs.files)})
     return _Staged(entries, found.problems, next_due, record, read, table)
 
 
@@ -330,7 +332,11 @@ def _render(
 ) -> None:
     """Stage the documents ``plans`` name, recording the articles' first publication."""
     published = _first_published(config, store, feeds.publication_candidates(found, config))
-    gettext = {lang: language(config, lang).translations.gettext for lang in found.languages}
+    gettext = {  # the catalogs of the languages whose audience feeds are made
+        plan.lang: language(config, plan.lang).translations.gettext
+        for plan in plans
+        if opml or any(chosen is not None for _, chosen in plan.audiences)
+    }
     plans = [plan.with_text(found) for plan in plans]
     for name, data in feeds.render_feeds(config, found, published, gettext, plans, opml=opml):
         staging.add(name, data)
@@ -346,19 +352,19 @@ def _shown_whole(plans: Sequence[feeds.Plan]) -> list[Article]:
     return list(shown)
 
 
-def _plan_record(plans: Sequence[feeds.Plan], relative: Mapping[str, str]) -> dict[str, dict]:
-    """``plans`` as the manifest keeps them: per language, its articles' files (relative to
-    the article folder) and slugs, newest first, and each audience feed's, as places in
-    that order. The archive pages follow from the order (``feeds.paginate``)."""
+def _plan_record(plans: Sequence[feeds.Plan], place: Mapping[str, int]) -> dict[str, dict]:
+    """``plans`` as the manifest keeps them: per language, its articles' files (by their
+    ``place`` in the walk, their row in the index table) and slugs, newest first, and each
+    audience feed's, as places in that order. The archive pages follow from the order
+    (``feeds.paginate``)."""
     record = {}
     for plan in plans:
         order = [*(plan.current or ()), *(a for page in reversed(plan.pages) for a in page or ())]
-        place = {a.key: n for n, a in enumerate(order)}
+        at = {a.key: n for n, a in enumerate(order)}
         record[plan.lang] = {
-            "order": [[relative[a.source], a.slug] for a in order],
+            "order": [[place[a.source], a.slug] for a in order],
             "audiences": {
-                audience: [place[a.key] for a in chosen or ()]
-                for audience, chosen in plan.audiences
+                audience: [at[a.key] for a in chosen or ()] for audience, chosen in plan.audiences
             },
         }
     return record
@@ -409,6 +415,7 @@ def _commit(
             {"file": p.file, "line": p.line, "severity": str(p.severity), "message": p.message}
             for p in staged.problems
         ],
+        "layout": LAYOUT,
         "plan": staged.plan,
         "index": staged.table,
     }
@@ -532,6 +539,7 @@ def _revise(
     plan, due, outputs = previous.get("plan"), previous.get("next_due"), previous.get("outputs")
     if (
         not isinstance(plan, dict)
+        or previous.get("layout") != LAYOUT
         or previous.get("fingerprint") != fingerprint
         or previous.get("scanned") != _scanned(inputs)
         or (due and (now is None or now >= datetime.fromisoformat(due)))
@@ -671,18 +679,16 @@ def _partial_plans(
     """The plans of the documents that show a file read again (``new``: its encoded reading,
     by place), and the articles they need (theirs and their translations), from the index;
     None when the index does not hold one of them."""
-    where = {relative: n for n, relative in enumerate(inputs.relative)}
-    sources, relatives = list(inputs.files), list(inputs.relative)
-    changed = {relatives[n] for n in new}
-    slugs = {lang: {slug: rel for rel, slug in kept["order"]} for lang, kept in record.items()}
+    sources = list(inputs.files)
+    slugs = {lang: {slug: n for n, slug in kept["order"]} for lang, kept in record.items()}
     size = config.feeds.max_entries
     picked: list[tuple[str, list[int] | None, list[list[int] | None], list]] = []
-    needed: dict[str, str] = {}  # relative path -> slug
+    needed: dict[int, str] = {}  # a file's place in the walk -> its slug
     for lang, kept in record.items():
         order = kept["order"]
 
         def pick(places: Sequence[int], order: list = order) -> list[int] | None:
-            if not any(order[p][0] in changed for p in places):
+            if not any(order[p][0] in new for p in places):
                 return None
             needed.update(order[p] for p in places)
             return list(places)
@@ -691,10 +697,11 @@ def _partial_plans(
         audiences = [(a, pick(places)) for a, places in kept["audiences"].items()]
         picked.append((lang, pick(current), [pick(page) for page in pages], audiences))
     for slug in list(needed.values()):
-        needed.update((rel, slug) for by_slug in slugs.values() if (rel := by_slug.get(slug)))
-    articles: dict[str, Article] = {}
-    for relative in needed:
-        n = where[relative]
+        needed.update(
+            (n, slug) for by_slug in slugs.values() if (n := by_slug.get(slug)) is not None
+        )
+    articles: dict[int, Article] = {}
+    for n in needed:
         line = new.get(n) or table.line(n)
         try:
             article = decode_reading(sources[n], line or "")[0]
@@ -702,7 +709,7 @@ def _partial_plans(
             return None  # a damaged index: the build is made as a whole
         if article is None:
             return None
-        articles[relative] = article
+        articles[n] = article
 
     def members(lang: str, places: list[int] | None) -> list[Article] | None:
         order = record[lang]["order"]
