@@ -21,7 +21,7 @@ from babel.dates import format_date
 from click.testing import CliRunner
 from lxml import etree
 
-from syndicate import build, feeds, reader
+from syndicate import feeds, reader
 from syndicate.build import INDEX, MANIFEST, build_feeds
 from syndicate.cli import main
 from syndicate.config import Config, parse_config
@@ -822,7 +822,7 @@ def test_a_build_failing_while_rendering_leaves_nothing_staged(
                 raise RuntimeError(f"cannot render {last}")
             yield name, data
 
-    monkeypatch.setattr(build.feeds, "render_feeds", fails_last)
+    monkeypatch.setattr(feeds, "render_feeds", fails_last)
     write_set(tmp_path / "articles", 5)  # a change: the build renders
     with pytest.raises(RuntimeError, match="cannot render"):
         build_feeds(config, tmp_path / "articles")

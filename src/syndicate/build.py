@@ -17,13 +17,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
-from . import __version__, feeds
+from . import __version__
 from .config import Config
 from .errors import OutputError, UsageError, describe
 from .files import Staging, atomic_file, file_stats, sweep_leftovers, write_atomic
-from .i18n import language
 from .model import Article, ArticleSet, Diagnostic, Severity
 from .reader import (
     Reading,
@@ -33,8 +32,14 @@ from .reader import (
     read_index,
     scan,
 )
-from .state import Store, database_errors, open_store
 from .websub import Notify
+
+if TYPE_CHECKING:
+    from . import feeds
+    from .state import Store
+
+# The feed stage (feedgen, lxml), the catalogs and the state database (SQLAlchemy) are
+# imported where a build gets that far: a rebuild with nothing changed needs none of them.
 
 MANIFEST = ".manifest.json"
 LAYOUT = 1
@@ -109,6 +114,8 @@ def _due(
 ) -> tuple[ArticleSet, datetime | None]:
     """The articles whose date line has come (all without ``now``), and the next one's time.
     Each day is made an instant once: a set has far fewer days than articles."""
+    from . import feeds
+
     if now is None:
         return found, None
     held = {day for day in {a.updated for a in found} if feeds.updated_at(config, day) > now}
@@ -295,6 +302,8 @@ def _stage(
 ) -> _Staged:
     """Read the set and stage every feed document; ``fresh`` holds readings (encoded, by
     path) of files read since they last changed."""
+    from . import feeds
+
     out = staging.folder
     # The index file is written as the files are read, and takes the old one's place
     # only when every document is staged.
@@ -331,6 +340,9 @@ def _render(
     opml: bool,
 ) -> None:
     """Stage the documents ``plans`` name, recording the articles' first publication."""
+    from . import feeds
+    from .i18n import language
+
     published = _first_published(config, store, feeds.publication_candidates(found, config))
     gettext = {  # the catalogs of the languages whose audience feeds are made
         plan.lang: language(config, plan.lang).translations.gettext
@@ -375,6 +387,8 @@ def _first_published(
 ) -> dict:
     """When each article was first published, recording the new ones: in ``store``, else in
     the configured state database, opened only now that the build needs it."""
+    from .state import database_errors, open_store
+
     if store is not None:
         return store.first_published(candidates)
     with database_errors(config.database_url, "feeds unchanged: "):
@@ -395,6 +409,8 @@ def _commit(
 ) -> FeedReport:
     """Put the staged documents in place, remove the ones no longer made, and record the
     build in the manifest."""
+    from . import feeds
+
     out = staging.folder
     written, unchanged = staging.commit()
     docs = staging.files
@@ -679,6 +695,8 @@ def _partial_plans(
     """The plans of the documents that show a file read again (``new``: its encoded reading,
     by place), and the articles they need (theirs and their translations), from the index;
     None when the index does not hold one of them."""
+    from . import feeds
+
     sources = list(inputs.files)
     slugs = {lang: {slug: n for n, slug in kept["order"]} for lang, kept in record.items()}
     size = config.feeds.max_entries
