@@ -581,6 +581,8 @@ def _revise_with(
     store: Store | None,
     fresh: dict[str, str],
 ) -> _Staged | None:
+    """``_revise`` once the manifest and the index vouch for the last build: read the changed
+    files, check that none moves, make the documents that show them."""
     sources = list(inputs.files)
     changed = table.changed
     found = read_index([sources[n] for n in changed], config.profiles, known={}, processes=1)
