@@ -77,14 +77,18 @@ def _fingerprint(config: Config, folder: Path, *, gated: bool) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def _inputs_hash(files: Mapping[str, tuple[int, int]], left_out: list[list[str]]) -> str:
-    """The article files' paths, sizes and mtimes in one hash, and what the walk left out: a
-    large set's manifest would otherwise take longer to load than the files take to stat.
-    A NUL, which no path holds, ends each field."""
+def _stamps(files: Mapping[str, tuple[int, int]]) -> list[str]:
+    """Each article file's path, size and mtime as one string, each field ended by a NUL
+    (which no path holds): what the inputs' hash covers, and what starts a file's row in the
+    index table (``_Table``)."""
+    return [f"{name}\0{size}\0{mtime}\0" for name, (size, mtime) in files.items()]
+
+
+def _inputs_hash(stamps: list[str], left_out: list[list[str]]) -> str:
+    """The article files' ``_stamps`` in one hash, and what the walk left out: a large set's
+    manifest would otherwise take longer to load than the files take to stat."""
     digest = hashlib.sha256(json.dumps(left_out).encode())
-    digest.update(
-        "".join(f"{name}\0{size}\0{mtime}\0" for name, (size, mtime) in files.items()).encode()
-    )
+    digest.update("".join(stamps).encode())
     return digest.hexdigest()
 
 
@@ -195,6 +199,8 @@ class _Inputs:
     """The same, by path relative to the folder (what the manifest and the index record)."""
     scanned: list[Diagnostic]
     """What the walk left out, and why."""
+    stamps: list[str]
+    """Each file's ``_stamps`` entry, in the same order."""
     digest: str
     """All of it in one hash: the manifest's ``inputs``."""
 
@@ -210,9 +216,10 @@ def _walk(config: Config, folder: Path) -> _Inputs:
     if os.sep != "/":
         names = [name.replace(os.sep, "/") for name in names]
     relative = dict(zip(names, files.values(), strict=True))
+    stamps = _stamps(relative)
     # What the walk left out counts as input too: a new dangling link is news.
-    digest = _inputs_hash(relative, [[p.file, p.message] for p in scanned])
-    return _Inputs(folder, files, relative, scanned, digest)
+    digest = _inputs_hash(stamps, [[p.file, p.message] for p in scanned])
+    return _Inputs(folder, files, relative, scanned, stamps, digest)
 
 
 def _build_feeds(
@@ -631,8 +638,8 @@ class _Table:
         if len(rows) != len(inputs.files):
             return None
         changed = []
-        for n, (relative, (size, mtime)) in enumerate(inputs.relative.items()):
-            if not rows[n].startswith(f"{relative}\0{size}\0{mtime}\0"):
+        for n, (relative, stamp) in enumerate(zip(inputs.relative, inputs.stamps, strict=True)):
+            if not rows[n].startswith(stamp):
                 if rows[n].partition("\0")[0] != relative:
                     return None  # one file added and another removed
                 changed.append(n)
