@@ -1,19 +1,52 @@
 """Feed build benchmark: N articles x 3 languages, the project's build beside raw feedgen.
 
-    .venv/bin/python bench/feeds.py [--n 2000]     # --n 10000: the full-size run (about 30 s)
+    .venv/bin/python bench/feeds.py [--n 2000]     # --n 10000: the full-size run (about 2 min)
 
 Prints, in one run: the floor (reading every file's bytes, decoding them and splitting them
 into paragraphs, in one process: the least any build must do); the full build (read, model,
-every feed format, archives, writes) in a fresh process with its peak memory, the faster of
-two, also as a multiple of the floor; the peak memory of the build's processes together
-(summed PSS, sampled in a build of its own); a rebuild with nothing changed; and the Atom
-writing of the newest entries against raw feedgen writing the same entries. Targets: full
-build < 4 s and < 300 MiB at n=10000, rebuild < 1/10 of the full build, Atom within 1.5x.
-Each of these but the memory is measured twice, in processes of its own: with the compiled
-modules (those the install compiled) and with every module as Python (SYNDICATE_PURE_PYTHON=1),
-the figures that decide which modules stay compiled (pyproject.toml). Where Hugo is
-installed, it builds the same articles too (newest-50 RSS per language only, what the issue's
-reference figure covers), and the full build is compared with it.
+every feed format, archives, the audience feeds, writes) in a fresh process with its peak
+memory, the faster of two, also as a multiple of the floor; the peak memory of the build's
+processes together (summed PSS, sampled in a build of its own); a rebuild with nothing
+changed and one with one article revised, each with what it read and wrote; the Atom writing
+of the newest entries against raw feedgen writing the same entries. Targets at n=10000: full
+build <= 0.5x Hugo's time and <= 300 MiB, a revision <= 0.1x the full build, a rebuild with
+nothing changed <= 0.05x, Atom within 1.5x of raw feedgen. Each of these but the memory is
+measured twice, in processes of its own: with the compiled modules (those the install
+compiled) and with every module as Python (SYNDICATE_PURE_PYTHON=1), the figures that decide
+which modules stay compiled (pyproject.toml). Where Hugo is installed, it builds the same
+articles too (newest-50 RSS per language only, what the issue's reference figure covers),
+and the full build is compared with it.
+
+Where a full build's time goes (n=10000, 30,000 files, 2 shared cores; the phases timed in
+the build's own process, a quiet moment):
+
+    phase                                                          before     now
+    start-up: imports (SQLAlchemy 0.15 s, feedgen+lxml 0.10,       0.35 s     0.32 s
+      config 0.06), before build_feeds
+    walk: scandir + stat of every file, the inputs' hash           0.25       0.13
+    reading + parsing + the index, this process and one worker     2.50       1.14
+      (a summary parse is ~105 us a file compiled; a worker's
+      readings come back encoded and are decoded here)
+    modelling: the set, held-back articles, the documents' plans   0.05       0.05
+    the newest articles read again with their text                 0.07       0.04
+    first publication times (30,000 rows into the state db)        0.20       0.17
+    rendering                                                      0.81       0.46
+      entries (dates, URLs, categories: once per entry)            0.27       0.22
+      Atom, subscription feeds and 60 archive pages                0.30       0.15
+      RSS                                                          0.05       0.01
+      JSON Feed                                                    0.02       0.01
+      the 15 audience feeds a language (feedgen per entry)         0.18       in the above
+    writing (staged files, the manifest, the index as it is read)  0.17       0.06
+
+What went: feedgen's per-entry work (each Atom entry and RSS item is written as text once,
+held to feedgen's bytes by the tests); each reader worker making its own date patterns from
+Babel's locale data (0.03-0.1 s a language: made before the workers fork); re-made dates
+(once per day) and category lists (once per audience set). A revision that moves no article
+reads the changed files and renders only the documents showing them, from the index lines
+the manifest locates, instead of decoding all 30,000 index lines, rendering every document
+and rewriting a 34 MB index; a rebuild with nothing changed is the walk (its stat calls are
+0.075 s of its 0.12) and the manifest. The reading is what is left: 30,000 summary parses at
+~105 us on two shared cores, against Hugo's multi-threaded Go.
 """
 
 from __future__ import annotations
@@ -49,6 +82,9 @@ from pathlib import Path
 from syndicate.cli.articles import owned_process
 from syndicate.config import parse_config
 from syndicate.build import build_feeds
+# What a build that renders imports (build.py imports them only when a build gets that far):
+# start-up, which the wall figure counts, as `syndicate build` imported them before.
+from syndicate import feeds, i18n, state
 gc.freeze()
 root = Path(sys.argv[1])
 config = parse_config({}, root=root, source="(bench)", env={})
@@ -59,7 +95,7 @@ seconds = time.perf_counter() - start
 peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 worker = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
 print(json.dumps({"seconds": seconds, "peak_mib": peak, "worker_peak_mib": worker,
-                  "skipped": report.skipped,
+                  "skipped": report.skipped, "read": report.read, "written": len(report.written),
                   "files": len(report.written) + len(report.unchanged)}))
 """
 
@@ -266,6 +302,14 @@ def atom_in_child(root: Path, *, pure: bool) -> dict[str, float]:
     return json.loads(done.stdout)
 
 
+def done(run: dict) -> str:
+    """What a build read and wrote."""
+    return (
+        f"read {run['read']} article file(s), wrote {run['written']} of its {run['files']} "
+        "documents"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=2_000, help="articles per language")
@@ -290,8 +334,8 @@ def main() -> None:
             f"start-up), {per_file:.2f} ms per article file, peak {full['peak_mib']:.0f} MiB "
             f"(largest forked process: {full['worker_peak_mib']:.0f} MiB, much of it shared "
             f"with the build it forked from), {full['files']} files written "
-            f"(target at n=10000: < 4 s, < 300 MiB; "
-            f"linear projection: {per_file * 30:.0f} s)"
+            f"(target at n=10000: <= 0.5 x Hugo's time, below, and <= 300 MiB; "
+            f"linear projection to n=10000: {per_file * 30:.1f} s)"
         )
         print(
             f"full build, every module as Python: {python['seconds']:.2f} s = "
@@ -310,16 +354,15 @@ def main() -> None:
             assert run["skipped"], "a rebuild with no change should read and write nothing"
         print(
             f"rebuild, nothing changed: {again['seconds']:.3f} s = "
-            f"{again['seconds'] / full['seconds']:.3f} x full build (target < 0.1); "
-            f"as Python {again_py['seconds']:.3f} s"
+            f"{again['seconds'] / full['seconds']:.3f} x full build (target <= 0.05); "
+            f"as Python {again_py['seconds']:.3f} s; {done(again)}"
         )
         newest = max((root / "articles").glob("en-*.txt"))
         newest.write_text(newest.read_text("utf-8").replace("Trainium3", "Trainium 3", 1))
         one = build_in_child(root)
         print(
-            f"rebuild, one article revised: {one['seconds']:.2f} s = "
-            f"{one['seconds'] / full['seconds']:.2f} x full build (the other files are taken "
-            "from the last build's index)"
+            f"rebuild, one article revised: {one['seconds']:.3f} s = "
+            f"{one['seconds'] / full['seconds']:.3f} x full build (target <= 0.1); {done(one)}"
         )
         t = atom_in_child(root, pure=False)
         p = atom_in_child(root, pure=True)
@@ -341,7 +384,7 @@ def main() -> None:
         print(
             f"Hugo, the same articles, newest-50 RSS per language only: {hugo[0]:.2f} s wall, "
             f"{hugo[1]:.0f} MiB; our full build with start-up = {full['wall'] / hugo[0]:.2f} x "
-            f"Hugo's time, {full['peak_mib'] / hugo[1]:.2f} x its memory"
+            f"Hugo's time (target <= 0.5), {full['peak_mib'] / hugo[1]:.2f} x its memory"
         )
 
 

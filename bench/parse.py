@@ -6,8 +6,9 @@ temporary folder, then times:
   summaries    read_articles(bodies=False), what digests need, as the reader runs by default:
                one process per core for a set this large (worker processes and this one);
   summaries/1  the same in this one process, no workers;
-  full         read_articles(bodies=True), what `syndicate check` does (as it does: without
-               cycle collection, workers forked: cli.articles.owned_process).
+  full         read_articles(bodies=True, blocks=False), what `syndicate check` does (as it
+               does: without cycle collection, workers forked: cli.articles.owned_process):
+               every body read for its problems, none kept.
 Each read runs in a fresh child process, which reports its peak memory (ru_maxrss) and that of
 its largest worker; a worker's peak counts the pages it shares with the process it forked from.
 Each runs twice, interleaved: with the compiled modules (those the install compiled) and with
@@ -89,6 +90,7 @@ def child(folder: str, mode: str) -> None:
             Path(folder),
             config.profiles,
             bodies=kind == "full",
+            blocks=False,
             processes=int(workers or 0) or None,
         )
     seconds = time.perf_counter() - start

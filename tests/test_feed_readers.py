@@ -1,5 +1,6 @@
-"""Feeds as real readers open them: every entry of every document leads to the page in that
-document's language, in feedparser and in newsboat (Debian's package, run headless)."""
+"""Feeds as real readers open them: every entry of every document (the language feeds, their
+archives and the audience feeds) leads to the page in that document's language, in feedparser
+and in newsboat (Debian's package, run headless)."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from tests.conftest import missing_real_part, write_articles
 LANGS = ("en", "nl", "de")
 ATOM = "{http://www.w3.org/2005/Atom}"
 FORMATS = ("atom.xml", "rss.xml", "json")
+AUDIENCES = 5  # every written article has takeaways for the five built-in audiences
 
 
 @pytest.fixture(scope="module")
@@ -46,14 +48,17 @@ def documents(out: Path, kind: str) -> dict[str, Path]:
         for p in sorted(out.rglob(f"*.{kind}"))
         if p.name not in (INDEX, MANIFEST)  # the build's own files
     }
-    per_lang = 3 if kind == "atom.xml" else 1  # the subscription document, 2 archive pages
+    # the subscription document (and 2 archive pages), and one per audience
+    per_lang = (3 if kind == "atom.xml" else 1) + AUDIENCES
     assert len(found) == len(LANGS) * per_lang, sorted(found)
     return found
 
 
 def language_of(name: str) -> str:
-    """``de.atom.xml`` and ``archive/de-2.atom.xml`` are German."""
-    return name.rpartition("/")[2].partition(".")[0].partition("-")[0]
+    """``de.atom.xml``, ``de/cost.atom.xml`` and ``archive/de-2.atom.xml`` are German."""
+    if name.startswith("archive/"):
+        return name.removeprefix("archive/").partition("-")[0]
+    return name.partition("/")[0].partition(".")[0]
 
 
 def expected_links(config: Config, name: str, ids: list[str]) -> dict[str, str]:
@@ -61,9 +66,9 @@ def expected_links(config: Config, name: str, ids: list[str]) -> dict[str, str]:
     lang = language_of(name)
     expected = {}
     for id_ in ids:
-        entry_lang, _, slug = id_.rpartition(":")[2].partition("/")
+        entry_lang, _, path = id_.rpartition(":")[2].partition("/")  # <slug>, <audience>/<slug>
         assert entry_lang == lang, (name, id_)
-        expected[id_] = article_url(config, lang, slug)
+        expected[id_] = article_url(config, lang, path.rpartition("/")[2])
     return expected
 
 

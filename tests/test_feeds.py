@@ -10,6 +10,7 @@ import threading
 from collections.abc import Iterator
 from datetime import date, datetime, timedelta
 from email.utils import parsedate_to_datetime
+from html import escape as html_escape
 from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -20,7 +21,7 @@ from babel.dates import format_date
 from click.testing import CliRunner
 from lxml import etree
 
-from syndicate import build, feeds, reader
+from syndicate import feeds, reader
 from syndicate.build import INDEX, MANIFEST, build_feeds
 from syndicate.cli import main
 from syndicate.config import Config, parse_config
@@ -33,6 +34,8 @@ from tests.golden import assert_golden_folder
 SEED_SLUG = "amazon-trainium3-aws-nvidia-ai-chip-competition"
 DATE_LINES = {"en": "Updated", "nl": "Bijgewerkt op", "de": "Aktualisiert am"}
 ATOM = "{http://www.w3.org/2005/Atom}"
+AUDIENCES = ("architects", "cost", "procurement", "strategy", "ecosystem")
+"""The audiences every seed article has takeaways for: each has a feed per language."""
 RFC822 = re.compile(r"^[A-Z][a-z]{2}, \d{2} [A-Z][a-z]{2} \d{4} \d{2}:\d{2}:\d{2} [+-]\d{4}$")
 
 
@@ -80,6 +83,12 @@ def outputs(out: Path) -> dict[str, bytes]:
     }
 
 
+def index_lines(path: Path) -> dict[str, bytes]:
+    """The index file's line of each article file: the last one with its path."""
+    _key, *lines = path.read_bytes().splitlines()
+    return {json.loads(line.partition(b"\t")[0])[0]: line for line in lines}
+
+
 def mtimes(out: Path) -> dict[str, int]:
     return {str(p.relative_to(out)): p.stat().st_mtime_ns for p in out.rglob("*") if p.is_file()}
 
@@ -113,7 +122,8 @@ def test_every_atom_document_validates_against_the_schema(
 ) -> None:
     _, out = archived
     documents = sorted(out.rglob("*.atom.xml"))
-    assert len(documents) == 3 * 3  # per language: subscription + 2 archives
+    # per language: subscription + 2 archives, and one per audience
+    assert len(documents) == 3 * (3 + len(AUDIENCES))
     for path in documents:
         assert atom_schema.validate(etree.parse(str(path))), (path, atom_schema.error_log)
 
@@ -221,7 +231,9 @@ def test_ids_are_unique_across_languages_and_documents(archived: tuple[Config, P
     ids = []
     for path in out.rglob("*.atom.xml"):
         ids += [e.findtext(f"{ATOM}id") for e in etree.parse(str(path)).iter(f"{ATOM}entry")]
-    assert len(ids) == len(set(ids)) == 5 * len(config.site.languages)
+    # each article once in its language's documents, and in each audience's feed (which shows
+    # the newest two here): an id of its own there
+    assert len(ids) == len(set(ids)) == (5 + 2 * len(AUDIENCES)) * len(config.site.languages)
     feed_ids = {feeds.feed_id(config, lang) for lang in config.site.languages}
     assert len(feed_ids) == 3
 
@@ -284,6 +296,51 @@ def test_a_new_article_leaves_full_archive_pages_alone(tmp_path: Path) -> None:
     assert outputs(tmp_path / "feeds")["archive/en-1.atom.xml"] == before["archive/en-1.atom.xml"]
 
 
+def test_an_audience_feed_is_each_articles_takeaways_for_that_audience(
+    archived: tuple[Config, Path], atom_schema: etree.RelaxNG
+) -> None:
+    config, out = archived
+    found = reader.read_articles(config.root / "articles", config.profiles)
+    tag = "tag:127.0.0.1,2025-01-01"
+    words = {"en": ("Key takeaways for", "Read the full article")}
+    words["nl"] = ("Belangrijkste conclusies voor", "Lees het volledige artikel")
+    words["de"] = ("Wichtige Erkenntnisse für", "Den vollständigen Artikel lesen")
+    for lang in config.site.languages:
+        language_feed = feedparser.parse((out / f"{lang}.atom.xml").read_bytes())
+        dates = {e.link: (e.updated, e.published) for e in language_feed.entries}
+        for audience in AUDIENCES:
+            atom = out / lang / f"{audience}.atom.xml"
+            assert atom_schema.validate(etree.parse(str(atom))), (atom, atom_schema.error_log)
+            parsed = feedparser.parse(atom.read_bytes())
+            assert not parsed.bozo, (atom, parsed.get("bozo_exception"))
+            assert parsed.feed.id == f"{tag}:feeds/{lang}/{audience}"
+            assert parsed.feed.title.startswith(f"Syndicate: {words[lang][0]} ")
+            assert parsed.feed.link == f"{config.site.base_url}/{lang}/"
+            # the newest two (feeds.max_entries), as in the language's feed, same dates
+            slugs = [e.id.rsplit("/", 1)[1] for e in parsed.entries]
+            assert slugs == ["article-004", "article-003"]
+            for entry, slug in zip(parsed.entries, slugs, strict=True):
+                assert entry.id == f"{tag}:{lang}/{audience}/{slug}"
+                assert entry.link == article_url(config, lang, slug)
+                assert (entry.updated, entry.published) == dates[entry.link]
+                article = found.get(lang, slug)
+                assert article is not None
+                html = entry.content[0].value
+                assert html.startswith(f"<h2>{words[lang][0]} ")
+                assert f'<a href="{entry.link}">{words[lang][1]}</a>' in html
+                for t in article.takeaways:
+                    for bullet in t.bullets:
+                        shown = html_escape(bullet, quote=False) in html
+                        assert shown == (t.audience == audience), (lang, audience, bullet)
+                assert [tag_.term for tag_ in entry.tags] == [audience]
+            rss = feedparser.parse((out / lang / f"{audience}.rss.xml").read_bytes())
+            assert not rss.bozo and [e.id for e in rss.entries] == [e.id for e in parsed.entries]
+            assert rss.feed.title == parsed.feed.title
+            doc = json.loads((out / lang / f"{audience}.json").read_text("utf-8"))
+            assert [i["id"] for i in doc["items"]] == [e.id for e in parsed.entries]
+            assert doc["feed_url"] == f"{config.site.base_url}/feeds/{lang}/{audience}.json"
+
+
 def test_json_feed_matches_the_atom_feed(archived: tuple[Config, Path]) -> None:
     config, out = archived
     doc = json.loads((out / "de.json").read_text("utf-8"))
@@ -303,10 +360,13 @@ def test_opml_lists_every_feed(archived: tuple[Config, Path]) -> None:
     root = etree.parse(str(out / "index.opml")).getroot()
     urls = {o.get("xmlUrl") for o in root.iter("outline")}
     assert urls == {
-        f"{config.site.base_url}/feeds/{lang}.{kind}"
+        f"{config.site.base_url}/feeds/{lang}{audience}.{kind}"
         for lang in config.site.languages
+        for audience in ("", *(f"/{a}" for a in AUDIENCES))
         for kind in ("atom.xml", "rss.xml", "json")
     }
+    for url in urls:  # each names a document the build wrote
+        assert (out / url.removeprefix(f"{config.site.base_url}/feeds/")).is_file()
     # each feed's page is its own language's, not the site's front page
     assert {(o.get("language"), o.get("htmlUrl")) for o in root.iter("outline")} == {
         (lang, f"{config.site.base_url}/{lang}/") for lang in config.site.languages
@@ -336,7 +396,14 @@ def test_feed_titles_and_subtitles_come_from_the_site(tmp_path: Path, articles_d
         doc = json.loads((out / f"{lang}.json").read_text("utf-8"))
         assert (doc["title"], doc["description"]) == (title, subtitle)
     outlines = etree.parse(str(out / "index.opml")).getroot().iter("outline")
-    assert {o.get("text").split(" (")[0] for o in outlines} == {"Gardening Weekly", "Gartenwoche"}
+    assert {o.get("text").split(" (")[0].split(":")[0] for o in outlines} == {
+        "Gardening Weekly",
+        "Gartenwoche",
+    }
+    # an audience feed is titled by its language's site title
+    de_cost = feedparser.parse((out / "de/cost.atom.xml").read_bytes()).feed
+    assert de_cost.title.startswith("Gartenwoche: ")
+    assert de_cost.subtitle == "Erde, Saat und Schuppen"
     # One description for every language; without any, the title stands in.
     shared = parse_config({"site": {"description": "One"}}, root=tmp_path, source="(t)", env={})
     assert [shared.description(lang) for lang in ("en", "de")] == ["One", "One"]
@@ -436,18 +503,73 @@ def test_revision_moves_updated_but_never_id_or_published(tmp_path: Path) -> Non
 def test_rebuild_is_byte_identical_and_keeps_mtimes(tmp_path: Path, articles_dir: Path) -> None:
     config = make_config(tmp_path)
     first = build_feeds(config, articles_dir)
-    assert len(first.written) == 10
+    assert len(first.written) == 10 + 3 * 3 * len(AUDIENCES)
     out = tmp_path / "feeds"
     before, kept = outputs(out), mtimes(out)
     assert build_feeds(config, articles_dir).skipped  # the manifest says nothing changed
     for name in BOOKKEEPING:
         (out / name).unlink()  # a full rebuild, every file read again
     again = build_feeds(config, articles_dir)
-    assert not again.skipped and again.written == () and len(again.unchanged) == 10
+    assert not again.skipped and again.written == ()
+    assert len(again.unchanged) == len(first.written)
     assert outputs(out) == before
     assert {k: v for k, v in mtimes(out).items() if k not in BOOKKEEPING} == {
         k: v for k, v in kept.items() if k not in BOOKKEEPING
     }
+
+
+def test_a_revised_text_remakes_only_the_documents_that_show_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A revision that moves no article reads that one file and makes only the documents
+    showing it again, byte for byte as a build from scratch makes them; the others keep
+    their mtime. A revision that moves one (a new date) is built as a whole."""
+    folder = tmp_path / "articles"
+    write_set(folder, 7)  # per language: the feed shows 006, 005; archives [001, 000],
+    config = make_config(tmp_path, max_entries=2, archive_entries=2)  # [003, 002], [004]
+    build_feeds(config, folder)
+    out = tmp_path / "feeds"
+    newest = {f"en.{kind}" for kind in ("atom.xml", "rss.xml", "json")}
+    newest |= {f"en/{a}.{kind}" for a in AUDIENCES for kind in ("atom.xml", "rss.xml", "json")}
+    made: list[str] = []  # the archive documents rendered
+    archive_document = feeds.archive_document
+
+    def counted(config: Config, lang: str, entries: Any, page: feeds.Page) -> bytes:
+        made.append(page.self_url.rpartition("/")[2])
+        return archive_document(config, lang, entries, page)
+
+    monkeypatch.setattr(feeds, "archive_document", counted)
+    for number, (name, written, archives) in enumerate(
+        [("en-006.txt", newest, []), ("nl-001.txt", {"archive/nl-1.atom.xml"}, ["nl-1.atom.xml"])]
+    ):
+        made.clear()
+        path = folder / name
+        paras = path.read_text("utf-8").split("\n\n")
+        paras[2] += " Revised."  # the summary
+        path.write_text("\n\n".join(paras), "utf-8")
+        kept = mtimes(out)
+        report = build_feeds(config, folder)
+        assert report.read == 1 and set(report.written) == written and made == archives
+        assert {k: v for k, v in mtimes(out).items() if k not in written | set(BOOKKEEPING)} == {
+            k: v for k, v in kept.items() if k not in written | set(BOOKKEEPING)
+        }
+        fresh = tmp_path / f"fresh-{number}"
+        assert build_feeds(config, folder, fresh).read == len(list(folder.iterdir()))
+        assert outputs(out) == outputs(fresh)
+        # the revision appended the file's new line: the last line of a file stands for it
+        assert index_lines(out / INDEX) == index_lines(fresh / INDEX)
+    (out / "archive/en-1.atom.xml").unlink()  # with a revision: both are made again
+    path = folder / "en-005.txt"
+    path.write_text(path.read_text("utf-8").replace("Trainium3", "Trainium 3", 1), "utf-8")
+    report = build_feeds(config, folder)
+    assert {"archive/en-1.atom.xml", "en.atom.xml"} <= set(report.written)
+    assert build_feeds(config, folder).skipped
+    assert outputs(out) == outputs(build_feeds(config, folder, tmp_path / "fresh-gone").out)
+    moved = folder / "de-002.txt"
+    moved.write_text(variant(seeds()["de"], "de", slug="article-002", day=date(2026, 1, 1)))
+    report = build_feeds(config, folder)
+    assert report.read == 1 and {"de.atom.xml", "archive/de-2.atom.xml"} <= set(report.written)
+    assert outputs(out) == outputs(build_feeds(config, folder, tmp_path / "fresh-moved").out)
 
 
 def test_a_rebuild_reads_only_the_files_that_changed(
@@ -579,6 +701,7 @@ def test_build_command_writes_the_feeds_and_says_where(tmp_path: Path, articles_
     result = runner.invoke(main, ["build", *args, "--out", str(out)])
     assert result.exit_code == 0, result.output
     assert f"feeds in {out}" in result.output
+    assert f"; {len(list(articles_dir.iterdir()))} article file(s) read" in result.output
     assert (out / "en.atom.xml").is_file() and (out / "index.opml").is_file()
     result = runner.invoke(main, ["run", "--once", *args])
     assert result.exit_code == 0, result.output
@@ -606,10 +729,12 @@ def test_an_article_dated_ahead_waits_for_its_time(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("email", [None, "desk@example.org"])
-def test_archive_documents_are_the_bytes_feedgen_writes(
-    tmp_path: Path, atom_schema: etree.RelaxNG, email: str | None
+@pytest.mark.parametrize("content", [None, "", "<p>a &amp; b</p>\r\n<p>]]> {{ x }} 日本</p>"])
+def test_documents_are_the_bytes_feedgen_writes(
+    tmp_path: Path, atom_schema: etree.RelaxNG, email: str | None, content: str | None
 ) -> None:
-    """Archive pages skip feedgen's per-entry work; their bytes stay exactly feedgen's."""
+    """Atom and RSS documents skip feedgen's per-entry work; their bytes stay exactly
+    feedgen's, for archives (no content) and subscription documents, empty values too."""
     config = parse_config(
         {"site": {"author_email": email}, "feeds": {"hub": "https://hub.example.org/"}},
         root=tmp_path,
@@ -632,7 +757,7 @@ def test_archive_documents_are_the_bytes_feedgen_writes(
             published=published[n],
             updated=updated[n],
             summary=hostile if n else "",
-            content=None,
+            content=content,
             categories=(("cost", hostile), ("strategy", "")) if n else (),
             translations=(("de", f"https://example.org/de/{n}/"), ("nl", f"/nl/{n}/?a&b"))[:n],
         )
@@ -643,9 +768,17 @@ def test_archive_documents_are_the_bytes_feedgen_writes(
         current=feeds.feed_url(config, "en.atom.xml"),
         prev_archive=feeds.feed_url(config, feeds.feed_archive_name("en", 1)),
     )
-    fast = feeds.archive_document(config, "en", entries, page)
-    assert fast == feeds.atom_document(config, "en", entries, page, archive=True)
-    assert atom_schema.validate(etree.fromstring(fast)), atom_schema.error_log
+    for archive in (True, False):
+        fast = feeds.atom_document(config, "en", entries, page, archive=archive)
+        slow = feeds.feedgen_document(config, "en", entries, page, archive=archive)
+        assert fast == slow
+        assert atom_schema.validate(etree.fromstring(fast)), atom_schema.error_log
+    assert feeds.archive_document(config, "en", entries, page) == feeds.feedgen_document(
+        config, "en", entries, page, archive=True
+    )
+    rss = feeds.rss_document(config, "en", entries)
+    assert rss == feeds.feedgen_document(config, "en", entries, page, kind="rss")
+    assert not feedparser.parse(rss).bozo
 
 
 def test_the_index_keeps_a_reading_whole(config: Config, articles_dir: Path) -> None:
@@ -681,15 +814,15 @@ def test_a_build_failing_while_rendering_leaves_nothing_staged(
     staged: list[Path] = []
 
     def fails_last(
-        config: Config, articles: ArticleSet, published: Any
+        config: Config, articles: ArticleSet, *args: Any, **kwargs: Any
     ) -> Iterator[tuple[str, bytes]]:
-        for name, data in render(config, articles, published):
+        for name, data in render(config, articles, *args, **kwargs):
             if name.startswith((f"{last}.", f"archive/{last}-")):
                 staged.extend(p for p in out.rglob("*.tmp") if INDEX not in p.name)
                 raise RuntimeError(f"cannot render {last}")
             yield name, data
 
-    monkeypatch.setattr(build.feeds, "render_feeds", fails_last)
+    monkeypatch.setattr(feeds, "render_feeds", fails_last)
     write_set(tmp_path / "articles", 5)  # a change: the build renders
     with pytest.raises(RuntimeError, match="cannot render"):
         build_feeds(config, tmp_path / "articles")

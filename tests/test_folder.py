@@ -108,6 +108,29 @@ def test_worker_processes_read_as_this_process_does(
     assert found[0].articles == alone.articles and found[0].problems == alone.problems
 
 
+def test_bodies_read_without_their_blocks_keep_everything_else(
+    config: Config, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``syndicate check`` reads every body for its problems but keeps none: in this process
+    and in the workers, the articles are the full readings without their blocks, and the
+    problems the same, a body's own (a footnote mark with no reference) included."""
+    monkeypatch.setattr(reader_folder, "_BATCH", 2)
+    for lang, path in SEEDS.items():
+        paras = path.read_text("utf-8").split("\n\n")
+        paras[4] += " more⁹⁹"  # a body paragraph
+        for number in range(3):
+            text = "\n\n".join(paras).replace("chip-competition", f"chip-{number}")
+            (tmp_path / f"{number}-{lang}.txt").write_text(text, "utf-8")
+    whole = read_articles(tmp_path, config.profiles, processes=1)
+    assert any("99" in p.message for p in whole.problems)
+    for processes in (1, 2):
+        found = read_articles(tmp_path, config.profiles, blocks=False, processes=processes)
+        assert found.problems == whole.problems
+        assert all(a.blocks == () for a in found) and all(a.blocks for a in whole)
+        assert [a.references for a in found] == [a.references for a in whole]
+        assert [a.takeaways for a in found] == [a.takeaways for a in whole]
+
+
 def problems_of(found: object) -> dict[str, tuple[Severity, str]]:
     """Each diagnostic by the name of its file (a test folder has one per file)."""
     return {Path(p.file).name: (p.severity, p.message) for p in found.problems}  # type: ignore[attr-defined]

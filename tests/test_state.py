@@ -21,6 +21,7 @@ from alembic.config import Config as AlembicConfig
 from alembic.script import ScriptDirectory
 
 from syndicate.state import Store, create_engine, open_store, schema
+from syndicate.state.published import FEW
 from tests.conftest import missing_real_part
 
 POSTGRES_URL = os.environ.get(
@@ -66,6 +67,26 @@ def test_first_publication_time_is_kept_across_revisions(store: Store) -> None:
     later = first + timedelta(days=9)
     got = store.published.first_published([("en", "a", later), ("nl", "a", later)])
     assert got == {("en", "a"): first, ("nl", "a"): later}
+
+
+def test_a_few_entries_are_looked_up_and_many_picked_from_every_row(store: Store) -> None:
+    """Both ways answer alike: each key its own first time, whichever keys are asked."""
+    first = datetime(2025, 12, 2, 8, 0, tzinfo=UTC)
+    many = [(lang, f"s{n}", first + timedelta(hours=n)) for n in range(400) for lang in "ab"]
+    assert len(many) > FEW
+    assert store.published.first_published(many) == {
+        (lang, slug): when for lang, slug, when in many
+    }
+    later = first + timedelta(days=900)
+    # a few, crossing languages and slugs: ("a", "s1") and ("b", "s2") asked, not ("a", "s2")
+    few = [("a", "s1", later), ("b", "s2", later), ("c", "s1", later)]
+    assert store.published.first_published(few) == {
+        ("a", "s1"): first + timedelta(hours=1),
+        ("b", "s2"): first + timedelta(hours=2),
+        ("c", "s1"): later,
+    }
+    again = store.published.first_published([(lang, slug, later) for lang, slug, _ in many])
+    assert again == {(lang, slug): when for lang, slug, when in many}
 
 
 def test_migrating_twice_changes_nothing(store: Store) -> None:

@@ -22,6 +22,9 @@ from tests.websites import make_client, web_config, write_feeds
         ("nl.atom.xml", "application/atom+xml; charset=utf-8"),
         ("nl.rss.xml", "application/rss+xml; charset=utf-8"),
         ("nl.json", "application/feed+json"),
+        ("nl/cost.atom.xml", "application/atom+xml; charset=utf-8"),
+        ("nl/cost.rss.xml", "application/rss+xml; charset=utf-8"),
+        ("nl/cost.json", "application/feed+json"),
         ("index.opml", "text/x-opml; charset=utf-8"),
         ("archive/nl-1.atom.xml", "application/atom+xml; charset=utf-8"),
     ],
@@ -169,7 +172,7 @@ def test_a_subscription_feed_names_its_hubs_and_itself_in_a_link_header(
     (tmp_path / "feeds").mkdir()
     write_feeds(tmp_path / "feeds")
     client = make_client(config, store, None, article_set, clock)
-    for name in ("nl.atom.xml", "nl.rss.xml", "nl.json"):
+    for name in ("nl.atom.xml", "nl.rss.xml", "nl.json", "nl/cost.atom.xml", "nl/cost.json"):
         response = client.get(f"/feeds/{name}")
         assert response.headers["link"] == (
             '<https://hub.example.net/websub>; rel="hub", '

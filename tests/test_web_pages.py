@@ -36,10 +36,15 @@ def test_index_lists_the_language_with_feed_and_translation_links(site, article_
     links = page.xpath("//ol[@class='articles']//h2/a/@href")
     assert links == [f"http://testserver/nl/{a.slug}/" for a in article_set.in_language("nl")]
     types = page.xpath("//head/link[@rel='alternate'][@type]/@type")
-    assert types == ["application/atom+xml", "application/rss+xml", "application/feed+json"]
+    audiences = ["architects", "cost", "procurement", "strategy", "ecosystem"]
+    formats = ["application/atom+xml", "application/rss+xml", "application/feed+json"]
+    assert types == formats * (1 + len(audiences))  # the language's feed, then each audience's
     assert page.xpath("//head/link[@type='application/atom+xml']/@href") == [
-        "http://testserver/feeds/nl.atom.xml"
+        "http://testserver/feeds/nl.atom.xml",
+        *(f"http://testserver/feeds/nl/{a}.atom.xml" for a in audiences),
     ]
+    cost = page.xpath("//head/link[@href='http://testserver/feeds/nl/cost.rss.xml']/@title")
+    assert cost == ["Syndicate: Kostenoptimalisatieteams (nl, RSS)"]
     hreflang = page.xpath("//head/link[@hreflang]/@hreflang")
     assert sorted(hreflang) == ["de", "en", "nl"]
     form = page.xpath("//form[@method='post']")[0]

@@ -19,16 +19,24 @@ from syndicate.cli import main
 from syndicate.config import Config, parse_config
 from syndicate.websub import HubNotifier
 from tests.hubserver import Hub
-from tests.test_feeds import seeds
+from tests.test_feeds import AUDIENCES, seeds
 
 BASE = "https://news.example.org"
 FAST = HubNotifier(timeout=2.0, retries=2, backoff=0.01)
 
 
 def feeds_of(*langs: str) -> list[str]:
+    """The subscription feeds of ``langs``: each language's, then each of its audiences'."""
     return [
-        f"{BASE}/feeds/{lang}.{kind}" for lang in langs for kind in ("atom.xml", "rss.xml", "json")
+        f"{BASE}/feeds/{lang}{audience}.{kind}"
+        for lang in langs
+        for audience in ("", *(f"/{a}" for a in AUDIENCES))
+        for kind in ("atom.xml", "rss.xml", "json")
     ]
+
+
+EVERY = len(feeds_of("en", "nl", "de"))
+"""How many subscription feeds the seeds make: a hub is told of each."""
 
 
 def make_config(root: Path, hub: Any) -> Config:
@@ -74,7 +82,7 @@ def test_every_hub_is_told_of_the_changed_feeds_once(
         assert len(hub.requests) == 1
         assert ("hub.mode", "publish") in hub.requests[0]
         assert sorted(hub.urls()[0]) == sorted(feeds_of("en", "nl", "de"))
-    assert report.announced == {first.url: 9, second.url: 9} and report.unannounced == {}
+    assert report.announced == {first.url: EVERY, second.url: EVERY} and report.unannounced == {}
     assert manifest(tmp_path)["unannounced"] == {}
 
     assert build_feeds(config, tmp_path / "articles", notify=FAST).skipped
@@ -101,7 +109,7 @@ def test_a_hub_that_is_down_is_told_by_a_later_build(
         return (quick if hub == silent_hub else FAST)(hub, topics)
 
     report = build_feeds(config, tmp_path / "articles", notify=notify)
-    assert not report.has_errors and len(report.written) == 10  # the feeds are in place
+    assert not report.has_errors and len(report.written) == EVERY + 1  # the feeds and the OPML
     assert len(flaky.requests) == 3  # the first attempt and two retries
     assert set(report.unannounced) == {flaky.url, silent_hub}
     assert sorted(manifest(tmp_path)["unannounced"][flaky.url]) == sorted(
@@ -131,7 +139,7 @@ def test_a_transient_failure_is_retried_within_the_build(
     write_articles(tmp_path / "articles")
     report = build_feeds(make_config(tmp_path, hub.url), tmp_path / "articles", notify=FAST)
     assert len(hub.requests) == 3 and hub.urls()[0] == hub.urls()[2]
-    assert report.unannounced == {} and report.announced == {hub.url: 9}
+    assert report.unannounced == {} and report.announced == {hub.url: EVERY}
 
 
 def test_a_hub_that_takes_one_feed_per_request_is_told_of_each(
@@ -143,7 +151,7 @@ def test_a_hub_that_takes_one_feed_per_request_is_told_of_each(
     report = build_feeds(make_config(tmp_path, hub.url), tmp_path / "articles", notify=FAST)
     assert report.unannounced == {}
     singles = hub.requests[1:]
-    assert len(singles) == 9
+    assert len(singles) == EVERY
     for fields in singles:
         urls = [v for k, v in fields if k == "hub.url"]
         assert len(urls) == 1 and ("hub.topic", urls[0]) in fields
@@ -178,7 +186,7 @@ def test_the_build_command_reports_each_hub(tmp_path: Path, hubs: Callable[[], H
     )
     result = CliRunner().invoke(main, ["build", "--config", str(tmp_path / "config.toml")])
     assert result.exit_code == 0, result.output
-    assert f"WebSub hub {hub.url} told of 9 changed feed(s)" in result.output
+    assert f"WebSub hub {hub.url} told of {EVERY} changed feed(s)" in result.output
     assert len(hub.requests) == 1
 
 

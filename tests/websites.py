@@ -59,6 +59,9 @@ def write_feeds(folder: Path) -> dict[str, bytes]:
         + b"</feed>",
         "nl.rss.xml": b'<?xml version="1.0"?><rss version="2.0"><channel/></rss>',
         "nl.json": b'{"version": "https://jsonfeed.org/version/1.1", "items": []}',
+        "nl/cost.atom.xml": b'<?xml version="1.0"?><feed xmlns="http://www.w3.org/2005/Atom"/>',
+        "nl/cost.rss.xml": b'<?xml version="1.0"?><rss version="2.0"><channel/></rss>',
+        "nl/cost.json": b'{"version": "https://jsonfeed.org/version/1.1", "items": []}',
         "index.opml": b'<?xml version="1.0"?><opml version="2.0"/>',
         "archive/nl-1.atom.xml": b'<?xml version="1.0"?><feed xmlns="http://www.w3.org/2005/Atom"/>',
     }

@@ -17,9 +17,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
-from . import __version__, feeds
+from . import __version__
 from .config import Config
 from .errors import OutputError, UsageError, describe
 from .files import Staging, atomic_file, file_stats, sweep_leftovers, write_atomic
@@ -27,14 +27,23 @@ from .model import Article, ArticleSet, Diagnostic, Severity
 from .reader import (
     Reading,
     article_set,
+    decode_reading,
     parse_article,
     read_index,
     scan,
 )
-from .state import Store, database_errors, open_store
 from .websub import Notify
 
+if TYPE_CHECKING:
+    from . import feeds
+    from .state import Store
+
+# The feed stage (feedgen, lxml), the catalogs and the state database (SQLAlchemy) are
+# imported where a build gets that far: a rebuild with nothing changed needs none of them.
+
 MANIFEST = ".manifest.json"
+LAYOUT = 1
+"""The form of the manifest's plan and index table: a revision in place trusts only its own."""
 INDEX = ".index.json"  # the last build's reading of each article file, for the next build
 
 
@@ -54,6 +63,8 @@ class FeedReport:
     """WebSub hub → how many changed feeds it was told of in this build."""
     unannounced: dict[str, list[str]] = field(default_factory=dict)
     """WebSub hub → the feeds it could not be told of yet (the next build tries again)."""
+    read: int = 0
+    """How many article files the build read (the others came from the last build's index)."""
 
     @property
     def has_errors(self) -> bool:
@@ -66,26 +77,33 @@ def _fingerprint(config: Config, folder: Path, *, gated: bool) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def _inputs_hash(inputs: Mapping[str, list]) -> str:
-    """The article files' paths, sizes and mtimes in one hash: a large set's manifest would
-    otherwise take longer to load than the files take to stat."""
-    return hashlib.sha256(json.dumps(inputs, separators=(",", ":")).encode()).hexdigest()
+def _stamps(files: Mapping[str, tuple[int, int]]) -> list[str]:
+    """Each article file's path, size and mtime as one string, each field ended by a NUL
+    (which no path holds): what the inputs' hash covers, and what starts a file's row in the
+    index table (``_Table``)."""
+    return [f"{name}\0{size}\0{mtime}\0" for name, (size, mtime) in files.items()]
 
 
-def _with_bodies(config: Config, found: ArticleSet) -> ArticleSet:
-    """Re-read with their bodies the articles the subscription documents show in full (their
-    diagnostics came with the first reading)."""
-    size = config.feeds.max_entries
+def _inputs_hash(stamps: list[str], left_out: list[list[str]]) -> str:
+    """The article files' ``_stamps`` in one hash, and what the walk left out: a large set's
+    manifest would otherwise take longer to load than the files take to stat."""
+    digest = hashlib.sha256(json.dumps(left_out).encode())
+    digest.update("".join(stamps).encode())
+    return digest.hexdigest()
+
+
+def _with_bodies(config: Config, found: ArticleSet, shown: Sequence[Article]) -> ArticleSet:
+    """``found`` with the ``shown`` articles (those the subscription documents show in full)
+    read again with their bodies (their diagnostics came with the first reading)."""
     full: dict[tuple[str, str], Article] = {}
-    for lang in found.languages:
-        for article in found.in_language(lang)[:size]:
-            try:
-                data = Path(article.source).read_bytes()
-            except OSError:
-                continue
-            again, _ = parse_article(data, article.source, config.profiles, second_opinion=False)
-            if again is not None and again.key == article.key:
-                full[article.key] = again
+    for article in shown:
+        try:
+            data = Path(article.source).read_bytes()
+        except OSError:
+            continue
+        again, _ = parse_article(data, article.source, config.profiles, second_opinion=False)
+        if again is not None and again.key == article.key:
+            full[article.key] = again
     return ArticleSet(tuple(full.get(a.key, a) for a in found), found.problems)
 
 
@@ -100,6 +118,8 @@ def _due(
 ) -> tuple[ArticleSet, datetime | None]:
     """The articles whose date line has come (all without ``now``), and the next one's time.
     Each day is made an instant once: a set has far fewer days than articles."""
+    from . import feeds
+
     if now is None:
         return found, None
     held = {day for day in {a.updated for a in found} if feeds.updated_at(config, day) > now}
@@ -175,10 +195,12 @@ class _Inputs:
     folder: Path
     files: dict[str, tuple[int, int]]
     """Each file's path and (size, mtime_ns)."""
-    relative: dict[str, list[int]]
+    relative: dict[str, tuple[int, int]]
     """The same, by path relative to the folder (what the manifest and the index record)."""
     scanned: list[Diagnostic]
     """What the walk left out, and why."""
+    stamps: list[str]
+    """Each file's ``_stamps`` entry, in the same order."""
     digest: str
     """All of it in one hash: the manifest's ``inputs``."""
 
@@ -190,10 +212,14 @@ def _walk(config: Config, folder: Path) -> _Inputs:
     scanned: list[Diagnostic] = []
     files = scan(folder, scanned, max_bytes=config.site.max_article_bytes)
     prefix = len(os.path.join(str(folder), ""))
-    relative = {path[prefix:].replace(os.sep, "/"): list(stat) for path, stat in files.items()}
+    names = [path[prefix:] for path in files]
+    if os.sep != "/":
+        names = [name.replace(os.sep, "/") for name in names]
+    relative = dict(zip(names, files.values(), strict=True))
+    stamps = _stamps(relative)
     # What the walk left out counts as input too: a new dangling link is news.
-    digest = _inputs_hash({**relative, "": [[p.file, p.message] for p in scanned]})
-    return _Inputs(folder, files, relative, scanned, digest)
+    digest = _inputs_hash(stamps, [[p.file, p.message] for p in scanned])
+    return _Inputs(folder, files, relative, scanned, stamps, digest)
 
 
 def _build_feeds(
@@ -223,7 +249,12 @@ def _build_feeds(
         )
     staging = Staging(out)
     try:
-        found, next_due = _stage(config, inputs, staging, now, store)
+        if out.is_dir():
+            sweep_leftovers(out)
+        fresh: dict[str, str] = {}  # the files a revision read: not read again
+        staged = _revise(config, inputs, previous, fingerprint, staging, now, store, fresh)
+        if staged is None:
+            staged = _stage(config, inputs, staging, now, store, fresh)
     except OSError as exc:
         staging.discard()
         raise OutputError(f"feeds unchanged: {describe(exc)}") from exc
@@ -231,7 +262,7 @@ def _build_feeds(
         staging.discard()
         raise
     try:
-        return _commit(config, staging, previous, found, next_due, fingerprint, inputs.digest)
+        return _commit(config, staging, previous, staged, fingerprint, inputs)
     except OSError as exc:
         staging.discard()
         raise OutputError(
@@ -253,39 +284,112 @@ def _up_to_date(
     )
 
 
+@dataclass(frozen=True, slots=True)
+class _Staged:
+    """What a build staged: the entries per language, the problems, when the next held-back
+    article falls due, and the plan (``_plan_record``) the next build can revise."""
+
+    entries: dict[str, int]
+    problems: tuple[Diagnostic, ...]
+    next_due: datetime | None
+    plan: dict[str, dict]
+    read: int
+    """How many article files were read (the rest came from the index)."""
+    table: str
+    """Where each file's line is in the index file (``_Table``)."""
+
+
 def _stage(
     config: Config,
     inputs: _Inputs,
     staging: Staging,
     now: datetime | None,
     store: Store | None,
-) -> tuple[ArticleSet, datetime | None]:
-    """Read the set and stage every feed document; the articles shown, and when the next
-    held-back one falls due."""
+    fresh: Mapping[str, str],
+) -> _Staged:
+    """Read the set and stage every feed document; ``fresh`` holds readings (encoded, by
+    path) of files read since they last changed."""
+    from . import feeds
+
     out = staging.folder
-    if out.is_dir():
-        sweep_leftovers(out)
     # The index file is written as the files are read, and takes the old one's place
     # only when every document is staged.
     with atomic_file(out / INDEX) as index_file:
         # The feeds show the newest articles whole and the rest by summary: read the
         # summaries (no body, no bullets), then the newest again, in full. A file the last
         # build read and that has not changed since is not read again.
-        readings = _read_and_index(config, inputs, out / INDEX, index_file)
+        readings, read, table = _read_and_index(config, inputs, out / INDEX, index_file, fresh)
         index = article_set(readings)
         if inputs.scanned:
             index = ArticleSet(index.articles, (*inputs.scanned, *index.problems))
         due, next_due = _due(config, index, now)
-        found = _with_bodies(config, due)
-        candidates = feeds.publication_candidates(found, config)
-        published = _first_published(config, store, candidates, now)
+        plans = [
+            feeds.language_plan(config, due, lang) for lang in feeds.feed_languages(config, due)
+        ]
+        found = _with_bodies(config, due, _shown_whole(plans))
         # Each document is staged as it comes. In this process only: forked renderers
         # were measured at 30,000 articles, and each copies much of the set's memory (it
         # touches every article's reference count): with one, rendering took 0.41-0.44 s
         # instead of 0.57-0.60, and the build's processes 230 MiB together instead of 177.
-        for name, data in feeds.render_feeds(config, found, published):
-            staging.add(name, data)
-    return found, next_due
+        _render(config, found, store, plans, staging, now, opml=True)
+    entries = {lang: len(found.in_language(lang)) for lang in found.languages}
+    record = _plan_record(plans, {path: n for n, path in enumerate(inputs.files)})
+    return _Staged(entries, found.problems, next_due, record, read, table)
+
+
+def _render(
+    config: Config,
+    found: ArticleSet,
+    store: Store | None,
+    plans: Sequence[feeds.Plan],
+    staging: Staging,
+    now: datetime | None,
+    *,
+    opml: bool,
+) -> None:
+    """Stage the documents ``plans`` name, recording the articles' first publication (and
+    that the new ones appeared ``now``)."""
+    from . import feeds
+    from .i18n import language
+
+    candidates = feeds.publication_candidates(found, config)
+    published = _first_published(config, store, candidates, now)
+    gettext = {  # the catalogs of the languages whose audience feeds are made
+        plan.lang: language(config, plan.lang).translations.gettext
+        for plan in plans
+        if opml or any(chosen is not None for _, chosen in plan.audiences)
+    }
+    plans = [plan.with_text(found) for plan in plans]
+    for name, data in feeds.render_feeds(config, found, published, gettext, plans, opml=opml):
+        staging.add(name, data)
+
+
+def _shown_whole(plans: Sequence[feeds.Plan]) -> list[Article]:
+    """The articles of the subscription documents ``plans`` name: shown with their text."""
+    shown: dict[Article, None] = {}
+    for plan in plans:
+        shown.update(dict.fromkeys(plan.current or ()))
+        for _, chosen in plan.audiences:
+            shown.update(dict.fromkeys(chosen or ()))
+    return list(shown)
+
+
+def _plan_record(plans: Sequence[feeds.Plan], place: Mapping[str, int]) -> dict[str, dict]:
+    """``plans`` as the manifest keeps them: per language, its articles' files (by their
+    ``place`` in the walk, their row in the index table) and slugs, newest first, and each
+    audience feed's, as places in that order. The archive pages follow from the order
+    (``feeds.paginate``)."""
+    record = {}
+    for plan in plans:
+        order = [*(plan.current or ()), *(a for page in reversed(plan.pages) for a in page or ())]
+        at = {a.key: n for n, a in enumerate(order)}
+        record[plan.lang] = {
+            "order": [[place[a.source], a.slug] for a in order],
+            "audiences": {
+                audience: [at[a.key] for a in chosen or ()] for audience, chosen in plan.audiences
+            },
+        }
+    return record
 
 
 def _first_published(
@@ -297,6 +401,8 @@ def _first_published(
     """When each article was first published, recording the new ones (and that they appeared
     ``now``): in ``store``, else in the configured state database, opened only now that the
     build needs it."""
+    from .state import database_errors, open_store
+
     if store is not None:
         return store.published.first_published(candidates, seen=now)
     with database_errors(config.database_url, "feeds unchanged: "):
@@ -311,46 +417,56 @@ def _commit(
     config: Config,
     staging: Staging,
     previous: dict,
-    found: ArticleSet,
-    next_due: datetime | None,
+    staged: _Staged,
     fingerprint: str,
-    inputs: str,
+    inputs: _Inputs,
 ) -> FeedReport:
     """Put the staged documents in place, remove the ones no longer made, and record the
     build in the manifest."""
+    from . import feeds
+
     out = staging.folder
     written, unchanged = staging.commit()
     docs = staging.files
     removed = sorted(set(previous.get("outputs", {})) - set(docs))
     for name in removed:
         (out / name).unlink(missing_ok=True)
-    entries = {lang: len(found.in_language(lang)) for lang in found.languages}
     # Recorded before any hub is told: a build killed meanwhile leaves them to the next.
     unannounced = _waiting(config, previous, feeds.hub_topics(config, written))
     manifest = {
         "fingerprint": fingerprint,
-        "inputs": inputs,
+        "inputs": inputs.digest,
+        "scanned": _scanned(inputs),
         "outputs": file_stats(out, list(docs)),
-        "entries": entries,
-        "next_due": next_due.isoformat() if next_due else None,
+        "entries": staged.entries,
+        "next_due": staged.next_due.isoformat() if staged.next_due else None,
         "unannounced": unannounced,
         "problems": [
             {"file": p.file, "line": p.line, "severity": str(p.severity), "message": p.message}
-            for p in found.problems
+            for p in staged.problems
         ],
+        "layout": LAYOUT,
+        "plan": staged.plan,
+        "index": staged.table,
     }
     # not indented: indenting would take the pure-Python encoder
     write_atomic(out / MANIFEST, json.dumps(manifest, separators=(",", ":")).encode())
     return FeedReport(
         out,
-        entries,
+        staged.entries,
         tuple(written),
         tuple(unchanged),
         tuple(removed),
-        found.problems,
-        next_due=next_due,
+        staged.problems,
+        next_due=staged.next_due,
         unannounced=unannounced,
+        read=staged.read,
     )
+
+
+def _scanned(inputs: _Inputs) -> list[list[str]]:
+    """What the walk left out, as the manifest keeps it."""
+    return [[p.file, p.message] for p in inputs.scanned]
 
 
 def _when(value: str | None) -> datetime | None:
@@ -362,28 +478,39 @@ def _when(value: str | None) -> datetime | None:
 # key: the path, size and mtime as a JSON array, a tab, and the reading as the reader encodes
 # it (JSON has no raw tabs). A file whose size and mtime still match is not read again; any
 # change to the config or the version (the key) makes every file be read again. Written line
-# by line as the files are read, so that no reading is held twice.
+# by line as the files are read, so that no reading is held twice. The manifest keeps where
+# each file's line is (``_Table``), so that a revision reads only the lines it needs and
+# appends the lines of the files it read (a line later in the file stands for its file).
 
 
 def _read_and_index(
-    config: Config, inputs: _Inputs, path: Path, new_index: BinaryIO
-) -> list[Reading]:
+    config: Config,
+    inputs: _Inputs,
+    path: Path,
+    new_index: BinaryIO,
+    fresh: Mapping[str, str] = {},
+) -> tuple[list[Reading], int, str]:
     """Every file's index reading, taken from the index file at ``path`` where the file has
-    not changed; ``new_index`` gets the new index as they come."""
-    key = _fingerprint(config, inputs.folder, gated=False)
+    not changed (and how many files were read, and the new index's ``_Table``);
+    ``new_index`` gets the new index as they come."""
+    key = _index_key(config, inputs)
     paths = dict(zip(inputs.relative, inputs.files, strict=True))
-    known = _known_readings(path, key, inputs.relative, paths)
+    known = {**_known_readings(path, key, inputs.relative, paths), **fresh}
     found = read_index(list(inputs.files), config.profiles, known=known)
-    new_index.write(json.dumps(key).encode() + b"\n")
-    readings = []
+    head = json.dumps(key).encode() + b"\n"
+    new_index.write(head)
+    readings, rows, at = [], [], len(head)
     for (relative, stat), (_, reading, encoded) in zip(inputs.relative.items(), found, strict=True):
-        new_index.write(f"{json.dumps([relative, *stat])}\t{encoded}\n".encode())
+        line = f"{_index_head(relative, stat)}\t{encoded}\n".encode()
+        new_index.write(line)
+        rows.append(_Table.row(relative, stat, at, len(line) - 1))
+        at += len(line)
         readings.append(reading)
-    return readings
+    return readings, len(inputs.files) - len(known) + len(fresh), "\n".join(rows)
 
 
 def _known_readings(
-    path: Path, key: str, inputs: dict[str, list[int]], paths: dict[str, str]
+    path: Path, key: str, inputs: Mapping[str, tuple[int, int]], paths: dict[str, str]
 ) -> dict[str, str]:
     """The encoded readings of the index file whose files are unchanged, by path (``paths``
     maps relative paths to those); none if the index is missing or unreadable, or was made
@@ -397,7 +524,7 @@ def _known_readings(
                 head, tab, encoded = line.decode("utf-8", "replace").rstrip("\n").partition("\t")
                 try:
                     relative, *stat = json.loads(head)
-                    unchanged = bool(tab) and inputs.get(relative) == stat
+                    unchanged = bool(tab) and inputs.get(relative) == tuple(stat)
                 except (ValueError, TypeError):  # a damaged line: that file is read again
                     continue
                 if unchanged:
@@ -405,3 +532,230 @@ def _known_readings(
     except (OSError, ValueError):
         return {}
     return known
+
+
+def _index_head(relative: str, stat: Sequence[int]) -> str:
+    """An index line's key: the file's path, size and mtime as a JSON array. Written by hand
+    for a plain path (what json.dumps would write): a rebuild makes one per article file."""
+    if (
+        relative.isascii()
+        and relative.isprintable()
+        and '"' not in relative
+        and "\\" not in relative
+    ):
+        return f'["{relative}", {stat[0]}, {stat[1]}]'
+    return json.dumps([relative, *stat])
+
+
+# A rebuild whose changed files move no article (a revised text, but not a new, removed or
+# re-dated article, nor one whose audiences or problems changed) is revised in place: only
+# the changed files are read, and only the documents that show them are made again, from
+# the articles the index holds for them; the manifest's plan says which documents show which
+# article files, in what order. Anything else is built as a whole.
+
+
+def _revise(
+    config: Config,
+    inputs: _Inputs,
+    previous: dict,
+    fingerprint: str,
+    staging: Staging,
+    now: datetime | None,
+    store: Store | None,
+    fresh: dict[str, str],
+) -> _Staged | None:
+    """Stage a revision in place, or None when the build must be made as a whole; the
+    readings of the files it read go into ``fresh`` (encoded, by path)."""
+    plan, due, outputs = previous.get("plan"), previous.get("next_due"), previous.get("outputs")
+    if (
+        not isinstance(plan, dict)
+        or previous.get("layout") != LAYOUT
+        or previous.get("fingerprint") != fingerprint
+        or previous.get("scanned") != _scanned(inputs)
+        or (due and (now is None or now >= datetime.fromisoformat(due)))
+        or not isinstance(outputs, dict)
+        or file_stats(staging.folder, list(outputs)) != outputs  # one removed or changed
+    ):
+        return None
+    table = _Table.of(config, inputs, staging.folder / INDEX, previous.get("index"))
+    if table is None or not table.changed or len(table.changed) > max(1, len(inputs.files) // 20):
+        return None
+    try:
+        return _revise_with(config, inputs, previous, table, staging, store, fresh, now)
+    finally:
+        table.close()
+
+
+def _revise_with(
+    config: Config,
+    inputs: _Inputs,
+    previous: dict,
+    table: _Table,
+    staging: Staging,
+    store: Store | None,
+    fresh: dict[str, str],
+    now: datetime | None,
+) -> _Staged | None:
+    """``_revise`` once the manifest and the index vouch for the last build: read the changed
+    files, check that none moves, make the documents that show them."""
+    sources = list(inputs.files)
+    changed = table.changed
+    found = read_index([sources[n] for n in changed], config.profiles, known={}, processes=1)
+    new: dict[int, str] = {}
+    for n, (path, reading, encoded) in zip(changed, found, strict=True):
+        fresh[path] = new[n] = encoded
+        old = table.line(n)
+        try:
+            if old is None or _shape(reading) != _shape(decode_reading(path, old)):
+                return None  # it moves: a new place, other audiences or other problems
+        except ValueError:  # a damaged index
+            return None
+    partial = _partial_plans(config, inputs, previous["plan"], table, new)
+    if partial is None:
+        return None
+    plans, shown = partial
+    whole = _with_bodies(config, shown, _shown_whole(plans))
+    _render(config, whole, store, plans, staging, now, opml=False)
+    for name in previous["outputs"]:
+        staging.keep(name)
+    problems = _problems(previous.get("problems", []))
+    due = _when(previous.get("next_due"))
+    rows = table.append(inputs, new)
+    return _Staged(previous.get("entries", {}), problems, due, previous["plan"], len(new), rows)
+
+
+class _Table:
+    """Where each article file's line is in the index file, as the manifest keeps it: one
+    row per file, in the walk's order, of its relative path, size, mtime, and its line's
+    offset and length, NUL-separated (no path holds a NUL), the rows one string (a manifest
+    loads a string at once)."""
+
+    def __init__(self, path: Path, rows: list[str], changed: list[int], handle: BinaryIO) -> None:
+        self.path, self.rows, self.changed, self.handle = path, rows, changed, handle
+
+    @staticmethod
+    def row(relative: str, stat: Sequence[int], offset: int, length: int) -> str:
+        return f"{relative}\0{stat[0]}\0{stat[1]}\0{offset}\0{length}"
+
+    @classmethod
+    def of(cls, config: Config, inputs: _Inputs, path: Path, kept: object) -> _Table | None:
+        """The table the manifest ``kept``, with where the files changed since; None when it
+        is not of the same files, or the index file is not of this config."""
+        rows = kept.split("\n") if isinstance(kept, str) and kept else []
+        if len(rows) != len(inputs.files):
+            return None
+        changed = []
+        for n, (relative, stamp) in enumerate(zip(inputs.relative, inputs.stamps, strict=True)):
+            if not rows[n].startswith(stamp):
+                if rows[n].partition("\0")[0] != relative:
+                    return None  # one file added and another removed
+                changed.append(n)
+        try:
+            handle = path.open("rb")
+        except OSError:
+            return None
+        try:
+            key = json.loads(handle.readline())
+        except ValueError:
+            key = None
+        if key != _index_key(config, inputs):
+            handle.close()
+            return None
+        return cls(path, rows, changed, handle)
+
+    def line(self, n: int) -> str | None:
+        """The encoded reading of the ``n``th file as the index has it; None if its line is
+        not where the table says (a damaged index)."""
+        relative, size, mtime, offset, length = self.rows[n].split("\0")
+        self.handle.seek(int(offset))
+        line = self.handle.read(int(length))
+        head = f"{_index_head(relative, (int(size), int(mtime)))}\t".encode()
+        return line[len(head) :].decode("utf-8") if line.startswith(head) else None
+
+    def append(self, inputs: _Inputs, encoded: Mapping[int, str]) -> str:
+        """Append the lines of the files read again (``encoded`` by place) to the index
+        file; the table with them."""
+        relatives = list(inputs.relative.items())
+        with self.path.open("ab") as handle:
+            at = handle.tell()
+            for n, reading in sorted(encoded.items()):
+                line = f"{_index_head(*relatives[n])}\t{reading}\n".encode()
+                handle.write(line)
+                self.rows[n] = self.row(*relatives[n], at, len(line) - 1)
+                at += len(line)
+        return "\n".join(self.rows)
+
+    def close(self) -> None:
+        self.handle.close()
+
+
+def _shape(reading: Reading) -> tuple:
+    """What decides an article's place in the documents: its key, date and audiences, and
+    the file's problems."""
+    article, problems = reading
+    found = [(p.line, p.severity, p.message) for p in problems]
+    if article is None:
+        return None, found
+    audiences = tuple(t.audience for t in article.takeaways)
+    return (article.lang, article.slug, article.updated, audiences), found
+
+
+def _index_key(config: Config, inputs: _Inputs) -> str:
+    """The index file's first line: a change to it makes every file be read again."""
+    return _fingerprint(config, inputs.folder, gated=False)
+
+
+def _partial_plans(
+    config: Config, inputs: _Inputs, record: dict, table: _Table, new: Mapping[int, str]
+) -> tuple[list[feeds.Plan], ArticleSet] | None:
+    """The plans of the documents that show a file read again (``new``: its encoded reading,
+    by place), and the articles they need (theirs and their translations), from the index;
+    None when the index does not hold one of them."""
+    from . import feeds
+
+    sources = list(inputs.files)
+    slugs = {lang: {slug: n for n, slug in kept["order"]} for lang, kept in record.items()}
+    size = config.feeds.max_entries
+    picked: list[tuple[str, list[int] | None, list[list[int] | None], list]] = []
+    needed: dict[int, str] = {}  # a file's place in the walk -> its slug
+    for lang, kept in record.items():
+        order = kept["order"]
+
+        def pick(places: Sequence[int], order: list = order) -> list[int] | None:
+            if not any(order[p][0] in new for p in places):
+                return None
+            needed.update(order[p] for p in places)
+            return list(places)
+
+        current, pages = feeds.paginate(range(len(order)), size, config.feeds.archive_entries)
+        audiences = [(a, pick(places)) for a, places in kept["audiences"].items()]
+        picked.append((lang, pick(current), [pick(page) for page in pages], audiences))
+    for slug in list(needed.values()):
+        needed.update(
+            (n, slug) for by_slug in slugs.values() if (n := by_slug.get(slug)) is not None
+        )
+    articles: dict[int, Article] = {}
+    for n in needed:
+        line = new.get(n) or table.line(n)
+        try:
+            article = decode_reading(sources[n], line or "")[0]
+        except ValueError:
+            return None  # a damaged index: the build is made as a whole
+        if article is None:
+            return None
+        articles[n] = article
+
+    def members(lang: str, places: list[int] | None) -> list[Article] | None:
+        order = record[lang]["order"]
+        return None if places is None else [articles[order[p][0]] for p in places]
+
+    plans = [
+        feeds.Plan(
+            lang,
+            members(lang, current),
+            [members(lang, page) for page in pages],
+            [(a, members(lang, places)) for a, places in audiences],
+        )
+        for lang, current, pages, audiences in picked
+    ]
+    return plans, ArticleSet(tuple(articles.values()))

@@ -1,6 +1,7 @@
 """Feed stage: articles + config + publication dates → the bytes of every feed document.
 
-Atom (with RFC 5005 archives), RSS 2.0 and JSON Feed per language, plus an OPML index. Pure:
+Atom (with RFC 5005 archives), RSS 2.0 and JSON Feed per language, the same three per language
+and audience (each entry that audience's takeaways of one article), plus an OPML index. Pure:
 no clock, no files, no database; ``build.build_feeds`` gathers the inputs and writes the
 output. feedgen 1.0.0 is used only here, with its traps worked around in one place (see
 ``FeedgenEntry``, ``AtomExtras``, ``RssExtras``).
@@ -9,7 +10,8 @@ Ids: ``tag:<authority>,<date>:<lang>/<slug>`` (RFC 4151). The authority and date
 ``feeds.tag`` (default: the host of ``site.base_url`` and 2025-01-01), so an id depends only on
 the article's language and slug: not on its file name, URL template, text or dates, and not on
 the state database either (losing it would otherwise re-announce every article). Keep
-``feeds.tag`` when the site moves, and ids stay.
+``feeds.tag`` when the site moves, and ids stay. An audience feed's entries have ids of their
+own (``<lang>/<audience>/<slug>``): a reader subscribed to both sees two different entries.
 """
 
 from __future__ import annotations
@@ -18,10 +20,12 @@ import html
 import json
 import re
 import threading
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
-from datetime import date, datetime
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, replace
+from datetime import date, datetime, time
+from email.utils import format_datetime
 from functools import cache, lru_cache
+from typing import TypeVar
 from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo
 
@@ -32,10 +36,11 @@ from feedgen.util import xml_elem
 from lxml import etree
 
 from .config import Config
-from .i18n import text_direction
-from .model import Article, ArticleSet
+from .i18n import audience_phrase, text_direction
+from .model import Article, ArticleSet, Takeaways
 from .routes import article_url, feed_archive_name, feed_url, home_url
 
+_T = TypeVar("_T")
 GENERATOR = "syndicate"
 ATOM_MIME = "application/atom+xml"
 RSS_MIME = "application/rss+xml"
@@ -79,6 +84,33 @@ class Entry:
 
 
 @dataclass(frozen=True, slots=True)
+class Channel:
+    """A feed as its documents name it: one per language, and one per language and audience."""
+
+    lang: str
+    id: str
+    title: str
+    subtitle: str
+    names: Mapping[str, str]
+    """The file of each format (``atom``, ``rss``, ``json``), below the feeds folder."""
+
+
+@dataclass(frozen=True, slots=True)
+class AudienceWords:
+    """What an audience feed says in its language's words (the catalogs' and the config's)."""
+
+    name: str
+    """The audience's name, e.g. "Architects"."""
+    heading: str
+    """Over each entry's takeaways, e.g. "Key takeaways for architects"."""
+    read: str
+    """The link to the article, e.g. "Read the full article"."""
+
+
+Gettext = Callable[[str], str]
+
+
+@dataclass(frozen=True, slots=True)
 class Page:
     """Where an Atom document sits in its RFC 5005 chain (URLs, or None at either end)."""
 
@@ -112,13 +144,58 @@ def entry_id(config: Config, lang: str, slug: str) -> str:
     return f"tag:{tagging_entity(config)}:{lang}/{slug}"
 
 
-def feed_names(lang: str) -> dict[str, str]:
-    return {"atom": f"{lang}.atom.xml", "rss": f"{lang}.rss.xml", "json": f"{lang}.json"}
+def feed_names(lang: str, audience: str | None = None) -> dict[str, str]:
+    """The files of a language's feed, or of its audience's: ``<lang>/<audience>.atom.xml``."""
+    stem = f"{lang}/{audience}" if audience else lang
+    return {"atom": f"{stem}.atom.xml", "rss": f"{stem}.rss.xml", "json": f"{stem}.json"}
+
+
+def audience_entry_id(config: Config, lang: str, audience: str, slug: str) -> str:
+    return f"tag:{tagging_entity(config)}:{lang}/{audience}/{slug}"
+
+
+def language_channel(config: Config, lang: str) -> Channel:
+    return Channel(
+        lang,
+        feed_id(config, lang),
+        _safe(config.title(lang)),
+        _safe(config.description(lang)),
+        feed_names(lang),
+    )
+
+
+def audience_words(config: Config, lang: str, audience: str, gettext: Gettext) -> AudienceWords:
+    """``audience``'s words in ``lang``: its name and label from the language's profile, the
+    sentences from ``gettext`` (the language's catalogs), as the digests word them."""
+    profile = config.languages[lang]
+    labels = profile.audiences.get(audience)
+    phrase = audience_phrase(labels[0]) if labels else audience
+    return AudienceWords(
+        name=profile.audience_names.get(audience) or (labels[0] if labels else audience),
+        heading=gettext("Key takeaways %(audiences)s") % {"audiences": phrase},
+        read=gettext("Read the full article"),
+    )
+
+
+def audience_channel(config: Config, lang: str, audience: str, words: AudienceWords) -> Channel:
+    return Channel(
+        lang,
+        f"{feed_id(config, lang)}/{audience}",
+        _safe(f"{config.title(lang)}: {words.heading}"),
+        _safe(config.description(lang)),
+        feed_names(lang, audience),
+    )
 
 
 def updated_at(config: Config, day: date) -> datetime:
     """An article's date line as an instant: the configured time of day in the site's zone."""
-    return datetime.combine(day, config.site.publish_time, tzinfo=ZoneInfo(config.site.timezone))
+    return _instant(day, config.site.publish_time, config.site.timezone)
+
+
+@lru_cache(maxsize=8192)
+def _instant(day: date, at: time, zone: str) -> datetime:
+    """Made once per day: a set has far fewer days than articles (translations share one)."""
+    return datetime.combine(day, at, tzinfo=ZoneInfo(zone))
 
 
 def publication_candidates(articles: Iterable[Article], config: Config):
@@ -126,7 +203,9 @@ def publication_candidates(articles: Iterable[Article], config: Config):
     return [(a.lang, a.slug, updated_at(config, a.updated)) for a in articles]
 
 
-def paginate(newest_first: Sequence[Article], size: int, archive_size: int):
+def paginate(
+    newest_first: Sequence[_T], size: int, archive_size: int
+) -> tuple[list[_T], list[list[_T]]]:
     """The subscription document's ``size`` articles, then archive pages of ``archive_size``,
     oldest page first.
 
@@ -209,22 +288,69 @@ def make_entry(
     content: bool = True,
 ) -> Entry:
     """The feed values of one article; ``published`` comes from the state database."""
-    zone = ZoneInfo(config.site.timezone)
-    profile = config.languages[article.lang]
+    site = config.site
     url = article_url(config, article.lang, article.slug)
     return Entry(
         id=entry_id(config, article.lang, article.slug),
         title=_safe(article.title),
         url=url,
-        published=published.astimezone(zone),
-        updated=updated_at(config, article.updated),
+        published=published.astimezone(ZoneInfo(site.timezone)),
+        updated=_instant(article.updated, site.publish_time, site.timezone),
         summary=_safe(article.summary or article.seo.description or article.title),
         content=article_html(config, article, url) if content else None,
-        categories=tuple(
-            (t.audience, _label(profile.audience_names.get(t.audience, t.label)))
-            for t in article.takeaways
-        ),
+        categories=_categories(config.languages[article.lang].audience_names, article.takeaways),
         translations=tuple((t.lang, article_url(config, t.lang, t.slug)) for t in translations),
+    )
+
+
+_CATEGORIES: dict[tuple[int, tuple[tuple[str, str], ...]], tuple[tuple[str, str], ...]] = {}
+
+
+def _categories(
+    names: Mapping[str, str], takeaways: Sequence[Takeaways]
+) -> tuple[tuple[str, str], ...]:
+    """(term, label) of each audience an article has takeaways for: the articles of a
+    language repeat the same few, so each set is made once (per names, by identity: a
+    language's are one dict for the life of its config)."""
+    labels = tuple((t.audience, t.label) for t in takeaways)
+    key = (id(names), labels)
+    found = _CATEGORIES.get(key)
+    if found is None:
+        if len(_CATEGORIES) > 4096:
+            _CATEGORIES.clear()
+        found = _CATEGORIES[key] = tuple((a, _label(names.get(a, label))) for a, label in labels)
+    return found
+
+
+def audience_entry(
+    config: Config,
+    article: Article,
+    audience: str,
+    words: AudienceWords,
+    published: datetime,
+    translations: Iterable[Article] = (),
+) -> Entry:
+    """One article in an audience feed: that audience's takeaways under its heading, and a
+    link to the article; its own id, the article's title, dates and links."""
+    entry = make_entry(config, article, published, translations, content=False)
+    url = html.escape(entry.url)
+    items = "".join(
+        f"<li>{_text(b)}</li>"
+        for t in article.takeaways
+        if t.audience == audience
+        for b in t.bullets
+    )
+    body = (
+        f"<h2>{_text(words.heading)}</h2>\n<ul>{items}</ul>\n"
+        f'<p><a href="{url}">{_text(words.read)}</a></p>'
+    )
+    if text_direction(article.lang) == "rtl":
+        body = f'<div dir="rtl">\n{body}\n</div>'
+    return replace(
+        entry,
+        id=audience_entry_id(config, article.lang, audience, article.slug),
+        content=body,
+        categories=((audience, _label(words.name)),),
     )
 
 
@@ -285,14 +411,15 @@ class RssExtras(BaseExtension):
 
 
 def _generator(
-    config: Config, lang: str, entries: Sequence[Entry], *, add_entries: bool = True
+    config: Config, channel: Channel, entries: Sequence[Entry], *, add_entries: bool = True
 ) -> FeedGenerator:
+    lang = channel.lang
     fg = FeedGenerator()
     fg.register_extension("syndicate_atom", AtomExtras, atom=True, rss=False)
     fg.register_extension("syndicate_rss", RssExtras, atom=False, rss=True)
-    fg.id(feed_id(config, lang))
-    fg.title(_safe(config.title(lang)))
-    fg.subtitle(_safe(config.description(lang)))
+    fg.id(channel.id)
+    fg.title(channel.title)
+    fg.subtitle(channel.subtitle)
     fg.language(lang)
     fg.author(_author(config))
     fg.generator(GENERATOR)  # no version: an upgrade alone must not change the bytes
@@ -351,24 +478,21 @@ def _feed_links(fg: FeedGenerator, config: Config, page: Page, mime: str) -> Non
 
 
 def atom_document(
-    config: Config, lang: str, entries: Sequence[Entry], page: Page, *, archive: bool = False
+    config: Config,
+    lang: str,
+    entries: Sequence[Entry],
+    page: Page,
+    *,
+    archive: bool = False,
+    channel: Channel | None = None,
 ) -> bytes:
-    fg = _generator(config, lang, entries)
+    """An Atom document of ``lang``'s feed, or of ``channel``: the bytes feedgen writes
+    (``feedgen_document``). feedgen writes the feed's head; each entry is written here as the
+    text lxml would serialise for the elements ``FeedgenEntry.atom_entry`` makes: building
+    elements costs several times that, for every entry of a large site. Every value is
+    escaped; the tests hold the bytes to feedgen's."""
+    fg = _generator(config, channel or language_channel(config, lang), entries, add_entries=False)
     fg.syndicate_atom.archive = archive
-    _feed_links(fg, config, page, ATOM_MIME)
-    return fg.atom_str(pretty=True)
-
-
-def archive_document(config: Config, lang: str, entries: Sequence[Entry], page: Page) -> bytes:
-    """An RFC 5005 archive document: the bytes ``atom_document(..., archive=True)`` writes.
-
-    feedgen writes the feed's head; the entries (summary and links, no content) are written
-    here as the text lxml would serialise for the elements ``FeedgenEntry.atom_entry`` makes:
-    building elements costs ten times that, and the archives hold nearly every entry of a
-    large site. Every value is escaped; the tests hold the bytes to feedgen's.
-    """
-    fg = _generator(config, lang, entries, add_entries=False)
-    fg.syndicate_atom.archive = True
     _feed_links(fg, config, page, ATOM_MIME)
     head = etree.tostring(
         etree.fromstring(fg.atom_str(), _PARSER),
@@ -376,30 +500,44 @@ def archive_document(config: Config, lang: str, entries: Sequence[Entry], page: 
         xml_declaration=True,
         encoding="UTF-8",
     )
-    closing = b"</feed>\n"
     author = _author(config)
     who = f"      <name>{_xml_text(author['name'])}</name>\n"
     if author.get("email"):
         who += f"      <email>{_xml_text(author['email'])}</email>\n"
-    out = []
-    for e in entries:
-        summary = f"<summary>{_xml_text(e.summary)}</summary>" if e.summary else "<summary/>"
-        updated = e.updated.isoformat()
-        published = updated if _same_text(e.published, e.updated) else e.published.isoformat()
-        out.append(
-            f"  <entry>\n    <id>{_xml_text(e.id)}</id>\n"
-            f"    <title>{_xml_text(e.title)}</title>\n"
-            f"    <updated>{updated}</updated>\n"
-            f"    <author>\n{who}    </author>\n"
-            f"    {summary}\n"
-            f"{''.join(map(_category_element, e.categories))}"
-            f"    <published>{published}</published>\n"
-            f"{_link_element('alternate', lang, e.url)}"
-            f"{''.join(_link_element('related', *t) for t in e.translations)}"
-            "  </entry>\n"
-        )
+    closing = b"</feed>\n"
     assert head.endswith(closing)
-    return head[: -len(closing)] + "".join(out).encode() + closing
+    body = "".join([_atom_entry(e, lang, who) for e in entries]).encode()
+    return head[: -len(closing)] + body + closing
+
+
+def archive_document(config: Config, lang: str, entries: Sequence[Entry], page: Page) -> bytes:
+    """An RFC 5005 archive document (entries with summary and links, no content)."""
+    return atom_document(config, lang, entries, page, archive=True)
+
+
+def _atom_entry(e: Entry, lang: str, who: str) -> str:
+    """One entry as ``atom_document`` writes it; ``who`` is the author's elements."""
+    summary = f"<summary>{_xml_text(e.summary)}</summary>" if e.summary else "<summary/>"
+    updated = e.updated.isoformat()
+    published = updated if _same_text(e.published, e.updated) else e.published.isoformat()
+    content = ""
+    if e.content:
+        content = f'    <content type="html">{_xml_text(e.content)}</content>\n'
+    elif e.content is not None:
+        content = '    <content type="html"/>\n'
+    return (
+        f"  <entry>\n    <id>{_xml_text(e.id)}</id>\n"
+        f"    <title>{_xml_text(e.title)}</title>\n"
+        f"    <updated>{updated}</updated>\n"
+        f"    <author>\n{who}    </author>\n"
+        f"{content}"
+        f"    {summary}\n"
+        f"{''.join(map(_category_element, e.categories))}"
+        f"    <published>{published}</published>\n"
+        f"{_link_element('alternate', lang, e.url)}"
+        f"{''.join(_link_element('related', *t) for t in e.translations)}"
+        "  </entry>\n"
+    )
 
 
 def _same_text(a: datetime, b: datetime) -> bool:
@@ -455,23 +593,95 @@ def _xml_attr(text: str) -> str:
 _PARSER = etree.XMLParser(remove_blank_text=True)
 
 
-def rss_document(config: Config, lang: str, entries: Sequence[Entry]) -> bytes:
-    fg = _generator(config, lang, entries)
+def rss_document(
+    config: Config, lang: str, entries: Sequence[Entry], *, channel: Channel | None = None
+) -> bytes:
+    """The RSS 2.0 document of ``lang``'s feed, or of ``channel``: the bytes feedgen writes,
+    the items written here as ``atom_document`` writes its entries."""
+    channel = channel or language_channel(config, lang)
+    fg = _generator(config, channel, entries, add_entries=False)
     fg.syndicate_rss.hubs = config.feeds.hub
-    _feed_links(fg, config, Page(feed_url(config, feed_names(lang)["rss"])), RSS_MIME)
+    _feed_links(fg, config, Page(feed_url(config, channel.names["rss"])), RSS_MIME)
+    with _RSS_LOCK:
+        head = fg.rss_str(pretty=True)
+    author = _author(config)
+    if author.get("email"):  # RSS's author is an address; without one, dc:creator names them
+        address = f"{author['email']} ({author['name']})"
+        who = f"      <author>{_xml_text(address)}</author>\n"
+        creator = ""
+    else:
+        who, creator = "", f"      <dc:creator>{_xml_text(author['name'])}</dc:creator>\n"
+    closing = b"  </channel>\n</rss>\n"
+    assert head.endswith(closing)
+    body = "".join([_rss_item(e, who, creator) for e in entries]).encode()
+    return head[: -len(closing)] + body + closing
+
+
+def _rss_item(e: Entry, who: str, creator: str) -> str:
+    """One item as ``rss_document`` writes it: feedgen's RSS for the entry's values."""
+    if e.summary:
+        text = f"      <description>{_xml_text(e.summary)}</description>\n"
+        if e.content is not None:
+            text += f"      <content:encoded>{_xml_text(e.content)}</content:encoded>\n"
+    elif e.content is not None:
+        text = f"      <description>{_xml_text(e.content)}</description>\n"
+    else:
+        text = ""
+    categories = "".join(
+        f"      <category>{_xml_text(label)}</category>\n"
+        if label
+        else "      <category></category>\n"
+        for _, label in e.categories
+    )
+    return (
+        f"    <item>\n      <title>{_xml_text(e.title)}</title>\n"
+        f"      <link>{_xml_text(e.url)}</link>\n"
+        f"{text}{who}"
+        f'      <guid isPermaLink="false">{_xml_text(e.id)}</guid>\n'
+        f"{categories}"
+        f"      <pubDate>{format_datetime(e.published)}</pubDate>\n"
+        f"{creator}"
+        "    </item>\n"
+    )
+
+
+def feedgen_document(
+    config: Config,
+    lang: str,
+    entries: Sequence[Entry],
+    page: Page,
+    *,
+    kind: str = "atom",
+    archive: bool = False,
+    channel: Channel | None = None,
+) -> bytes:
+    """The document ``atom_document`` (``kind="atom"``) or ``rss_document`` (``"rss"``)
+    writes, entry by entry through feedgen: what their bytes are held to."""
+    channel = channel or language_channel(config, lang)
+    fg = _generator(config, channel, entries)
+    if kind == "atom":
+        fg.syndicate_atom.archive = archive
+        _feed_links(fg, config, page, ATOM_MIME)
+        return fg.atom_str(pretty=True)
+    fg.syndicate_rss.hubs = config.feeds.hub
+    _feed_links(fg, config, Page(feed_url(config, channel.names["rss"])), RSS_MIME)
     with _RSS_LOCK:
         return fg.rss_str(pretty=True)
 
 
-def json_document(config: Config, lang: str, entries: Sequence[Entry]) -> bytes:
-    """JSON Feed 1.1; json.dumps escapes whatever the text holds."""
+def json_document(
+    config: Config, lang: str, entries: Sequence[Entry], *, channel: Channel | None = None
+) -> bytes:
+    """JSON Feed 1.1 of ``lang``'s feed, or of ``channel``; json.dumps escapes whatever the
+    text holds."""
+    channel = channel or language_channel(config, lang)
     author = {"name": _safe(config.site.author)}
     feed: dict = {
         "version": "https://jsonfeed.org/version/1.1",
-        "title": _safe(config.title(lang)),
+        "title": channel.title,
         "home_page_url": home_url(config, lang),
-        "feed_url": feed_url(config, feed_names(lang)["json"]),
-        "description": _safe(config.description(lang)),
+        "feed_url": feed_url(config, channel.names["json"]),
+        "description": channel.subtitle,
         "language": lang,
         "authors": [author],
     }
@@ -495,26 +705,35 @@ def json_document(config: Config, lang: str, entries: Sequence[Entry]) -> bytes:
     return json.dumps(feed, ensure_ascii=False, indent=2).encode() + b"\n"
 
 
-def opml_document(config: Config, langs: Sequence[str]) -> bytes:
-    """OPML 2.0 subscription list: every feed of every language."""
+def opml_document(
+    config: Config,
+    langs: Sequence[str],
+    audiences: Mapping[str, Sequence[tuple[str, AudienceWords]]] | None = None,
+) -> bytes:
+    """OPML 2.0 subscription list: every feed of every language, each language's followed by
+    its audiences' (``audiences``: per language, each audience with its words)."""
     root = etree.Element("opml", version="2.0")
     head = etree.SubElement(root, "head")
     etree.SubElement(head, "title").text = _safe(config.site.title)
     body = etree.SubElement(root, "body")
     kinds = {"atom": "Atom", "rss": "RSS", "json": "JSON Feed"}
     for lang in langs:
-        for kind, name in feed_names(lang).items():
-            text = f"{config.title(lang)} ({kinds[kind]}, {lang})"
-            etree.SubElement(
-                body,
-                "outline",
-                type="rss",
-                text=_safe(text),
-                title=_safe(text),
-                xmlUrl=feed_url(config, name),
-                htmlUrl=home_url(config, lang),  # the page of the feed's language
-                language=lang,
-            )
+        channels = [(config.title(lang), feed_names(lang))]
+        for audience, words in (audiences or {}).get(lang, ()):
+            channels.append((f"{config.title(lang)}: {words.name}", feed_names(lang, audience)))
+        for title, names in channels:
+            for kind, name in names.items():
+                text = _safe(f"{title} ({kinds[kind]}, {lang})")
+                etree.SubElement(
+                    body,
+                    "outline",
+                    type="rss",
+                    text=text,
+                    title=text,
+                    xmlUrl=feed_url(config, name),
+                    htmlUrl=home_url(config, lang),  # the page of the feed's language
+                    language=lang,
+                )
     return etree.tostring(root, pretty_print=True, xml_declaration=True, encoding="UTF-8")
 
 
@@ -524,6 +743,24 @@ def feed_languages(config: Config, articles: ArticleSet) -> list[str]:
     return [lang for lang in config.site.languages if lang in present]
 
 
+def feed_audiences(config: Config, articles: Iterable[Article]) -> list[str]:
+    """The configured audiences that ``articles`` (one language's) have takeaways for, in the
+    configured order: each has a feed."""
+    present = {t.audience for a in articles for t in a.takeaways}
+    return [audience for audience in config.audiences if audience in present]
+
+
+def _with_audience(newest_first: Sequence[Article], audience: str, size: int) -> list[Article]:
+    """The newest ``size`` articles with takeaways for ``audience``."""
+    found: list[Article] = []
+    for article in newest_first:
+        if len(found) == size:
+            break
+        if any(t.audience == audience for t in article.takeaways):
+            found.append(article)
+    return found
+
+
 def hub_topics(config: Config, names: Iterable[str]) -> list[str]:
     """The self URLs of the subscription documents among the file ``names`` (archives and the
     OPML list aside): what a WebSub hub is told changed."""
@@ -531,64 +768,140 @@ def hub_topics(config: Config, names: Iterable[str]) -> list[str]:
     return [
         feed_url(config, name)
         for name in names
-        if "/" not in name and name.partition(".")[2] in subscribed
+        if not name.startswith("archive/") and name.partition(".")[2] in subscribed
     ]
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """Which articles each of one language's documents shows, newest first: the subscription
+    feed's, each archive page's (oldest page first) and each audience feed's. A rebuild that
+    moves no article renders only the documents of the articles it changed: from a plan with
+    the other documents left out (``None``)."""
+
+    lang: str
+    current: Sequence[Article] | None
+    pages: Sequence[Sequence[Article] | None]
+    audiences: Sequence[tuple[str, Sequence[Article] | None]]
+
+    def with_text(self, articles: ArticleSet) -> Plan:
+        """The same plan with the subscription documents' articles as ``articles`` has them
+        (read again with their text)."""
+
+        def swap(chosen: Sequence[Article] | None) -> Sequence[Article] | None:
+            return None if chosen is None else [articles.get(*a.key) or a for a in chosen]
+
+        return replace(
+            self, current=swap(self.current), audiences=[(a, swap(c)) for a, c in self.audiences]
+        )
+
+
+def language_plan(config: Config, articles: ArticleSet, lang: str) -> Plan:
+    """The documents of ``lang`` and the articles each shows."""
+    chosen = articles.in_language(lang)
+    size = config.feeds.max_entries
+    current, pages = paginate(chosen, size, config.feeds.archive_entries)
+    audiences = [(a, _with_audience(chosen, a, size)) for a in feed_audiences(config, chosen)]
+    return Plan(lang, current, pages, audiences)
 
 
 def render_feeds(
     config: Config,
     articles: ArticleSet,
     published: Mapping[tuple[str, str], datetime],
+    gettext: Mapping[str, Gettext] | None = None,
+    plans: Sequence[Plan] | None = None,
+    *,
+    opml: bool = True,
 ) -> Iterator[tuple[str, bytes]]:
     """Every output document: file name (relative to the feeds folder) and bytes, made one
     language at a time, so that a caller writing each as it comes never holds more than one
     language's documents.
 
-    ``published`` holds each article's first publication time (from the state database).
+    ``published`` holds each article's first publication time (from the state database);
+    ``gettext`` each language's catalog lookup, for the audience feeds' words (default: the
+    English source text). With ``plans`` (one per language that has articles, in the
+    configured order), only the documents they name are made, from ``articles``, which holds
+    their articles and those articles' translations. ``opml``: the OPML list too.
     """
-    langs = feed_languages(config, articles)
-    for lang in langs:
-        yield from language_documents(config, articles, published, lang, langs).items()
-    if langs:
-        yield "index.opml", opml_document(config, langs)
+    if plans is None:
+        plans = [language_plan(config, articles, lang) for lang in feed_languages(config, articles)]
+    langs = [plan.lang for plan in plans]
+    audiences = {}
+    for plan in plans:
+        words = (gettext or {}).get(plan.lang, str)
+        audiences[plan.lang] = [
+            (a, audience_words(config, plan.lang, a, words)) for a, _ in plan.audiences
+        ]
+        yield from plan_documents(config, articles, published, plan, langs)
+        for (audience, chosen), (_, said) in zip(plan.audiences, audiences[plan.lang], strict=True):
+            if chosen is not None:
+                yield from audience_documents(config, articles, published, chosen, audience, said)
+    if opml and langs:
+        yield "index.opml", opml_document(config, langs, audiences)
 
 
-def language_documents(
+def audience_documents(
     config: Config,
     articles: ArticleSet,
     published: Mapping[tuple[str, str], datetime],
-    lang: str,
+    chosen: Sequence[Article],
+    audience: str,
+    words: AudienceWords,
+) -> Iterator[tuple[str, bytes]]:
+    """The feed of ``audience`` in one language: the ``chosen`` articles (the newest
+    ``feeds.max_entries`` with takeaways for it), each entry those takeaways and a link to
+    the article (no archives: the article's entry in the language's feed and archives keeps
+    the rest)."""
+    lang = chosen[0].lang
+    entries = [
+        audience_entry(config, a, audience, words, published[a.key], articles.translations(a))
+        for a in chosen
+    ]
+    channel = audience_channel(config, lang, audience, words)
+    page = Page(feed_url(config, channel.names["atom"]))
+    yield channel.names["atom"], atom_document(config, lang, entries, page, channel=channel)
+    yield channel.names["rss"], rss_document(config, lang, entries, channel=channel)
+    yield channel.names["json"], json_document(config, lang, entries, channel=channel)
+
+
+def plan_documents(
+    config: Config,
+    articles: ArticleSet,
+    published: Mapping[tuple[str, str], datetime],
+    plan: Plan,
     langs: Sequence[str],
-) -> dict[str, bytes]:
-    """One language's documents; ``langs`` are ``feed_languages``, whose feeds link to each
-    other. Subscription documents carry the newest ``feeds.max_entries`` articles with full
-    content; older ones go to Atom archive documents with their summary and link, so only the
-    newest articles need their bodies read."""
-    docs: dict[str, bytes] = {}
-    chosen = articles.in_language(lang)
-    current, pages = paginate(chosen, config.feeds.max_entries, config.feeds.archive_entries)
+) -> Iterator[tuple[str, bytes]]:
+    """One language's subscription and archive documents, those ``plan`` names; ``langs``
+    are ``feed_languages``, whose feeds link to each other. Subscription documents carry the
+    newest ``feeds.max_entries`` articles with full content; older ones go to Atom archive
+    documents with their summary and link, so only the newest articles need their bodies
+    read."""
+    lang, pages = plan.lang, plan.pages
     names = feed_names(lang)
-    others = [other for other in langs if other != lang]
-    entries = [make_entry(config, a, published[a.key], articles.translations(a)) for a in current]
     archive_urls = [feed_url(config, feed_archive_name(lang, n)) for n in range(1, len(pages) + 1)]
     atom_url = feed_url(config, names["atom"])
-    translations = tuple((o, feed_url(config, feed_names(o)["atom"])) for o in others)
-    docs[names["atom"]] = atom_document(
-        config,
-        lang,
-        entries,
-        Page(
+    if plan.current is not None:
+        entries = [
+            make_entry(config, a, published[a.key], articles.translations(a)) for a in plan.current
+        ]
+        translations = tuple(
+            (o, feed_url(config, feed_names(o)["atom"])) for o in langs if o != lang
+        )
+        page = Page(
             atom_url,
             prev_archive=archive_urls[-1] if archive_urls else None,
             translations=translations,
-        ),
-    )
-    docs[names["rss"]] = rss_document(config, lang, entries)
-    docs[names["json"]] = json_document(config, lang, entries)
-    for number, page in enumerate(pages, 1):
+        )
+        yield names["atom"], atom_document(config, lang, entries, page)
+        yield names["rss"], rss_document(config, lang, entries)
+        yield names["json"], json_document(config, lang, entries)
+    for number, members in enumerate(pages, 1):
+        if members is None:
+            continue
         older = [
             make_entry(config, a, published[a.key], articles.translations(a), content=False)
-            for a in page
+            for a in members
         ]
         where = Page(
             archive_urls[number - 1],
@@ -596,5 +909,4 @@ def language_documents(
             prev_archive=archive_urls[number - 2] if number > 1 else None,
             next_archive=archive_urls[number] if number < len(pages) else None,
         )
-        docs[feed_archive_name(lang, number)] = archive_document(config, lang, older, where)
-    return docs
+        yield feed_archive_name(lang, number), archive_document(config, lang, older, where)

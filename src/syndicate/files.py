@@ -241,6 +241,10 @@ class Staging:
             raise
         self.files[name] = tmp
 
+    def keep(self, name: str) -> None:
+        """Leave the document ``name`` as it is: made by an earlier build, and known unchanged."""
+        self.files.setdefault(name, None)
+
     def commit(self) -> tuple[list[str], list[str]]:
         """Put every new document in place; the names written and those left unchanged."""
         for name, tmp in self.files.items():

@@ -218,6 +218,12 @@ def one_line(text: object) -> str:
     return _LAYOUT.sub(" ", str(text)).strip(" ")
 
 
+def audience_phrase(label: str) -> str:
+    """'For cost optimization teams' → 'for cost optimization teams' (labels begin with
+    the preposition, so only its first letter changes, whatever the language)."""
+    return label[:1].lower() + label[1:]
+
+
 def long_date(value: date, lang: str) -> str:
     """``11 décembre 2025``: the date as CLDR writes it in ``lang`` (ISO where Babel cannot)."""
     try:

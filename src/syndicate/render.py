@@ -27,6 +27,7 @@ from .config import Config
 from .errors import RenderError
 from .i18n import (
     SOURCE_LANGUAGE,
+    audience_phrase,
     catalog_files,
     environment,
     interface_language,
@@ -111,12 +112,6 @@ class RenderedDigest:
         return Personalised(_fill(self.html_parts, escaped), _fill(self.text_parts, urls))
 
 
-def _phrase(label: str) -> str:
-    """'For cost optimization teams' → 'for cost optimization teams' (labels begin with
-    the preposition, so only its first letter changes, whatever the language)."""
-    return label[:1].lower() + label[1:]
-
-
 def digest_context(digest: Digest, config: Config, ui_lang: str) -> dict[str, object]:
     """The values both templates see: data only, no markup.
 
@@ -126,7 +121,7 @@ def digest_context(digest: Digest, config: Config, ui_lang: str) -> dict[str, ob
     """
     profile = config.languages[ui_lang]
     labels = [
-        _phrase(profile.audiences[a][0]) if profile.audiences.get(a) else a
+        audience_phrase(profile.audiences[a][0]) if profile.audiences.get(a) else a
         for a in digest.audiences
     ]
     names = {

@@ -25,13 +25,16 @@ if TYPE_CHECKING:
     from ..config import Config
 
 
-def load_articles(config: Config, articles: Path | None, *, bodies: bool = True) -> ArticleSet:
-    """Read the article set named on the command line, else the configured one."""
+def load_articles(
+    config: Config, articles: Path | None, *, bodies: bool = True, blocks: bool = True
+) -> ArticleSet:
+    """Read the article set named on the command line, else the configured one (``bodies``
+    and ``blocks``: as ``read_articles`` reads them)."""
     from ..reader import read_articles
 
     folder = article_folder(config, articles)
     limit = config.site.max_article_bytes
-    return read_articles(folder, config.profiles, bodies=bodies, max_bytes=limit)
+    return read_articles(folder, config.profiles, bodies=bodies, blocks=blocks, max_bytes=limit)
 
 
 def print_problems(articles: ArticleSet) -> None:
@@ -82,8 +85,8 @@ def check(config: Config, articles: Path | None, as_json: bool, summary: bool) -
     """Read the article set and report what was found and every problem."""
     from ..i18n import catalog_problems
 
-    with owned_process():
-        found = load_articles(config, articles)
+    with owned_process():  # every problem, and the references and bullets --json lists
+        found = load_articles(config, articles, blocks=False)
     source = str(options().config or "config.toml")
     settings = [Diagnostic(source, None, Severity.WARNING, line) for line in config.doubtful()]
     more = (*settings, *catalog_problems(config), *private_file_problems(config))
@@ -290,7 +293,8 @@ def print_feed_report(report: FeedReport, *, problems: bool = True) -> None:
     else:
         click.echo(
             f"feeds in {report.out} ({counts}): {len(report.written)} written, "
-            f"{len(report.unchanged)} unchanged, {len(report.removed)} removed"
+            f"{len(report.unchanged)} unchanged, {len(report.removed)} removed; "
+            f"{report.read} article file(s) read"
         )
     if report.next_due:
         click.echo(f"articles dated later are held back; the next is due {report.next_due}")

@@ -11,6 +11,10 @@ import sqlalchemy as sa
 from .database import Database, utc
 from .schema import published
 
+FEW = 500
+"""Up to this many entries are looked up by key; more are picked from every row (one scan
+costs less than that many lookups)."""
+
 
 class Publications(Database):
     """The first publication time of every (lang, slug) the feeds have shown."""
@@ -25,10 +29,12 @@ class Publications(Database):
         ``seen`` (now) is kept beside it: when it appeared, however it is dated.
         """
         keys = {(lang, slug) for lang, slug, _ in entries}
+        query = sa.select(published.c.lang, published.c.slug, published.c.published_at)
+        if len(keys) <= FEW:  # a revision's few: looked up, not every row read
+            langs, slugs = sorted({k[0] for k in keys}), sorted({k[1] for k in keys})
+            query = query.where(published.c.lang.in_(langs), published.c.slug.in_(slugs))
         with self._transaction() as db:
-            rows = db.execute(
-                sa.select(published.c.lang, published.c.slug, published.c.published_at)
-            )
+            rows = db.execute(query)
             known = {(lang, slug): utc(at) for lang, slug, at in rows if (lang, slug) in keys}
             new: list[dict[str, Any]] = [
                 {

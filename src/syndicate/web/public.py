@@ -20,7 +20,7 @@ from zoneinfo import ZoneInfo
 from markupsafe import Markup
 
 from ..config import Config
-from ..feeds import article_html, feed_names
+from ..feeds import article_html, feed_audiences, feed_names
 from ..i18n import environment, language, long_date, template_roots, web_language
 from ..model import Article, ArticleSet
 from ..routes import ISSUE_NAME, article_url, feed_url, home_page_url, home_url
@@ -91,6 +91,20 @@ def public_page(content: SiteContent, template: str, lang: str, **context: Any) 
     return render_page(content.config, content.root, template, lang, "", feeds=feeds, **context)
 
 
+FORMATS = ("Atom", "RSS", "JSON Feed")
+"""The formats of a feed, in ``feed_names`` order, as the pages name them."""
+
+
+def audience_feeds(config: Config, lang: str, audiences: list[str]) -> list[tuple[str, ...]]:
+    """(URL, media type, audience name, format) of each audience feed of ``lang``."""
+    names = dict(audience_choices(config, lang))
+    return [
+        (feed_url(config, name), feed_content_type(name), names[audience], kind)
+        for audience in audiences
+        for name, kind in zip(feed_names(lang, audience).values(), FORMATS, strict=True)
+    ]
+
+
 def page_count(content: SiteContent, lang: str) -> int:
     """How many pages the language's index has (one even when it has no article)."""
     size = content.config.site.page_size
@@ -113,6 +127,9 @@ def index_html(
         "index.html",
         lang,
         articles=shown,
+        audience_feeds=audience_feeds(
+            config, lang, feed_audiences(config, content.articles.in_language(lang))
+        ),
         url=partial(article_url, config),
         number=number,
         pages=pages,
