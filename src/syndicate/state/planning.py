@@ -159,6 +159,23 @@ def _insert(db: sa.Connection, unreached: bool) -> sa.Insert:
     )
 
 
+def _next_chunk(
+    db: sa.Connection, issue_id: int, after: int, plan: Planning
+) -> tuple[int | None, int]:
+    """``_write_chunk`` of the issue's readers above ``after``, its batches following on from
+    the issue's last; only those without a delivery when it is planned again (a delivery
+    above ``after``) or is a broadcast (whose readers may have it from another group)."""
+    issue = db.execute(sa.select(issues).where(issues.c.id == issue_id)).one()
+    # two statements: each maximum is one probe of its own index; asked together, SQLite
+    # reads every delivery of the issue (a million rows, at every chunk)
+    mine = deliveries.c.issue_id == issue_id
+    batch = db.execute(sa.select(sa.func.max(deliveries.c.batch_no)).where(mine)).scalar()
+    reader = db.execute(sa.select(sa.func.max(deliveries.c.subscriber_id)).where(mine)).scalar()
+    again = (reader is not None and reader > after) or _broadcast_slug(issue.key) is not None
+    first = 0 if batch is None else batch + 1
+    return _write_chunk(db, issue, after, first, plan, unreached=again)
+
+
 def _message_id(pattern: str, issue_id: int) -> sa.ColumnElement[str]:
     """``Planning.message_id`` for each reader, as the database writes it."""
     before, _, after = pattern.format(issue=issue_id, reader="\0").partition("\0")
@@ -258,6 +275,10 @@ class IssuePlanning(Database):
 
         Rows of a held issue are held; batch numbers follow on from its last batch.
         """
+        return self._plan_chunk(issue_id, after, plan)[0]
+
+    def _plan_chunk(self, issue_id: int, after: int, plan: Planning) -> tuple[int | None, int]:
+        """``plan_chunk``'s cursor, and the rows this planner wrote (0: another had the chunk)."""
         fence = (
             sa.update(issues)
             .where(
@@ -269,23 +290,14 @@ class IssuePlanning(Database):
         )
         with self._database(), self._transaction() as db:
             if won := bool(db.execute(fence).rowcount):
-                issue = db.execute(sa.select(issues).where(issues.c.id == issue_id)).one()
-                last = sa.select(
-                    sa.func.max(deliveries.c.batch_no), sa.func.max(deliveries.c.subscriber_id)
-                ).where(deliveries.c.issue_id == issue_id)
-                batch, reader = db.execute(last).one()
-                first = 0 if batch is None else batch + 1
-                # planned again from ``after`` (or a broadcast, whose readers may have it
-                # from another group): only those without it
-                again = (reader is not None and reader > after) or bool(_broadcast_slug(issue.key))
-                cursor, written = _write_chunk(db, issue, after, first, plan, unreached=again)
+                cursor, written = _next_chunk(db, issue_id, after, plan)
                 db.execute(_set_cursor(issue_id, cursor))
         if won:
             if cursor is None:  # once an issue is planned, not at every chunk: each took a
                 self._renew_statistics(written)  # quarter of its chunk's time on PostgreSQL
-            return cursor
+            return cursor, written
         moved = self.issues.issue(issue_id)
-        return moved.planned_through if moved is not None and moved.state in LIVE else None
+        return (moved.planned_through if moved is not None and moved.state in LIVE else None), 0
 
     def plan_unreached(self, issue_id: int, plan: Planning) -> int:
         """Plan an issue again for every active reader of its group who has no delivery of
@@ -295,7 +307,6 @@ class IssuePlanning(Database):
         again until they are sent. Returns how many deliveries were added. Nothing for an
         issue that is not issued or held, or whose planning is under way: of two runs at
         once, one plans, and the one delivery per (issue, reader) holds either way."""
-        count = sa.select(sa.func.count()).where(deliveries.c.issue_id == issue_id)
         reopen = (
             sa.update(issues)
             .where(
@@ -306,14 +317,14 @@ class IssuePlanning(Database):
             .values(planned_through=0, finished_at=None)  # reader ids start at 1
         )
         with self._database(), self._transaction() as db:
-            before = db.execute(count).scalar_one()
             if not db.execute(reopen).rowcount:
                 return 0
+        added = 0
         cursor: int | None = 0
-        while cursor is not None:
-            cursor = self.plan_chunk(issue_id, cursor, plan)
-        with self.engine.connect() as db:
-            return int(db.execute(count).scalar_one()) - int(before)
+        while cursor is not None:  # only the rows this planner wrote: another may share the run
+            cursor, written = self._plan_chunk(issue_id, cursor, plan)
+            added += written
+        return added
 
     def unreached_count(self, issue_id: int, leave_out: str | None = None) -> int:
         """How many active readers of the issue's group have no delivery of it (what
