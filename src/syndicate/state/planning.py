@@ -11,9 +11,8 @@ from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import postgresql, sqlite
 
-from .database import Database, utc
+from .database import Database, insert_or_skip, utc
 from .issues import (
     BATCH_SIZE,
     LIVE,
@@ -113,9 +112,10 @@ def _write_chunk(
     """The delivery rows of the next chunk of ``issue``'s readers (id above ``after``) and
     what ``plan.within`` adds; returns the cursor (the last reader id the chunk covers) when
     more readers follow, else None (the issue is fully planned), and the rows written.
-    ``unreached``: some readers above ``after`` have a delivery of the issue already (it is
-    planned again); the chunk is of those who have none, and a row that is there anyway is
-    left as it is (``ON CONFLICT DO NOTHING`` on the one delivery per issue and reader).
+    ``unreached``: some readers may have it already (the issue is planned again, or is a
+    broadcast, ``_unreached``); the chunk is of those who have not, and a row that is there
+    anyway is left as it is (``ON CONFLICT DO NOTHING`` on the one delivery per issue and
+    reader).
 
     One ``INSERT … SELECT``: the rows never pass through Python, so planning a list costs
     the database's time and no memory that grows with it."""
@@ -153,10 +153,7 @@ def _insert(db: sa.Connection, unreached: bool) -> sa.Insert:
     already there rather than fail on it, whatever another planner wrote meanwhile."""
     if not unreached:
         return sa.insert(deliveries)
-    dialect = sqlite if db.dialect.name == "sqlite" else postgresql
-    return dialect.insert(deliveries).on_conflict_do_nothing(
-        index_elements=[deliveries.c.issue_id, deliveries.c.subscriber_id]
-    )
+    return insert_or_skip(db, deliveries, deliveries.c.issue_id, deliveries.c.subscriber_id)
 
 
 def _next_chunk(

@@ -8,7 +8,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from .database import Database, utc
+from .database import Database, insert_or_skip, utc
 from .schema import published
 
 
@@ -25,11 +25,14 @@ class Publications(Database):
         ``seen`` (now) is kept beside it: when it appeared, however it is dated.
         """
         keys = {(lang, slug) for lang, slug, _ in entries}
+        query = sa.select(published.c.lang, published.c.slug, published.c.published_at)
+
+        def recorded(db: sa.Connection) -> dict[tuple[str, str], datetime]:
+            rows = db.execute(query)
+            return {(lang, slug): utc(at) for lang, slug, at in rows if (lang, slug) in keys}
+
         with self._transaction() as db:
-            rows = db.execute(
-                sa.select(published.c.lang, published.c.slug, published.c.published_at)
-            )
-            known = {(lang, slug): utc(at) for lang, slug, at in rows if (lang, slug) in keys}
+            known = recorded(db)
             new: list[dict[str, Any]] = [
                 {
                     "lang": lang,
@@ -41,8 +44,10 @@ class Publications(Database):
                 if (lang, slug) not in known
             ]
             if new:
-                db.execute(sa.insert(published), new)
-        known.update({(n["lang"], n["slug"]): n["published_at"] for n in new})
+                # Two runs at once (a send beside a feed build, two scheduled jobs) may both
+                # find an entry new: the first row written stands, and both return it.
+                db.execute(insert_or_skip(db, published, published.c.lang, published.c.slug), new)
+                known = recorded(db)
         return known
 
     def appeared(self, lang: str) -> dict[tuple[str, str], datetime]:
