@@ -4,6 +4,8 @@ server and parsed back."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections import Counter
 from datetime import date
 from email.message import EmailMessage
@@ -14,7 +16,7 @@ from click.testing import CliRunner, Result
 from syndicate.cli import main
 from syndicate.config import load_config
 from syndicate.state import open_store
-from tests.conftest import write_articles
+from tests.conftest import ROOT, write_articles
 from tests.sending import NOW
 
 EDITOR = "editor@news.example.org"
@@ -117,7 +119,7 @@ def test_each_reader_of_the_language_gets_the_article_once(
     assert late.exit_code == 0, late.stderr
     assert (
         "en-cost.piece-1: already broadcast to 1 reader(s), not again; "
-        "1 reader(s) who came since get it now" in late.stderr
+        "1 reader(s) of the group without it get it now" in late.stderr
     )
     [(rcpt, data)] = inbox.received[sent:]
     assert rcpt == "e@example.com" and b"(piece 1)" in data
@@ -138,3 +140,101 @@ def test_a_broadcast_waits_for_approval_like_any_issue(
     assert [rcpt for rcpt, _ in inbox.received] == [EDITOR, "c@example.com"]
     assert _run(toml, "broadcast", "nl/piece-0").exit_code == 0
     assert len(inbox.received) == 2
+
+
+def _move(toml: Path, audiences: list[str], *emails: str) -> None:
+    """Readers change their audiences on the preferences page: the same rows, the same ids."""
+    store = open_store(load_config(toml, env={}).database_url)
+    for email in emails:
+        reader = store.subscribers.subscriber(email)
+        assert reader is not None
+        moved = store.subscribers.add_subscriber(
+            email, reader.lang, audiences, status="active", consent_source="t", now=NOW
+        )
+        assert moved.id == reader.id
+    store.close()
+
+
+def _piece_1(inbox) -> Counter[str]:
+    return Counter(str(m["To"]) for m in inbox.messages if str(m["Subject"]).endswith("(piece 1)"))
+
+
+def test_a_rerun_reaches_a_reader_who_moved_into_the_group_and_nobody_twice(
+    tmp_path: Path, database_url: str, smtp_server
+) -> None:
+    inbox, port = smtp_server
+    toml = _site(tmp_path, database_url, port)  # a: en cost, b: en architects, d: en cost+strategy
+    first = _run(toml, "broadcast", "en/piece-1", "--audience", "strategy")
+    assert first.exit_code == 0, first.stderr
+    assert _piece_1(inbox) == {"d@example.com": 1}
+
+    # b (an older reader than d) moves into d's group: a re-run reaches them, once
+    _move(toml, ["cost", "strategy"], "b@example.com")
+    dry = _run(toml, "broadcast", "en/piece-1", "--audience", "strategy", "--dry-run")
+    assert dry.exit_code == 0, dry.stderr
+    assert (
+        "en-cost+strategy.piece-1: already broadcast to 1 reader(s), not again; "
+        "1 reader(s) of the group without it would get it" in dry.stderr
+    )
+    assert _piece_1(inbox) == {"d@example.com": 1}
+    again = _run(toml, "broadcast", "en/piece-1", "--audience", "strategy")
+    assert again.exit_code == 0, again.stderr
+    assert "1 reader(s) of the group without it get it now" in again.stderr
+    assert _piece_1(inbox) == {"d@example.com": 1, "b@example.com": 1}
+    assert _run(toml, "broadcast", "en/piece-1", "--audience", "strategy").exit_code == 0
+    assert _piece_1(inbox) == {"d@example.com": 1, "b@example.com": 1}
+
+    # a gets it in their own group, then moves into d's: they have had the article
+    assert _run(toml, "broadcast", "en/piece-1").exit_code == 0
+    assert _piece_1(inbox) == {"d@example.com": 1, "b@example.com": 1, "a@example.com": 1}
+    _move(toml, ["cost", "strategy"], "a@example.com")
+    last = _run(toml, "broadcast", "en/piece-1")
+    assert last.exit_code == 0, last.stderr
+    assert "en-cost+strategy.piece-1: already broadcast to 3 reader(s), not again\n" in last.stderr
+    assert _piece_1(inbox) == {"d@example.com": 1, "b@example.com": 1, "a@example.com": 1}
+
+
+def _broadcast(toml: Path) -> subprocess.Popen[str]:
+    command = [sys.executable, "-m", "syndicate", "broadcast", "en/piece-1", "--audience", "cost"]
+    command += ["--config", str(toml)]
+    return subprocess.Popen(
+        command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+
+
+def test_two_reruns_at_once_reach_each_reader_who_moved_in_exactly_once(
+    tmp_path: Path, database_url: str, smtp_server
+) -> None:
+    inbox, port = smtp_server
+    toml = _site(tmp_path, database_url, port)
+    with toml.open("a") as config:  # planned a few readers per transaction: many chunks
+        config.write("[send]\nbatch_size = 2\nplan_chunk = 4\n")
+    movers = [f"m{n}@example.com" for n in range(40)]
+    store = open_store(load_config(toml, env={}).database_url)
+    for email in movers:
+        store.subscribers.add_subscriber(
+            email, "nl", ["architects"], status="active", consent_source="t", now=NOW
+        )
+    store.subscribers.add_subscriber(
+        "z@example.com", "en", ["cost"], status="active", consent_source="t", now=NOW
+    )
+    store.close()
+    assert _run(toml, "broadcast", "en/piece-1", "--audience", "cost").exit_code == 0
+    assert _piece_1(inbox) == {"a@example.com": 1, "d@example.com": 1, "z@example.com": 1}
+
+    # 40 readers older than z, the group's last, switch to English and into a's and z's group
+    store = open_store(load_config(toml, env={}).database_url)
+    for email in movers:
+        store.subscribers.add_subscriber(
+            email, "en", ["cost"], status="active", consent_source="t", now=NOW
+        )
+    store.close()
+    runs = [_broadcast(toml), _broadcast(toml)]
+    done = [run.communicate(timeout=120) for run in runs]
+    assert [run.returncode for run in runs] == [0, 0], [err for _, err in done]
+    assert _piece_1(inbox) == Counter(
+        {"a@example.com": 1, "d@example.com": 1, "z@example.com": 1, **dict.fromkeys(movers, 1)}
+    )
+    said = [line for _, err in done for line in err.splitlines() if "en-cost.piece-1" in line]
+    added = sum(int(line.split("; ")[1].split()[0]) for line in said if "; " in line)
+    assert added == len(movers), said

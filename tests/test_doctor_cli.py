@@ -50,6 +50,8 @@ def write_site(root: Path, pem: bytes, smtp_url: str, login: bool = True, **emai
                 'dkim_key_file = "dkim.pem"',
                 'sending_ips = ["192.0.2.10"]',  # the relay is on loopback: where mail leaves
                 *lines,
+                "[bounces]",
+                'imap_url = "imaps://bounces@mail.example.org/INBOX"',
                 "[smtp]",
                 f'url = "{smtp_url}"',
                 *(['username = "news"', 'password = "secret"'] if login else []),

@@ -17,6 +17,7 @@ from syndicate.doctor.setup import read_setup
 from syndicate.errors import UsageError
 
 from .dnszone import Zone, unused_port_socket
+from .test_bounce_hooks import SENDGRID_PUBLIC
 
 RELAY = "192.0.2.10"
 
@@ -36,7 +37,11 @@ def keys() -> dict[str, tuple[bytes, rsa.RSAPublicKey]]:
     return {"good": key_pem(2048), "other": key_pem(2048), "short": key_pem(1024)}
 
 
-def site(root: Path, pem: bytes, **email: object) -> object:
+MAILBOX = {"imap_url": "imaps://bounces@mail.example.org/INBOX"}
+"""The bounce mailbox the sites here read their bounces from."""
+
+
+def site(root: Path, pem: bytes, bounces: dict[str, object] = MAILBOX, **email: object) -> object:
     (root / "dkim.pem").write_bytes(pem)
     settings = {
         "sender": "News <digest@example.org>",
@@ -44,7 +49,7 @@ def site(root: Path, pem: bytes, **email: object) -> object:
         "dkim_key_file": "dkim.pem",
         **email,
     }
-    data = {"email": settings, "smtp": {"url": "smtp://relay.example.org:25"}}
+    data = {"email": settings, "smtp": {"url": "smtp://relay.example.org:25"}, "bounces": bounces}
     return parse_config(data, root=root, source="(test)", env={})
 
 
@@ -280,3 +285,44 @@ def test_an_invalid_dmarc_record_or_two_of_them_fail(tmp_path, dns_server, keys,
     zone.add(*[f"_dmarc.example.org. TXT {text}" for text in records])
     found = verdicts(site(tmp_path, keys["good"][0]), address)
     assert failing(found) == ["dmarc"]
+
+
+BOUNCE_READERS = {
+    "the bounce mailbox at mail.example.org": MAILBOX,
+    "the Postmark webhook": {"postmark_user": "postmark", "postmark_password": "hook password"},
+    "the Mailgun webhook": {"mailgun_signing_key": "key-0123456789abcdef"},
+    "the SendGrid webhook": {"sendgrid_public_key": SENDGRID_PUBLIC},
+    "the Amazon SES webhook (through SNS)": {
+        "sns_topics": ["arn:aws:sns:eu-west-1:123456789012:bounces"]
+    },
+}
+
+
+@pytest.mark.parametrize("reader", list(BOUNCE_READERS))
+def test_mx_is_ok_when_the_bounce_mailbox_or_a_webhook_reads_the_bounces(
+    reader, tmp_path, dns_server, keys
+) -> None:
+    zone, address = dns_server
+    zone.publish(good_zone(keys["good"][1]))
+    mx = verdicts(site(tmp_path, keys["good"][0], BOUNCE_READERS[reader]), address)["mx"]
+    assert mx.severity == "ok"  # type: ignore[attr-defined]
+    assert mx.detail.endswith(f"; read by {reader}")  # type: ignore[attr-defined]
+
+
+def test_mx_warns_when_nothing_reads_the_bounces_and_names_the_key_that_mends_it(
+    tmp_path, dns_server, keys
+) -> None:
+    zone, address = dns_server
+    zone.publish(good_zone(keys["good"][1]))
+    found = verdicts(site(tmp_path, keys["good"][0], bounces={}), address)
+    assert failing(found) == []  # a warning: the mail still goes out, and bounces come back
+    mx = found["mx"]
+    assert mx.severity == "warning"  # type: ignore[attr-defined]
+    assert "neither a bounce mailbox nor a relay's webhook" in mx.detail  # type: ignore[attr-defined]
+    assert mx.fix.startswith('set bounces.imap_url = "imaps://')  # type: ignore[attr-defined]
+    assert "bounces@example.org" in mx.fix  # type: ignore[attr-defined]
+    for key in ("postmark_user", "mailgun_signing_key", "sendgrid_public_key", "sns_topics"):
+        assert key in mx.fix  # type: ignore[attr-defined]
+    assert [c.severity for c in found.values()] == ["ok"] * 4 + ["warning"]  # type: ignore[attr-defined]
+    mended = site(tmp_path, keys["good"][0], {"imap_url": "imaps://bounces@mail.example.org"})
+    assert verdicts(mended, address)["mx"].severity == "ok"  # type: ignore[attr-defined]

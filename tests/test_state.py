@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import itertools
 import os
 import subprocess
@@ -87,6 +88,50 @@ def test_a_few_entries_are_looked_up_and_many_picked_from_every_row(store: Store
     }
     again = store.published.first_published([(lang, slug, later) for lang, slug, _ in many])
     assert again == {(lang, slug): when for lang, slug, when in many}
+
+
+def _at_once(calls: list[Any]) -> list[Any]:
+    """Each of ``calls`` in a thread of its own, started together; their results, in order
+    (an exception raised is the result of its call)."""
+    start, results = threading.Barrier(len(calls)), [None] * len(calls)
+
+    def run(n: int) -> None:
+        start.wait()
+        try:
+            results[n] = calls[n]()
+        except Exception as exc:
+            results[n] = exc
+
+    threads = [threading.Thread(target=run, args=(n,)) for n in range(len(calls))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return results
+
+
+def test_two_runs_recording_the_same_new_entries_at_once_agree(store: Store) -> None:
+    """A send beside a feed build (or two scheduled jobs) both find entries new: neither
+    fails on the other's rows, and both return the times that stand."""
+    url = store.engine.url.render_as_string(hide_password=False)
+    others = [open_store(url) for _ in range(2)]
+    first = datetime(2025, 12, 2, 8, 0, tzinfo=UTC)
+    for round_ in range(5):
+        slugs = [f"piece-{round_}-{n}" for n in range(300)]
+        calls = [
+            functools.partial(
+                one.published.first_published,
+                [("en", slug, first + timedelta(days=n)) for slug in slugs],
+            )
+            for n, one in enumerate(others)
+        ]
+        got = _at_once(calls)
+        assert [type(result) for result in got] == [dict, dict], got
+        assert (
+            got[0] == got[1] == store.published.first_published([("en", s, first) for s in slugs])
+        )
+    for one in others:
+        one.close()
 
 
 def test_migrating_twice_changes_nothing(store: Store) -> None:

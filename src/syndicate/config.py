@@ -306,10 +306,11 @@ class Email(Section):
     """Addresses or networks (CIDR) the relay sends from, when they are not its host's own
     (a relay service): ``syndicate doctor`` checks that SPF authorises these instead."""
     approval: bool = False
-    """Hold every new issue until an editor approves it (send approve); a test copy of each
-    goes to preview_to."""
+    """Hold every new issue until an editor approves it (send approve); a test copy per
+    language goes to preview_to, linking each held issue's preview on the site."""
     approval_expires_days: int = Field(7, ge=1)
-    """Days after which a held issue is cancelled, never sent stale."""
+    """Days after which a held issue is cancelled, never sent stale; its preview link stops
+    working then too."""
     welcome: bool = True
     """Send a reader who has just confirmed a welcome mail in their language, with their
     group's latest issue (or the newest key takeaways when it has had none yet)."""

@@ -17,6 +17,8 @@ CONFIRM = "confirm"
 UNSUBSCRIBE = "unsubscribe"
 PREFERENCES = "preferences"
 """The purposes of reader links (tokens.py signs a token for one of them)."""
+PREVIEW = "preview"
+"""The purpose of the editor's link to a held issue's preview (a token of the issue's id)."""
 
 HOME = "/{lang}/"
 HOME_PAGE = "/{lang}/page/{number}/"
@@ -34,6 +36,8 @@ NOT_FOUND = "404.html"
 """The not-found page a static site has at its top and in each language's folder."""
 SUBSCRIBE = "/subscribe"
 HEALTH = "/healthz"
+HELD_PREVIEW = "/preview/{token}"
+"""A held issue's preview, while it waits for approval (the approval copy links to it)."""
 BOUNCE_HOOK = "/hooks/bounces/{relay}"
 """Where a relay service posts its bounces and complaints (web/bounce_hooks.py)."""
 READER = {
@@ -98,3 +102,8 @@ def issue_name(issue_id: int, key: str) -> str:
 def reader_url(config: Config, purpose: str, token: str) -> str:
     """The absolute URL a reader follows for ``token`` of ``purpose``."""
     return config.site.base_url + READER[purpose].format(token=token)
+
+
+def held_preview_url(config: Config, token: str) -> str:
+    """The absolute URL of the held issue's preview that ``token`` (of PREVIEW) names."""
+    return config.site.base_url + HELD_PREVIEW.format(token=token)

@@ -1,8 +1,9 @@
 """Signed reader tokens: the only credential a reader's links carry.
 
-A token names one subscriber for one purpose (confirm, unsubscribe, preferences) and records when
-it was issued. It is HMAC-SHA256 signed with the site's secret key, so it cannot be forged,
-altered or reused for another purpose; there is no token table to keep.
+A token names one subscriber for one purpose (confirm, unsubscribe, preferences), or for the
+editor's preview link one held issue, and records when it was issued. It is HMAC-SHA256 signed
+with the site's secret key, so it cannot be forged, altered or reused for another purpose;
+there is no token table to keep.
 """
 
 from __future__ import annotations
@@ -17,13 +18,16 @@ from datetime import UTC, datetime, timedelta
 
 from .config import Config
 from .files import write_once
-from .routes import CONFIRM, PREFERENCES, UNSUBSCRIBE, reader_url
+from .routes import CONFIRM, PREFERENCES, PREVIEW, UNSUBSCRIBE, held_preview_url, reader_url
 
 __all__ = [
     "CONFIRM",
     "PREFERENCES",
+    "PREVIEW",
     "UNSUBSCRIBE",
     "make_token",
+    "preview_link",
+    "preview_max_age",
     "read_token",
     "reader_link",
     "secret_key",
@@ -78,6 +82,17 @@ def reader_link(
 ) -> str:
     """A reader's own link for ``purpose``: a fresh token of that purpose, at its route."""
     return reader_url(config, purpose, make_token(secret, purpose, subscriber_id, issued=issued))
+
+
+def preview_max_age(config: Config) -> timedelta:
+    """How long a preview link works: as long as an issue may be held
+    (``email.approval_expires_days``); the issue's approval or rejection ends it sooner."""
+    return timedelta(days=config.email.approval_expires_days)
+
+
+def preview_link(config: Config, secret: bytes, issue_id: int, *, issued: datetime) -> str:
+    """The editor's link to the preview of the held issue ``issue_id``: a token of PREVIEW."""
+    return held_preview_url(config, make_token(secret, PREVIEW, issue_id, issued=issued))
 
 
 def secret_key(config: Config) -> bytes:

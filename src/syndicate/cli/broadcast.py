@@ -69,6 +69,7 @@ def broadcast(
     finally:
         store.close()
     for key, had, added in report.already:
-        since = f"; {added} reader(s) who came since get it now" if added else ""
+        now_or_not = "would get it" if dry_run else "get it now"
+        since = f"; {added} reader(s) of the group without it {now_or_not}" if added else ""
         click.echo(f"{key}: already broadcast to {had} reader(s), not again{since}", err=True)
     sys.exit(print_send_report(report, dry_run=dry_run))

@@ -394,17 +394,29 @@ def rejected(setup: Setup, lookups: Lookups, alignment: Check) -> bool:
 # -- MX ------------------------------------------------------------------------------------------
 
 
+BOUNCE_READERS_FIX = (
+    'set bounces.imap_url = "imaps://USER@HOST/INBOX" (the mailbox of {address}; the password '
+    "as SYNDICATE_IMAP_PASSWORD), or the webhook of your relay service: "
+    "bounces.postmark_user, mailgun_signing_key, sendgrid_public_key or sns_topics"
+)
+
+
 def check_mx(setup: Setup, lookups: Lookups) -> Check:
+    """The return path's domain takes mail (MX, else A), so bounces come back; and something
+    reads them (a warning when nothing does: sending works, but bounced readers stay on)."""
     domain = setup.return_domain
     hosts = [host for _, host in lookups.mx(domain)]
     reachable = [h for h in hosts if lookups.addresses(h)] if hosts else []
-    hooks = setup.bounce_hooks
     if reachable or (not hosts and lookups.addresses(domain)):
         via = f"MX {reachable[0]}" if reachable else "its A record"
-        where = f"the {', '.join(hooks)} webhook" if hooks else "`syndicate bounces PATH`"
-        return passed(
+        found = f"bounces to {setup.return_address} reach {domain} ({via})"
+        if setup.bounce_readers:
+            return passed("mx", f"{found}; read by {', '.join(setup.bounce_readers)}")
+        return warned(
             "mx",
-            f"bounces to {setup.return_address} reach {domain} ({via}); read them with {where}",
+            f"{found}, but neither a bounce mailbox nor a relay's webhook is configured: "
+            "bounced readers stay on the list unless `syndicate bounces PATH` is run by hand",
+            BOUNCE_READERS_FIX.format(address=setup.return_address),
         )
     theirs = [h for _, h in lookups.mx(setup.from_domain)] if domain != setup.from_domain else []
     host = theirs[0] if theirs else f"mail.{domain}"

@@ -22,7 +22,9 @@ class Setup:
     dkim_problem: str | None
     relay_host: str | None
     sending_ips: tuple[str, ...]
-    bounce_hooks: tuple[str, ...]
+    bounce_readers: tuple[str, ...]
+    """What reads the bounces that come back: the IMAP bounce mailbox and the relays'
+    webhooks that are configured (empty: none is, and bounces pile up unread)."""
 
     @property
     def return_domain(self) -> str:
@@ -40,12 +42,17 @@ def read_setup(config: Config) -> Setup:
             key = path.read_bytes()
         except OSError as exc:
             problem = f"email.dkim_key_file {path}: {exc.strerror or exc}"
-    hooks = [
+    readers = [
         name
         for name, on in (
-            ("Postmark", bounces.postmark_user),
-            ("Mailgun", bounces.mailgun_signing_key),
-            ("SendGrid", bounces.sendgrid_public_key),
+            (
+                f"the bounce mailbox at {urlsplit(bounces.imap_url or '').hostname}",
+                bounces.imap_url,
+            ),
+            ("the Postmark webhook", bounces.postmark_user),
+            ("the Mailgun webhook", bounces.mailgun_signing_key),
+            ("the SendGrid webhook", bounces.sendgrid_public_key),
+            ("the Amazon SES webhook (through SNS)", bounces.sns_topics),
         )
         if on
     ]
@@ -59,7 +66,7 @@ def read_setup(config: Config) -> Setup:
         dkim_problem=problem,
         relay_host=urlsplit(config.smtp.url).hostname if config.smtp.url else None,
         sending_ips=tuple(email.sending_ips),
-        bounce_hooks=tuple(hooks),
+        bounce_readers=tuple(readers),
     )
 
 

@@ -1,8 +1,12 @@
 """The editor's test copies of held issues (``email.approval``): one mail per language, whatever
-the number of variants held, that lists each with its subject, readers and the commands that
-approve or reject it, and carries each variant's preview (the HTML a reader would see, with
-links that act on no reader) as an attachment of its own. Sent through the readers' mailer,
-outside the ledger."""
+the number of variants held, that lists each with its subject and the commands that approve
+or reject it, and links to its preview: the HTML a reader would see, with links that act on
+no reader, served by the site (``/preview/<token>``) while the issue is held. Sent through
+the readers' mailer, outside the ledger.
+
+The previews are linked, not attached: an HTML attachment is what phishing mail carries, so
+filters score it and some strip it, and the copy grew by a whole page with each variant. The
+server that answers the link is the one every reader's unsubscribe link needs anyway."""
 
 from __future__ import annotations
 
@@ -14,13 +18,16 @@ from email.utils import format_datetime
 
 from ..config import Config
 from ..state import Issue
-from .messages import envelope_sender, preview_files, restore_rendered, sender_domain
+from ..tokens import preview_link, secret_key
+from .messages import envelope_sender, sender_domain
 from .transports import Mailer
 
 
-def approval_copy(config: Config, lang: str, held: Sequence[Issue], now: datetime) -> bytes:
-    """The test copy of the issues of ``lang`` held by one send: an overview, then each
-    variant's preview attached as ``<id>-<key>.html``."""
+def approval_copy(
+    config: Config, lang: str, held: Sequence[Issue], now: datetime, secret: bytes
+) -> bytes:
+    """The test copy of the issues of ``lang`` held by one send: for each, its subject, the
+    link to its preview (a token of ``secret``, issued ``now``) and the commands."""
     message = EmailMessage()
     message["From"] = config.email.sender
     message["To"] = config.email.preview_to
@@ -30,21 +37,19 @@ def approval_copy(config: Config, lang: str, held: Sequence[Issue], now: datetim
     ids = ".".join(str(issue.id) for issue in held)
     message["Message-ID"] = f"<approval.{lang}.{ids}@{sender_domain(config.email.sender)}>"
     message["Auto-Submitted"] = "auto-generated"
-    lines = [f"{len(held)} issue(s) in '{lang}' wait for your approval; each one's preview is "]
-    lines[0] += "attached."
+    days = config.email.approval_expires_days
+    lines = [
+        f"{len(held)} issue(s) in '{lang}' wait for your approval. Each link shows the issue as "
+        f"its readers will see it, while it is held (at most {days} day(s)).",
+    ]
     for issue in held:
         lines += [
             "",
             f"Issue {issue.id} ({issue.key}): {issue.subject}",
-            f"  preview: {issue.id}-{issue.key}.html",
+            f"  preview: {preview_link(config, secret, issue.id, issued=now)}",
             f"  syndicate send approve {issue.id}   (or: syndicate send reject {issue.id})",
         ]
     message.set_content("\n".join(lines) + "\n", cte="quoted-printable")
-    for issue in held:
-        page = preview_files(restore_rendered(issue), config, now=issue.created_at)[".html"]
-        message.add_attachment(
-            page, maintype="text", subtype="html", filename=f"{issue.id}-{issue.key}.html"
-        )
     return message.as_bytes(policy=policy.SMTP)
 
 
@@ -60,7 +65,7 @@ def test_copies(
     outcome: dict[int, str] = {}
     for lang, issues in by_lang.items():
         try:
-            data = approval_copy(config, lang, issues, now)
+            data = approval_copy(config, lang, issues, now, secret_key(config))
             transport = mailer.open()
             try:
                 transport.send(

@@ -1,9 +1,10 @@
 """A broadcast: one article sent now, as an issue of its own, to every active reader of its
 language (all audiences, or those named). Each reader group gets one issue keyed by the
-article (``Digest.broadcast``), so a second run finds it and sends it only to the readers who
-came since (``plan_newcomers``); it goes
-through approval and the ledger like any issue, and counts as carried, so no digest repeats
-the article. It is never a group's last issue: the digests' windows go on as before."""
+article (``Digest.broadcast``), so a second run finds it and sends it only to the group's
+readers who have no delivery of it (``plan_unreached``: who came since, or moved into the
+group by their preferences); it goes through approval and the ledger like any issue, and
+counts as carried, so no digest repeats the article. It is never a group's last issue: the
+digests' windows go on as before."""
 
 from __future__ import annotations
 
@@ -40,8 +41,8 @@ class BroadcastReport(SendReport):
     """A send report, and the groups that had this broadcast already."""
 
     already: list[tuple[str, int, int]] = field(default_factory=list)
-    """(issue key, readers who had it, readers who came since and get it now) per group
-    that was sent this article before: nobody gets it twice."""
+    """(issue key, readers who had it, readers of the group without it, who get it now) per
+    group that was sent this article before: nobody gets it twice."""
 
 
 def find_article(articles: ArticleSet, ref: str, langs: Iterable[str] = ()) -> list[Article]:
@@ -104,10 +105,11 @@ def broadcast_article(
         if made is None:
             issue_digest(run, digest, readers)
             continue
+        plan = planning(config, now, dispatch)
         added = (
-            0
+            store.planning.unreached_count(made.id, plan.leave_out)
             if dry_run
-            else store.planning.plan_newcomers(made.id, planning(config, now, dispatch))
+            else store.planning.plan_unreached(made.id, plan)
         )
         report.already.append((digest.key, readers - added, added))
     finish_issuing(run)

@@ -167,6 +167,11 @@ def preview_links(config: Config, lang: str) -> dict[str, str]:
     }
 
 
+def preview_page(rendered: RenderedDigest, config: Config) -> str:
+    """The HTML of one variant as a reader would see it, with the preview's links."""
+    return rendered.personalise(**preview_links(config, rendered.lang)).html
+
+
 def preview_files(rendered: RenderedDigest, config: Config, *, now: datetime) -> dict[str, bytes]:
     """The .html, .txt and .eml of one variant, addressed to the configured preview reader."""
     links = preview_links(config, rendered.lang)

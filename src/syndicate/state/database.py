@@ -11,8 +11,10 @@ from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext, suppress
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Engine
 
 from ..errors import DatabaseError, UsageError
@@ -100,6 +102,13 @@ def inserted_id(result: sa.CursorResult) -> int:
     key = result.inserted_primary_key
     assert key is not None  # an INSERT of one row
     return key[0]
+
+
+def insert_or_skip(db: sa.Connection, table: sa.Table, *key: sa.Column[Any]) -> sa.Insert:
+    """An insert into ``table`` that skips a row whose ``key`` (a unique index) is there
+    already, rather than fail: ``ON CONFLICT DO NOTHING`` in either dialect."""
+    dialect = sqlite if db.dialect.name == "sqlite" else postgresql
+    return dialect.insert(table).on_conflict_do_nothing(index_elements=list(key))
 
 
 def database_error(exc: BaseException, dialect: str) -> DatabaseError:

@@ -12,7 +12,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from .database import Database, utc
+from .database import Database, insert_or_skip, utc
 from .issues import (
     BATCH_SIZE,
     LIVE,
@@ -80,16 +80,48 @@ ANALYZE_ROWS = 1_000
 readers renewed."""
 
 
+def _broadcast_slug(key: str) -> str | None:
+    """The article of a broadcast's issue (key ``<variant>.<slug>``); None for a digest's."""
+    _, dot, slug = key.partition(".")
+    return slug if dot else None
+
+
+def _unreached(issue_id: int, key: str) -> sa.ColumnElement[bool]:
+    """The readers with no delivery of the issue, nor, for a broadcast, of the standing issue
+    of another group of its article: a reader who moved from one group to another (or to
+    another language) has had it."""
+    mine = deliveries.c.issue_id == issue_id
+    if (slug := _broadcast_slug(key)) is not None:
+        siblings = sa.select(issues.c.id).where(
+            issues.c.key.endswith(f".{slug}", autoescape=True), issues.c.state.in_(STANDING)
+        )
+        mine = mine | deliveries.c.issue_id.in_(siblings)
+    had = sa.select(deliveries.c.id).where(deliveries.c.subscriber_id == subscribers.c.id, mine)
+    return ~had.exists()
+
+
 def _write_chunk(
-    db: sa.Connection, issue: sa.Row, after: int | None, first_batch: int, plan: Planning
+    db: sa.Connection,
+    issue: sa.Row,
+    after: int | None,
+    first_batch: int,
+    plan: Planning,
+    *,
+    unreached: bool = False,
 ) -> tuple[int | None, int]:
     """The delivery rows of the next chunk of ``issue``'s readers (id above ``after``) and
     what ``plan.within`` adds; returns the cursor (the last reader id the chunk covers) when
     more readers follow, else None (the issue is fully planned), and the rows written.
+    ``unreached``: some readers may have it already (the issue is planned again, or is a
+    broadcast, ``_unreached``); the chunk is of those who have not, and a row that is there
+    anyway is left as it is (``ON CONFLICT DO NOTHING`` on the one delivery per issue and
+    reader).
 
     One ``INSERT … SELECT``: the rows never pass through Python, so planning a list costs
     the database's time and no memory that grows with it."""
     group = group_filter(issue.lang, issue.audiences, after=after, leave_out=plan.leave_out)
+    if unreached:
+        group = group & _unreached(issue.id, issue.key)
     next_chunk = sa.select(subscribers.c.id).where(group).order_by(subscribers.c.id)
     bound = db.execute(next_chunk.offset(plan.rows).limit(1)).scalar()
     if bound is not None:
@@ -109,11 +141,36 @@ def _write_chunk(
         "issue_id", "subscriber_id", "email", "message_id", "status", "updated_at",
         "not_before", "batch_no",
     ]  # fmt: skip
-    insert = sa.insert(deliveries).from_select(columns, rows)
+    insert = _insert(db, unreached).from_select(columns, rows)
     written = db.execute(insert.execution_options(preserve_rowcount=True)).rowcount
     if plan.within is not None:
         plan.within(db, issue.id, batch_range(first_batch, written, plan.batch_size))
     return (bound - 1 if bound is not None else None), written
+
+
+def _insert(db: sa.Connection, unreached: bool) -> sa.Insert:
+    """The deliveries' insert; planned again (``unreached``), one that skips a reader's row
+    already there rather than fail on it, whatever another planner wrote meanwhile."""
+    if not unreached:
+        return sa.insert(deliveries)
+    return insert_or_skip(db, deliveries, deliveries.c.issue_id, deliveries.c.subscriber_id)
+
+
+def _next_chunk(
+    db: sa.Connection, issue_id: int, after: int, plan: Planning
+) -> tuple[int | None, int]:
+    """``_write_chunk`` of the issue's readers above ``after``, its batches following on from
+    the issue's last; only those without a delivery when it is planned again (a delivery
+    above ``after``) or is a broadcast (whose readers may have it from another group)."""
+    issue = db.execute(sa.select(issues).where(issues.c.id == issue_id)).one()
+    # two statements: each maximum is one probe of its own index; asked together, SQLite
+    # reads every delivery of the issue (a million rows, at every chunk)
+    mine = deliveries.c.issue_id == issue_id
+    batch = db.execute(sa.select(sa.func.max(deliveries.c.batch_no)).where(mine)).scalar()
+    reader = db.execute(sa.select(sa.func.max(deliveries.c.subscriber_id)).where(mine)).scalar()
+    again = (reader is not None and reader > after) or _broadcast_slug(issue.key) is not None
+    first = 0 if batch is None else batch + 1
+    return _write_chunk(db, issue, after, first, plan, unreached=again)
 
 
 def _message_id(pattern: str, issue_id: int) -> sa.ColumnElement[str]:
@@ -215,6 +272,10 @@ class IssuePlanning(Database):
 
         Rows of a held issue are held; batch numbers follow on from its last batch.
         """
+        return self._plan_chunk(issue_id, after, plan)[0]
+
+    def _plan_chunk(self, issue_id: int, after: int, plan: Planning) -> tuple[int | None, int]:
+        """``plan_chunk``'s cursor, and the rows this planner wrote (0: another had the chunk)."""
         fence = (
             sa.update(issues)
             .where(
@@ -226,30 +287,23 @@ class IssuePlanning(Database):
         )
         with self._database(), self._transaction() as db:
             if won := bool(db.execute(fence).rowcount):
-                issue = db.execute(sa.select(issues).where(issues.c.id == issue_id)).one()
-                last = sa.select(sa.func.max(deliveries.c.batch_no)).where(
-                    deliveries.c.issue_id == issue_id
-                )
-                found = db.execute(last).scalar()
-                first = 0 if found is None else found + 1
-                cursor, written = _write_chunk(db, issue, after, first, plan)
+                cursor, written = _next_chunk(db, issue_id, after, plan)
                 db.execute(_set_cursor(issue_id, cursor))
         if won:
             if cursor is None:  # once an issue is planned, not at every chunk: each took a
                 self._renew_statistics(written)  # quarter of its chunk's time on PostgreSQL
-            return cursor
+            return cursor, written
         moved = self.issues.issue(issue_id)
-        return moved.planned_through if moved is not None and moved.state in LIVE else None
+        return (moved.planned_through if moved is not None and moved.state in LIVE else None), 0
 
-    def plan_newcomers(self, issue_id: int, plan: Planning) -> int:
-        """Plan an issue again for the readers of its group who came after it was planned
-        (reader ids above the last it has), a chunk per transaction as ``plan_chunk`` does,
-        the issue open again until they are sent; how many deliveries were added. Nothing
-        for an issue that is not issued or held, or whose planning is still under way."""
-        count = sa.select(sa.func.count()).where(deliveries.c.issue_id == issue_id)
-        last = sa.select(sa.func.coalesce(sa.func.max(deliveries.c.subscriber_id), 0)).where(
-            deliveries.c.issue_id == issue_id
-        )
+    def plan_unreached(self, issue_id: int, plan: Planning) -> int:
+        """Plan an issue again for every active reader of its group who has no delivery of
+        it (who came since, or changed their language or audiences into the group; for a
+        broadcast, nor of its article to another group: ``_unreached``), a chunk per
+        transaction as ``plan_chunk`` does, from the first reader on; the issue is open
+        again until they are sent. Returns how many deliveries were added. Nothing for an
+        issue that is not issued or held, or whose planning is under way: of two runs at
+        once, one plans, and the one delivery per (issue, reader) holds either way."""
         reopen = (
             sa.update(issues)
             .where(
@@ -257,19 +311,26 @@ class IssuePlanning(Database):
                 issues.c.planned_through.is_(None),
                 issues.c.state.in_(STANDING),
             )
-            .values(planned_through=last.scalar_subquery(), finished_at=None)
+            .values(planned_through=0, finished_at=None)  # reader ids start at 1
         )
         with self._database(), self._transaction() as db:
-            before = db.execute(count).scalar_one()
             if not db.execute(reopen).rowcount:
                 return 0
-            cursor = db.execute(
-                sa.select(issues.c.planned_through).where(issues.c.id == issue_id)
-            ).scalar_one()
-        while cursor is not None:
-            cursor = self.plan_chunk(issue_id, cursor, plan)
+        added = 0
+        cursor: int | None = 0
+        while cursor is not None:  # only the rows this planner wrote: another may share the run
+            cursor, written = self._plan_chunk(issue_id, cursor, plan)
+            added += written
+        return added
+
+    def unreached_count(self, issue_id: int, leave_out: str | None = None) -> int:
+        """How many active readers of the issue's group have no delivery of it (what
+        ``plan_unreached`` would add; ``leave_out`` as ``Planning.leave_out``)."""
         with self.engine.connect() as db:
-            return int(db.execute(count).scalar_one()) - int(before)
+            issue = db.execute(sa.select(issues).where(issues.c.id == issue_id)).one()
+            group = group_filter(issue.lang, issue.audiences, after=None, leave_out=leave_out)
+            query = sa.select(sa.func.count()).where(group & _unreached(issue_id, issue.key))
+            return int(db.execute(query).scalar_one())
 
     def issues_in_planning(self) -> list[Issue]:
         """The issues whose readers are not all planned yet (a planner stopped between two

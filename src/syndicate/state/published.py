@@ -8,7 +8,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from .database import Database, utc
+from .database import Database, insert_or_skip, utc
 from .schema import published
 
 FEW = 500
@@ -33,9 +33,13 @@ class Publications(Database):
         if len(keys) <= FEW:  # a revision's few: looked up, not every row read
             langs, slugs = sorted({k[0] for k in keys}), sorted({k[1] for k in keys})
             query = query.where(published.c.lang.in_(langs), published.c.slug.in_(slugs))
-        with self._transaction() as db:
+
+        def recorded(db: sa.Connection) -> dict[tuple[str, str], datetime]:
             rows = db.execute(query)
-            known = {(lang, slug): utc(at) for lang, slug, at in rows if (lang, slug) in keys}
+            return {(lang, slug): utc(at) for lang, slug, at in rows if (lang, slug) in keys}
+
+        with self._transaction() as db:
+            known = recorded(db)
             new: list[dict[str, Any]] = [
                 {
                     "lang": lang,
@@ -47,8 +51,10 @@ class Publications(Database):
                 if (lang, slug) not in known
             ]
             if new:
-                db.execute(sa.insert(published), new)
-        known.update({(n["lang"], n["slug"]): n["published_at"] for n in new})
+                # Two runs at once (a send beside a feed build, two scheduled jobs) may both
+                # find an entry new: the first row written stands, and both return it.
+                db.execute(insert_or_skip(db, published, published.c.lang, published.c.slug), new)
+                known = recorded(db)
         return known
 
     def appeared(self, lang: str) -> dict[tuple[str, str], datetime]:

@@ -30,6 +30,7 @@ from . import pages, readers
 from .bounce_hooks import HOOKS
 from .context import MessageSender, WebContext
 from .feeds import FeedFolder, feed
+from .previews import held_preview
 from .security import RateLimit, proxy_middleware
 from .sns import SnsClient
 
@@ -52,6 +53,7 @@ def web_routes() -> list[Route]:
             Route(routes.READER[purpose], readers.form_endpoint(handler), methods=TOKEN_METHODS)
             for purpose, handler in token_pages.items()
         ),
+        Route(routes.HELD_PREVIEW, held_preview),
         *(
             Route(routes.BOUNCE_HOOK.format(relay=relay), endpoint, methods=["POST"])
             for relay, endpoint in HOOKS.items()
