@@ -377,7 +377,11 @@ class Ledger:
             return
         *before, last = steps
         for statement, group in groupby(before, key=lambda step: step[0]):
-            self._cursor.executemany(statement.sql, [statement.params(v) for _, v in group])
+            values = [statement.params(v) for _, v in group]
+            if len(values) > 1:
+                self._cursor.executemany(statement.sql, values)
+            else:  # one: ``execute`` costs less
+                self._cursor.execute(statement.sql, values[0])
         statement, values = last
         self._cursor.execute(statement.sql, statement.params(values))
 
