@@ -377,11 +377,11 @@ class Ledger:
             return
         *before, last = steps
         for statement, group in groupby(before, key=lambda step: step[0]):
-            values = [statement.params(v) for _, v in group]
-            if len(values) > 1:
-                self._cursor.executemany(statement.sql, values)
+            each = [statement.params(values) for _, values in group]
+            if len(each) > 1:
+                self._cursor.executemany(statement.sql, each)
             else:  # one: ``execute`` costs less
-                self._cursor.execute(statement.sql, values[0])
+                self._cursor.execute(statement.sql, each[0])
         statement, values = last
         self._cursor.execute(statement.sql, statement.params(values))
 
