@@ -7,8 +7,8 @@ one commit a message) and 20 (procrastinate's). syndicate's number includes ever
 real send does per message except rendering: claiming the delivery row, building the
 reader's message (tokens, headers), sending, and committing the server's reply, on a SQLite
 file. Beside each rate, this process's processor time a message (every thread's; the sink is
-another process): on a shared machine the rates swing by 10 points from run to run, the
-processor time by a few microseconds. Then the same with DKIM RSA-2048 signing on, beside
+another process): on a shared machine the rates swing by 10 points or more from run to run,
+the processor time by a few microseconds. Then the same with DKIM RSA-2048 signing on, beside
 dkimpy's stock signing rate; every signature made is verified with dkimpy.
 
 Where the time goes (cProfile of the sender threads by thread time, and the processor time
@@ -21,10 +21,13 @@ a message this prints; two cores shared with other work, load 3.5-5):
   two HMAC tokens), and the ledger's share of one commit for 20 claims and 20 outcomes.
 - syndicate at micro_batch 1: about 310 us. The protocol's commit a message (the outcome of
   the message before and the claim of the next, one transaction, before the end of data)
-  costs 85 us on one thread (the claim's UPDATE ... RETURNING, with its index changes, about
-  60; the WAL commit the rest). With four workers it doubles: they queue on SQLite's one
-  writer, and a worker holding it waits for the interpreter's lock again after each
-  statement while the others run Python. That is the floor of a commit a message on SQLite,
+  costs about 85 us of processor on one thread, nearly all of it inside SQLite (the claim's
+  UPDATE ... RETURNING with its changes to three indexes, the outcome's UPDATE, the WAL commit).
+  With four workers it about doubles: each connection reads again the pages the others
+  changed (about 20 us, measured against one connection shared by the four), and, most
+  likely, the rest is the threads handing the interpreter's lock to each other around each
+  statement while one of them holds the writer's lock. That is the floor of a commit a
+  message on SQLite,
   not work that can be left out; a larger micro_batch is what takes it away (at the default
   ``smtp.rate`` of 50 messages a second it is about 1 % of one core).
 
