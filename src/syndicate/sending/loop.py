@@ -331,6 +331,8 @@ class _Run:
             self.progress.advance(status)
 
     def issue_of(self, issue_id: int) -> Issue:
+        if (issue := self.issues.get(issue_id)) is not None:  # each message: no lock
+            return issue
         with self.lock:
             if issue_id not in self.issues:
                 found = self.store.issues.issue(issue_id)

@@ -15,10 +15,12 @@ from __future__ import annotations
 import os
 import select
 import socket
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, ExitStack, contextmanager, suppress
 from dataclasses import dataclass
 from datetime import datetime
+from itertools import groupby
 from typing import Any, cast
 
 import sqlalchemy as sa
@@ -230,17 +232,21 @@ class _Compiled:
     def __init__(self, statement: sa.ClauseElement, dialect: sa.Dialect) -> None:
         compiled = statement.compile(dialect=dialect)
         assert isinstance(compiled, SQLCompiler)  # a statement, not a DDL element
-        self.compiled = compiled
         self.sql = str(compiled)
         self.order = compiled.positiontup if compiled.positional else None
         self.when = deliveries.c.updated_at.type.bind_processor(dialect)
+        self.fixed = dict(compiled.construct_params(_check=False))
+        """Every parameter by name, with the values the statement itself carries (a status
+        it sets, a limit's offset): looked up once, not worked out again for each call."""
 
     def params(self, values: dict[str, Any]) -> Any:
         """``values`` as the driver takes them for ``sql`` (times as the dialect stores them)."""
         if self.when is not None:
             values = {k: self.when(v) if isinstance(v, datetime) else v for k, v in values.items()}
-        params: Any = self.compiled.construct_params(values)
-        return [params[n] for n in self.order] if self.order else params
+        params = {**self.fixed, **values}
+        if self.order:
+            return [params[n] for n in self.order]
+        return {n: params[n] for n in self.fixed}
 
 
 Step = tuple[_Compiled, dict[str, Any]]
@@ -353,8 +359,7 @@ class Ledger:
                         pass
                     cursor = self._script
                 else:
-                    for statement, values in steps:
-                        self._cursor.execute(statement.sql, statement.params(values))
+                    self._run_sqlite(steps)
                     cursor = self._cursor
                 rows = cursor.fetchall() if cursor.description else []
                 self._raw.commit()
@@ -364,6 +369,21 @@ class Ledger:
                 raise
         self._noted, self._owed = [], []
         return rows
+
+    def _run_sqlite(self, steps: Sequence[Step]) -> None:
+        """SQLite: ``steps`` in order, a run of the same statement (a micro-batch's outcomes)
+        as one ``executemany``; the last on its own, for the rows it returns."""
+        if not steps:
+            return
+        *before, last = steps
+        for statement, group in groupby(before, key=lambda step: step[0]):
+            each = [statement.params(values) for _, values in group]
+            if len(each) > 1:
+                self._cursor.executemany(statement.sql, each)
+            else:  # one: ``execute`` costs less
+                self._cursor.execute(statement.sql, each[0])
+        statement, values = last
+        self._cursor.execute(statement.sql, statement.params(values))
 
     def _prepared(self, step: Step) -> list[Any]:
         """PostgreSQL: one statement, prepared on the server (planned once, not per claim),
@@ -504,6 +524,7 @@ class Deliveries(Database):
         self._ledger_sql: dict[bool, dict[str, _Compiled]] = {}
         """The ledgers' statements (with and without a batch), compiled once: compiling them
         for each of a batch's connections was a tenth of a worker's time."""
+        self._compiling = threading.Lock()
         self._run_key: int | None = None
         """PostgreSQL: ``run_lock``'s key, once the first ledger looked it up."""
 
@@ -672,8 +693,9 @@ class Deliveries(Database):
                     return sessions.enter_context(_ledger_session(self.engine, run_id, self._key))
 
             db = session()
-            if (batch is not None) not in self._ledger_sql:
-                self._ledger_sql[batch is not None] = ledger_statements(db.dialect, bool(batch))
+            with self._compiling:  # once, not by each of the workers starting together
+                if (batch is not None) not in self._ledger_sql:
+                    self._ledger_sql[batch is not None] = ledger_statements(db.dialect, bool(batch))
             statements = self._ledger_sql[batch is not None]
             yield Ledger(db, session, self._write_lock, run_id, batch, statements)
 
