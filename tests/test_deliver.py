@@ -50,6 +50,22 @@ def test_every_reader_gets_one_message_and_a_rerun_sends_nothing(
     assert again.sent == 0 and inbox.counts() == everyone(12)
 
 
+def test_a_delivery_due_at_this_very_second_is_sent_now(store, smtp_server) -> None:
+    """A local-time delivery whose time is now, to the microsecond, is due: the planner and
+    the ledger write and compare times in one form (on SQLite, text)."""
+    inbox, port = smtp_server
+    issue = make_issue(store, add_readers(store, 2))
+    with store.engine.begin() as db:
+        due = deliveries.update().where(deliveries.c.issue_id == issue.id)
+        db.execute(due.values(not_before=NOW))
+    counts = deliver(store, mailer(port), compose, options(), NOW)
+    assert counts.sent == 2 and inbox.counts() == everyone(2)
+    late = NOW.replace(microsecond=1)
+    with store.engine.begin() as db:
+        db.execute(deliveries.update().values(status="pending", not_before=late))
+    assert deliver(store, mailer(port), compose, options(), NOW).sent == 0
+
+
 def test_lines_that_begin_with_a_dot_arrive_as_written(store, any_smtp_server) -> None:
     """Dot-stuffing (RFC 5321 4.5.2): a body line that begins with a dot, the first one and
     one that is a dot alone included, is not taken for the end of data and arrives as it was."""

@@ -234,13 +234,15 @@ class _Compiled:
         assert isinstance(compiled, SQLCompiler)  # a statement, not a DDL element
         self.sql = str(compiled)
         self.order = compiled.positiontup if compiled.positional else None
-        self.when = deliveries.c.updated_at.type.bind_processor(dialect)
+        self.when = deliveries.c.updated_at.type.dialect_impl(dialect).bind_processor(dialect)
         self.fixed = dict(compiled.construct_params(_check=False))
         """Every parameter by name, with the values the statement itself carries (a status
         it sets, a limit's offset): looked up once, not worked out again for each call."""
 
     def params(self, values: dict[str, Any]) -> Any:
-        """``values`` as the driver takes them for ``sql`` (times as the dialect stores them)."""
+        """``values`` as the driver takes them for ``sql``: times as the dialect's own type
+        stores them (on SQLite, the text SQLAlchemy writes everywhere else, so that they
+        compare as times)."""
         if self.when is not None:
             values = {k: self.when(v) if isinstance(v, datetime) else v for k, v in values.items()}
         params = {**self.fixed, **values}
