@@ -83,6 +83,23 @@ def test_a_language_block_is_validated_like_the_rest(tmp_path: Path) -> None:
     ]
 
 
+def test_an_audience_id_that_would_break_a_file_name_or_an_address_is_refused(
+    tmp_path: Path,
+) -> None:
+    """An id names feed files (feeds/<lang>/<id>.atom.xml) and page addresses, and '+' and
+    ';' join several ids: each of these is refused, with the key it is under."""
+    for bad in ("data center", "ops/infra", "a+b", "a;b", "Ops", "50%", "x?y", "#x", ""):
+        block = (
+            '[site]\nlanguages = ["en", "it"]\n[languages.it]\nname = "Italiano"\n'
+            'date_line = ["Aggiornato"]\ntakeaways = ["Punti chiave"]\n'
+            f'references = ["Fonti"]\n[languages.it.audiences]\n"{bad}" = ["Per voi"]\n'
+        )
+        (problem,) = problems_of(write(tmp_path, block))
+        assert problem.startswith(f"languages.it.audiences.{bad}: audience id {bad!r}: lowercase")
+    good = write(tmp_path, block.replace(f'"{bad}"', '"data-centre_2"'))
+    assert "data-centre_2" in load_config(good, env={}).audiences
+
+
 def test_the_interface_folders_and_the_fallback_language(tmp_path: Path) -> None:
     path = write(tmp_path, '[site]\nfallback_language = "de"\ntemplates = "layout"\n')
     config = load_config(path, env={})

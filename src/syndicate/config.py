@@ -65,6 +65,18 @@ def _check_network(value: str) -> str:
 HttpUrl = Annotated[str, AfterValidator(_check_url)]
 TimeZone = Annotated[str, AfterValidator(_check_zone)]
 Network = Annotated[str, AfterValidator(_check_network)]
+
+
+def _check_audience(value: str) -> str:
+    if not re.fullmatch(r"[a-z0-9][a-z0-9_-]*", value):
+        raise ValueError(
+            f"audience id {value!r}: lowercase letters, digits, '-' and '_' only (it names "
+            "feed files and page addresses, and '+' and ';' join several ids)"
+        )
+    return value
+
+
+AudienceId = Annotated[str, AfterValidator(_check_audience)]
 """An IP address or network (``192.0.2.7``, ``2001:db8::/32``)."""
 LangCode = Annotated[str, Field(pattern=r"^[a-z]{2,3}(-[A-Za-z0-9]{2,8})*$")]
 
@@ -103,7 +115,7 @@ class LanguageProfile(Section):
     """Headings that open the SEO tail (the tail may also start without one)."""
     seo_fields: SeoFields = SeoFields()
     """Labels of the SEO tail's fields, per field."""
-    audiences: dict[str, list[str]]
+    audiences: dict[AudienceId, list[str]]
     """Per audience id, the labels that open its takeaways line (without the colon); a new id
     adds an audience."""
     audience_names: dict[str, str] = {}
@@ -801,7 +813,8 @@ def _unknown(loc: tuple[int | str, ...]) -> str:
 
 
 def _key(loc: tuple[int | str, ...]) -> str:
-    return ".".join(str(part) for part in loc) or "(top level)"
+    """The TOML key a problem is under (pydantic marks a table's key itself as ``[key]``)."""
+    return ".".join(str(part) for part in loc if part != "[key]") or "(top level)"
 
 
 def parse_config(
