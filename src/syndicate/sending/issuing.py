@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
+from typing import TypedDict, Unpack
 from zoneinfo import ZoneInfo
 
 from ..config import Config
@@ -172,39 +173,27 @@ def write_issue_page(config: Config, issue: Issue, rendered: RenderedDigest) -> 
     return path
 
 
-def send_due(
-    config: Config,
-    now: datetime,
-    *,
-    langs: Iterable[str] | None = None,
-    audiences: Iterable[str] | None = None,
-    since: date | None = None,
-    dry_run: bool = False,
-    progress: Progress | None = None,
-    stop: threading.Event | None = None,
-    issue: bool = True,
-    local_time: tuple[int, int] | None = None,
-    dispatch: Dispatcher | None = None,
-) -> SendReport:
+class SendChoices(TypedDict, total=False):
+    """What a caller of ``send_due`` may choose of a send: ``send_digests``' keywords but
+    the mailer and the store, which ``send_due`` opens from the config."""
+
+    langs: Iterable[str] | None
+    audiences: Iterable[str] | None
+    since: date | None
+    dry_run: bool
+    progress: Progress | None
+    stop: threading.Event | None
+    issue: bool
+    local_time: tuple[int, int] | None
+    dispatch: Dispatcher | None
+
+
+def send_due(config: Config, now: datetime, **choices: Unpack[SendChoices]) -> SendReport:
     """``send_digests`` on the configured state database and mailer: what the schedule and the
     ``send`` command call, each with the dispatcher of ``send.engine`` (``engine.dispatcher``)."""
     store = open_store(config.database_url)
     try:
-        return send_digests(
-            config,
-            now,
-            mailer=open_mailer(config),
-            store=store,
-            langs=langs,
-            audiences=audiences,
-            since=since,
-            dry_run=dry_run,
-            progress=progress,
-            stop=stop,
-            issue=issue,
-            local_time=local_time,
-            dispatch=dispatch,
-        )
+        return send_digests(config, now, mailer=open_mailer(config), store=store, **choices)
     finally:
         store.close()
 
