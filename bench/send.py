@@ -50,6 +50,7 @@ target: see above); signed >= 3x dkimpy's stock signing rate.
 
 from __future__ import annotations
 
+import argparse
 import base64
 import multiprocessing
 import os
@@ -78,7 +79,7 @@ from syndicate.tokens import PREFERENCES, UNSUBSCRIBE, make_token
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from tests.sending import create_issue
 
-MESSAGES = int(sys.argv[1]) if len(sys.argv) > 1 else 20_000
+MESSAGES = 20_000
 SIGNED = 3_000
 STOCK = 150
 WORKERS = 4
@@ -228,6 +229,10 @@ def rounds(port: int, folder: Path) -> tuple[dict[int, float], dict[int, float]]
 
 
 def main() -> int:
+    global MESSAGES
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("messages", nargs="?", type=int, default=MESSAGES, help="per sender")
+    MESSAGES = parser.parse_args().messages
     key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
     pem = key.private_bytes(
         serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
