@@ -79,16 +79,21 @@ def measured(work: Callable[[str], int], url: str, out: multiprocessing.Queue) -
     out.put((seconds, peak_kib / 1024, rows))
 
 
-def syndicate_plan(url: str) -> int:
-    """An issue opened and planned to its last reader, as a send does."""
-    store = open_store(url)
-    plan = Planning(
+def planning() -> Planning:
+    """As a send plans: the digests' Message-IDs, the local engine's jobs."""
+    return Planning(
         message_id=message_ids(DOMAIN),
         now=NOW,
         within=LocalDispatcher().plan,
         batch_size=BATCH,
         chunk=PLAN_CHUNK,
     )
+
+
+def syndicate_plan(url: str) -> int:
+    """An issue opened and planned to its last reader, as a send does."""
+    store = open_store(url)
+    plan = planning()
     issue = store.planning.open_issue(
         key=f"bench-{uuid.uuid4().hex}",
         lang="en",
@@ -128,13 +133,7 @@ def unreach(url: str) -> int:
 def syndicate_replan(url: str) -> int:
     """The planned issue planned again for the readers without a delivery of it."""
     store = open_store(url)
-    plan = Planning(
-        message_id=message_ids(DOMAIN),
-        now=NOW,
-        within=LocalDispatcher().plan,
-        batch_size=BATCH,
-        chunk=PLAN_CHUNK,
-    )
+    plan = planning()
     with store.engine.connect() as db:
         issue_id = db.execute(sa.text("SELECT id FROM issues WHERE key LIKE 'bench-%'")).scalar()
     added = store.planning.plan_unreached(issue_id, plan)
