@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import imaplib
-import ipaddress
 import os
 import pwd
 import shutil
@@ -21,13 +20,9 @@ import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
+from tests.certificates import self_signed
 
 DOVECOT = Path("/usr/sbin/dovecot")
 USER, PASSWORD = "bounces", "a password for the tests"
@@ -72,37 +67,6 @@ class ImapServer:
                 _, data = imap.uid("FETCH", uid, "(BODY.PEEK[])")
                 found.extend(part[1] for part in data if isinstance(part, tuple))
             return found
-
-
-def _certificate(folder: Path) -> tuple[Path, Path]:
-    """A self-signed certificate for localhost and 127.0.0.1, and its key."""
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
-    now = datetime.now(UTC)
-    names = [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
-    certificate = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - timedelta(minutes=5))
-        .not_valid_after(now + timedelta(days=1))
-        .add_extension(x509.SubjectAlternativeName(names), critical=False)
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(key, hashes.SHA256())
-    )
-    cert, pem = folder / "cert.pem", folder / "key.pem"
-    cert.write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
-    pem.write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        )
-    )
-    pem.chmod(0o600)
-    return cert, pem
 
 
 def _free_port() -> int:
@@ -169,7 +133,7 @@ def dovecot(tmp_path: Path) -> Iterator[ImapServer]:
     """Dovecot serving one login, ``USER`` with ``PASSWORD``, over IMAPS on localhost."""
     folder = tmp_path / "dovecot"
     folder.mkdir()
-    cert, key = _certificate(folder)
+    cert, key = self_signed(folder)
     owner = pwd.getpwnam("dovecot") if os.geteuid() == 0 else pwd.getpwuid(os.getuid())
     home = Path(tempfile.mkdtemp(prefix="syndicate-imap-"))
     os.chown(home, owner.pw_uid, owner.pw_gid)

@@ -11,41 +11,23 @@ import json
 import re
 import threading
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
-from cryptography.x509.oid import NameOID
 from starlette.testclient import TestClient
 
 from syndicate.bounces.sns import SNS_URL, signed_text, sns_url_ok
 from syndicate.config import parse_config
 from syndicate.web.app import create_app
 from syndicate.web.sns import SnsClient
+from tests.certificates import certificate, pem
 from tests.sending import add_readers, make_issue
 from tests.test_bounce_hooks import message_id, refuse, state
 from tests.websites import SECRET
 
 TOPIC = "arn:aws:sns:eu-west-1:123456789012:ses-bounces"
-
-
-def _certificate(key: rsa.RSAPrivateKey) -> bytes:
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "sns.amazonaws.com")])
-    now = datetime.now(UTC)
-    return (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - timedelta(minutes=5))
-        .not_valid_after(now + timedelta(days=1))
-        .sign(key, hashes.SHA256())
-        .public_bytes(serialization.Encoding.PEM)
-    )
 
 
 SNS_KEY = rsa.generate_private_key(public_exponent=65537, key_size=2048)
@@ -56,7 +38,10 @@ class SnsHost:
     """What the test's HTTP server serves and what it was asked for."""
 
     def __init__(self) -> None:
-        self.files = {"/cert.pem": _certificate(SNS_KEY), "/other.pem": _certificate(OTHER_KEY)}
+        self.files = {
+            "/cert.pem": pem(certificate("sns.amazonaws.com", SNS_KEY)),
+            "/other.pem": pem(certificate("sns.amazonaws.com", OTHER_KEY)),
+        }
         self.asked: list[str] = []
         self.base = ""
 

@@ -4,7 +4,6 @@ refused login. Nothing is ever sent."""
 
 from __future__ import annotations
 
-import ipaddress
 import ssl
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -14,42 +13,16 @@ import pytest
 from aiosmtpd.controller import Controller
 from aiosmtpd.smtp import AuthResult
 from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 
 from syndicate.config import parse_config
 from syndicate.doctor.relay import check_relay
+from tests.certificates import LOCAL, certificate, key_pem, pem
 
 from .mailserver import free_port
 
 DAY = timedelta(days=1)
 NOW = datetime.now(UTC)
-
-
-def _name(text: str) -> x509.Name:
-    return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, text)])
-
-
-LOCAL = [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
-
-
-def _certificate(
-    subject, issuer, key, signer, start, end, *, ca: bool, names=LOCAL
-) -> x509.Certificate:
-    builder = (
-        x509.CertificateBuilder()
-        .subject_name(subject)
-        .issuer_name(issuer)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(start)
-        .not_valid_after(end)
-        .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
-    )
-    if not ca:
-        builder = builder.add_extension(x509.SubjectAlternativeName(names), critical=False)
-    return builder.sign(signer, hashes.SHA256())
 
 
 @pytest.fixture(scope="module")
@@ -58,25 +31,16 @@ def authority(tmp_path_factory) -> dict[str, Path]:
     for another host."""
     folder = tmp_path_factory.mktemp("ca")
     ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca = _certificate(
-        _name("Test CA"), _name("Test CA"), ca_key, ca_key, NOW - DAY, NOW + 30 * DAY, ca=True
-    )
-    (folder / "ca.pem").write_bytes(ca.public_bytes(serialization.Encoding.PEM))
+    ca = certificate("Test CA", ca_key, valid=(NOW - DAY, NOW + 30 * DAY), ca=True)
+    (folder / "ca.pem").write_bytes(pem(ca))
     key = ec.generate_private_key(ec.SECP256R1())
-    (folder / "key.pem").write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        )
-    )
+    (folder / "key.pem").write_bytes(key_pem(key))
     current, expired = (NOW - DAY, NOW + 30 * DAY), (NOW - 30 * DAY, NOW - DAY)
-    elsewhere = [x509.DNSName("mail.example.net")]
+    elsewhere: list[x509.GeneralName] = [x509.DNSName("mail.example.net")]
     made = {"current": (current, LOCAL), "expired": (expired, LOCAL), "other": (current, elsewhere)}
-    for label, ((start, end), names) in made.items():
-        subject = _name("localhost")
-        cert = _certificate(subject, ca.subject, key, ca_key, start, end, ca=False, names=names)
-        (folder / f"{label}.pem").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    for label, (valid, names) in made.items():
+        signed = certificate("localhost", key, issuer=ca, signer=ca_key, valid=valid, names=names)
+        (folder / f"{label}.pem").write_bytes(pem(signed))
     return {"folder": folder}
 
 
