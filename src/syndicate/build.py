@@ -13,7 +13,7 @@ import dataclasses
 import hashlib
 import json
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -318,15 +318,16 @@ def _stage(
         # The feeds show the newest articles whole and the rest by summary: read the
         # summaries (no body, no bullets), then the newest again, in full. A file the last
         # build read and that has not changed since is not read again.
-        readings, read, table = _read_and_index(config, inputs, out / INDEX, index_file, fresh)
-        index = article_set(readings)
+        # One name for the set as it goes: each step's set replaces the one before, which
+        # is let go (its lookups are held per article).
+        found, read, table = _read_and_index(config, inputs, out / INDEX, index_file, fresh)
         if inputs.scanned:
-            index = ArticleSet(index.articles, (*inputs.scanned, *index.problems))
-        due, next_due = _due(config, index, now)
+            found = ArticleSet(found.articles, (*inputs.scanned, *found.problems))
+        found, next_due = _due(config, found, now)
         plans = [
-            feeds.language_plan(config, due, lang) for lang in feeds.feed_languages(config, due)
+            feeds.language_plan(config, found, lang) for lang in feeds.feed_languages(config, found)
         ]
-        found = _with_bodies(config, due, _shown_whole(plans))
+        found = _with_bodies(config, found, _shown_whole(plans))
         # Each document is staged as it comes. In this process only: forked renderers
         # were measured at 30,000 articles, and each copies much of the set's memory (it
         # touches every article's reference count): with one, rendering took 0.41-0.44 s
@@ -352,8 +353,7 @@ def _render(
     from . import feeds
     from .i18n import language
 
-    candidates = feeds.publication_candidates(found, config)
-    published = _first_published(config, store, candidates, now)
+    published = _first_published(config, store, feeds.publication_candidates(found, config), now)
     gettext = {  # the catalogs of the languages whose audience feeds are made
         plan.lang: language(config, plan.lang).translations.gettext
         for plan in plans
@@ -489,24 +489,32 @@ def _read_and_index(
     path: Path,
     new_index: BinaryIO,
     fresh: Mapping[str, str] = {},
-) -> tuple[list[Reading], int, str]:
-    """Every file's index reading, taken from the index file at ``path`` where the file has
-    not changed (and how many files were read, and the new index's ``_Table``);
-    ``new_index`` gets the new index as they come."""
+) -> tuple[ArticleSet, int, str]:
+    """The set of every file's index reading, taken from the index file at ``path`` where
+    the file has not changed (and how many files were read, and the new index's ``_Table``);
+    ``new_index`` gets the new index as they come, each line let go once written."""
     key = _index_key(config, inputs)
     paths = dict(zip(inputs.relative, inputs.files, strict=True))
     known = {**_known_readings(path, key, inputs.relative, paths), **fresh}
     found = read_index(list(inputs.files), config.profiles, known=known)
     head = json.dumps(key).encode() + b"\n"
     new_index.write(head)
-    readings, rows, at = [], [], len(head)
-    for (relative, stat), (_, reading, encoded) in zip(inputs.relative.items(), found, strict=True):
-        line = f"{_index_head(relative, stat)}\t{encoded}\n".encode()
-        new_index.write(line)
-        rows.append(_Table.row(relative, stat, at, len(line) - 1))
-        at += len(line)
-        readings.append(reading)
-    return readings, len(inputs.files) - len(known) + len(fresh), "\n".join(rows)
+    rows: list[str] = []
+    at = len(head)
+
+    def readings() -> Iterator[Reading]:
+        nonlocal at
+        for (relative, stat), (_, reading, encoded) in zip(
+            inputs.relative.items(), found, strict=True
+        ):
+            line = f"{_index_head(relative, stat)}\t{encoded}\n".encode()
+            new_index.write(line)
+            rows.append(_Table.row(relative, stat, at, len(line) - 1))
+            at += len(line)
+            yield reading
+
+    index = article_set(readings())
+    return index, len(inputs.files) - len(known) + len(fresh), "\n".join(rows)
 
 
 def _known_readings(
