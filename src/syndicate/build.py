@@ -13,7 +13,7 @@ import dataclasses
 import hashlib
 import json
 import os
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -77,14 +77,14 @@ def _fingerprint(config: Config, folder: Path, *, gated: bool) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def _stamps(files: Mapping[str, tuple[int, int]]) -> list[str]:
+def _stamps(files: Mapping[str, tuple[int, int]]) -> Iterator[str]:
     """Each article file's path, size and mtime as one string, each field ended by a NUL
     (which no path holds): what the inputs' hash covers, and what starts a file's row in the
     index table (``_Table``)."""
-    return [f"{name}\0{size}\0{mtime}\0" for name, (size, mtime) in files.items()]
+    return (f"{name}\0{size}\0{mtime}\0" for name, (size, mtime) in files.items())
 
 
-def _inputs_hash(stamps: list[str], left_out: list[list[str]]) -> str:
+def _inputs_hash(stamps: Iterable[str], left_out: list[list[str]]) -> str:
     """The article files' ``_stamps`` in one hash, and what the walk left out: a large set's
     manifest would otherwise take longer to load than the files take to stat."""
     digest = hashlib.sha256(json.dumps(left_out).encode())
@@ -195,14 +195,24 @@ class _Inputs:
     folder: Path
     files: dict[str, tuple[int, int]]
     """Each file's path and (size, mtime_ns)."""
-    relative: dict[str, tuple[int, int]]
-    """The same, by path relative to the folder (what the manifest and the index record)."""
     scanned: list[Diagnostic]
     """What the walk left out, and why."""
-    stamps: list[str]
-    """Each file's ``_stamps`` entry, in the same order."""
     digest: str
     """All of it in one hash: the manifest's ``inputs``."""
+
+    @property
+    def relative(self) -> dict[str, tuple[int, int]]:
+        """``files`` by path relative to the folder (what the manifest and the index record):
+        made when asked, not held while a build renders."""
+        return _relative(self.folder, self.files)
+
+
+def _relative(folder: Path, files: Mapping[str, tuple[int, int]]) -> dict[str, tuple[int, int]]:
+    prefix = len(os.path.join(str(folder), ""))
+    names = [path[prefix:] for path in files]
+    if os.sep != "/":
+        names = [name.replace(os.sep, "/") for name in names]
+    return dict(zip(names, files.values(), strict=True))
 
 
 def _walk(config: Config, folder: Path) -> _Inputs:
@@ -211,15 +221,9 @@ def _walk(config: Config, folder: Path) -> _Inputs:
         raise UsageError(f"{folder}: article folder not found")
     scanned: list[Diagnostic] = []
     files = scan(folder, scanned, max_bytes=config.site.max_article_bytes)
-    prefix = len(os.path.join(str(folder), ""))
-    names = [path[prefix:] for path in files]
-    if os.sep != "/":
-        names = [name.replace(os.sep, "/") for name in names]
-    relative = dict(zip(names, files.values(), strict=True))
-    stamps = _stamps(relative)
     # What the walk left out counts as input too: a new dangling link is news.
-    digest = _inputs_hash(stamps, [[p.file, p.message] for p in scanned])
-    return _Inputs(folder, files, relative, scanned, stamps, digest)
+    digest = _inputs_hash(_stamps(_relative(folder, files)), [[p.file, p.message] for p in scanned])
+    return _Inputs(folder, files, scanned, digest)
 
 
 def _build_feeds(
@@ -494,8 +498,9 @@ def _read_and_index(
     the file has not changed (and how many files were read, and the new index's ``_Table``);
     ``new_index`` gets the new index as they come, each line let go once written."""
     key = _index_key(config, inputs)
-    paths = dict(zip(inputs.relative, inputs.files, strict=True))
-    known = {**_known_readings(path, key, inputs.relative, paths), **fresh}
+    relative = inputs.relative
+    paths = dict(zip(relative, inputs.files, strict=True))
+    known = {**_known_readings(path, key, relative, paths), **fresh}
     found = read_index(list(inputs.files), config.profiles, known=known)
     head = json.dumps(key).encode() + b"\n"
     new_index.write(head)
@@ -504,12 +509,10 @@ def _read_and_index(
 
     def readings() -> Iterator[Reading]:
         nonlocal at
-        for (relative, stat), (_, reading, encoded) in zip(
-            inputs.relative.items(), found, strict=True
-        ):
-            line = f"{_index_head(relative, stat)}\t{encoded}\n".encode()
+        for (name, stat), (_, reading, encoded) in zip(relative.items(), found, strict=True):
+            line = f"{_index_head(name, stat)}\t{encoded}\n".encode()
             new_index.write(line)
-            rows.append(_Table.row(relative, stat, at, len(line) - 1))
+            rows.append(_Table.row(name, stat, at, len(line) - 1))
             at += len(line)
             yield reading
 
@@ -653,7 +656,8 @@ class _Table:
         if len(rows) != len(inputs.files):
             return None
         changed = []
-        for n, (relative, stamp) in enumerate(zip(inputs.relative, inputs.stamps, strict=True)):
+        relatives = inputs.relative
+        for n, (relative, stamp) in enumerate(zip(relatives, _stamps(relatives), strict=True)):
             if not rows[n].startswith(stamp):
                 if rows[n].partition("\0")[0] != relative:
                     return None  # one file added and another removed

@@ -13,12 +13,14 @@ from __future__ import annotations
 import json
 import sys
 from datetime import date
+from functools import lru_cache
 
 from ..model import (
     Article,
     Diagnostic,
     Seo,
     Severity,
+    Takeaways,
 )
 from .parse import Reading, unlisted
 
@@ -36,6 +38,13 @@ def _seo(description: str | None) -> Seo:
     return _NO_SEO if description is None else Seo(description=description)
 
 
+@lru_cache(maxsize=1024)
+def _takeaways(labelled: tuple[tuple[str, str], ...]) -> tuple[Takeaways, ...]:
+    """Each audience's takeaways without bullets, as index readings keep them: the articles
+    of a language repeat the same few sets, so each is made once and shared."""
+    return tuple(unlisted(audience, label) for audience, label in labelled)
+
+
 def index_reading(reading: Reading) -> Reading:
     """A summary reading cut to an index reading (what ``decode_reading`` makes)."""
     article, problems = reading
@@ -49,9 +58,7 @@ def index_reading(reading: Reading) -> Reading:
         updated=article.updated,
         summary=article.summary,
         blocks=(),
-        takeaways=tuple(
-            t if not t.bullets else unlisted(t.audience, t.label) for t in article.takeaways
-        ),
+        takeaways=_takeaways(tuple((t.audience, t.label) for t in article.takeaways)),
         references=(),
         seo=_seo(_description(article)),
         content_hash="",
@@ -95,7 +102,7 @@ def decode_reading(source: str, line: str) -> Reading:
             updated=date.fromisoformat(updated),
             summary=summary,
             blocks=(),
-            takeaways=tuple(unlisted(a, label) for a, label in takeaways),
+            takeaways=_takeaways(tuple(map(tuple, takeaways))),
             references=(),
             seo=_seo(description),
             content_hash="",
