@@ -16,6 +16,7 @@ import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from itertools import islice
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 
@@ -77,18 +78,22 @@ def _fingerprint(config: Config, folder: Path, *, gated: bool) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def _stamps(files: Mapping[str, tuple[int, int]]) -> Iterator[str]:
-    """Each article file's path, size and mtime as one string, each field ended by a NUL
-    (which no path holds): what the inputs' hash covers, and what starts a file's row in the
-    index table (``_Table``)."""
-    return (f"{name}\0{size}\0{mtime}\0" for name, (size, mtime) in files.items())
+def _stamps(files: Iterable[tuple[str, tuple[int, int]]]) -> Iterator[str]:
+    """Each article file's relative path, size and mtime as one string, each field ended by
+    a NUL (which no path holds): what the inputs' hash covers, and what starts a file's row
+    in the index table (``_Table``)."""
+    return (f"{name}\0{size}\0{mtime}\0" for name, (size, mtime) in files)
 
 
 def _inputs_hash(stamps: Iterable[str], left_out: list[list[str]]) -> str:
     """The article files' ``_stamps`` in one hash, and what the walk left out: a large set's
     manifest would otherwise take longer to load than the files take to stat."""
     digest = hashlib.sha256(json.dumps(left_out).encode())
-    digest.update("".join(stamps).encode())
+    # A few thousand at a time: the walk's garbage stays small (a worker process forked
+    # after it would share its pages, and copy each one the build then reuses).
+    stamps = iter(stamps)
+    while chunk := "".join(islice(stamps, 4096)):
+        digest.update(chunk.encode())
     return digest.hexdigest()
 
 
@@ -204,15 +209,16 @@ class _Inputs:
     def relative(self) -> dict[str, tuple[int, int]]:
         """``files`` by path relative to the folder (what the manifest and the index record):
         made when asked, not held while a build renders."""
-        return _relative(self.folder, self.files)
+        return dict(_relative(self.folder, self.files))
 
 
-def _relative(folder: Path, files: Mapping[str, tuple[int, int]]) -> dict[str, tuple[int, int]]:
+def _relative(
+    folder: Path, files: Mapping[str, tuple[int, int]]
+) -> Iterator[tuple[str, tuple[int, int]]]:
     prefix = len(os.path.join(str(folder), ""))
-    names = [path[prefix:] for path in files]
-    if os.sep != "/":
-        names = [name.replace(os.sep, "/") for name in names]
-    return dict(zip(names, files.values(), strict=True))
+    for path, stat in files.items():
+        name = path[prefix:]
+        yield (name.replace(os.sep, "/") if os.sep != "/" else name), stat
 
 
 def _walk(config: Config, folder: Path) -> _Inputs:
@@ -657,7 +663,9 @@ class _Table:
             return None
         changed = []
         relatives = inputs.relative
-        for n, (relative, stamp) in enumerate(zip(relatives, _stamps(relatives), strict=True)):
+        for n, (relative, stamp) in enumerate(
+            zip(relatives, _stamps(relatives.items()), strict=True)
+        ):
             if not rows[n].startswith(stamp):
                 if rows[n].partition("\0")[0] != relative:
                     return None  # one file added and another removed
