@@ -694,14 +694,15 @@ class _Table:
 
     def append(self, inputs: _Inputs, encoded: Mapping[int, str]) -> str:
         """Append the lines of the files read again (``encoded`` by place) to the index
-        file; the table with them."""
-        relatives = list(inputs.relative.items())
+        file; the table with them. A file read again keeps its row's path (``of``)."""
+        stats = list(inputs.files.values())
         with self.path.open("ab") as handle:
             at = handle.tell()
             for n, reading in sorted(encoded.items()):
-                line = f"{_index_head(*relatives[n])}\t{reading}\n".encode()
+                relative = self.rows[n].partition("\0")[0]
+                line = f"{_index_head(relative, stats[n])}\t{reading}\n".encode()
                 handle.write(line)
-                self.rows[n] = self.row(*relatives[n], at, len(line) - 1)
+                self.rows[n] = self.row(relative, stats[n], at, len(line) - 1)
                 at += len(line)
         return "\n".join(self.rows)
 
