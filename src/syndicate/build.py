@@ -200,25 +200,12 @@ class _Inputs:
     folder: Path
     files: dict[str, tuple[int, int]]
     """Each file's path and (size, mtime_ns)."""
+    relative: dict[str, tuple[int, int]]
+    """The same, by path relative to the folder (what the manifest and the index record)."""
     scanned: list[Diagnostic]
     """What the walk left out, and why."""
     digest: str
     """All of it in one hash: the manifest's ``inputs``."""
-
-    @property
-    def relative(self) -> dict[str, tuple[int, int]]:
-        """``files`` by path relative to the folder (what the manifest and the index record):
-        made when asked, not held while a build renders."""
-        return dict(_relative(self.folder, self.files))
-
-
-def _relative(
-    folder: Path, files: Mapping[str, tuple[int, int]]
-) -> Iterator[tuple[str, tuple[int, int]]]:
-    prefix = len(os.path.join(str(folder), ""))
-    for path, stat in files.items():
-        name = path[prefix:]
-        yield (name.replace(os.sep, "/") if os.sep != "/" else name), stat
 
 
 def _walk(config: Config, folder: Path) -> _Inputs:
@@ -227,9 +214,14 @@ def _walk(config: Config, folder: Path) -> _Inputs:
         raise UsageError(f"{folder}: article folder not found")
     scanned: list[Diagnostic] = []
     files = scan(folder, scanned, max_bytes=config.site.max_article_bytes)
+    prefix = len(os.path.join(str(folder), ""))
+    names = [path[prefix:] for path in files]
+    if os.sep != "/":
+        names = [name.replace(os.sep, "/") for name in names]
+    relative = dict(zip(names, files.values(), strict=True))
     # What the walk left out counts as input too: a new dangling link is news.
-    digest = _inputs_hash(_stamps(_relative(folder, files)), [[p.file, p.message] for p in scanned])
-    return _Inputs(folder, files, scanned, digest)
+    digest = _inputs_hash(_stamps(relative.items()), [[p.file, p.message] for p in scanned])
+    return _Inputs(folder, files, relative, scanned, digest)
 
 
 def _build_feeds(
@@ -662,11 +654,8 @@ class _Table:
         if len(rows) != len(inputs.files):
             return None
         changed = []
-        relatives = inputs.relative
-        for n, (relative, stamp) in enumerate(
-            zip(relatives, _stamps(relatives.items()), strict=True)
-        ):
-            if not rows[n].startswith(stamp):
+        for n, (relative, (size, mtime)) in enumerate(inputs.relative.items()):
+            if not rows[n].startswith(f"{relative}\0{size}\0{mtime}\0"):  # its ``_stamps``
                 if rows[n].partition("\0")[0] != relative:
                     return None  # one file added and another removed
                 changed.append(n)
