@@ -13,9 +13,10 @@ import dataclasses
 import hashlib
 import json
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from itertools import islice
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 
@@ -77,18 +78,22 @@ def _fingerprint(config: Config, folder: Path, *, gated: bool) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def _stamps(files: Mapping[str, tuple[int, int]]) -> list[str]:
-    """Each article file's path, size and mtime as one string, each field ended by a NUL
-    (which no path holds): what the inputs' hash covers, and what starts a file's row in the
-    index table (``_Table``)."""
-    return [f"{name}\0{size}\0{mtime}\0" for name, (size, mtime) in files.items()]
+def _stamps(files: Iterable[tuple[str, tuple[int, int]]]) -> Iterator[str]:
+    """Each article file's relative path, size and mtime as one string, each field ended by
+    a NUL (which no path holds): what the inputs' hash covers, and what starts a file's row
+    in the index table (``_Table``)."""
+    return (f"{name}\0{size}\0{mtime}\0" for name, (size, mtime) in files)
 
 
-def _inputs_hash(stamps: list[str], left_out: list[list[str]]) -> str:
+def _inputs_hash(stamps: Iterable[str], left_out: list[list[str]]) -> str:
     """The article files' ``_stamps`` in one hash, and what the walk left out: a large set's
     manifest would otherwise take longer to load than the files take to stat."""
     digest = hashlib.sha256(json.dumps(left_out).encode())
-    digest.update("".join(stamps).encode())
+    # A few thousand at a time: the walk's garbage stays small (a worker process forked
+    # after it would share its pages, and copy each one the build then reuses).
+    stamps = iter(stamps)
+    while chunk := "".join(islice(stamps, 4096)):
+        digest.update(chunk.encode())
     return digest.hexdigest()
 
 
@@ -199,8 +204,6 @@ class _Inputs:
     """The same, by path relative to the folder (what the manifest and the index record)."""
     scanned: list[Diagnostic]
     """What the walk left out, and why."""
-    stamps: list[str]
-    """Each file's ``_stamps`` entry, in the same order."""
     digest: str
     """All of it in one hash: the manifest's ``inputs``."""
 
@@ -216,10 +219,9 @@ def _walk(config: Config, folder: Path) -> _Inputs:
     if os.sep != "/":
         names = [name.replace(os.sep, "/") for name in names]
     relative = dict(zip(names, files.values(), strict=True))
-    stamps = _stamps(relative)
     # What the walk left out counts as input too: a new dangling link is news.
-    digest = _inputs_hash(stamps, [[p.file, p.message] for p in scanned])
-    return _Inputs(folder, files, relative, scanned, stamps, digest)
+    digest = _inputs_hash(_stamps(relative.items()), [[p.file, p.message] for p in scanned])
+    return _Inputs(folder, files, relative, scanned, digest)
 
 
 def _build_feeds(
@@ -318,15 +320,16 @@ def _stage(
         # The feeds show the newest articles whole and the rest by summary: read the
         # summaries (no body, no bullets), then the newest again, in full. A file the last
         # build read and that has not changed since is not read again.
-        readings, read, table = _read_and_index(config, inputs, out / INDEX, index_file, fresh)
-        index = article_set(readings)
+        # One name for the set as it goes: each step's set replaces the one before, which
+        # is let go (its lookups are held per article).
+        found, read, table = _read_and_index(config, inputs, out / INDEX, index_file, fresh)
         if inputs.scanned:
-            index = ArticleSet(index.articles, (*inputs.scanned, *index.problems))
-        due, next_due = _due(config, index, now)
+            found = ArticleSet(found.articles, (*inputs.scanned, *found.problems))
+        found, next_due = _due(config, found, now)
         plans = [
-            feeds.language_plan(config, due, lang) for lang in feeds.feed_languages(config, due)
+            feeds.language_plan(config, found, lang) for lang in feeds.feed_languages(config, found)
         ]
-        found = _with_bodies(config, due, _shown_whole(plans))
+        found = _with_bodies(config, found, _shown_whole(plans))
         # Each document is staged as it comes. In this process only: forked renderers
         # were measured at 30,000 articles, and each copies much of the set's memory (it
         # touches every article's reference count): with one, rendering took 0.41-0.44 s
@@ -352,8 +355,7 @@ def _render(
     from . import feeds
     from .i18n import language
 
-    candidates = feeds.publication_candidates(found, config)
-    published = _first_published(config, store, candidates, now)
+    published = _first_published(config, store, feeds.publication_candidates(found, config), now)
     gettext = {  # the catalogs of the languages whose audience feeds are made
         plan.lang: language(config, plan.lang).translations.gettext
         for plan in plans
@@ -489,24 +491,31 @@ def _read_and_index(
     path: Path,
     new_index: BinaryIO,
     fresh: Mapping[str, str] = {},
-) -> tuple[list[Reading], int, str]:
-    """Every file's index reading, taken from the index file at ``path`` where the file has
-    not changed (and how many files were read, and the new index's ``_Table``);
-    ``new_index`` gets the new index as they come."""
+) -> tuple[ArticleSet, int, str]:
+    """The set of every file's index reading, taken from the index file at ``path`` where
+    the file has not changed (and how many files were read, and the new index's ``_Table``);
+    ``new_index`` gets the new index as they come, each line let go once written."""
     key = _index_key(config, inputs)
-    paths = dict(zip(inputs.relative, inputs.files, strict=True))
-    known = {**_known_readings(path, key, inputs.relative, paths), **fresh}
+    relative = inputs.relative
+    paths = dict(zip(relative, inputs.files, strict=True))
+    known = {**_known_readings(path, key, relative, paths), **fresh}
     found = read_index(list(inputs.files), config.profiles, known=known)
     head = json.dumps(key).encode() + b"\n"
     new_index.write(head)
-    readings, rows, at = [], [], len(head)
-    for (relative, stat), (_, reading, encoded) in zip(inputs.relative.items(), found, strict=True):
-        line = f"{_index_head(relative, stat)}\t{encoded}\n".encode()
-        new_index.write(line)
-        rows.append(_Table.row(relative, stat, at, len(line) - 1))
-        at += len(line)
-        readings.append(reading)
-    return readings, len(inputs.files) - len(known) + len(fresh), "\n".join(rows)
+    rows: list[str] = []
+    at = len(head)
+
+    def readings() -> Iterator[Reading]:
+        nonlocal at
+        for (name, stat), (_, reading, encoded) in zip(relative.items(), found, strict=True):
+            line = f"{_index_head(name, stat)}\t{encoded}\n".encode()
+            new_index.write(line)
+            rows.append(_Table.row(name, stat, at, len(line) - 1))
+            at += len(line)
+            yield reading
+
+    index = article_set(readings())
+    return index, len(inputs.files) - len(known) + len(fresh), "\n".join(rows)
 
 
 def _known_readings(
@@ -645,8 +654,8 @@ class _Table:
         if len(rows) != len(inputs.files):
             return None
         changed = []
-        for n, (relative, stamp) in enumerate(zip(inputs.relative, inputs.stamps, strict=True)):
-            if not rows[n].startswith(stamp):
+        for n, (relative, (size, mtime)) in enumerate(inputs.relative.items()):
+            if not rows[n].startswith(f"{relative}\0{size}\0{mtime}\0"):  # its ``_stamps``
                 if rows[n].partition("\0")[0] != relative:
                     return None  # one file added and another removed
                 changed.append(n)
@@ -674,14 +683,15 @@ class _Table:
 
     def append(self, inputs: _Inputs, encoded: Mapping[int, str]) -> str:
         """Append the lines of the files read again (``encoded`` by place) to the index
-        file; the table with them."""
-        relatives = list(inputs.relative.items())
+        file; the table with them. A file read again keeps its row's path (``of``)."""
+        stats = list(inputs.files.values())
         with self.path.open("ab") as handle:
             at = handle.tell()
             for n, reading in sorted(encoded.items()):
-                line = f"{_index_head(*relatives[n])}\t{reading}\n".encode()
+                relative = self.rows[n].partition("\0")[0]
+                line = f"{_index_head(relative, stats[n])}\t{reading}\n".encode()
                 handle.write(line)
-                self.rows[n] = self.row(*relatives[n], at, len(line) - 1)
+                self.rows[n] = self.row(relative, stats[n], at, len(line) - 1)
                 at += len(line)
         return "\n".join(self.rows)
 

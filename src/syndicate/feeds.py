@@ -199,8 +199,17 @@ def _instant(day: date, at: time, zone: str) -> datetime:
 
 
 def publication_candidates(articles: Iterable[Article], config: Config):
-    """(lang, slug, instant) for the state database: an entry's first date, if it is new."""
-    return [(a.lang, a.slug, updated_at(config, a.updated)) for a in articles]
+    """(lang, slug, instant) for the state database: an entry's first date, if it is new.
+    Each day's instant made once, here: a large set has more days than ``_instant`` keeps."""
+    days: dict[date, datetime] = {}
+    return [
+        (
+            a.lang,
+            a.slug,
+            days.get(a.updated) or days.setdefault(a.updated, updated_at(config, a.updated)),
+        )
+        for a in articles
+    ]
 
 
 def paginate(

@@ -119,11 +119,11 @@ class ArticleSet:
 
     articles: tuple[Article, ...] = ()
     problems: tuple[Diagnostic, ...] = ()
-    _by_key: dict[tuple[str, str], Article] = field(default_factory=dict, repr=False, compare=False)
     _by_slug: dict[str, list[Article]] = field(default_factory=dict, repr=False, compare=False)
+    """Each slug's language versions, by language: the one lookup a set keeps (a feed build
+    holds a set of every article while it renders)."""
 
     def __post_init__(self) -> None:
-        self._by_key.update((a.key, a) for a in self.articles)
         for article in sorted(self.articles, key=lambda a: a.lang):
             self._by_slug.setdefault(article.slug, []).append(article)
 
@@ -149,7 +149,8 @@ class ArticleSet:
         return tuple(a for a in self._by_slug.get(article.slug, ()) if a.lang != article.lang)
 
     def get(self, lang: str, slug: str) -> Article | None:
-        return self._by_key.get((lang, slug))
+        versions = self._by_slug.get(slug, ())
+        return next((a for a in reversed(versions) if a.lang == lang), None)
 
     @property
     def has_errors(self) -> bool:

@@ -28,7 +28,7 @@ from typing import cast
 from ..config import LanguageProfile
 from ..model import Article, ArticleSet, Block, Diagnostic, Reference, Seo, Severity, Takeaways
 from .dates import parse_date
-from .index import decode_reading, encode_reading
+from .index import decode_reading, encode_reading, index_reading
 from .parse import Reading, parse_article
 
 _log = logging.getLogger(__name__)
@@ -269,7 +269,9 @@ def _read_here(
     paths: list[str], profiles: Mapping[str, LanguageProfile], keep: _Keep, encoded: bool
 ) -> list[_Read]:
     readings = [_read_file(path, profiles, keep) for path in paths]
-    return [(r, encode_reading(r) if encoded else None) for r in readings]
+    if encoded:  # index readings: kept as the worker's come back (decoded)
+        return [(index_reading(r), encode_reading(r)) for r in readings]
+    return [(r, None) for r in readings]
 
 
 def _read_files(
@@ -416,7 +418,8 @@ def read_index(
     known: Mapping[str, str],
     processes: int | None = None,
 ) -> Iterator[tuple[str, Reading, str]]:
-    """Each file's index reading (no body, no bullets) and its encoded form, in the order of
+    """Each file's index reading (``index.py``: what the feeds show of an article outside the
+    newest) and its encoded form, in the order of
     ``paths``, as they come. A path in ``known``, which holds its encoded reading from an
     earlier build, is decoded instead of read (the caller knows the file has not changed
     since), unless that reading cannot be decoded."""
@@ -433,7 +436,7 @@ def read_index(
                 try:
                     reading = decode_reading(path, line)
                 except ValueError:  # a damaged entry: the file is read again
-                    reading = _read_file(path, profiles, keep)
+                    reading = index_reading(_read_file(path, profiles, keep))
                     line = encode_reading(reading)
             else:
                 reading, encoded = next(fresh)

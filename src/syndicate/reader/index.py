@@ -1,14 +1,19 @@
-"""The feed index's codec: a summary reading as one line of JSON.
+"""The feed index's codec: an index reading as one line of JSON.
 
 How the feed build keeps each file's index reading until the next build, and how reader
-processes hand index readings back. The body and the references, which a summary reading
-leaves out, are not kept.
+processes hand index readings back. An index reading is a summary reading cut to what the
+feeds show of an article that is not among the newest (its archive entry, its audiences, its
+place): no body, references, bullets, content hash or SEO fields but the description where
+the summary is empty (the entry's summary then). The build holds one for every article while
+it renders, so each field left out is memory saved per article.
 """
 
 from __future__ import annotations
 
 import json
+import sys
 from datetime import date
+from functools import lru_cache
 
 from ..model import (
     Article,
@@ -20,6 +25,45 @@ from ..model import (
 from .parse import Reading, unlisted
 
 _JSON = json.JSONEncoder(separators=(",", ":"))
+_NO_SEO = Seo()
+
+
+def _description(article: Article) -> str | None:
+    """The SEO description an index reading keeps: the entry's summary where the article's
+    is empty."""
+    return None if article.summary else article.seo.description
+
+
+def _seo(description: str | None) -> Seo:
+    return _NO_SEO if description is None else Seo(description=description)
+
+
+@lru_cache(maxsize=1024)
+def _takeaways(labelled: tuple[tuple[str, str], ...]) -> tuple[Takeaways, ...]:
+    """Each audience's takeaways without bullets, as index readings keep them: the articles
+    of a language repeat the same few sets, so each is made once and shared."""
+    return tuple(unlisted(audience, label) for audience, label in labelled)
+
+
+def index_reading(reading: Reading) -> Reading:
+    """A summary reading cut to an index reading (what ``decode_reading`` makes)."""
+    article, problems = reading
+    if article is None:
+        return reading
+    kept = Article(
+        source=article.source,
+        lang=article.lang,
+        slug=article.slug,
+        title=article.title,
+        updated=article.updated,
+        summary=article.summary,
+        blocks=(),
+        takeaways=_takeaways(tuple((t.audience, t.label) for t in article.takeaways)),
+        references=(),
+        seo=_seo(_description(article)),
+        content_hash="",
+    )
+    return kept, problems
 
 
 def encode_reading(reading: Reading) -> str:
@@ -27,16 +71,14 @@ def encode_reading(reading: Reading) -> str:
     found = [[p.line, p.severity.value, p.message] for p in problems]
     if article is None:
         return _JSON.encode([None, found])
-    seo = article.seo
     fields = [
         article.lang,
         article.slug,
         article.title,
         article.updated.isoformat(),
         article.summary,
-        [[t.audience, t.label, list(t.bullets)] for t in article.takeaways],
-        [seo.title, seo.description, seo.excerpt, seo.primary_slug, list(seo.alt_slugs)],
-        article.content_hash,
+        [[t.audience, t.label] for t in article.takeaways],
+        _description(article),
     ]
     return _JSON.encode([fields, found])
 
@@ -51,22 +93,19 @@ def decode_reading(source: str, line: str) -> Reading:
         ]
         if fields is None:
             return None, problems
-        lang, slug, title, updated, summary, takeaways, seo, hashed = fields
+        lang, slug, title, updated, summary, takeaways, description = fields
         article = Article(
             source=source,
-            lang=lang,
+            lang=sys.intern(lang),
             slug=slug,
             title=title,
             updated=date.fromisoformat(updated),
             summary=summary,
             blocks=(),
-            takeaways=tuple(
-                Takeaways(a, label, tuple(b)) if b else unlisted(a, label)
-                for a, label, b in takeaways
-            ),
+            takeaways=_takeaways(tuple(map(tuple, takeaways))),
             references=(),
-            seo=Seo(seo[0], seo[1], seo[2], seo[3], alt_slugs=tuple(seo[4])),
-            content_hash=hashed,
+            seo=_seo(description),
+            content_hash="",
         )
     except (TypeError, KeyError) as exc:
         raise ValueError(f"not an encoded reading: {exc}") from None
