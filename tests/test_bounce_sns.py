@@ -16,16 +16,14 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
-from starlette.testclient import TestClient
 
 from syndicate.bounces.sns import SNS_URL, signed_text, sns_url_ok
 from syndicate.config import parse_config
-from syndicate.web.app import create_app
 from syndicate.web.sns import SnsClient
 from tests.certificates import certificate, pem
 from tests.sending import add_readers, make_issue
 from tests.test_bounce_hooks import message_id, refuse, state
-from tests.websites import SECRET
+from tests.websites import make_client
 
 TOPIC = "arn:aws:sns:eu-west-1:123456789012:ses-bounces"
 
@@ -85,16 +83,8 @@ def ses(tmp_path, store, article_set, clock, sns_host):
     )
     readers = add_readers(store, 2)
     issue = make_issue(store, readers)
-    app = create_app(
-        config,
-        store=store,
-        send_message=refuse,
-        articles=lambda: article_set,
-        secret=SECRET,
-        now=clock,
-        sns=SnsClient(re.compile(re.escape(sns_host.base) + "/")),
-    )
-    return TestClient(app), store, readers, issue
+    sns = SnsClient(re.compile(re.escape(sns_host.base) + "/"))
+    return make_client(config, store, refuse, article_set, clock, sns=sns), store, readers, issue
 
 
 def signed(fields: dict[str, str], key: rsa.RSAPrivateKey = SNS_KEY, version: str = "1") -> dict:
@@ -249,15 +239,8 @@ def test_an_unverified_sns_message_is_refused_and_changes_nothing(ses, sns_host)
 
 def test_without_a_topic_the_route_is_not_there(tmp_path, store, article_set, clock):
     config = parse_config({}, root=tmp_path, source="(test)", env={})
-    app = create_app(
-        config,
-        store=store,
-        send_message=refuse,
-        articles=lambda: article_set,
-        secret=SECRET,
-        now=clock,
-    )
-    assert TestClient(app).post("/hooks/bounces/ses", json={}).status_code == 404
+    client = make_client(config, store, refuse, article_set, clock)
+    assert client.post("/hooks/bounces/ses", json={}).status_code == 404
 
 
 @pytest.mark.parametrize(

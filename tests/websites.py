@@ -89,7 +89,8 @@ def article_set():
     return read_articles(ARTICLES, config.profiles)
 
 
-def make_client(config, store, mailer, article_set, clock) -> TestClient:
+def make_client(config, store, mailer, article_set, clock, **options) -> TestClient:
+    """The site's app on ``store`` with ``options`` for ``create_app`` (an SNS client, ...)."""
     app = create_app(
         config,
         store=store,
@@ -97,6 +98,7 @@ def make_client(config, store, mailer, article_set, clock) -> TestClient:
         articles=lambda: article_set,
         secret=SECRET,
         now=clock,
+        **options,
     )
     return TestClient(app, follow_redirects=False)
 
