@@ -581,6 +581,11 @@ def assert_summary_agrees(config: Config, text: str) -> None:
     assert index is None or [(t.audience, t.label, ()) for t in light.takeaways] == [
         (t.audience, t.label, t.bullets) for t in index.takeaways
     ]
+    # A check's reading (the body read for its problems, no blocks kept) says all the full
+    # reading says.
+    checked, checked_found = parse_article(text.encode(), "a.txt", config.profiles, blocks=False)
+    assert checked_found == full_found
+    assert checked == (full and dataclasses.replace(full, blocks=()))
     assert light_found == [
         d
         for d in full_found
@@ -612,6 +617,8 @@ def assert_summary_agrees(config: Config, text: str) -> None:
         seed("en").replace("\nKey takeaways\n", "\nKey" + " " * 90 + "\ntakeaways\n" + STRAY),
         seed("en").replace("Updated December 11, 2025", "Updated 31 Februari 2025"),
         seed("de").replace("\n\n", "\r\n\r\n"),
+        # Footnote marks no reference answers, in a paragraph of several lines:
+        seed("en").replace("training throughput.", "training\n  throughput.¹²  \n³⁴ and"),
         "\n\n" + seed("de"),
         seed("en") + "\n\n   \n",
     ],
@@ -668,6 +675,22 @@ def test_a_reference_is_recognised_as_written_as_on_its_first_line(raw: str) -> 
     full reading, which parses each first line."""
     as_written = reader_parse._REF_HEAD.match(raw) is not None
     assert as_written == (reader_parse._reference(reader_parse._first_row(raw)) is not None)
+
+
+@settings(max_examples=500, deadline=None)
+@example(text="¹⁰ x ⁰ ²¹")
+@given(
+    text=st.text(
+        alphabet=st.sampled_from(list(reader_parse.SUPERSCRIPTS + "x \n\u00a0«¹"))
+        | st.characters(codec="utf-8"),
+        max_size=40,
+    )
+)
+def test_a_check_finds_the_runs_of_marks_the_full_reading_finds(text: str) -> None:
+    """The check looks for footnote marks in the body's bytes; it must find the runs the full
+    reading's regex finds in its text, no more and no fewer."""
+    expected = {run.encode() for run in reader_parse._MARKS.findall(text)}
+    assert reader_parse._mark_runs(text.encode()) == expected
 
 
 @settings(

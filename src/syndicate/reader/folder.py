@@ -18,7 +18,7 @@ from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Se
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import closing
-from dataclasses import fields, replace
+from dataclasses import fields
 from multiprocessing.context import BaseContext
 from multiprocessing.reduction import ForkingPickler
 from operator import attrgetter, itemgetter
@@ -201,12 +201,14 @@ def _read_file(source: str, profiles: Mapping[str, LanguageProfile], keep: _Keep
     except OSError as exc:
         severity, message = _unreadable(exc)
         return None, [Diagnostic(source, None, severity, message)]
-    article, problems = parse_article(
-        data, source, profiles, body=keep["body"], bullets=keep["bullets"]
+    return parse_article(
+        data,
+        source,
+        profiles,
+        body=keep["body"],
+        bullets=keep["bullets"],
+        blocks=keep.get("blocks", True),
     )
-    if article is not None and not keep.get("blocks", True):
-        article = replace(article, blocks=())  # read for its problems, not kept
-    return article, problems
 
 
 # Parsing holds the interpreter, so one process reads on one core. A large set is read by one
