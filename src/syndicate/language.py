@@ -42,17 +42,14 @@ class LanguageModel:
     per call instead of the library's work over the full model."""
 
     def __init__(self, langs: tuple[str, ...], arrays: dict[str, Any]) -> None:
-        import numpy as np
-
         self.langs = langs
         # Views of the mapped files: they index at C speed and give ints, and only the pages
         # a sample's lookups touch are ever read into memory.
         self.nextmove = memoryview(arrays["nextmove"])
         self.rowbase = memoryview(arrays["rowbase"])
         self.output = memoryview(arrays["output"])
-        # Plain arrays over the same memory: a memory map's own indexing costs more per call.
-        self.weights = np.asarray(arrays["weights"])
-        self.priors = np.asarray(arrays["priors"])
+        self.weights = arrays["weights"]
+        self.priors = arrays["priors"]
 
     @classmethod
     def load(cls, langs: tuple[str, ...], folder: Path | None = None) -> LanguageModel:
