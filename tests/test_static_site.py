@@ -19,7 +19,7 @@ import sys
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import date, timedelta
+from datetime import UTC, date, datetime, timedelta
 from functools import partial
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -62,13 +62,15 @@ class Built:
     articles: ArticleSet
     out: Path
     server: http.server.ThreadingHTTPServer
+    now: datetime
+    """When the site is built and served: after the second send."""
 
     @property
     def base(self) -> str:
         return self.config.site.base_url
 
     def write(self, out: Path | None = None) -> Path:
-        write_site(self.config, out or self.out, self.articles, self.store)
+        write_site(self.config, out or self.out, self.articles, self.store, now=self.now)
         return out or self.out
 
     def serve_client(self) -> TestClient:
@@ -78,7 +80,7 @@ class Built:
             send_message=lambda message: None,
             articles=lambda: self.articles,
             secret=SECRET,
-            now=lambda: NOW,
+            now=lambda: self.now,
         )
         return TestClient(app, follow_redirects=False)
 
@@ -123,7 +125,7 @@ def built(tmp_path: Path, database_url: str, smtp_server) -> Iterator[Built]:
         build_feeds(config, folder, now=later, store=store)
         send_digests(config, later, mailer=mailer(smtp_port), store=store)
         articles = read_articles(folder, config.profiles)
-        site = Built(config, store, articles, out, server)
+        site = Built(config, store, articles, out, server, later)
         site.write()
         thread.start()
         yield site
@@ -401,3 +403,39 @@ def test_a_build_killed_midway_leaves_a_folder_the_next_build_removes(built: Bui
 def _file(built: Built, url: str) -> Path:
     path = urlsplit(url).path.lstrip("/")
     return built.out / (path + "index.html" if path.endswith("/") or not path else path)
+
+
+def test_an_article_dated_ahead_is_on_no_page_until_its_time(
+    tmp_path: Path, database_url: str
+) -> None:
+    """The feeds hold back an article whose date line is still ahead; the site and ``serve``
+    hold it back too, its page, the indexes and the sitemap alike, and show it once due."""
+    config = site_config(tmp_path, "https://news.example.org", database_url)
+    folder = write_articles(tmp_path / "articles", 2, newest=date(2025, 12, 16), slug="soon")
+    articles = read_articles(folder, config.profiles)
+    early = datetime(2025, 12, 15, 12, tzinfo=UTC)  # "soon-0" is dated the 16th
+    page = urlsplit(routes.article_url(config, "en", "soon-0")).path
+    store = open_store(config.database_url)
+    try:
+        for name, now in (("early", early), ("due", early + timedelta(days=1))):
+            write_site(config, tmp_path / name, articles, store, tmp_path / "feeds", now=now)
+            client = TestClient(
+                create_app(
+                    config,
+                    store=store,
+                    send_message=lambda message: None,
+                    articles=lambda: articles,
+                    secret=SECRET,
+                    now=lambda now=now: now,
+                )
+            )
+            assert client.get(page).status_code == (404 if name == "early" else 200)
+            assert ("soon-0" in client.get("/en/").text) is (name == "due")
+            assert ("soon-0" in client.get(routes.SITEMAP).text) is (name == "due")
+    finally:
+        store.close()
+    early_site, due_site = tree(tmp_path / "early"), tree(tmp_path / "due")
+    assert not any(b"soon-0" in data or "soon-0" in name for name, data in early_site.items())
+    assert any("soon-1" in name for name in early_site)
+    assert page.lstrip("/") + "index.html" in due_site or page.lstrip("/") in due_site
+    assert b"soon-0" in due_site["sitemap.xml"]

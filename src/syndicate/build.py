@@ -118,22 +118,6 @@ def _problems(found: list[dict]) -> tuple[Diagnostic, ...]:
     )
 
 
-def _due(
-    config: Config, found: ArticleSet, now: datetime | None
-) -> tuple[ArticleSet, datetime | None]:
-    """The articles whose date line has come (all without ``now``), and the next one's time.
-    Each day is made an instant once: a set has far fewer days than articles."""
-    from . import feeds
-
-    if now is None:
-        return found, None
-    held = {day for day in {a.updated for a in found} if feeds.updated_at(config, day) > now}
-    if not held:
-        return found, None
-    due = tuple(a for a in found if a.updated not in held)
-    return ArticleSet(due, found.problems), feeds.updated_at(config, min(held))
-
-
 def build_feeds(
     config: Config,
     articles_dir: Path | None = None,
@@ -325,7 +309,7 @@ def _stage(
         found, read, table = _read_and_index(config, inputs, out / INDEX, index_file, fresh)
         if inputs.scanned:
             found = ArticleSet(found.articles, (*inputs.scanned, *found.problems))
-        found, next_due = _due(config, found, now)
+        found, next_due = feeds.due_articles(config, found, now)
         plans = [
             feeds.language_plan(config, found, lang) for lang in feeds.feed_languages(config, found)
         ]

@@ -192,6 +192,21 @@ def updated_at(config: Config, day: date) -> datetime:
     return _instant(day, config.site.publish_time, config.site.timezone)
 
 
+def due_articles(
+    config: Config, found: ArticleSet, now: datetime | None
+) -> tuple[ArticleSet, datetime | None]:
+    """The articles whose date line has come (all without ``now``), and when the next one
+    held back falls due: what every public path (feeds, pages, sitemap) shows. Each day is
+    made an instant once: a set has far fewer days than articles."""
+    if now is None:
+        return found, None
+    held = {day for day in {a.updated for a in found} if updated_at(config, day) > now}
+    if not held:
+        return found, None
+    due = tuple(a for a in found if a.updated not in held)
+    return ArticleSet(due, found.problems), updated_at(config, min(held))
+
+
 @lru_cache(maxsize=8192)
 def _instant(day: date, at: time, zone: str) -> datetime:
     """Made once per day: a set has far fewer days than articles (translations share one)."""

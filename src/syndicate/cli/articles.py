@@ -274,11 +274,12 @@ def build(config: Config, articles: Path | None, out: Path | None, site: Path | 
         from ..web.static import build_site, check_replaceable
 
         check_replaceable(config, site)  # before any work: a mistyped folder is refused
+    now = wall_clock()
     with owned_process():
-        report = build_feeds(config, articles, out, now=wall_clock(), notify=HubNotifier())
+        report = build_feeds(config, articles, out, now=now, notify=HubNotifier())
     print_feed_report(report)
     if site is not None:
-        written = build_site(config, site, article_folder(config, articles), report.out)
+        written = build_site(config, site, article_folder(config, articles), report.out, now)
         click.echo(f"site in {written.out}: {written.pages} pages, {written.files} files")
     sys.exit(1 if report.has_errors else 0)
 

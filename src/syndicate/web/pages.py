@@ -15,6 +15,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
 
+from ..feeds import due_articles
 from .context import WebContext, context_of
 from .feeds import accepts_gzip
 from .public import (
@@ -62,7 +63,8 @@ def content_of(request: Request) -> SiteContent:
         ctx = context_of(request)
         found = SiteContent(
             config=ctx.config,
-            articles=ctx.articles(),
+            # An article dated ahead is held back here as in the feeds.
+            articles=due_articles(ctx.config, ctx.articles(), ctx.now())[0],
             issues=ctx.issues,
             issue_times=ctx.store.issues.issue_times,
             zone=ctx.zone,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from datetime import date
+from datetime import date, datetime
 from functools import partial
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -23,6 +23,7 @@ from jinja2 import TemplateError
 from .. import routes
 from ..config import Config
 from ..errors import OutputError, RenderError, UsageError, describe
+from ..feeds import due_articles
 from ..files import swapped_folder, write_new
 from ..i18n import template_roots
 from ..model import ArticleSet
@@ -210,14 +211,21 @@ class SiteReport:
 
 
 def write_site(
-    config: Config, out: Path, articles: ArticleSet, store: Store, feeds: Path | None = None
+    config: Config,
+    out: Path,
+    articles: ArticleSet,
+    store: Store,
+    feeds: Path | None = None,
+    *,
+    now: datetime | None = None,
 ) -> SiteReport:
     """Write the whole site into ``out`` in one step (``files.swapped_folder``): a server
     reading ``out`` sees the previous site or this one, and a build that fails leaves the
-    previous one whole. ``feeds``: the folder ``syndicate build`` wrote (feeds.out)."""
+    previous one whole. ``feeds``: the folder ``syndicate build`` wrote (feeds.out). With
+    ``now``, an article dated ahead is held back, as the feeds hold it."""
     content = SiteContent(
         config=config,
-        articles=articles,
+        articles=due_articles(config, articles, now)[0],
         issues=config.path(config.web.issues),
         issue_times=store.issues.issue_times,
         zone=ZoneInfo(config.site.timezone),
@@ -254,15 +262,17 @@ def check_replaceable(config: Config, out: Path) -> None:
         raise UsageError(f"{out}: not replaced by the site: {reason}; name a new or empty folder")
 
 
-def build_site(config: Config, out: Path, folder: Path, feeds: Path) -> SiteReport:
-    """``build --site``: the article set of ``folder`` read as ``serve`` reads it, the sent
-    issues dated by the configured state database, and the feeds built into ``feeds``,
-    written into ``out``."""
+def build_site(
+    config: Config, out: Path, folder: Path, feeds: Path, now: datetime | None = None
+) -> SiteReport:
+    """``build --site``: the article set of ``folder`` read as ``serve`` reads it (the
+    articles due at ``now``), the sent issues dated by the configured state database, and the
+    feeds built into ``feeds``, written into ``out``."""
     limit = config.site.max_article_bytes
     articles = read_articles(folder, config.profiles, max_bytes=limit)
     with database_errors(config.database_url, "site unchanged: "):
         store = open_store(config.database_url)
         try:
-            return write_site(config, out, articles, store, feeds)
+            return write_site(config, out, articles, store, feeds, now=now)
         finally:
             store.close()
