@@ -572,6 +572,26 @@ def test_a_revised_text_remakes_only_the_documents_that_show_it(
     assert outputs(out) == outputs(build_feeds(config, folder, tmp_path / "fresh-moved").out)
 
 
+def test_a_manifest_whose_revision_line_is_damaged_builds_as_a_whole(tmp_path: Path) -> None:
+    """The manifest's first line tells whether anything changed; its second (the plan and the
+    index table) is decoded only for a revision. Missing (an older manifest) or damaged, the
+    changed set is built as a whole, as a build from scratch builds it."""
+    folder = tmp_path / "articles"
+    write_set(folder, 3)
+    config = make_config(tmp_path, max_entries=2, archive_entries=2)
+    out = build_feeds(config, folder).out
+    path = folder / "en-002.txt"
+    for number, damage in enumerate([b"", b'\n{"plan": [', b"\n[]"]):
+        head = (out / MANIFEST).read_bytes().partition(b"\n")[0]
+        (out / MANIFEST).write_bytes(head + damage)
+        assert build_feeds(config, folder).skipped  # the first line alone says nothing changed
+        path.write_text(path.read_text("utf-8").replace("Trainium3", f"Trainium {number}", 1))
+        assert not build_feeds(config, folder).skipped
+        fresh = build_feeds(config, folder, tmp_path / f"fresh-{number}").out
+        assert outputs(out) == outputs(fresh)
+        assert build_feeds(config, folder).skipped
+
+
 def test_a_rebuild_reads_only_the_files_that_changed(
     tmp_path: Path, articles_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -43,7 +43,7 @@ if TYPE_CHECKING:
 # imported where a build gets that far: a rebuild with nothing changed needs none of them.
 
 MANIFEST = ".manifest.json"
-LAYOUT = 1
+LAYOUT = 2
 """The form of the manifest's plan and index table: a revision in place trusts only its own."""
 INDEX = ".index.json"  # the last build's reading of each article file, for the next build
 
@@ -152,14 +152,10 @@ def build_feeds(
     }
     told = {hub: len(topics) - len(left.get(hub, ())) for hub, topics in report.unannounced.items()}
     if left != report.unannounced:
-        manifest_path = report.out / MANIFEST
-        try:
-            manifest = json.loads(manifest_path.read_text("utf-8"))
-        except (OSError, ValueError):  # gone meanwhile: the next build rebuilds and tells again
-            manifest = None
-        if isinstance(manifest, dict):
+        manifest, revision = _manifest(report.out / MANIFEST)
+        if manifest:  # else gone meanwhile: the next build rebuilds and tells again
             manifest["unannounced"] = left
-            write_atomic(manifest_path, json.dumps(manifest, separators=(",", ":")).encode())
+            _write_manifest(report.out / MANIFEST, manifest, revision)
     return dataclasses.replace(report, announced=told, unannounced=left)
 
 
@@ -219,10 +215,7 @@ def _build_feeds(
     out = out if out is not None else config.path(config.feeds.out)
     inputs = _walk(config, folder)
     fingerprint = _fingerprint(config, folder, gated=now is not None)
-    try:
-        previous = json.loads((out / MANIFEST).read_text("utf-8"))
-    except (OSError, ValueError):
-        previous = {}
+    previous, revision = _manifest(out / MANIFEST)
     if _up_to_date(previous, fingerprint, inputs.digest, out, now):
         return FeedReport(
             out,
@@ -238,6 +231,7 @@ def _build_feeds(
         if out.is_dir():
             sweep_leftovers(out)
         fresh: dict[str, str] = {}  # the files a revision read: not read again
+        previous |= _decoded(revision)
         staged = _revise(config, inputs, previous, fingerprint, staging, now, store, fresh)
         if staged is None:
             staged = _stage(config, inputs, staging, now, store, fresh)
@@ -419,7 +413,7 @@ def _commit(
         (out / name).unlink(missing_ok=True)
     # Recorded before any hub is told: a build killed meanwhile leaves them to the next.
     unannounced = _waiting(config, previous, feeds.hub_topics(config, written))
-    manifest = {
+    head = {
         "fingerprint": fingerprint,
         "inputs": inputs.digest,
         "scanned": _scanned(inputs),
@@ -432,11 +426,9 @@ def _commit(
             for p in staged.problems
         ],
         "layout": LAYOUT,
-        "plan": staged.plan,
-        "index": staged.table,
     }
-    # not indented: indenting would take the pure-Python encoder
-    write_atomic(out / MANIFEST, json.dumps(manifest, separators=(",", ":")).encode())
+    revision = _encoded({"plan": staged.plan, "index": staged.table})
+    _write_manifest(out / MANIFEST, head, revision)
     return FeedReport(
         out,
         staged.entries,
@@ -448,6 +440,40 @@ def _commit(
         unannounced=unannounced,
         read=staged.read,
     )
+
+
+# The manifest is two lines of JSON: what tells whether anything changed and what the build
+# made, then what a revision needs (the plan and the index table: megabytes for a large set),
+# which a build that finds nothing changed does not decode.
+
+
+def _manifest(path: Path) -> tuple[dict, bytes]:
+    """The last build's manifest (empty when there is none or it cannot be read) and its
+    second line, undecoded (``_decoded``)."""
+    try:
+        head, _, revision = path.read_bytes().partition(b"\n")
+        found = json.loads(head)
+    except (OSError, ValueError):
+        return {}, b""
+    return (found, revision) if isinstance(found, dict) else ({}, b"")
+
+
+def _decoded(revision: bytes) -> dict:
+    """The manifest's second line: its plan and index table; empty if it cannot be read."""
+    try:
+        found = json.loads(revision)
+    except ValueError:
+        return {}
+    return found if isinstance(found, dict) else {}
+
+
+def _encoded(value: dict) -> bytes:
+    # not indented (no newline in a line; indenting would take the pure-Python encoder)
+    return json.dumps(value, separators=(",", ":")).encode()
+
+
+def _write_manifest(path: Path, head: dict, revision: bytes) -> None:
+    write_atomic(path, _encoded(head) + b"\n" + revision)
 
 
 def _scanned(inputs: _Inputs) -> list[list[str]]:

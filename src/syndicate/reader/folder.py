@@ -73,7 +73,7 @@ def scan(
                 _scan_entries(entries, prefix, inside, found, folders, problems, max_bytes, listed)
         except OSError as exc:
             _note(problems, directory, _unreadable(exc, "cannot list the folder"))
-    found.sort()
+    found.sort(key=itemgetter(0))  # the keys are unique: comparing them alone is enough
     if problems is not None:  # in a stable order too, not the folder's
         problems[first_problem:] = sorted(problems[first_problem:], key=lambda p: p.file)
     return dict(zip(map(itemgetter(1), found), map(itemgetter(2), found), strict=True))
@@ -92,8 +92,11 @@ def _scan_entries(
     """One folder's entries for ``scan``: its files into ``found`` (sort key, path, stamp),
     its folders into ``folders``. A rebuild stats every file here: a regular file, as the
     folder's listing says (no system call), takes the short way."""
+    limit = max_bytes if max_bytes is not None else sys.maxsize
+    add = found.append
     for entry in entries:
-        if entry.name.startswith("."):
+        name = entry.name
+        if name[0] == ".":
             continue
         if listed is not None:
             listed(entry.path)
@@ -101,17 +104,20 @@ def _scan_entries(
             if entry.is_file(follow_symlinks=False):
                 st: os.stat_result | None = entry.stat(follow_symlinks=False)
             elif not entry.is_symlink() and entry.is_dir(follow_symlinks=False):
-                folders.append((entry.path, f"{prefix}{entry.name}\0"))
+                folders.append((entry.path, f"{prefix}{name}\0"))
                 continue
             else:
                 st = _regular_file(entry, inside, problems)
         except OSError as exc:
             _note(problems, entry.path, _unreadable(exc))
             continue
-        if st is not None and (max_bytes is None or st.st_size <= max_bytes):
-            found.append((prefix + entry.name, entry.path, (st.st_size, st.st_mtime_ns)))
-        elif st is not None:
-            _within(entry.path, st.st_size, max_bytes, problems)
+        if st is None:
+            continue
+        size = st.st_size
+        if size <= limit:
+            add((prefix + name, entry.path, (size, st.st_mtime_ns)))
+        else:
+            _within(entry.path, size, max_bytes, problems)
 
 
 def _regular_file(
