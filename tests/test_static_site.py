@@ -40,7 +40,7 @@ from syndicate.model import ArticleSet
 from syndicate.reader import read_articles
 from syndicate.sending.issuing import send_digests
 from syndicate.state import Store, open_store
-from syndicate.web import create_app
+from syndicate.web import create_app, static
 from syndicate.web.static import write_site
 from tests.conftest import ARTICLES, write_articles
 from tests.sending import mailer
@@ -202,6 +202,64 @@ def test_the_sitemap_validates_and_links_every_translation(built: Built) -> None
         assert (path + "index.html" if path.endswith("/") or not path else path) in files
     robots = (built.out / "robots.txt").read_text("utf-8")
     assert f"Sitemap: {base}/sitemap.xml" in robots.splitlines()
+
+
+def test_a_sitemap_too_large_for_one_file_is_an_index_a_crawler_follows(
+    built: Built, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past sitemaps.org's limits (here made 7 URLs a file), sitemap.xml is the index of
+    parts. A crawler's parser (ultimate-sitemap-parser) finds every page from robots.txt on;
+    each part validates, and serve answers each file with the bytes the site holds."""
+    from usp.tree import sitemap_tree_for_homepage
+
+    listed = set(sitemap_urls(built.out))
+    monkeypatch.setattr(static, "SITEMAP_MAX_URLS", 7)
+    files = tree(built.write())
+    parts = sorted(name for name in files if re.fullmatch(r"sitemap-\d+\.xml", name))
+    assert len(parts) == -(-len(listed) // 7) >= 2
+    index = lxml.etree.fromstring(files["sitemap.xml"])
+    assert index.tag == f"{SITEMAP}sitemapindex"
+    named = [loc.text for loc in index.iter(f"{SITEMAP}loc")]
+    assert named == [f"{built.base}/sitemap-{n}.xml" for n in range(1, len(parts) + 1)]
+    schema = lxml.etree.XMLSchema(lxml.etree.parse(str(SCHEMAS / "sitemap-hreflang.xsd")))
+    found: list[str] = []
+    for name in parts:
+        part = lxml.etree.fromstring(files[name])
+        assert schema.validate(part), schema.error_log
+        assert len(part) <= 7
+        found += [loc.text for loc in part.iter(f"{SITEMAP}loc")]
+    assert sorted(found) == sorted(listed)  # each page once, in one part
+
+    tree_found = sitemap_tree_for_homepage(built.base + "/", use_known_paths=False)
+    assert {page.url for page in tree_found.all_pages()} == listed
+
+    client = built.serve_client()
+    for name in ["sitemap.xml", *parts]:
+        assert client.get("/" + name).content == files[name], name
+    assert client.get(f"/sitemap-{len(parts) + 1}.xml").status_code == 404
+    assert client.get("/sitemap-0.xml").status_code == 404
+
+
+def test_sitemap_parts_keep_to_both_limits_of_the_protocol() -> None:
+    """50,000 URLs a file, and 50 MiB: pages with many long alternates reach the second
+    first. Every page is listed once, in order."""
+    base = "https://news.example.org"
+    pages = [static.Page(f"p{n}", bytes, static.Listed(f"{base}/{n}/")) for n in range(120_001)]
+    documents = static.sitemaps(pages, base)
+    sizes = [document.count(b"<url>") for document in documents[1:]]
+    assert sizes == [50_000, 50_000, 20_001] and b"<sitemapindex" in documents[0]
+    many = tuple((f"x{n}", f"{base}/{'a' * 4000}/{n}/") for n in range(12))  # ~50 KB a page
+    pages = [
+        static.Page(f"p{n}", bytes, static.Listed(f"{base}/{n}/", alternates=many))
+        for n in range(1_500)
+    ]
+    documents = static.sitemaps(pages, base)
+    assert len(documents) == 3 and all(
+        len(d) <= static.SITEMAP_MAX_BYTES and b"</urlset>" in d for d in documents[1:]
+    )
+    assert sum(d.count(b"<url>") for d in documents[1:]) == 1_500
+    one = static.sitemaps(pages[:10], base)
+    assert len(one) == 1 and one[0].startswith(b"<?xml") and one[0].count(b"<url>") == 10
 
 
 def test_two_builds_of_the_same_input_are_byte_identical(built: Built, tmp_path: Path) -> None:

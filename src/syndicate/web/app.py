@@ -61,6 +61,7 @@ def web_routes() -> list[Route]:
         Route(routes.ISSUES, pages.issue_list),
         Route(routes.ISSUE, pages.issue_page),
         Route(routes.SITEMAP, pages.sitemap_xml),
+        Route(routes.SITEMAP_PART.replace("{number}", "{number:int}"), pages.sitemap_xml),
         Route(routes.ROBOTS, pages.robots_txt),
         Route(routes.HOME, pages.index),
         Route(routes.HOME_PAGE.replace("{number}", "{number:int}"), pages.index_more),

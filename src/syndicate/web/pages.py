@@ -28,7 +28,7 @@ from .public import (
     render_page,
 )
 from .security import CSRF_COOKIE, ISSUE_HEADERS, PAGE_HEADERS, TOKEN_HEADERS, csrf_field
-from .static import robots, site_pages, sitemap
+from .static import robots, site_pages, sitemaps
 
 CONFIRM_DAYS = 7
 """How many days a confirmation link works (the notices and the mail say so)."""
@@ -199,9 +199,16 @@ def not_found(request: Request, exc: Exception) -> Response:
 
 
 def sitemap_xml(request: Request) -> Response:
-    """The sitemap ``build --site`` writes, of the pages as they are now."""
-    body = sitemap(site_pages(content_of(request)))
-    return Response(body, media_type="application/xml")
+    """The sitemap (or sitemap index) ``build --site`` writes, of the pages as they are now;
+    with a number, that part of a sitemap too large for one file."""
+    content = content_of(request)
+    documents = sitemaps(site_pages(content), content.config.site.base_url)
+    number = request.path_params.get("number")
+    if number is None:
+        return Response(documents[0], media_type="application/xml")
+    if not 1 <= number < len(documents):
+        raise HTTPException(404)
+    return Response(documents[number], media_type="application/xml")
 
 
 def robots_txt(request: Request) -> Response:

@@ -97,7 +97,8 @@ def site_files(content: SiteContent, feeds: Path) -> Iterator[tuple[str, bytes]]
     pages = site_pages(content)
     for page in pages:
         yield page.file, page.make()
-    yield routes.SITEMAP.lstrip("/"), sitemap(pages)
+    for number, document in enumerate(sitemaps(pages, content.config.site.base_url)):
+        yield sitemap_file(number), document
     yield routes.ROBOTS.lstrip("/"), robots(content)
     yield from _feed_files(feeds)
 
@@ -175,24 +176,61 @@ def _feed_files(feeds: Path) -> Iterator[tuple[str, bytes]]:
             yield f"{routes.FEEDS.strip('/')}/{relative.as_posix()}", path.read_bytes()
 
 
-def sitemap(pages: list[Page]) -> bytes:
-    """The sitemaps.org document of ``pages``, each listed page's translations as ``xhtml:link``
+SITEMAP_MAX_URLS = 50_000
+SITEMAP_MAX_BYTES = 50 * 1024 * 1024
+"""sitemaps.org's limits of one sitemap file. A site past either lists its pages in parts
+(``routes.SITEMAP_PART``), and ``sitemap.xml`` is the sitemap index naming them."""
+_URLSET_HEAD = (
+    '<?xml version="1.0" encoding="UTF-8"?>\n'
+    f'<urlset xmlns="{SITEMAP_NS}" xmlns:xhtml="{XHTML_NS}">\n'
+).encode()
+_URLSET_TAIL = b"</urlset>\n"
+
+
+def sitemaps(pages: list[Page], base_url: str) -> list[bytes]:
+    """The sitemap documents of ``pages``: one while they fit in one file, else the sitemap
+    index (``routes.SITEMAP``) and then each part (``routes.SITEMAP_PART``, from 1), each
+    within sitemaps.org's limits. Each listed page's translations are ``xhtml:link``
     alternates (itself among them, as search engines ask)."""
-    lines = [
-        '<?xml version="1.0" encoding="UTF-8"?>',
-        f'<urlset xmlns="{SITEMAP_NS}" xmlns:xhtml="{XHTML_NS}">',
-    ]
+    parts: list[bytes] = []
+    chunk: list[bytes] = []
+    size = len(_URLSET_HEAD) + len(_URLSET_TAIL)
     for page in (p.listed for p in pages if p.listed is not None):
-        lines.append(f"<url><loc>{escape(page.url)}</loc>")
-        if page.lastmod is not None:
-            lines.append(f"<lastmod>{page.lastmod.isoformat()}</lastmod>")
-        lines.extend(
-            f'<xhtml:link rel="alternate" hreflang={quoteattr(code)} href={quoteattr(href)}/>'
-            for code, href in page.alternates
-        )
-        lines.append("</url>")
-    lines.append("</urlset>")
-    return ("\n".join(lines) + "\n").encode()
+        entry = _sitemap_entry(page)
+        if chunk and (len(chunk) == SITEMAP_MAX_URLS or size + len(entry) > SITEMAP_MAX_BYTES):
+            parts.append(_URLSET_HEAD + b"".join(chunk) + _URLSET_TAIL)
+            chunk, size = [], len(_URLSET_HEAD) + len(_URLSET_TAIL)
+        chunk.append(entry)
+        size += len(entry)
+    parts.append(_URLSET_HEAD + b"".join(chunk) + _URLSET_TAIL)
+    if len(parts) == 1:
+        return parts
+    names = (routes.SITEMAP_PART.format(number=n) for n in range(1, len(parts) + 1))
+    index = [
+        '<?xml version="1.0" encoding="UTF-8"?>',
+        f'<sitemapindex xmlns="{SITEMAP_NS}">',
+        *(f"<sitemap><loc>{escape(base_url + name)}</loc></sitemap>" for name in names),
+        "</sitemapindex>",
+    ]
+    return [("\n".join(index) + "\n").encode(), *parts]
+
+
+def _sitemap_entry(page: Listed) -> bytes:
+    lines = [f"<url><loc>{escape(page.url)}</loc>"]
+    if page.lastmod is not None:
+        lines.append(f"<lastmod>{page.lastmod.isoformat()}</lastmod>")
+    lines.extend(
+        f'<xhtml:link rel="alternate" hreflang={quoteattr(code)} href={quoteattr(href)}/>'
+        for code, href in page.alternates
+    )
+    lines.append("</url>\n")
+    return "\n".join(lines).encode()
+
+
+def sitemap_file(number: int) -> str:
+    """Where the sitemap document ``number`` of ``sitemaps`` lies (0: the sitemap or index)."""
+    path = routes.SITEMAP_PART.format(number=number) if number else routes.SITEMAP
+    return path.lstrip("/")
 
 
 def robots(content: SiteContent) -> bytes:
