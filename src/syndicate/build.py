@@ -231,7 +231,8 @@ def _build_feeds(
         if out.is_dir():
             sweep_leftovers(out)
         fresh: dict[str, str] = {}  # the files a revision read: not read again
-        previous |= _decoded(revision)
+        if previous.get("fingerprint") == fingerprint:  # else no revision: built as a whole
+            previous |= _decoded(revision)
         staged = _revise(config, inputs, previous, fingerprint, staging, now, store, fresh)
         if staged is None:
             staged = _stage(config, inputs, staging, now, store, fresh)
