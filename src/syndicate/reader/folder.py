@@ -116,8 +116,9 @@ def _scan_entries(
         size = st.st_size
         if size <= limit:
             add((prefix + name, entry.path, (size, st.st_mtime_ns)))
-        else:
-            _within(entry.path, size, max_bytes, problems)
+        else:  # over max_bytes (no file is larger than sys.maxsize)
+            message = f"{size:,} bytes, over site.max_article_bytes ({limit:,}): not read"
+            _note(problems, entry.path, (Severity.ERROR, message))
 
 
 def _regular_file(
@@ -140,15 +141,6 @@ def _regular_file(
         _note(problems, entry.path, (Severity.WARNING, message))
         return None
     return st
-
-
-def _within(path: str, size: int, max_bytes: int | None, problems: list[Diagnostic] | None) -> bool:
-    """Whether a file of ``size`` bytes is to be read; a diagnostic when it is over the limit."""
-    if max_bytes is None or size <= max_bytes:
-        return True
-    message = f"{size:,} bytes, over site.max_article_bytes ({max_bytes:,}): not read"
-    _note(problems, path, (Severity.ERROR, message))
-    return False
 
 
 def _note(problems: list[Diagnostic] | None, path: str, problem: tuple[Severity, str]) -> None:
