@@ -987,9 +987,7 @@ def _blocks(
     blocks: list[Block] = []
     for para in paras:
         parts = split_marks(para.text)
-        for note in parts:
-            if isinstance(note, int) and note not in numbers:
-                warn.append((para.line, f"footnote mark {note} has no reference"))
+        _unanswered(parts, numbers, para.line, warn)
         kind = "heading" if _is_heading(para) else "paragraph"
         blocks.append(Block(kind, parts, para.line))
     return tuple(blocks)
@@ -1010,10 +1008,17 @@ def _unanswered_marks(
         return  # the usual case: every mark in the body is answered
     numbers = frozenset(r.number for r in references)
     for index in range(start, end):
-        for mark in _MARKS.finditer(raws[index - start]):
-            note = int(mark.group().translate(_SUPER_DIGIT))
-            if note not in numbers:
-                warn.append((paras.line(index), f"footnote mark {note} has no reference"))
+        _unanswered(split_marks(raws[index - start]), numbers, paras.line(index), warn)
+
+
+def _unanswered(
+    parts: tuple[str | int, ...], numbers: frozenset[int], line: int, warn: list[tuple[int, str]]
+) -> None:
+    """A warning for each footnote mark among a paragraph's ``split_marks`` parts that no
+    reference (``numbers``) answers."""
+    for note in parts:
+        if isinstance(note, int) and note not in numbers:
+            warn.append((line, f"footnote mark {note} has no reference"))
 
 
 _SUPER_2 = frozenset(c.encode() for c in SUPERSCRIPTS if len(c.encode()) == 2)  # ¹²³
