@@ -638,6 +638,14 @@ def test_a_rebuild_reads_only_the_files_that_changed(
     build_feeds(config, articles_dir)
     assert len(read) == len(list(articles_dir.iterdir()))
 
+    # A reader that reads differently (an upgrade) trusts no reading of the one before,
+    # though no file and no setting changed.
+    read.clear()
+    assert build_feeds(config, articles_dir).skipped
+    monkeypatch.setattr(reader, "reader_revision", lambda: "another reader")
+    report = build_feeds(config, articles_dir)
+    assert not report.skipped and len(read) == len(list(articles_dir.iterdir()))
+
     read.clear()
     other = make_config(tmp_path, hub="https://hub.example.org/")  # the key changes
     build_feeds(other, articles_dir)

@@ -73,8 +73,14 @@ class FeedReport:
 
 
 def _fingerprint(config: Config, folder: Path, *, gated: bool) -> str:
-    """Everything besides the article files that decides the output bytes."""
-    text = f"{__version__}\n{gated}\n{folder.resolve()}\n{config.model_dump_json()}"
+    """Everything besides the article files that decides the output bytes, the reader's own
+    code included: a reader that reads differently reads every file again."""
+    from .reader import reader_revision
+
+    text = (
+        f"{__version__}\n{reader_revision()}\n{gated}\n{folder.resolve()}\n"
+        f"{config.model_dump_json()}"
+    )
     return hashlib.sha256(text.encode()).hexdigest()
 
 

@@ -21,6 +21,8 @@ from typing import Any
 from .files import staged_folder
 
 _FILES = ("nextmove", "rowbase", "output", "weights", "priors")
+EVERY = ("every",)
+"""The languages argument that stands for every language the model knows."""
 
 
 def cache_folder() -> Path | None:
@@ -99,7 +101,7 @@ def _unpack(langs: tuple[str, ...]) -> tuple[tuple[str, ...], dict[str, Any]]:
     from py3langid.modelio import load_model
 
     ptc, pc, classes, nextmove, rows, output = load_model(MODEL_DIR / MODEL_FILE)
-    chosen = [index for index, lang in enumerate(classes) if lang in langs]
+    chosen = [index for index, lang in enumerate(classes) if lang in langs or langs == EVERY]
     arrays = {
         "nextmove": np.frombuffer(nextmove, dtype=np.int32),
         "rowbase": np.asarray(rows, dtype=np.int64) << 8,
@@ -131,6 +133,7 @@ def _model(langs: tuple[str, ...]) -> LanguageModel | None:
 
 
 def identify(text: str, langs: tuple[str, ...]) -> tuple[str, float] | None:
-    """The model's guess among ``langs`` (those it knows), or None if it cannot tell."""
+    """The model's guess among ``langs`` (those it knows; ``EVERY``: all of them), or None if
+    it cannot tell."""
     model = _model(tuple(sorted(langs)))
     return model.classify(text) if model is not None and text.strip() else None

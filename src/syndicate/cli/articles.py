@@ -22,7 +22,7 @@ from .shared import article_folder, articles_option, check_known, options, with_
 
 if TYPE_CHECKING:
     from ..build import FeedReport
-    from ..config import Config
+    from ..config import Config, LanguageProfile
 
 
 def load_articles(
@@ -92,13 +92,22 @@ def check(config: Config, articles: Path | None, as_json: bool, summary: bool) -
     more = (*settings, *catalog_problems(config), *private_file_problems(config))
     found = ArticleSet(found.articles, found.problems + more)
     waiting = digest_backlog(config, found)
+    languages = unpublished_languages(config, found)
     if as_json:
-        click.echo(json.dumps(check_report(found), ensure_ascii=False, indent=2))
+        report = check_report(found)
+        report["unpublished_languages"] = {
+            lang: {"file": file, "profile": profile.model_dump(exclude_defaults=True)}
+            for lang, (file, profile) in languages.items()
+        }
+        click.echo(json.dumps(report, ensure_ascii=False, indent=2))
     elif summary:
         print_problems(found)
         click.echo(summary_line(found))
     else:
         print_summary(found, config)
+    if not as_json:
+        for lang, (file, profile) in languages.items():
+            click.echo(f"\n{publishing_advice(config, lang, file, profile)}", err=True)
     for key, n, readers in waiting:
         line = f"{key}: {n} article(s) wait for the next digest ({readers} reader(s))"
         click.echo(line, err=True)
@@ -147,6 +156,62 @@ def private_file_problems(config: Config) -> list[Diagnostic]:
             message = f"other users can read it ({what}): chmod 600 {shown}"
             problems.append(Diagnostic(shown, None, Severity.WARNING, message))
     return problems
+
+
+def unpublished_languages(
+    config: Config, found: ArticleSet
+) -> dict[str, tuple[str, LanguageProfile]]:
+    """Each language read but not published (``parse.UNPUBLISHED``), with the first file in
+    it and the profile that file's structure shows."""
+    from ..reader.parse import UNPUBLISHED, profile_of
+
+    languages: dict[str, tuple[str, LanguageProfile]] = {}
+    for problem in found.problems:
+        if not problem.message.startswith(UNPUBLISHED):
+            continue
+        try:
+            read = profile_of(Path(problem.file).read_bytes(), config.profiles)
+        except OSError:  # gone since: the next check tells
+            continue
+        if read is not None and read[0] not in languages:
+            languages[read[0]] = (problem.file, read[1])
+    return languages
+
+
+def publishing_advice(config: Config, lang: str, file: str, profile: LanguageProfile) -> str:
+    """How to publish ``lang``: the config lines, with the profile read from ``file`` unless
+    the language has one (built in, or a block of its own)."""
+    if lang in config.languages:
+        return f'To publish {profile.name} ({file}), add "{lang}" to site.languages.'
+    return (
+        f'To publish {profile.name} ({file}), add "{lang}" to site.languages, this block to '
+        f"config.toml and a catalog for its mails and pages (syndicate locale init {lang}). "
+        f"The block's words were read from where the article puts them: check each, and add "
+        f'audience_names and a description (docs/digests.md, "Adding a language").\n\n'
+        f"{profile_block(lang, profile)}"
+    )
+
+
+def profile_block(lang: str, profile: LanguageProfile) -> str:
+    """``profile`` as the ``[languages.<lang>]`` block of config.toml (TOML strings are JSON
+    strings), leaving out what it has no words for."""
+
+    def line(key: str, value: str | list[str]) -> str:
+        return f"{key} = {json.dumps(value, ensure_ascii=False)}"
+
+    lines = [f"[languages.{lang}]", line("name", profile.name)]
+    for key in ("date_line", "takeaways", "references", "seo"):
+        if getattr(profile, key):
+            lines.append(line(key, getattr(profile, key)))
+        elif key != "seo":  # needed: the article had no such heading to read it from
+            lines.append(f"# {key} = [...]  the article has no heading here: write yours")
+    fields = profile.seo_fields.model_dump(exclude_defaults=True)
+    if fields:
+        lines += ["", f"[languages.{lang}.seo_fields]"]
+        lines += [line(key, value) for key, value in fields.items()]
+    lines += ["", f"[languages.{lang}.audiences]"]
+    lines += [line(audience, labels) for audience, labels in profile.audiences.items()]
+    return "\n".join(lines)
 
 
 def check_report(found: ArticleSet) -> dict[str, Any]:

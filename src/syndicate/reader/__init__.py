@@ -7,7 +7,7 @@ file yields diagnostics and is skipped; it never stops the rest.
 """
 
 from .folder import PARALLEL_FROM, article_files, article_set, read_articles, read_index, scan
-from .index import decode_reading, encode_reading
+from .index import decode_reading, encode_reading, reader_revision
 from .parse import ArticleProblem, Reading, parse_article
 
 __all__ = [
@@ -21,5 +21,6 @@ __all__ = [
     "parse_article",
     "read_articles",
     "read_index",
+    "reader_revision",
     "scan",
 ]

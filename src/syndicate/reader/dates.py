@@ -58,6 +58,13 @@ _ISO_DATE = re.compile(r"(?<!\d)(\d{4})-(\d{2})-(\d{2})(?!\d)")
 
 def parse_date(text: str, lang: str) -> date | None:
     """The first date in ``text`` written the way ``lang`` writes dates (or ISO 8601), or None."""
+    found = find_date(text, lang)
+    return found[0] if found else None
+
+
+def find_date(text: str, lang: str) -> tuple[date, int] | None:
+    """``parse_date``'s date and where in ``text`` it starts: what comes before it is the
+    date line's words."""
     compiled = _date_patterns(lang)
     if compiled is not None:
         regexes, months = compiled
@@ -66,13 +73,13 @@ def parse_date(text: str, lang: str) -> date | None:
             if found:
                 try:
                     month = months[_fold(found["month"]).rstrip(".")]
-                    return date(int(found["year"]), month, int(found["day"]))
+                    return date(int(found["year"]), month, int(found["day"])), found.start()
                 except ValueError:
                     return None
     iso = _ISO_DATE.search(text)
     if iso:
         try:
-            return date(int(iso[1]), int(iso[2]), int(iso[3]))
+            return date(int(iso[1]), int(iso[2]), int(iso[3])), iso.start()
         except ValueError:
             return None
     return None

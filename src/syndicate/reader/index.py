@@ -10,10 +10,12 @@ it renders, so each field left out is memory saved per article.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sys
 from datetime import date
-from functools import lru_cache
+from functools import cache, lru_cache
+from importlib import resources
 
 from ..model import (
     Article,
@@ -64,6 +66,20 @@ def index_reading(reading: Reading) -> Reading:
         content_hash="",
     )
     return kept, problems
+
+
+@cache
+def reader_revision() -> str:
+    """A hash of the code that makes a reading (the parser, its dates, this codec), for the
+    feed build's index: readings kept from another revision are not trusted. Where the
+    sources are not installed, the package's version stands in (the build adds it anyway)."""
+    digest = hashlib.sha256()
+    for name in ("parse.py", "dates.py", "index.py"):
+        try:
+            digest.update(resources.files(__package__).joinpath(name).read_bytes())
+        except OSError:
+            return ""
+    return digest.hexdigest()
 
 
 def encode_reading(reading: Reading) -> str:

@@ -19,8 +19,10 @@ from datetime import date
 from functools import cache, lru_cache
 from typing import overload
 
-from ..config import LanguageProfile
-from ..language import identify
+from babel import Locale, UnknownLocaleError
+
+from ..config import LanguageProfile, SeoFields
+from ..language import EVERY, identify
 from ..model import (
     Article,
     Block,
@@ -30,7 +32,7 @@ from ..model import (
     Severity,
     Takeaways,
 )
-from .dates import parse_date
+from .dates import find_date, parse_date
 
 SUPERSCRIPTS = "⁰¹²³⁴⁵⁶⁷⁸⁹"
 _SUPER_DIGIT = str.maketrans(SUPERSCRIPTS, "0123456789")
@@ -56,6 +58,8 @@ TITLE_MAX = 300
 _LABEL_MAX = 80
 _LANGID_MIN_PROB = 0.9
 _LANGID_SAMPLE = 100
+UNPUBLISHED = "not published: written in"
+"""How the warning about an article in a language that is not published begins."""
 
 
 class ArticleProblem(Exception):
@@ -299,6 +303,8 @@ def _markers(profile: LanguageProfile) -> _Markers:
         seo_fields=seo,
         alt_slugs=tuple(_bare_label(a) for a in fields.alt_slugs),
     )
+    if len(_MARKERS) >= 64:  # profiles read from unconfigured articles come and go
+        _MARKERS.clear()
     _MARKERS[id(profile)] = (profile, made)
     return made
 
@@ -742,7 +748,27 @@ def parse_article(
         article = _parse(data, source, profiles, parts, warnings)
     except ArticleProblem as problem:
         return None, report(problem)
+    if article.lang not in profiles:
+        return None, [*report(), _unpublished(article)]
     return article, report()
+
+
+def _unpublished(article: Article) -> Diagnostic:
+    """What was read of an article in a language that is not published, and how to publish
+    it."""
+    from babel import Locale
+
+    name = Locale.parse(article.lang).get_display_name("en")
+    audiences = len(article.takeaways)
+    return Diagnostic(
+        article.source,
+        1,
+        Severity.WARNING,
+        f"{UNPUBLISHED} {name} ('{article.lang}'), which site.languages does not "
+        f"name; read as {article.title!r} of {article.updated.isoformat()}, "
+        f"{audiences} audience{'' if audiences == 1 else 's'}, slug {article.slug!r}. "
+        "`syndicate check` says how to publish it",
+    )
 
 
 def _parse(
@@ -757,7 +783,10 @@ def _parse(
     ``bullets``, ``blocks`` and ``second_opinion``."""
     body, bullets, keep_blocks, second_opinion = parts
     paras = _paragraphs(data, profiles, warn)
-    lang = detect_language(paras, profiles, warn, second_opinion=second_opinion)
+    try:
+        lang = detect_language(paras, profiles, warn, second_opinion=second_opinion)
+    except ArticleProblem as unknown:
+        lang, profiles = _unconfigured(paras, profiles, unknown)
     m = _markers(profiles[lang])
     updated, summary, body_start = _head(paras, lang, profiles[lang].date_line[0], m, warn)
     raws = paras.raws(body_start)
@@ -791,6 +820,18 @@ def _parse(
         seo=seo,
         content_hash=hashed,
     )
+
+
+def _unconfigured(
+    paras: Paragraphs, profiles: Mapping[str, LanguageProfile], unknown: ArticleProblem
+) -> tuple[str, Mapping[str, LanguageProfile]]:
+    """The language no profile matches, as the text reads, and the profiles with the one its
+    own structure shows (below). Raises ``unknown`` when either cannot be told."""
+    found = _read_unconfigured(paras, profiles)
+    if found is None:
+        raise unknown
+    lang, profile = found
+    return lang, {**profiles, lang: profile}
 
 
 def _paragraphs(
@@ -1063,3 +1104,248 @@ def _slugs(seo: Seo, title: Paragraph, hashed: str, warn: list[tuple[int, str]])
     alt_slugs = tuple(dict.fromkeys(a if _SLUG.fullmatch(a) else slugify(a) for a in seo.alt_slugs))
     alts = tuple(a for a in alt_slugs if a)
     return slug, Seo(seo.title, seo.description, seo.excerpt, seo.primary_slug, alts)
+
+
+# ---------------------------------------------------------------------------------------------
+# An article in a language no profile describes.
+#
+# An article in a language no profile describes: its words read from where the format puts them.
+#
+# The format places every part: the date line is the second paragraph, the takeaways are a run
+# of "<label>: - bullet - bullet" lines, the references a numbered list, the SEO tail labelled
+# lines with the slugs last. So a translation into a language nobody configured still shows,
+# by position alone, which words open each part; the audiences follow the order every language
+# version lists them in. What is read here is the profile a publisher would write for that
+# language: the reader parses the article with it, and ``syndicate check`` offers it as the
+# ``[languages.<code>]`` block that publishes the language.
+
+
+_INFER_SAMPLE = 1_000  # characters of prose the model reads: a short sample can mislead it
+_INFER_MIN_PROB = 0.9
+_TITLE_MAX = (
+    80  # an SEO title is short (search results show about 60 characters), a description not
+)
+_LABELLED = re.compile(r"(?P<label>[^:\n]{2,80}?)\s*(?:\([^)]*\))?\s*:\s*(?P<value>.*)")
+_HYPHENED_SLUG = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)+")
+_NUMBERED = re.compile(r"[^\w\s]*\s*\d+\s*$")  # "Alt 1", "Alt. 2": a numbered label's stem
+
+
+def profile_of(
+    data: bytes, known: Mapping[str, LanguageProfile]
+) -> tuple[str, LanguageProfile] | None:
+    """The language of a file's text and the profile its structure shows, if both can be
+    told; None for a language ``known`` holds."""
+    try:
+        return _read_unconfigured(_paragraphs(data, known, []), known)
+    except ArticleProblem:
+        return None
+
+
+def _read_unconfigured(
+    paras: Sequence[Paragraph], known: Mapping[str, LanguageProfile]
+) -> tuple[str, LanguageProfile] | None:
+    """The language ``paras`` read as and the profile they show, for a language ``known``
+    does not hold; None if either cannot be told."""
+    lang = _language_of(paras)
+    profile = _inferred_profile(paras, lang, known) if lang and lang not in known else None
+    return (lang, profile) if lang and profile else None
+
+
+def _language_of(paras: Sequence[Paragraph]) -> str | None:
+    """The language the article's prose reads as, among every language the model knows, if
+    the model is sure enough and Babel has the language's dates."""
+    prose = " ".join(p.text for p in paras[2:] if len(p.text) > 200)[:_INFER_SAMPLE]
+    guess = identify(prose or " ".join(p.text for p in paras), EVERY)
+    if guess is None or guess[1] < _INFER_MIN_PROB:
+        return None
+    try:
+        Locale.parse(guess[0])
+    except (UnknownLocaleError, ValueError):
+        return None
+    return guess[0]
+
+
+def _inferred_profile(
+    paras: Sequence[Paragraph], lang: str, known: Mapping[str, LanguageProfile]
+) -> LanguageProfile | None:
+    """The profile of ``lang`` that ``paras`` show, or None when they do not show the parts
+    the format needs (a date line with words before its date, and takeaways). ``known``: the
+    configured profiles, whose audiences (in their order) the takeaway lines are matched to."""
+    date_words = _inferred_date_words(paras, lang)
+    run = _audience_run(paras)
+    order = next((list(p.audiences) for p in known.values()), [])
+    if date_words is None or run is None or not order:
+        return None
+    first, end = run
+    labels = [_label(paras[i]) for i in range(first, end)]
+    audiences = _audiences(labels, order, known)
+    heading = _heading(paras[first - 1]) if first > 3 else None
+    references, numbered_end = _inferred_references(paras, end)
+    seo, fields = _inferred_seo(paras, numbered_end)
+    return LanguageProfile.model_construct(
+        name=_name(lang),
+        date_line=[date_words],
+        takeaways=[heading] if heading else [],
+        references=[references] if references else [],
+        seo=[seo] if seo else [],
+        seo_fields=fields,
+        audiences={audience: [label] for audience, label in audiences.items()},
+        audience_names={},
+        title="",
+        description="",
+    )
+
+
+def _name(lang: str) -> str:
+    name = Locale.parse(lang).get_display_name(lang) or lang
+    return name[:1].upper() + name[1:]
+
+
+def _inferred_date_words(paras: Sequence[Paragraph], lang: str) -> str | None:
+    """The words before the date on the date line (the second paragraph, or the third after
+    a subtitle)."""
+    for para in paras[1:3]:
+        found = find_date(para.text, lang)
+        if found is not None:
+            words = para.text[: found[1]].strip(" ,:;–—-")
+            return words or None
+    return None
+
+
+def _label(para: Paragraph) -> str:
+    return para.rows[0].partition(":")[0].strip(" *_")
+
+
+def _is_audience_line(para: Paragraph) -> bool:
+    """ "<label>: - bullet - bullet", or the label alone with a bullet on each line below."""
+    row = para.rows[0]
+    colon = row.find(":", 0, _LABEL_MAX + 1)
+    if colon < 2 or _bullet_marker(row) or _REF_HEAD.match(row):
+        return False
+    rest = row[colon + 1 :].strip()
+    if rest:
+        return _bullet_marker(rest) is not None and len(_bullets(rest, ())) >= 1
+    return len(para.rows) > 1 and _bullet_marker(para.rows[1]) is not None
+
+
+def _audience_run(paras: Sequence[Paragraph]) -> tuple[int, int] | None:
+    """The longest run of audience lines after the head (the last of equals), as (first, end)
+    paragraph indexes; None without a run of two."""
+    best: tuple[int, int] | None = None
+    index = 3
+    while index < len(paras):
+        if not _is_audience_line(paras[index]):
+            index += 1
+            continue
+        end = index
+        while end < len(paras) and _is_audience_line(paras[end]):
+            end += 1
+        if end - index >= 2 and (best is None or end - index >= best[1] - best[0]):
+            best = (index, end)
+        index = end
+    return best
+
+
+def _audiences(
+    labels: list[str], order: list[str], known: Mapping[str, LanguageProfile]
+) -> dict[str, str]:
+    """Each audience's label: by position where there is one line for each audience, else the
+    audience whose known labels (in any language) share most of its letter groups."""
+    if len(labels) == len(order):
+        return dict(zip(order, labels, strict=True))
+    found: dict[str, str] = {}
+    for label in labels:
+        scores = {
+            audience: max(_likeness(label, known_label) for known_label in known_labels)
+            for audience, known_labels in _labels_by_audience(known).items()
+            if audience not in found
+        }
+        if scores and max(scores.values()) >= 0.25:
+            found[max(scores, key=scores.__getitem__)] = label
+    return found
+
+
+def _labels_by_audience(known: Mapping[str, LanguageProfile]) -> dict[str, list[str]]:
+    labels: dict[str, list[str]] = {}
+    for profile in known.values():
+        for audience, written in profile.audiences.items():
+            labels.setdefault(audience, []).extend(written)
+    return labels
+
+
+def _likeness(one: str, other: str) -> float:
+    """Dice's coefficient of the two texts' letter trigrams: cognates score high
+    ("infraestructura", "infrastructure")."""
+    a, b = _trigrams(one), _trigrams(other)
+    return 2 * len(a & b) / (len(a) + len(b)) if a and b else 0.0
+
+
+def _trigrams(text: str) -> set[str]:
+    return {word[i : i + 3] for word in _fold(text).split() for i in range(len(word) - 2)}
+
+
+def _heading(para: Paragraph) -> str | None:
+    """``para`` as a section heading: one short line that is no labelled line."""
+    text = para.text.strip()
+    if len(para.rows) > 1 or not text or len(text) > _LABEL_MAX or ":" in text.rstrip(":"):
+        return None
+    return text.rstrip(":").strip() or None
+
+
+def _inferred_references(paras: Sequence[Paragraph], start: int) -> tuple[str | None, int]:
+    """The references' heading (the line before the first numbered paragraph from ``start``
+    on) and the index after the numbered paragraphs."""
+    first = next((i for i in range(start, len(paras)) if _REF_HEAD.match(paras[i].rows[0])), None)
+    if first is None:
+        return None, start
+    end = first
+    while end < len(paras) and _REF_HEAD.match(paras[end].rows[0]):
+        end += 1
+    return (_heading(paras[first - 1]) if first > start else None), end
+
+
+def _inferred_seo(paras: Sequence[Paragraph], start: int) -> tuple[str | None, SeoFields]:
+    """The SEO tail's heading and field labels, from the paragraphs from ``start`` on: the
+    slugs are the labelled slugs (the first primary, the rest alternatives), the excerpt names
+    Squarespace, and of the other SEO or meta fields a short one is the title, a long one the
+    description."""
+    heading = None
+    texts: list[tuple[str, str]] = []  # label, value
+    slugs: list[str] = []
+    for index in range(start, len(paras)):
+        para = paras[index]
+        if index == start and _heading(para):
+            heading = _heading(para)
+            continue
+        for row in para.rows:
+            found = _LABELLED.fullmatch(row.strip().lstrip("-–—•*·▪◦‣ "))
+            if found is None:
+                continue
+            value = found["value"].strip()
+            if _bullet_marker(value):
+                slugs += [label for item in _bullets(value, ()) if (label := _slug_label(item))]
+            elif _HYPHENED_SLUG.fullmatch(value):
+                slugs.append(found["label"].strip())
+            else:
+                texts.append((found["label"].strip(), value))
+    excerpt = [label for label, _ in texts if "squarespace" in label.casefold()]
+    seo = sorted((len(value), label) for label, value in texts if _names_seo(label))
+    alt = sorted({_NUMBERED.sub("", label).strip() or label for label in slugs[1:]})
+    fields = SeoFields.model_construct(
+        title=[label for size, label in seo if size <= _TITLE_MAX][:1],
+        description=[label for size, label in seo if size > _TITLE_MAX][-1:],
+        excerpt=excerpt[:1],
+        primary_slug=slugs[:1],
+        alt_slugs=alt,
+    )
+    return heading, fields
+
+
+def _names_seo(label: str) -> bool:
+    folded = label.casefold()
+    return "squarespace" not in folded and ("seo" in folded or "meta" in folded)
+
+
+def _slug_label(item: str) -> str | None:
+    label, sep, value = item.partition(":")
+    return label.strip() if sep and _HYPHENED_SLUG.fullmatch(value.strip()) else None

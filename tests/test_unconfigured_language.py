@@ -1,0 +1,188 @@
+"""An article in a language no profile describes: recognised from its text, read by where the
+format puts each part, left unpublished with a warning that says what was read, and published
+by the block ``syndicate check`` prints for it.
+
+The translations are the sample article in languages without a built-in profile (in
+``tests/data/unconfigured``) and the seeds and built-in languages read as if their profile were
+missing: each must read as the English original does (its date, slugs, audiences in order, each
+audience's bullets and the references its footnote marks point to)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tomllib
+from pathlib import Path
+
+import feedparser
+import pytest
+from click.testing import CliRunner
+
+from syndicate.build import build_feeds
+from syndicate.cli import main
+from syndicate.config import LanguageProfile, builtin_profiles, load_config, parse_config
+from syndicate.model import Article, Severity
+from syndicate.reader import parse_article, read_articles
+from syndicate.reader.parse import UNPUBLISHED, profile_of
+from tests.conftest import ARTICLES, DATA, ROOT, SEED_SLUG
+
+PROFILES = parse_config({}, root=ROOT, source="(test)", env={}).languages
+ENGLISH = next(p for p in ARTICLES.iterdir() if b"\n\nUpdated " in p.read_bytes())
+TRANSLATIONS = sorted((DATA / "unconfigured").glob("*.txt"))
+BUILT_IN = [*sorted(ARTICLES.glob("*.txt")), DATA / "articles" / "fr-trainium3.txt"]
+
+
+def read_unconfigured(path: Path, known: dict[str, LanguageProfile]) -> Article:
+    """The article as the reader reads it with the profile its structure shows."""
+    read = profile_of(path.read_bytes(), known)
+    assert read is not None, f"{path.name}: no language or structure recognised"
+    lang, profile = read
+    article, problems = parse_article(path.read_bytes(), str(path), {**known, lang: profile})
+    assert article is not None and article.lang == lang, problems
+    assert [p for p in problems if p.severity is Severity.ERROR] == []
+    return article
+
+
+def same_structure(article: Article, original: Article) -> None:
+    assert article.updated == original.updated
+    assert (article.slug, article.seo.primary_slug) == (original.slug, original.seo.primary_slug)
+    assert article.seo.alt_slugs  # a language may have slugs of its own
+    assert [t.audience for t in article.takeaways] == [t.audience for t in original.takeaways]
+    assert all(len(t.bullets) >= 2 for t in article.takeaways)
+    assert {r.number for r in article.references} <= {r.number for r in original.references}
+    assert article.summary and article.title
+    marks = {part for block in article.blocks for part in block.parts if isinstance(part, int)}
+    assert marks and marks <= {r.number for r in article.references}
+
+
+@pytest.mark.parametrize(
+    "path", [*TRANSLATIONS, DATA / "articles" / "es-trainium3.txt"], ids=lambda p: p.name
+)
+def test_a_translation_without_a_profile_reads_as_the_original(path: Path) -> None:
+    original, _ = parse_article(ENGLISH.read_bytes(), str(ENGLISH), PROFILES)
+    assert original is not None
+    known = {lang: PROFILES[lang] for lang in ("en", "nl", "de")}
+    article = read_unconfigured(path, known)
+    assert article.lang == path.name.split("-")[0]
+    same_structure(article, original)
+    # Each part's words are the file's own: none of them is English.
+    profile = profile_of(path.read_bytes(), known)[1]
+    english = PROFILES["en"]
+    assert profile.takeaways and profile.takeaways[0] not in english.takeaways
+    assert profile.references and profile.references[0] not in english.references
+    assert profile.date_line[0] not in english.date_line
+    assert set(profile.audiences) == set(english.audiences)
+
+
+@pytest.mark.parametrize("path", BUILT_IN, ids=lambda p: p.name)
+def test_a_built_in_language_read_without_its_profile_finds_the_profiles_words(path: Path) -> None:
+    """The seeds and the French sample, each read as if its language had no profile: the words
+    read from the file are those of its built-in profile, and the article is the same."""
+    data = path.read_bytes()
+    lang = next(lang for lang in PROFILES if parse_article(data, "x", {lang: PROFILES[lang]})[0])
+    others = {code: p for code, p in PROFILES.items() if code != lang}
+    inferred = read_unconfigured(path, others)
+    expected, _ = parse_article(data, str(path), PROFILES)
+    assert inferred == expected
+    found = profile_of(data, others)[1]
+    builtin = PROFILES[lang]
+    for part in ("date_line", "takeaways", "references", "seo"):
+        assert set(getattr(found, part)) <= set(getattr(builtin, part)), part
+    for audience, labels in found.audiences.items():
+        assert set(labels) <= set(builtin.audiences[audience])
+    fields = found.seo_fields.model_dump(exclude_defaults=True)
+    for field, labels in fields.items():
+        assert set(labels) <= set(getattr(builtin.seo_fields, field)), field
+
+
+def test_an_unpublished_language_is_left_out_with_what_was_read(tmp_path: Path) -> None:
+    folder = tmp_path / "articles"
+    shutil.copytree(ARTICLES, folder)
+    for path in TRANSLATIONS[:2]:
+        shutil.copy(path, folder)
+    found = read_articles(folder, {lang: PROFILES[lang] for lang in ("en", "nl", "de")})
+    assert sorted(a.lang for a in found) == ["de", "en", "nl"]
+    warned = [p for p in found.problems if p.message.startswith(UNPUBLISHED)]
+    assert len(warned) == 2 and not found.has_errors
+    for problem in warned:
+        assert problem.severity is Severity.WARNING
+        assert SEED_SLUG in problem.message and "5 audiences" in problem.message
+        assert "2025-12-11" in problem.message
+
+
+def test_text_no_structure_or_model_can_place_stays_an_unknown_language() -> None:
+    seed = ENGLISH.read_text("utf-8")
+    # The date line gone: the structure cannot be read, whatever the language.
+    headless = seed.replace("Updated December 11, 2025", "Zuletzt geändert", 1).encode()
+    article, problems = parse_article(headless, "x", {"nl": PROFILES["nl"]})
+    assert article is None
+    assert next(p.message for p in problems if p.severity is Severity.ERROR).startswith(
+        "unknown language"
+    )
+
+
+def run(*args: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(main, list(args))
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_the_block_check_prints_publishes_the_language(tmp_path: Path) -> None:
+    """The publisher's path: check names the language and prints its block; with the block
+    pasted and the code added to site.languages, the article is read with no warning and gets
+    its own feed, which feedparser reads in its language, linked to its translations."""
+    italian = next(p for p in TRANSLATIONS if p.name.startswith("it-"))
+    folder = tmp_path / "articles"
+    shutil.copytree(ARTICLES, folder)
+    shutil.copy(italian, folder)
+    bundled = (ROOT / "config.toml").read_text("utf-8")
+    config_path = tmp_path / "config.toml"
+    config_path.write_text(bundled, "utf-8")
+
+    code, stdout, stderr = run("check", "--config", str(config_path))
+    assert code == 0, stderr
+    assert f"{folder / italian.name}:1: warning: {UNPUBLISHED} Italian ('it')" in stderr
+    block = stderr[stderr.index("[languages.it]") :]
+    assert tomllib.loads(block)["languages"]["it"]["audiences"].keys() == set(
+        PROFILES["en"].audiences
+    )
+    code, stdout, _ = run("check", "--config", str(config_path), "--json")
+    report = json.loads(stdout)
+    assert report["unpublished_languages"]["it"]["file"] == str(folder / italian.name)
+    assert (
+        tomllib.loads(block)["languages"]["it"] == report["unpublished_languages"]["it"]["profile"]
+    )
+
+    published = bundled.replace(
+        'languages = ["en", "nl", "de"]', 'languages = ["en", "nl", "de", "it"]'
+    )
+    config_path.write_text(f"{published}\n{block}\n", "utf-8")
+    config = load_config(config_path, env={})
+    found = read_articles(folder, config.profiles)
+    assert not [p for p in found.problems if str(p.file).endswith(italian.name)]
+    article = found.get("it", SEED_SLUG)
+    assert article is not None
+    assert article == read_unconfigured(folder / italian.name, dict(PROFILES))
+
+    report = build_feeds(config, folder, tmp_path / "feeds")
+    assert "it.atom.xml" in report.written
+    feed = feedparser.parse((tmp_path / "feeds" / "it.atom.xml").read_bytes())
+    assert not feed.bozo and feed.feed.language == "it"
+    [entry] = feed.entries
+    assert entry.title == article.title
+    links = {(link.rel, link.get("hreflang")) for link in entry.links}
+    assert links == {("alternate", "it"), *(("related", lang) for lang in ("en", "nl", "de"))}
+    english = feedparser.parse((tmp_path / "feeds" / "en.atom.xml").read_bytes())
+    assert ("related", "it") in {
+        (link.rel, link.get("hreflang")) for link in english.entries[0].links
+    }
+
+
+def test_a_built_in_language_outside_site_languages_needs_only_its_code(tmp_path: Path) -> None:
+    folder = tmp_path / "articles"
+    shutil.copytree(ARTICLES, folder)
+    shutil.copy(DATA / "articles" / "fr-trainium3.txt", folder)
+    assert "fr" in builtin_profiles()
+    code, _, stderr = run("check", "--articles", str(folder), "--config", str(ROOT / "config.toml"))
+    assert code == 0, stderr
+    assert "warning: not published: written in French ('fr')" in stderr
+    assert 'add "fr" to site.languages.' in stderr and "\n[languages.fr]\n" not in stderr
