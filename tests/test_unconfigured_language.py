@@ -186,3 +186,24 @@ def test_a_built_in_language_outside_site_languages_needs_only_its_code(tmp_path
     assert code == 0, stderr
     assert "warning: not published: written in French ('fr')" in stderr
     assert 'add "fr" to site.languages.' in stderr and "\n[languages.fr]\n" not in stderr
+
+
+@pytest.mark.parametrize("path", TRANSLATIONS, ids=lambda p: p.name)
+@pytest.mark.parametrize("dropped", ["architects", "ecosystem"])
+def test_takeaways_for_fewer_audiences_keep_each_line_with_its_audience(
+    path: Path, dropped: str
+) -> None:
+    """Without one line for each audience, position alone cannot tell: the lines keep the
+    audiences' order, and their words' likeness to the known labels places them."""
+    known = {lang: PROFILES[lang] for lang in ("en", "nl", "de")}
+    whole = read_unconfigured(path, known)
+    line = next(t for t in whole.takeaways if t.audience == dropped)
+    text = path.read_text("utf-8")
+    start = text.index(f"\n\n{line.label}:") + 2
+    shorter = text[:start] + text[text.index("\n\n", start) + 2 :]
+    data = shorter.encode()
+    lang, profile = profile_of(data, known)
+    article, _ = parse_article(data, str(path), {**known, lang: profile})
+    assert article is not None
+    expected = [(t.audience, t.label) for t in whole.takeaways if t.audience != dropped]
+    assert [(t.audience, t.label) for t in article.takeaways] == expected

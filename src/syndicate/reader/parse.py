@@ -17,6 +17,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date
 from functools import cache, lru_cache
+from itertools import combinations
 from typing import overload
 
 from babel import Locale, UnknownLocaleError
@@ -1249,20 +1250,21 @@ def _audience_run(paras: Sequence[Paragraph]) -> tuple[int, int] | None:
 def _audiences(
     labels: list[str], order: list[str], known: Mapping[str, LanguageProfile]
 ) -> dict[str, str]:
-    """Each audience's label: by position where there is one line for each audience, else the
-    audience whose known labels (in any language) share most of its letter groups."""
-    if len(labels) == len(order):
-        return dict(zip(order, labels, strict=True))
-    found: dict[str, str] = {}
-    for label in labels:
-        scores = {
-            audience: max(_likeness(label, known_label) for known_label in known_labels)
-            for audience, known_labels in _labels_by_audience(known).items()
-            if audience not in found
-        }
-        if scores and max(scores.values()) >= 0.25:
-            found[max(scores, key=scores.__getitem__)] = label
-    return found
+    """Each audience's label. The lines keep the audiences' order: with one line for each,
+    position decides; with fewer, the audiences in order whose known labels (in any language)
+    share most letter groups with them, the first ones where nothing tells."""
+    if len(labels) >= len(order):
+        return dict(zip(order, labels, strict=False))
+    written = _labels_by_audience(known)
+    likeness = [
+        [max((_likeness(label, other) for other in written.get(a, ())), default=0.0) for a in order]
+        for label in labels
+    ]
+    chosen = max(
+        combinations(range(len(order)), len(labels)),
+        key=lambda places: sum(likeness[n][at] for n, at in enumerate(places)),
+    )
+    return {order[at]: label for at, label in zip(chosen, labels, strict=True)}
 
 
 def _labels_by_audience(known: Mapping[str, LanguageProfile]) -> dict[str, list[str]]:
