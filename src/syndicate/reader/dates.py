@@ -41,12 +41,17 @@ def _date_patterns(lang: str) -> tuple[tuple[re.Pattern[str], ...], dict[str, in
             r"'([^']*)'|(d+|M+|L+|y+)|([^'dMLy]+)", get_date_format(width, locale).pattern
         ):
             literal, part, other = token.groups()
-            if literal is not None:
-                out.append(r"\s*" + re.escape(literal) + r"\s*")
+            if literal is not None or (other and other.strip(" ,.")):
+                out.append(r"\s*" + re.escape((literal or other).strip()) + r"\s*")
             elif part:
-                out.append({"d": day, "M": month, "L": month, "y": year}[part[0]])
+                numeric = part[0] in "ML" and len(part) <= 2  # "2025年12月11日"
+                out.append(
+                    {"d": day, "M": month, "L": month, "y": year}[part[0]]
+                    if not numeric
+                    else r"(?P<month>\d{1,2})"
+                )
             else:
-                out.append(r"[\s,.]*" if other.strip(" ,.") == "" else re.escape(other.strip()))
+                out.append(r"[\s,.]*")
         patterns.append("".join(out))
     patterns += [rf"{day}\s+{month},?\s+{year}", rf"{month}\s+{day},?\s+{year}"]
     compiled = tuple(re.compile(rf"(?<!\w){p}(?!\w)", re.I) for p in dict.fromkeys(patterns))
@@ -71,8 +76,11 @@ def find_date(text: str, lang: str) -> tuple[date, int] | None:
         for regex in regexes:
             found = regex.search(text)
             if found:
+                written = found["month"]
                 try:
-                    month = months[_fold(found["month"]).rstrip(".")]
+                    month = (
+                        int(written) if written.isdigit() else months[_fold(written).rstrip(".")]
+                    )
                     return date(int(found["year"]), month, int(found["day"])), found.start()
                 except ValueError:
                     return None
