@@ -186,12 +186,23 @@ class _Inputs:
     folder: Path
     files: dict[str, tuple[int, int]]
     """Each file's path and (size, mtime_ns)."""
-    relative: dict[str, tuple[int, int]]
-    """The same, by path relative to the folder (what the manifest and the index record)."""
     scanned: list[Diagnostic]
     """What the walk left out, and why."""
     digest: str
     """All of it in one hash: the manifest's ``inputs``."""
+
+    def relative(self) -> dict[str, tuple[int, int]]:
+        """``files`` by path relative to the folder (what the manifest and the index record):
+        made when a build reads, not for a rebuild with nothing changed."""
+        return dict(zip(_names(self.folder, self.files), self.files.values(), strict=True))
+
+
+def _names(folder: Path, files: Iterable[str]) -> Iterator[str]:
+    """The paths of ``files`` relative to ``folder``, with "/" between their parts."""
+    prefix = len(os.path.join(str(folder), ""))
+    if os.sep == "/":
+        return (path[prefix:] for path in files)
+    return (path[prefix:].replace(os.sep, "/") for path in files)
 
 
 def _walk(config: Config, folder: Path) -> _Inputs:
@@ -200,14 +211,10 @@ def _walk(config: Config, folder: Path) -> _Inputs:
         raise UsageError(f"{folder}: article folder not found")
     scanned: list[Diagnostic] = []
     files = scan(folder, scanned, max_bytes=config.site.max_article_bytes)
-    prefix = len(os.path.join(str(folder), ""))
-    names = [path[prefix:] for path in files]
-    if os.sep != "/":
-        names = [name.replace(os.sep, "/") for name in names]
-    relative = dict(zip(names, files.values(), strict=True))
+    stamps = _stamps(zip(_names(folder, files), files.values(), strict=True))
     # What the walk left out counts as input too: a new dangling link is news.
-    digest = _inputs_hash(_stamps(relative.items()), [[p.file, p.message] for p in scanned])
-    return _Inputs(folder, files, relative, scanned, digest)
+    digest = _inputs_hash(stamps, [[p.file, p.message] for p in scanned])
+    return _Inputs(folder, files, scanned, digest)
 
 
 def _build_feeds(
@@ -513,7 +520,7 @@ def _read_and_index(
     the file has not changed (and how many files were read, and the new index's ``_Table``);
     ``new_index`` gets the new index as they come, each line let go once written."""
     key = _index_key(config, inputs)
-    relative = inputs.relative
+    relative = inputs.relative()
     paths = dict(zip(relative, inputs.files, strict=True))
     known = {**_known_readings(path, key, relative, paths), **fresh}
     found = read_index(list(inputs.files), config.profiles, known=known)
@@ -671,7 +678,7 @@ class _Table:
         if len(rows) != len(inputs.files):
             return None
         changed = []
-        for n, (relative, (size, mtime)) in enumerate(inputs.relative.items()):
+        for n, (relative, (size, mtime)) in enumerate(inputs.relative().items()):
             if not rows[n].startswith(f"{relative}\0{size}\0{mtime}\0"):  # its ``_stamps``
                 if rows[n].partition("\0")[0] != relative:
                     return None  # one file added and another removed
