@@ -573,15 +573,17 @@ def test_a_revised_text_remakes_only_the_documents_that_show_it(
 
 
 def test_a_manifest_whose_revision_line_is_damaged_builds_as_a_whole(tmp_path: Path) -> None:
-    """The manifest's first line tells whether anything changed; its second (the plan and the
-    index table) is decoded only for a revision. Missing (an older manifest) or damaged, the
+    """The manifest's first line tells whether anything changed; the others (the plan and the
+    index table) are decoded only for a revision. Missing (an older manifest) or damaged, the
     changed set is built as a whole, as a build from scratch builds it."""
     folder = tmp_path / "articles"
     write_set(folder, 3)
     config = make_config(tmp_path, max_entries=2, archive_entries=2)
     out = build_feeds(config, folder).out
     path = folder / "en-002.txt"
-    for number, damage in enumerate([b"", b'\n{"plan": [', b"\n[]"]):
+    plan = (out / MANIFEST).read_bytes().split(b"\n")[1]
+    damages = [b"", b'\n{"plan": [', b"\n[]", b"\n" + plan, b"\n" + plan + b"\n[]"]
+    for number, damage in enumerate(damages):
         head = (out / MANIFEST).read_bytes().partition(b"\n")[0]
         (out / MANIFEST).write_bytes(head + damage)
         assert build_feeds(config, folder).skipped  # the first line alone says nothing changed

@@ -43,7 +43,7 @@ if TYPE_CHECKING:
 # imported where a build gets that far: a rebuild with nothing changed needs none of them.
 
 MANIFEST = ".manifest.json"
-LAYOUT = 2
+LAYOUT = 3
 """The form of the manifest's plan and index table: a revision in place trusts only its own."""
 INDEX = ".index.json"  # the last build's reading of each article file, for the next build
 
@@ -281,12 +281,12 @@ def _up_to_date(
 @dataclass(frozen=True, slots=True)
 class _Staged:
     """What a build staged: the entries per language, the problems, when the next held-back
-    article falls due, and the plan (``_plan_record``) the next build can revise."""
+    article falls due, and the plan (``_plan_record``, encoded) the next build can revise."""
 
     entries: dict[str, int]
     problems: tuple[Diagnostic, ...]
     next_due: datetime | None
-    plan: dict[str, dict]
+    plan: bytes
     read: int
     """How many article files were read (the rest came from the index)."""
     table: str
@@ -329,7 +329,7 @@ def _stage(
         _render(config, found, store, plans, staging, now, opml=True)
     entries = {lang: len(found.in_language(lang)) for lang in found.languages}
     record = _plan_record(plans, {path: n for n, path in enumerate(inputs.files)})
-    return _Staged(entries, found.problems, next_due, record, read, table)
+    return _Staged(entries, found.problems, next_due, _encoded(record), read, table)
 
 
 def _render(
@@ -441,8 +441,7 @@ def _commit(
         ],
         "layout": LAYOUT,
     }
-    revision = _encoded({"plan": staged.plan, "index": staged.table})
-    _write_manifest(out / MANIFEST, head, revision)
+    _write_manifest(out / MANIFEST, head, staged.plan + b"\n" + json.dumps(staged.table).encode())
     return FeedReport(
         out,
         staged.entries,
@@ -456,14 +455,15 @@ def _commit(
     )
 
 
-# The manifest is two lines of JSON: what tells whether anything changed and what the build
-# made, then what a revision needs (the plan and the index table: megabytes for a large set),
-# which a build that finds nothing changed does not decode.
+# The manifest is three lines of JSON: what tells whether anything changed and what the build
+# made, then what a revision needs, the plan and the index table (megabytes for a large set),
+# which a build that finds nothing changed does not decode. A revision that moves no article
+# writes the plan's line back as it was.
 
 
 def _manifest(path: Path) -> tuple[dict, bytes]:
     """The last build's manifest (empty when there is none or it cannot be read) and its
-    second line, undecoded (``_decoded``)."""
+    other lines, undecoded (``_decoded``)."""
     try:
         head, _, revision = path.read_bytes().partition(b"\n")
         found = json.loads(head)
@@ -473,12 +473,16 @@ def _manifest(path: Path) -> tuple[dict, bytes]:
 
 
 def _decoded(revision: bytes) -> dict:
-    """The manifest's second line: its plan and index table; empty if it cannot be read."""
+    """The manifest's plan and index table (and the plan's line as written: ``plan_line``);
+    empty if they cannot be read."""
+    plan_line, _, table_line = revision.partition(b"\n")
     try:
-        found = json.loads(revision)
+        plan, table = json.loads(plan_line), json.loads(table_line)
     except ValueError:
         return {}
-    return found if isinstance(found, dict) else {}
+    if not isinstance(plan, dict) or not isinstance(table, str):
+        return {}
+    return {"plan": plan, "index": table, "plan_line": plan_line}
 
 
 def _encoded(value: dict) -> bytes:
@@ -654,7 +658,8 @@ def _revise_with(
     problems = _problems(previous.get("problems", []))
     due = _when(previous.get("next_due"))
     rows = table.append(inputs, new)
-    return _Staged(previous.get("entries", {}), problems, due, previous["plan"], len(new), rows)
+    plan = previous["plan_line"]  # no article moved: the plan is the one the manifest has
+    return _Staged(previous.get("entries", {}), problems, due, plan, len(new), rows)
 
 
 class _Table:
@@ -678,9 +683,11 @@ class _Table:
         if len(rows) != len(inputs.files):
             return None
         changed = []
-        for n, (relative, (size, mtime)) in enumerate(inputs.relative().items()):
-            if not rows[n].startswith(f"{relative}\0{size}\0{mtime}\0"):  # its ``_stamps``
-                if rows[n].partition("\0")[0] != relative:
+        names = _names(inputs.folder, inputs.files)
+        stamps = _stamps(zip(names, inputs.files.values(), strict=True))
+        for n, (row, stamp) in enumerate(zip(rows, stamps, strict=True)):
+            if not row.startswith(stamp):
+                if row.partition("\0")[0] != stamp.partition("\0")[0]:
                     return None  # one file added and another removed
                 changed.append(n)
         try:
