@@ -45,8 +45,9 @@ Babel's locale data (0.03-0.1 s a language: made before the workers fork); re-ma
 reads the changed files and renders only the documents showing them, from the index lines
 the manifest locates, instead of decoding all 30,000 index lines, rendering every document
 and rewriting a 34 MB index; a rebuild with nothing changed is the walk (its stat calls are
-0.05-0.075 s of its 0.10) and the manifest's first line (its second, the plan and the index
-table a revision needs, is not decoded). The reading is what is left: 30,000 summary parses at
+0.05-0.075 s of its 0.10, a tenth less since each folder is listed through a descriptor) and
+the manifest's first line (the next two, the plan and the index table a revision needs, are
+not decoded; a revision writes the plan's line back as it was). The reading is what is left: 30,000 summary parses at
 ~105 us on two shared cores, against Hugo's multi-threaded Go.
 
 Where the memory goes (summed PSS of the build and its reader worker, n=10000 against

@@ -70,13 +70,15 @@ def index_reading(reading: Reading) -> Reading:
 
 @cache
 def reader_revision() -> str:
-    """A hash of the code that makes a reading (the parser, its dates, this codec), for the
-    feed build's index: readings kept from another revision are not trusted. Where the
-    sources are not installed, the package's version stands in (the build adds it anyway)."""
+    """A hash of the code that makes a reading (the parser, its dates, the language model's
+    use, this codec), for the feed build's index: readings kept from another revision are not
+    trusted. Where the sources are not installed, the package's version stands in (the build
+    adds it anyway)."""
     digest = hashlib.sha256()
-    for name in ("parse.py", "dates.py", "index.py"):
+    package = resources.files("syndicate")
+    for name in ("reader/parse.py", "reader/dates.py", "reader/index.py", "language.py"):
         try:
-            digest.update(resources.files(__package__).joinpath(name).read_bytes())
+            digest.update(package.joinpath(name).read_bytes())
         except OSError:
             return ""
     return digest.hexdigest()

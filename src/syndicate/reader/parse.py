@@ -4,7 +4,8 @@ A broken file yields diagnostics, never an exception. The format: paragraphs sep
 blank lines. Title; date line; update summary; body (single-line headings and paragraphs with
 superscript footnote marks); the key-takeaways section ("<audience label>: - bullet - bullet",
 or one bullet a line); numbered references; an optional SEO tail. Which words mark each part
-is per-language data (``LanguageProfile``), never code.
+is per-language data (``LanguageProfile``), never code; for a language no profile describes,
+they are read from where the format puts them (the end of this module).
 """
 
 from __future__ import annotations
@@ -757,8 +758,6 @@ def parse_article(
 def _unpublished(article: Article) -> Diagnostic:
     """What was read of an article in a language that is not published, and how to publish
     it."""
-    from babel import Locale
-
     name = Locale.parse(article.lang).get_display_name("en")
     audiences = len(article.takeaways)
     return Diagnostic(
@@ -1108,8 +1107,6 @@ def _slugs(seo: Seo, title: Paragraph, hashed: str, warn: list[tuple[int, str]])
 
 
 # ---------------------------------------------------------------------------------------------
-# An article in a language no profile describes.
-#
 # An article in a language no profile describes: its words read from where the format puts them.
 #
 # The format places every part: the date line is the second paragraph, the takeaways are a run
@@ -1123,9 +1120,8 @@ def _slugs(seo: Seo, title: Paragraph, hashed: str, warn: list[tuple[int, str]])
 
 _INFER_SAMPLE = 1_000  # characters of prose the model reads: a short sample can mislead it
 _INFER_MIN_PROB = 0.9
-_TITLE_MAX = (
-    80  # an SEO title is short (search results show about 60 characters), a description not
-)
+# An SEO title is short (search results show about 60 characters), a description is not.
+_SEO_TITLE_MAX = 80
 _LABELLED = re.compile(r"(?P<label>[^:\n]{2,80}?)\s*(?:\([^)]*\))?\s*:\s*(?P<value>.*)")
 _HYPHENED_SLUG = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)+")
 _NUMBERED = re.compile(r"[^\w\s]*\s*\d+\s*$")  # "Alt 1", "Alt. 2": a numbered label's stem
@@ -1218,7 +1214,8 @@ def _label(para: Paragraph) -> str:
 
 
 def _is_audience_line(para: Paragraph) -> bool:
-    """ "<label>: - bullet - bullet", or the label alone with a bullet on each line below."""
+    """Whether ``para`` is a takeaways line: a label, a colon and inline bullets, or the
+    label alone with a bullet on each line below."""
     row = para.rows[0]
     colon = row.find(":", 0, _LABEL_MAX + 1)
     if colon < 2 or _bullet_marker(row) or _REF_HEAD.match(row):
@@ -1334,8 +1331,8 @@ def _inferred_seo(paras: Sequence[Paragraph], start: int) -> tuple[str | None, S
     seo = sorted((len(value), label) for label, value in texts if _names_seo(label))
     alt = sorted({_NUMBERED.sub("", label).strip() or label for label in slugs[1:]})
     fields = SeoFields.model_construct(
-        title=[label for size, label in seo if size <= _TITLE_MAX][:1],
-        description=[label for size, label in seo if size > _TITLE_MAX][-1:],
+        title=[label for size, label in seo if size <= _SEO_TITLE_MAX][:1],
+        description=[label for size, label in seo if size > _SEO_TITLE_MAX][-1:],
         excerpt=excerpt[:1],
         primary_slug=slugs[:1],
         alt_slugs=alt,
