@@ -186,6 +186,9 @@ class _Inputs:
     folder: Path
     files: dict[str, tuple[int, int]]
     """Each file's path and (size, mtime_ns)."""
+    stamps: list[str]
+    """Each file's ``_stamps``, in the same order: the inputs' hash and the index table's rows
+    are made of them."""
     scanned: list[Diagnostic]
     """What the walk left out, and why."""
     digest: str
@@ -211,10 +214,10 @@ def _walk(config: Config, folder: Path) -> _Inputs:
         raise UsageError(f"{folder}: article folder not found")
     scanned: list[Diagnostic] = []
     files = scan(folder, scanned, max_bytes=config.site.max_article_bytes)
-    stamps = _stamps(zip(_names(folder, files), files.values(), strict=True))
+    stamps = list(_stamps(zip(_names(folder, files), files.values(), strict=True)))
     # What the walk left out counts as input too: a new dangling link is news.
     digest = _inputs_hash(stamps, [[p.file, p.message] for p in scanned])
-    return _Inputs(folder, files, scanned, digest)
+    return _Inputs(folder, files, stamps, scanned, digest)
 
 
 def _build_feeds(
@@ -535,10 +538,11 @@ def _read_and_index(
 
     def readings() -> Iterator[Reading]:
         nonlocal at
-        for (name, stat), (_, reading, encoded) in zip(relative.items(), found, strict=True):
+        files = zip(relative.items(), inputs.stamps, found, strict=True)
+        for (name, stat), stamp, (_, reading, encoded) in files:
             line = f"{_index_head(name, stat)}\t{encoded}\n".encode()
             new_index.write(line)
-            rows.append(_Table.row(name, stat, at, len(line) - 1))
+            rows.append(_Table.row(stamp, at, len(line) - 1))
             at += len(line)
             yield reading
 
@@ -672,8 +676,9 @@ class _Table:
         self.path, self.rows, self.changed, self.handle = path, rows, changed, handle
 
     @staticmethod
-    def row(relative: str, stat: Sequence[int], offset: int, length: int) -> str:
-        return f"{relative}\0{stat[0]}\0{stat[1]}\0{offset}\0{length}"
+    def row(stamp: str, offset: int, length: int) -> str:
+        """A file's row: its ``_stamps``, then where its line is."""
+        return f"{stamp}{offset}\0{length}"
 
     @classmethod
     def of(cls, config: Config, inputs: _Inputs, path: Path, kept: object) -> _Table | None:
@@ -683,9 +688,7 @@ class _Table:
         if len(rows) != len(inputs.files):
             return None
         changed = []
-        names = _names(inputs.folder, inputs.files)
-        stamps = _stamps(zip(names, inputs.files.values(), strict=True))
-        for n, (row, stamp) in enumerate(zip(rows, stamps, strict=True)):
+        for n, (row, stamp) in enumerate(zip(rows, inputs.stamps, strict=True)):
             if not row.startswith(stamp):
                 if row.partition("\0")[0] != stamp.partition("\0")[0]:
                     return None  # one file added and another removed
@@ -722,7 +725,7 @@ class _Table:
                 relative = self.rows[n].partition("\0")[0]
                 line = f"{_index_head(relative, stats[n])}\t{reading}\n".encode()
                 handle.write(line)
-                self.rows[n] = self.row(relative, stats[n], at, len(line) - 1)
+                self.rows[n] = self.row(inputs.stamps[n], at, len(line) - 1)
                 at += len(line)
         return "\n".join(self.rows)
 
@@ -755,15 +758,17 @@ def _partial_plans(
     from . import feeds
 
     sources = list(inputs.files)
-    slugs = {lang: {slug: n for n, slug in kept["order"]} for lang, kept in record.items()}
     size = config.feeds.max_entries
     picked: list[tuple[str, list[int] | None, list[list[int] | None], list]] = []
     needed: dict[int, str] = {}  # a file's place in the walk -> its slug
     for lang, kept in record.items():
         order = kept["order"]
+        moved = {p for p, (n, _) in enumerate(order) if n in new}  # where the files read are
 
-        def pick(places: Sequence[int], order: list = order) -> list[int] | None:
-            if not any(order[p][0] in new for p in places):
+        def pick(
+            places: Sequence[int], order: list = order, moved: set = moved
+        ) -> list[int] | None:
+            if moved.isdisjoint(places):
                 return None
             needed.update(order[p] for p in places)
             return list(places)
@@ -771,10 +776,9 @@ def _partial_plans(
         current, pages = feeds.paginate(range(len(order)), size, config.feeds.archive_entries)
         audiences = [(a, pick(places)) for a, places in kept["audiences"].items()]
         picked.append((lang, pick(current), [pick(page) for page in pages], audiences))
-    for slug in list(needed.values()):
-        needed.update(
-            (n, slug) for by_slug in slugs.values() if (n := by_slug.get(slug)) is not None
-        )
+    wanted = set(needed.values())  # and their translations, in every language
+    for kept in record.values():
+        needed.update((n, slug) for n, slug in kept["order"] if slug in wanted)
     articles: dict[int, Article] = {}
     for n in needed:
         line = new.get(n) or table.line(n)
