@@ -47,8 +47,8 @@ the manifest locates, instead of decoding all 30,000 index lines, rendering ever
 and rewriting a 34 MB index; a rebuild with nothing changed is the walk (its stat calls are
 0.05-0.075 s of its 0.10, a tenth less since each folder is listed through a descriptor) and
 the manifest's first line (the next two, the plan and the index table a revision needs, are
-not decoded; a revision writes the plan's line back as it was). The reading is what is left: 30,000 summary parses at
-~105 us on two shared cores, against Hugo's multi-threaded Go.
+not decoded; a revision writes the plan's line back as it was). The reading is what is left:
+30,000 summary parses at ~105 us on two shared cores, against Hugo's multi-threaded Go.
 
 Where the memory goes (summed PSS of the build and its reader worker, n=10000 against
 n=30000, three runs each right after the other, loads of 1.1-1.5): 126 MiB and 238-239 MiB
