@@ -10,6 +10,7 @@ audience's bullets and the references its footnote marks point to)."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import tomllib
 from pathlib import Path
@@ -207,3 +208,37 @@ def test_takeaways_for_fewer_audiences_keep_each_line_with_its_audience(
     assert article is not None
     expected = [(t.audience, t.label) for t in whole.takeaways if t.audience != dropped]
     assert [(t.audience, t.label) for t in article.takeaways] == expected
+
+
+def _one_bullet_a_line(found: re.Match[str]) -> str:
+    bullets = [b.strip() for b in f" {found[2]}".split(" - ") if b.strip()]
+    return found[1] + ":\n" + "\n".join(f"- {b}" for b in bullets)
+
+
+VARIANTS = {
+    "bullets one a line": lambda t: re.sub(
+        r"^(Per [^:\n]+): (- .+)$", _one_bullet_a_line, t, flags=re.M
+    ),
+    "no takeaways heading": lambda t: t.replace("Punti chiave\n\n", ""),
+    "no references heading": lambda t: t.replace("Riferimenti\n\n", ""),
+    "no SEO heading": lambda t: t.replace("Elementi SEO\n\n", ""),
+    "Windows line ends": lambda t: t.replace("\n", "\r\n"),
+}
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_the_usual_variations_of_the_format_read_alike_without_a_profile(variant: str) -> None:
+    italian = DATA / "unconfigured" / "it-trainium3.txt"
+    known = {lang: PROFILES[lang] for lang in ("en", "nl", "de")}
+    whole = read_unconfigured(italian, known)
+    data = VARIANTS[variant](italian.read_text("utf-8")).encode()
+    assert data != italian.read_bytes()
+    lang, profile = profile_of(data, known)
+    article, problems = parse_article(data, str(italian), {**known, lang: profile})
+    assert article is not None and problems == []
+    assert article.takeaways == whole.takeaways
+    assert (article.references, article.seo, article.slug) == (
+        whole.references,
+        whole.seo,
+        whole.slug,
+    )
