@@ -32,6 +32,11 @@ from syndicate.reader.dates import find_date, parse_date
         ("Обновлено 11 декабря 2025 г.", "ru", "2025-12-11"),
         ("Zaktualizowano 11 grudnia 2025", "pl", "2025-12-11"),
         ("更新日 2025年13月11日", "ja", None),
+        # Wide letters run into the date with no space; other letters or digits may not.
+        ("更新日期：2025年12月11日", "zh", "2025-12-11"),
+        ("2025年12月11日更新", "ja", "2025-12-11"),
+        ("Updated December 11, 20251", "en", None),
+        ("Aktualisiert am 11. Dezember 2025x", "de", None),
     ],
 )
 def test_parse_date_uses_cldr_names(text: str, lang: str, expected: str | None) -> None:
@@ -39,12 +44,24 @@ def test_parse_date_uses_cldr_names(text: str, lang: str, expected: str | None) 
     assert (found.isoformat() if found else None) == expected
 
 
-def test_find_date_says_where_the_date_starts() -> None:
-    """What comes before the date is the date line's words (an unconfigured language's)."""
-    written = {"it": "Aggiornato in data 11 dicembre 2025", "ja": "更新日 2025年12月11日"}
+def test_find_date_says_where_the_date_starts_and_ends() -> None:
+    """What comes before the date (or after it) is the date line's words (an unconfigured
+    language's)."""
+    written = {
+        "it": "Aggiornato in data 11 dicembre 2025",
+        "ja": "更新日 2025年12月11日",
+        "zh": "2025年12月11日更新",
+        "ko": "2025년 12월 11일 업데이트",
+    }
     words = {}
     for lang, text in written.items():
         found = find_date(text, lang)
         assert found is not None
-        words[lang] = text[: found[1]].strip()
-    assert words == {"it": "Aggiornato in data", "ja": "更新日"}
+        _, start, end = found
+        words[lang] = (text[:start].strip(), text[end:].strip())
+    assert words == {
+        "it": ("Aggiornato in data", ""),
+        "ja": ("更新日", ""),
+        "zh": ("", "更新"),
+        "ko": ("", "업데이트"),
+    }

@@ -699,16 +699,23 @@ def test_a_check_finds_the_runs_of_marks_the_full_reading_finds(text: str) -> No
 @given(
     word=st.sampled_from(["Updated", "Bijgewerkt op", "Aktualisiert am", "Update", ""]),
     rest=st.text(alphabet=st.sampled_from(list("ab _:-.1 ")) | st.characters(), max_size=12),
+    tail=st.sampled_from(["", " updated", "2025年updated", "bijgewerkt op", "x am"]),
 )
 def test_date_lines_are_found_as_trying_every_profile_finds_them(
-    config: Config, word: str, rest: str
+    config: Config, word: str, rest: str, tail: str
 ) -> None:
-    """The date words are looked up by their first word; the answer is the plain search's."""
-    head = reader_parse._fold(f"{word}{rest}"[:80])
+    """The date words are looked up by their first word; the answer is the plain search's
+    (of words before the date, else after it)."""
+    head = reader_parse._fold(f"{word}{rest}{tail}"[:80])
     plain = {
         lang
         for lang, profile in config.profiles.items()
         if reader_parse._folded_starts_with(head, reader_parse._markers(profile).date_line)
+    } or {
+        lang
+        for lang, profile in config.profiles.items()
+        for phrase in reader_parse._markers(profile).date_line
+        if len(head) < 80 and reader_parse._folded_ends_with(head, phrase)
     }
     assert reader_parse._dated((head,), config.profiles) == plain
 

@@ -16,6 +16,11 @@ def _fold(text: str) -> str:
     return " ".join(text.casefold().split())
 
 
+# A letter or digit that would run into a date: not a Chinese, Japanese or Korean one, which
+# sit next to it with no space between ("2025年12月11日更新").
+_WORD = r"[^\W\u2e80-\u9fff\uac00-\ud7af\uf900-\ufaff]"
+
+
 @cache
 def _date_patterns(lang: str) -> tuple[tuple[re.Pattern[str], ...], dict[str, int]] | None:
     """Regexes for the language's long and medium dates, then common orders; months from CLDR."""
@@ -54,7 +59,9 @@ def _date_patterns(lang: str) -> tuple[tuple[re.Pattern[str], ...], dict[str, in
                 out.append(r"[\s,.]*")
         patterns.append("".join(out))
     patterns += [rf"{day}\s+{month},?\s+{year}", rf"{month}\s+{day},?\s+{year}"]
-    compiled = tuple(re.compile(rf"(?<!\w){p}(?!\w)", re.I) for p in dict.fromkeys(patterns))
+    compiled = tuple(
+        re.compile(rf"(?<!{_WORD}){p}(?!{_WORD})", re.I) for p in dict.fromkeys(patterns)
+    )
     return compiled, months
 
 
@@ -67,9 +74,9 @@ def parse_date(text: str, lang: str) -> date | None:
     return found[0] if found else None
 
 
-def find_date(text: str, lang: str) -> tuple[date, int] | None:
-    """``parse_date``'s date and where in ``text`` it starts: what comes before it is the
-    date line's words."""
+def find_date(text: str, lang: str) -> tuple[date, int, int] | None:
+    """``parse_date``'s date and where in ``text`` it starts and ends: the words before it (or,
+    as Chinese, Japanese and Korean may write them, after it) are the date line's."""
     compiled = _date_patterns(lang)
     if compiled is not None:
         regexes, months = compiled
@@ -81,13 +88,14 @@ def find_date(text: str, lang: str) -> tuple[date, int] | None:
                     month = (
                         int(written) if written.isdigit() else months[_fold(written).rstrip(".")]
                     )
-                    return date(int(found["year"]), month, int(found["day"])), found.start()
+                    day = date(int(found["year"]), month, int(found["day"]))
+                    return day, found.start(), found.end()
                 except ValueError:
                     return None
     iso = _ISO_DATE.search(text)
     if iso:
         try:
-            return date(int(iso[1]), int(iso[2]), int(iso[3])), iso.start()
+            return date(int(iso[1]), int(iso[2]), int(iso[3])), iso.start(), iso.end()
         except ValueError:
             return None
     return None

@@ -51,13 +51,26 @@ _REF_HEAD = re.compile(
 _URL = re.compile(r"<?(https?://[^\s<>]+)>?")
 _SLUG = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
 # "December 2025 Update: ..." in any language: a short label holding a year, then a colon.
-_SUMMARY_LABEL = re.compile(r"[^:.!?]{0,60}\b\d{4}\b[^:.!?]{0,40}:\s")
+_SUMMARY_LABEL = re.compile(r"[^:：.!?。]{0,60}(?<!\d)\d{4}(?!\d)[^:：.!?。]{0,40}(?::\s|：)")
+_NUMBERED = re.compile(r"[^\w\s]*\s*\d+\s*$")  # "Alt 1", "Alt. 2": a numbered label's stem
 _SEO_ITEM = re.compile(r"(?:^|\s)[•·▪]\s*")
-_PARENS = re.compile(r"\s*\([^)]*\)")
+_PARENS = re.compile(r"\s*[(（][^)）]*[)）]")
+# A label ends at a colon: ":" or, in Chinese and Japanese, the full-width "：".
+_COLONS = ":："
 _HEADING_MAX = 120
+# How a sentence (or a quote, or an aside) ends, in the scripts' own marks too: the Chinese
+# and Japanese full stop and commas, the Devanagari danda, the Urdu, Armenian and Ethiopic
+# full stops. A line that ends so is no heading.
+_SENTENCE_ENDS = ".:;,…\"'”’»)。．：；，、」』）।۔։።"
+_ASKS = "?!？！؟"
+# Where one sentence ends and another starts: a space after the Latin marks, none after the
+# Chinese and Japanese ones.
+_SENTENCE_BREAK = re.compile(r"[.?!؟]\s|[。？！]")
 TITLE_MAX = 300
 """Characters a title may have; a longer first paragraph is no title."""
 _LABEL_MAX = 80
+_DATE_LINE_MAX = 80
+_DATE_LINE_MARKS = " ,:;–—-：、。"  # what may stand between a date line's words and its date
 _LANGID_MIN_PROB = 0.9
 _LANGID_SAMPLE = 100
 UNPUBLISHED = "not published: written in"
@@ -96,10 +109,23 @@ def _fold(text: str) -> str:
 @lru_cache(maxsize=8192)
 def _bare_label(text: str) -> str:
     """A label as compared: no bullet, emphasis, trailing colon or "(158 characters)" note."""
-    if "(" in text:
+    if "(" in text or "（" in text:
         text = _PARENS.sub("", text)
     text = text.strip().lstrip(_BULLETS).strip(" *_#")
-    return _fold(text.rstrip(":"))
+    return _fold(text.rstrip(_COLONS))
+
+
+def _colon(text: str, end: int) -> int:
+    """Where the first colon (either kind) is in the first ``end`` characters, or -1."""
+    at = text.find(":", 0, end)
+    wide = text.find("：", 0, at if at >= 0 else end)
+    return wide if wide >= 0 else at
+
+
+def _split_label(text: str) -> tuple[str, str, str]:
+    """``text`` split at its first colon (either kind), as ``str.partition`` splits."""
+    at = _colon(text, len(text))
+    return (text, "", "") if at < 0 else (text[:at], text[at], text[at + 1 :])
 
 
 def decode(data: bytes) -> str:
@@ -287,7 +313,7 @@ def _markers(profile: LanguageProfile) -> _Markers:
     if cached is not None and cached[0] is profile:
         return cached[1]
     headings = {
-        _fold(h).rstrip(":"): kind
+        _fold(h).rstrip(_COLONS): kind
         for kind in ("seo", "references", "takeaways")
         for h in getattr(profile, kind)
     }
@@ -300,7 +326,7 @@ def _markers(profile: LanguageProfile) -> _Markers:
     made = _Markers(
         date_line=tuple(sorted({_fold(p) for p in profile.date_line}, key=len, reverse=True)),
         headings=headings,
-        heading_starts=frozenset(h.split()[0].rstrip(":") for h in headings if h.split()),
+        heading_starts=frozenset(h.split()[0].rstrip(_COLONS) for h in headings if h.split()),
         labels={_bare_label(x): a for a, labels in profile.audiences.items() for x in labels},
         seo_fields=seo,
         alt_slugs=tuple(_bare_label(a) for a in fields.alt_slugs),
@@ -346,14 +372,30 @@ def _date_words(profiles: Mapping[str, LanguageProfile]) -> _DateWords:
 
 
 def _dated(heads: tuple[str, ...], profiles: Mapping[str, LanguageProfile]) -> set[str]:
-    """The languages whose date-line words one of the folded ``heads`` starts with. The words
-    are looked up by their first word, not tried one profile after another."""
+    """The languages whose date-line words one of the folded ``heads`` starts with (or, for
+    a head as short as a date line, ends with). The words are looked up by their first word,
+    not tried one profile after another."""
     by_first_word = _date_words(profiles).by_first_word
     found = set()
     for head in heads:
         for phrase, lang in by_first_word.get(_leading_word(head), ()):
             if _folded_starts_with(head, (phrase,)):
                 found.add(lang)
+    if not found:  # the rare date line with its words after the date
+        for head in heads:
+            if len(head) < _DATE_LINE_MAX:
+                for pairs in by_first_word.values():
+                    found.update(lang for phrase, lang in pairs if _folded_ends_with(head, phrase))
+    return found
+
+
+def _date_line_words(text: str, phrases: Sequence[str]) -> str | None:
+    """The date-line words (folded ``phrases``) ``text`` starts with, or, if it is as short as
+    a date line, ends with; None if neither."""
+    folded = _fold(text[:_DATE_LINE_MAX])
+    found = _folded_starts_with(folded, phrases)
+    if found is None and len(text) < _DATE_LINE_MAX:
+        found = next((p for p in phrases if _folded_ends_with(folded, p)), None)
     return found
 
 
@@ -369,6 +411,16 @@ def _folded_starts_with(folded: str, phrases: Sequence[str]) -> str | None:
         ):
             return phrase
     return None
+
+
+def _folded_ends_with(folded: str, phrase: str) -> bool:
+    """Whether ``folded`` ends with ``phrase`` as whole words: after a character that is no
+    letter or digit, or after a wide (Chinese, Japanese) one, whose words have no spaces
+    between them ("2025年12月11日更新")."""
+    if not phrase or not folded.endswith(phrase) or len(folded) == len(phrase):
+        return False
+    before = folded[-len(phrase) - 1]
+    return not before.isalnum() or unicodedata.east_asian_width(before) == "W"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -402,10 +454,10 @@ def detect_language(
     if len(dated) == 1:  # the usual case: the date line alone decides
         scores = {lang: 4 if lang in dated else 0 for lang in profiles}
     else:  # none or several: headings and audience labels decide
-        shorts = {_fold(p.text).rstrip(":") for p in paras[3:] if len(p.text) <= _LABEL_MAX}
+        shorts = {_fold(p.text).rstrip(_COLONS) for p in paras[3:] if len(p.text) <= _LABEL_MAX}
         labels = set()
         for p in paras[3:]:
-            colon = p.rows[0].find(":", 0, _LABEL_MAX)
+            colon = _colon(p.rows[0], _LABEL_MAX)
             if colon > 0:
                 labels.add(_bare_label(p.rows[0][:colon]))
         scores = {}
@@ -471,10 +523,10 @@ def _is_heading(para: Paragraph) -> bool:
     if len(para.rows) != 1 or len(para.text) > _HEADING_MAX:
         return False
     bare = strip_marks(para.text).rstrip()
-    if not bare or bare[-1] in ".:;,…\"'”’»)" or bare[0] in _BULLETS:
+    if not bare or bare[-1] in _SENTENCE_ENDS or bare[0] in _BULLETS:
         return False
     # A question or exclamation can be a heading, as long as it is a single sentence.
-    return bare[-1] not in "?!" or not re.search(r"[.?!]\s", bare[:-1])
+    return bare[-1] not in _ASKS or not _SENTENCE_BREAK.search(bare[:-1])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -517,13 +569,13 @@ def _bullets(first: str, rows: Sequence[str]) -> list[str]:
 
 def _audience_label(row: str, m: _Markers) -> tuple[str | None, str, str] | None:
     """(audience id or None if unknown, label as written, rest of the row) for a label row."""
-    colon = row.find(":", 0, _LABEL_MAX + 1)
+    colon = _colon(row, _LABEL_MAX + 1)
     if colon < 0 and len(row) > _LABEL_MAX:
         return None
-    label, sep, rest = row.partition(":")
+    label, sep, rest = _split_label(row)
     if not sep:
         audience = m.labels.get(_bare_label(row))
-        return (audience, row.strip(" *:"), "") if audience else None
+        return (audience, row.strip(" *:："), "") if audience else None
     if len(label) > _LABEL_MAX or _bullet_marker(label) or _REF_START.fullmatch(label):
         return None
     return m.labels.get(_bare_label(label)), label.strip(" *"), rest
@@ -641,13 +693,13 @@ def _seo_items(para: Paragraph) -> Iterator[tuple[str, str]]:
         # The split scans every character: only where one of its markers is.
         marked = "•" in row or "·" in row or "▪" in row
         for item in _SEO_ITEM.split(row) if marked else (row,):
-            label, sep, value = item.strip().lstrip(_BULLETS).partition(":")
+            label, sep, value = _split_label(item.strip().lstrip(_BULLETS))
             value = value.strip()
             if not sep:
                 continue
             if _bullet_marker(value):
                 for sub in _bullets(value, ()):
-                    sub_label, sub_sep, sub_value = sub.partition(":")
+                    sub_label, sub_sep, sub_value = _split_label(sub)
                     if sub_sep:
                         yield sub_label, sub_value.strip()
                 continue
@@ -657,8 +709,10 @@ def _seo_items(para: Paragraph) -> Iterator[tuple[str, str]]:
 def _seo_field(label: str, m: _Markers) -> str | None:
     bare = _bare_label(label)
     name = m.seo_fields.get(bare)
-    if name is None and any(bare == a or bare.startswith(a + " ") for a in m.alt_slugs):
-        name = "alt_slugs"
+    if name is None and m.alt_slugs:
+        stem = _NUMBERED.sub("", bare).strip()  # "Alt 2", "代替2": an alternative's stem
+        if any(a in (bare, stem) or bare.startswith(a + " ") for a in m.alt_slugs):
+            name = "alt_slugs"
     return name
 
 
@@ -868,12 +922,13 @@ def _head(
     body paragraph is also the summary."""
     at = (
         2
-        if _starts_with(paras[2].text, m.date_line) and not _starts_with(paras[1].text, m.date_line)
+        if _date_line_words(paras[2].text, m.date_line)
+        and not _date_line_words(paras[1].text, m.date_line)
         else 1
     )
     date_para = paras[at]
     updated = parse_date(date_para.text, lang)
-    if not _starts_with(date_para.text, m.date_line):
+    if not _date_line_words(date_para.text, m.date_line):
         if updated is None:
             raise ArticleProblem(
                 f"missing date line: expected {expected!r} and a date, "
@@ -907,19 +962,19 @@ def _section_starts(
     for index, raw in enumerate(raws, body_start):
         if len(raw) <= _LABEL_MAX:  # the text is no longer than as written
             word = raw.split(None, 1)  # a heading's first word tells most lines apart
-            if word and word[0].casefold().rstrip(":") in m.heading_starts:
-                kind = m.headings.get(_fold(raw).rstrip(":"))
+            if word and word[0].casefold().rstrip(_COLONS) in m.heading_starts:
+                kind = m.headings.get(_fold(raw).rstrip(_COLONS))
             else:
                 kind = None
         elif "\n" not in raw and not raw[0].isspace() and not raw[-1].isspace():
             # The text is as written: too long for a heading, and an audience line only if a
             # colon comes early. Most of the body ends here.
-            if starts or raw.find(":", 0, _LABEL_MAX) <= 0:
+            if starts or _colon(raw, _LABEL_MAX) <= 0:
                 continue
             kind = None
         else:
             text = paras[index].text
-            kind = m.headings.get(_fold(text).rstrip(":")) if len(text) <= _LABEL_MAX else None
+            kind = m.headings.get(_fold(text).rstrip(_COLONS)) if len(text) <= _LABEL_MAX else None
         if kind is not None:
             starts.append((index, kind, index + 1))
         elif not starts and _labels_an_audience(raw, m):
@@ -930,7 +985,7 @@ def _section_starts(
 def _labels_an_audience(raw: str, m: _Markers) -> bool:
     """Whether the paragraph written ``raw`` starts with a known audience's label."""
     row = _first_row(raw)
-    label = _audience_label(row, m) if row.find(":", 0, _LABEL_MAX) > 0 else None
+    label = _audience_label(row, m) if _colon(row, _LABEL_MAX) > 0 else None
     return label is not None and label[0] is not None
 
 
@@ -1122,9 +1177,10 @@ _INFER_SAMPLE = 1_000  # characters of prose the model reads: a short sample can
 _INFER_MIN_PROB = 0.9
 # An SEO title is short (search results show about 60 characters), a description is not.
 _SEO_TITLE_MAX = 80
-_LABELLED = re.compile(r"(?P<label>[^:\n]{2,80}?)\s*(?:\([^)]*\))?\s*:\s*(?P<value>.*)")
+_LABELLED = re.compile(
+    r"(?P<label>[^:：\n]{2,80}?)\s*(?:[(（][^)）]*[)）])?\s*[:：]\s*(?P<value>.*)"
+)
 _HYPHENED_SLUG = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)+")
-_NUMBERED = re.compile(r"[^\w\s]*\s*\d+\s*$")  # "Alt 1", "Alt. 2": a numbered label's stem
 
 
 def profile_of(
@@ -1143,16 +1199,19 @@ def _read_unconfigured(
 ) -> tuple[str, LanguageProfile] | None:
     """The language ``paras`` read as and the profile they show, for a language ``known``
     does not hold; None if either cannot be told."""
-    lang = _language_of(paras)
-    profile = _inferred_profile(paras, lang, known) if lang and lang not in known else None
+    run = _audience_run(paras)
+    if run is None:
+        return None
+    lang = _language_of(paras[2 : run[0]])
+    profile = _inferred_profile(paras, lang, run, known) if lang and lang not in known else None
     return (lang, profile) if lang and profile else None
 
 
-def _language_of(paras: Sequence[Paragraph]) -> str | None:
-    """The language the article's prose reads as, among every language the model knows, if
-    the model is sure enough and Babel has the language's dates."""
-    prose = " ".join(p.text for p in paras[2:] if len(p.text) > 200)[:_INFER_SAMPLE]
-    guess = identify(prose or " ".join(p.text for p in paras), EVERY)
+def _language_of(body: Sequence[Paragraph]) -> str | None:
+    """The language the article's ``body`` reads as (its paragraphs before the takeaways:
+    the references cite sources in theirs), among every language the model knows, if the
+    model is sure enough and Babel has the language's dates."""
+    guess = identify(" ".join(p.text for p in body)[:_INFER_SAMPLE], EVERY)
     if guess is None or guess[1] < _INFER_MIN_PROB:
         return None
     try:
@@ -1163,15 +1222,18 @@ def _language_of(paras: Sequence[Paragraph]) -> str | None:
 
 
 def _inferred_profile(
-    paras: Sequence[Paragraph], lang: str, known: Mapping[str, LanguageProfile]
+    paras: Sequence[Paragraph],
+    lang: str,
+    run: tuple[int, int],
+    known: Mapping[str, LanguageProfile],
 ) -> LanguageProfile | None:
-    """The profile of ``lang`` that ``paras`` show, or None when they do not show the parts
-    the format needs (a date line with words before its date, and takeaways). ``known``: the
-    configured profiles, whose audiences (in their order) the takeaway lines are matched to."""
+    """The profile of ``lang`` that ``paras`` show, or None when they do not show a date
+    line with words before its date. ``run``: the takeaway lines (``_audience_run``);
+    ``known``: the configured profiles, whose audiences (in their order) those lines are
+    matched to."""
     date_words = _inferred_date_words(paras, lang)
-    run = _audience_run(paras)
     order = next((list(p.audiences) for p in known.values()), [])
-    if date_words is None or run is None or not order:
+    if date_words is None or not order:
         return None
     first, end = run
     labels = [_label(paras[i]) for i in range(first, end)]
@@ -1200,24 +1262,27 @@ def _name(lang: str) -> str:
 
 def _inferred_date_words(paras: Sequence[Paragraph], lang: str) -> str | None:
     """The words before the date on the date line (the second paragraph, or the third after
-    a subtitle)."""
+    a subtitle), or on a line with none before it, after it ("2025年12月11日更新")."""
     for para in paras[1:3]:
         found = find_date(para.text, lang)
         if found is not None:
-            words = para.text[: found[1]].strip(" ,:;–—-")
+            _, start, end = found
+            words = para.text[:start].strip(_DATE_LINE_MARKS)
+            if not words and len(para.text) < _DATE_LINE_MAX:
+                words = para.text[end:].strip(_DATE_LINE_MARKS)
             return words or None
     return None
 
 
 def _label(para: Paragraph) -> str:
-    return para.rows[0].partition(":")[0].strip(" *_")
+    return _split_label(para.rows[0])[0].strip(" *_")
 
 
 def _is_audience_line(para: Paragraph) -> bool:
     """Whether ``para`` is a takeaways line: a label, a colon and inline bullets, or the
     label alone with a bullet on each line below."""
     row = para.rows[0]
-    colon = row.find(":", 0, _LABEL_MAX + 1)
+    colon = _colon(row, _LABEL_MAX + 1)
     if colon < 2 or _bullet_marker(row) or _REF_HEAD.match(row):
         return False
     rest = row[colon + 1 :].strip()
@@ -1286,9 +1351,10 @@ def _trigrams(text: str) -> set[str]:
 def _heading(para: Paragraph) -> str | None:
     """``para`` as a section heading: one short line that is no labelled line."""
     text = para.text.strip()
-    if len(para.rows) > 1 or not text or len(text) > _LABEL_MAX or ":" in text.rstrip(":"):
+    bare = text.rstrip(_COLONS)
+    if len(para.rows) > 1 or not text or len(text) > _LABEL_MAX or _colon(bare, len(bare)) >= 0:
         return None
-    return text.rstrip(":").strip() or None
+    return bare.strip() or None
 
 
 def _inferred_references(paras: Sequence[Paragraph], start: int) -> tuple[str | None, int]:
@@ -1346,5 +1412,5 @@ def _names_seo(label: str) -> bool:
 
 
 def _slug_label(item: str) -> str | None:
-    label, sep, value = item.partition(":")
+    label, sep, value = _split_label(item)
     return label.strip() if sep and _HYPHENED_SLUG.fullmatch(value.strip()) else None
