@@ -65,7 +65,7 @@ _SENTENCE_ENDS = ".:;,…\"'”’»)。．：；，、」』）।۔։።"
 _ASKS = "?!？！؟"
 # Where one sentence ends and another starts: a space after the Latin marks, none after the
 # Chinese and Japanese ones.
-_SENTENCE_BREAK = re.compile(r"[.?!؟]\s|[。？！]")
+_SENTENCE_BREAK = re.compile(r"[.?!؟।۔]\s|[。？！]")
 TITLE_MAX = 300
 """Characters a title may have; a longer first paragraph is no title."""
 _LABEL_MAX = 80
