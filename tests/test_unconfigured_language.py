@@ -132,7 +132,16 @@ def run(*args: str) -> tuple[int, str, str]:
 
 
 @pytest.mark.parametrize(
-    ("lang", "name"), [("it", "Italian"), ("ja", "Japanese"), ("zh", "Chinese")]
+    ("lang", "name"),
+    [
+        ("it", "Italian"),
+        ("ja", "Japanese"),
+        ("zh", "Chinese"),
+        ("ko", "Korean"),
+        ("ar", "Arabic"),
+        ("ru", "Russian"),
+        ("hi", "Hindi"),
+    ],
 )
 def test_the_block_check_prints_publishes_the_language(
     tmp_path: Path, lang: str, name: str
@@ -254,20 +263,24 @@ def test_the_usual_variations_of_the_format_read_alike_without_a_profile(variant
 
 
 @pytest.mark.parametrize(
-    ("lang", "written", "after"),
+    ("lang", "written", "after", "words"),
     [
-        ("ja", "更新日：2025年12月11日", "2025年12月11日更新"),
-        ("zh", "更新日期：2025年12月11日", "2025年12月11日更新"),
+        ("ja", "更新日：2025年12月11日", "2025年12月11日更新", "更新"),
+        ("zh", "更新日期：2025年12月11日", "2025年12月11日更新", "更新"),
+        ("ko", "업데이트: 2025년 12월 11일", "2025년 12월 11일 업데이트", "업데이트"),
     ],
 )
-def test_date_line_words_after_the_date_read_alike(lang: str, written: str, after: str) -> None:
-    """Chinese and Japanese may write the date line's words after the date, with no space."""
+def test_date_line_words_after_the_date_read_alike(
+    lang: str, written: str, after: str, words: str
+) -> None:
+    """Chinese, Japanese and Korean may write the date line's words after the date (with no
+    space between them in Chinese and Japanese)."""
     path = DATA / "unconfigured" / f"{lang}-trainium3.txt"
     known = {code: PROFILES[code] for code in ("en", "nl", "de")}
     whole = read_unconfigured(path, known)
     data = path.read_text("utf-8").replace(f"\n\n{written}\n\n", f"\n\n{after}\n\n", 1).encode()
     assert data != path.read_bytes()
     found, profile = profile_of(data, known)
-    assert (found, profile.date_line) == (lang, ["更新"])
+    assert (found, profile.date_line) == (lang, [words])
     article, problems = parse_article(data, str(path), {**known, lang: profile})
     assert (article, problems) == (whole, [])
