@@ -1,11 +1,12 @@
-"""Every language, end to end: the built-in ones (en, nl, de, fr) and Arabic, a right-to-left
-language a publisher adds with a [languages.ar] block and a catalog of their own (made here).
+"""Every language, end to end: the built-in ones (en, nl, de, fr), Arabic, a right-to-left
+language, and Japanese, whose labels end at a full-width colon: each added by a publisher with
+a [languages.<code>] block and a catalog of their own (made here).
 
 Each goes through everything a reader or a feed reader sees: the feeds, the article page, every
 digest variant and its .eml preview, a real delivery through an SMTP server and the
 confirmation mail. Each message that arrives is parsed back by the standard library: its
 Subject decodes to the catalog's exact string (French's no-break space before the colon,
-Arabic, an emoji), its HTML says its language and, for Arabic, ``dir="rtl"``.
+Arabic, Japanese, an emoji), its HTML says its language and, for Arabic, ``dir="rtl"``.
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ from tests.conftest import ARTICLES, DATA, SEED_SLUG
 from tests.websites import SAME_ORIGIN, Clock
 
 NOW = datetime(2025, 12, 15, 8, 0, tzinfo=UTC)
-LANGS = ("en", "nl", "de", "fr", "ar")
+LANGS = ("en", "nl", "de", "fr", "ar", "ja")
 SECRET = b"every language"
 
 ARABIC_BLOCK = """
@@ -82,12 +83,44 @@ strategy = "التخطيط الاستراتيجي"
 ecosystem = "المنظومة الأوسع"
 """
 
+JAPANESE_BLOCK = """
+[languages.ja]
+name = "日本語"
+title = "シンジケート"
+description = "AIインフラのコストと戦略の分析"
+date_line = ["更新日"]
+takeaways = ["要点"]
+references = ["参考文献"]
+seo = ["SEO要素"]
+
+[languages.ja.seo_fields]
+title = ["SEOタイトル"]
+description = ["SEOディスクリプション"]
+excerpt = ["Squarespace抜粋"]
+primary_slug = ["プライマリ"]
+alt_slugs = ["代替"]
+
+[languages.ja.audiences]
+architects = ["インフラストラクチャアーキテクト向け"]
+cost = ["コスト最適化チーム向け"]
+procurement = ["調達チーム向け"]
+strategy = ["戦略計画担当者向け"]
+ecosystem = ["より広いエコシステム向け"]
+
+[languages.ja.audience_names]
+architects = "インフラストラクチャアーキテクト"
+cost = "コスト最適化チーム"
+procurement = "調達チーム"
+strategy = "戦略計画担当者"
+ecosystem = "より広いエコシステム"
+"""
+
 CONFIG = (
     """
 [site]
 title = "Syndicate"
 base_url = "https://news.example.org"
-languages = ["en", "nl", "de", "fr", "ar"]
+languages = ["en", "nl", "de", "fr", "ar", "ja"]
 
 [site.description]
 fr = "Analyses de l’infrastructure de l’IA, de ses coûts et de sa stratégie"
@@ -105,6 +138,7 @@ url = "smtp://127.0.0.1:{port}"
 retry_backoff = 0
 """
     + ARABIC_BLOCK
+    + JAPANESE_BLOCK
 )
 
 ARABIC_ARTICLE = """\
@@ -166,6 +200,17 @@ ARABIC = {
 }
 
 
+JAPANESE_SUBJECT = "要点（%(audiences)s）：新着記事%(num)s件"
+"""Japanese has one plural form, and its punctuation is full-width."""
+JAPANESE = {
+    "Key takeaways": "要点",
+    "Key takeaways %(audiences)s": "要点（%(audiences)s）",
+    "Confirm your subscription to %(site)s": "「%(site)s」の購読の確認",
+    "Hello,": "こんにちは。",
+    "Updated %(date)s": "%(date)s更新",
+}
+
+
 def arabic_catalog(config: Config) -> Path:
     """The Arabic catalog a translator would write after ``syndicate locale init ar``: every
     message of the templates, with Arabic's six plural forms (CLDR), made here."""
@@ -188,19 +233,43 @@ def arabic_catalog(config: Config) -> Path:
     return path
 
 
-def _generated(msgid: str) -> str:
-    """An Arabic sentence that keeps the message's placeholders."""
+def japanese_catalog(config: Config) -> Path:
+    """The Japanese catalog, as ``arabic_catalog`` makes the Arabic one: one plural form."""
+    catalog = template_catalog(config, Locale.parse("ja"))
+    assert catalog.num_plurals == 1
+    for message in catalog:
+        if not message.id:
+            continue
+        if isinstance(message.id, (tuple, list)):
+            singular = message.id[0]
+            if singular.startswith("Key takeaways"):
+                head = (
+                    JAPANESE_SUBJECT if "%(audiences)s" in singular else "要点：新着記事%(num)s件"
+                )
+                message.string = (head,)
+            else:
+                message.string = (_generated(singular, "日本語の文"),)
+        else:
+            message.string = JAPANESE.get(message.id) or _generated(message.id, "日本語の文")
+    path = config.path(config.site.locales) / "ja" / "LC_MESSAGES" / "messages.po"
+    write_catalog(catalog, path)
+    return path
+
+
+def _generated(msgid: str, words: str = "نص عربي") -> str:
+    """A sentence of ``words`` that keeps the message's placeholders."""
     names = [part.split(")s")[0] for part in msgid.split("%(")[1:]]
-    return " ".join(["نص عربي", *(f"%({name})s" for name in names)])
+    return " ".join([words, *(f"%({name})s" for name in names)])
 
 
 def make_site(tmp_path: Path, database: str, port: int, *, translated: bool = True) -> Config:
-    """A site folder: config.toml with Arabic added, the seed articles in four languages and
-    an Arabic one, and the Arabic catalog in the publisher's locales/ (``translated``; without
-    it, English is the fallback language)."""
+    """A site folder: config.toml with Arabic and Japanese added, the seed articles in four
+    languages, an Arabic and a Japanese one, and the Arabic and Japanese catalogs in the
+    publisher's locales/ (``translated``; without them, English is the fallback language)."""
     articles = tmp_path / "articles"
     articles.mkdir()
-    for source in (*ARTICLES.glob("*.txt"), DATA / "articles" / "fr-trainium3.txt"):
+    japanese = DATA / "unconfigured" / "ja-trainium3.txt"
+    for source in (*ARTICLES.glob("*.txt"), DATA / "articles" / "fr-trainium3.txt", japanese):
         shutil.copy(source, articles / source.name)
     (articles / "ar-trainium3.txt").write_text(ARABIC_ARTICLE, "utf-8")
     path = tmp_path / "config.toml"
@@ -211,6 +280,7 @@ def make_site(tmp_path: Path, database: str, port: int, *, translated: bool = Tr
     config = load_config(path, env={})
     if translated:
         arabic_catalog(config)
+        japanese_catalog(config)
     return config
 
 
@@ -285,7 +355,7 @@ def check_digest(
 
 
 def test_text_direction_comes_from_cldr() -> None:
-    assert [text_direction(lang) for lang in LANGS] == ["ltr"] * 4 + ["rtl"]
+    assert [text_direction(lang) for lang in LANGS] == ["ltr"] * 4 + ["rtl", "ltr"]
     assert text_direction("he") == text_direction("fa") == text_direction("ur") == "rtl"
     assert text_direction("xx-unknown") == "ltr"
 
@@ -449,6 +519,8 @@ def test_every_digest_variant_previews_in_every_language(
     assert french == "Points clés pour les équipes d'optimisation des coûts\xa0: 1 nouvel article"
     arabic = parse((out / "ar-cost.eml").read_bytes())["Subject"]
     assert arabic == "📬 أهم النقاط لفرق تحسين التكاليف: 1 مقال جديد"
+    japanese = parse((out / "ja-cost.eml").read_bytes())["Subject"]
+    assert japanese == "要点（コスト最適化チーム向け）：新着記事1件"
 
 
 @pytest.mark.parametrize("lang", ["fr", "ar"])
@@ -526,6 +598,8 @@ def test_the_confirmation_mail_in_every_language(site: Config, smtp_server) -> N
         assert body.startswith(hello)
     arabic = next(parse(raw) for address, raw in inbox.received if ".ar@" in address)
     assert arabic["Subject"] == "أكِّد اشتراكك في «سينديكيت»"
+    japanese = next(parse(raw) for address, raw in inbox.received if ".ja@" in address)
+    assert japanese["Subject"] == "「シンジケート」の購読の確認"
     french = next(parse(raw) for address, raw in inbox.received if ".fr@" in address)
     assert french["Subject"] == "Confirmez votre abonnement à Syndicate"
 
