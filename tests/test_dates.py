@@ -37,6 +37,16 @@ from syndicate.reader.dates import find_date, parse_date
         ("2025年12月11日更新", "ja", "2025-12-11"),
         ("Updated December 11, 20251", "en", None),
         ("Aktualisiert am 11. Dezember 2025x", "de", None),
+        # A short word before the year; Thai years of the Buddhist era; the scripts' digits.
+        ("Cập nhật ngày 11 tháng 12 năm 2025", "vi", "2025-12-11"),
+        ("อัปเดตเมื่อ 11 ธันวาคม 2568", "th", "2025-12-11"),
+        ("อัปเดตเมื่อ 11 ธันวาคม 2025", "th", "2025-12-11"),
+        ("آخر تحديث: ١١ ديسمبر ٢٠٢٥", "ar", "2025-12-11"),
+        ("به‌روزرسانی: ۱۱ دسامبر ۲۰۲۵", "fa", "2025-12-11"),
+        ("হালনাগাদ: ১১ ডিসেম্বর, ২০২৫", "bn", "2025-12-11"),
+        ("更新日：２０２５年１２月１１日", "ja", "2025-12-11"),
+        ("Updated December 11 of 2025", "en", "2025-12-11"),
+        ("Updated December 11 12 2025", "en", None),
     ],
 )
 def test_parse_date_uses_cldr_names(text: str, lang: str, expected: str | None) -> None:

@@ -721,3 +721,29 @@ def test_date_lines_are_found_as_trying_every_profile_finds_them(
 
 
 # -- a folder a person edits while it is read ------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "heading"),
+    [
+        ("The performance case", True),
+        ("Is this the end of CUDA?", True),
+        ("Trainium3 ships. Is this the end of CUDA?", False),
+        ("性能面での主張", True),
+        ("这一数字意味着性能提升了 4.4 倍。", False),
+        ("数字は何を意味するのか？", True),
+        ("速い。本当に速いのか？", False),
+        ("प्रदर्शन का पक्ष", True),
+        ("ये आंकड़े प्रदर्शन में 4.4 गुना सुधार दर्शाते हैं।", False),
+        ("ये आंकड़े बड़े हैं। क्या यह अंत है?", False),
+        ("این اعداد بزرگ هستند۔", False),
+        ("ဒီကိန်းဂဏန်းတွေက ကြီးတယ်။", False),
+        ("Trainium3 ships", True),
+    ],
+)
+def test_a_line_that_ends_like_a_sentence_in_its_script_is_no_heading(
+    text: str, heading: bool
+) -> None:
+    """Body headings are told from short paragraphs by how they end, in each script's marks:
+    a Japanese or Hindi sentence of 30 characters is no heading."""
+    assert reader_parse._is_heading(reader_parse.Paragraph(text, 1, (text,))) is heading

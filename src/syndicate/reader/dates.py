@@ -58,11 +58,28 @@ def _date_patterns(lang: str) -> tuple[tuple[re.Pattern[str], ...], dict[str, in
             else:
                 out.append(r"[\s,.]*")
         patterns.append("".join(out))
-    patterns += [rf"{day}\s+{month},?\s+{year}", rf"{month}\s+{day},?\s+{year}"]
+    # "11 December 2025", "December 11, 2025", and a short word before the year, as in
+    # Vietnamese "11 tháng 12 năm 2025" (CLDR's formats have none).
+    before_year = r"(?:,?\s+[^\W\d]{1,4})?,?\s+"
+    patterns += [rf"{day}\s+{month}{before_year}{year}", rf"{month}\s+{day}{before_year}{year}"]
     compiled = tuple(
         re.compile(rf"(?<!{_WORD}){p}(?!{_WORD})", re.I) for p in dict.fromkeys(patterns)
     )
     return compiled, months
+
+
+# Thai (and Lao) dates count years from the Buddha's death by custom (CLDR's calendar
+# preference for Thailand: buddhist, then gregorian): 2568 BE is 2025.
+_BUDDHIST_ERA = frozenset({"th", "lo"})
+_BUDDHIST_OFFSET = 543
+
+
+def _common_era(year: int, lang: str) -> int:
+    """``year`` as the Gregorian calendar counts it: a Buddhist-era year in a language that
+    writes them (no date line is five centuries ahead) less 543."""
+    if year > 2400 and lang.replace("_", "-").split("-")[0] in _BUDDHIST_ERA:
+        return year - _BUDDHIST_OFFSET
+    return year
 
 
 _ISO_DATE = re.compile(r"(?<!\d)(\d{4})-(\d{2})-(\d{2})(?!\d)")
@@ -88,7 +105,7 @@ def find_date(text: str, lang: str) -> tuple[date, int, int] | None:
                     month = (
                         int(written) if written.isdigit() else months[_fold(written).rstrip(".")]
                     )
-                    day = date(int(found["year"]), month, int(found["day"]))
+                    day = date(_common_era(int(found["year"]), lang), month, int(found["day"]))
                     return day, found.start(), found.end()
                 except ValueError:
                     return None

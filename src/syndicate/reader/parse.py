@@ -59,9 +59,9 @@ _PARENS = re.compile(r"\s*[(（][^)）]*[)）]")
 _COLONS = ":："
 _HEADING_MAX = 120
 # How a sentence (or a quote, or an aside) ends, in the scripts' own marks too: the Chinese
-# and Japanese full stop and commas, the Devanagari danda, the Urdu, Armenian and Ethiopic
-# full stops. A line that ends so is no heading.
-_SENTENCE_ENDS = ".:;,…\"'”’»)。．：；，、」』）।۔։።"
+# and Japanese full stop and commas, the Devanagari danda, the Urdu, Armenian, Ethiopic,
+# Burmese, Khmer and Tibetan full stops. A line that ends so is no heading.
+_SENTENCE_ENDS = ".:;,…\"'”’»)。．：；，、」』）।۔։።။។།"
 _ASKS = "?!？！؟"
 # Where one sentence ends and another starts: a space after the Latin marks, none after the
 # Chinese and Japanese ones.
