@@ -276,6 +276,63 @@ def test_unknown_audience_label(config: Config) -> None:
     assert found[0].message.startswith("unknown audience label 'For marketing teams' (known: ")
 
 
+@pytest.mark.parametrize(
+    ("written", "lang", "reworded", "audience"),
+    [
+        ("For strategic planning:", "en", "For strategic planners:", "strategy"),
+        ("For cost optimization teams:", "en", "For cost optimisation teams:", "cost"),
+        ("For the broader ecosystem:", "en", "For broader ecosystem:", "ecosystem"),
+        ("For procurement teams:", "en", "For procurement:", "procurement"),
+        ("Für Beschaffungsteams:", "de", "Für das Beschaffungsteam:", "procurement"),
+        ("Für strategische Planung:", "de", "Für die strategische Planung:", "strategy"),
+        ("Voor strategische planning:", "nl", "Voor strategische planners:", "strategy"),
+    ],
+)
+def test_a_reworded_audience_label_is_read_by_its_place_and_words(
+    config: Config, written: str, lang: str, reworded: str, audience: str
+) -> None:
+    """The lines keep the audiences' order: a label the profile does not know, in the place
+    of an audience no other line names and with that audience's own words, is read as it,
+    with a warning that says so (its readers still get the takeaways)."""
+    original, _ = parse(config, seed(lang))
+    assert written in seed(lang)
+    article, found = parse(config, seed(lang).replace(written, reworded, 1))
+    assert article is not None and original is not None
+    assert [t.audience for t in article.takeaways] == [t.audience for t in original.takeaways]
+    [changed] = [t for t in article.takeaways if t.audience == audience]
+    assert changed.label == reworded.rstrip(":")
+    assert changed.bullets == original.takeaways_for(audience).bullets
+    [warning] = found
+    assert warning.severity is Severity.WARNING
+    assert warning.message.startswith(
+        f"unknown audience label {reworded.rstrip(':')!r} read as {audience!r} by its place"
+    )
+
+
+def test_unknown_labels_are_read_only_where_their_words_tell(config: Config) -> None:
+    """Of two unknown lines in the places of two audiences, each is read where its own words
+    (not those every label shares, "For", "teams") are like the audience's; one whose words
+    are like none is left out."""
+    text = seed("en")
+    for old, new in [
+        ("For procurement teams:", "For purchasing:"),
+        ("For strategic planning:", "For strategic planners:"),
+    ]:
+        text = text.replace(old, new, 1)
+    article, found = parse(config, text)
+    assert article is not None
+    assert [t.audience for t in article.takeaways] == [
+        "architects",
+        "cost",
+        "strategy",
+        "ecosystem",
+    ]
+    assert [p.message.split(" (")[0] for p in found] == [
+        "unknown audience label 'For strategic planners' read as 'strategy' by its place and words",
+        "unknown audience label 'For purchasing'",
+    ]
+
+
 def test_footnote_mark_without_reference(config: Config) -> None:
     text = seed("en").replace("training throughput.", "training throughput.¹²")
     article, found = parse(config, text)

@@ -567,7 +567,10 @@ def _bullets(first: str, rows: Sequence[str]) -> list[str]:
     return [bullet for p in pieces if (bullet := p.strip())]
 
 
-def _audience_label(row: str, m: _Markers) -> tuple[str | None, str, str] | None:
+_Head = tuple[str | None, str, str] | None  # ``_audience_label`` of a paragraph's first row
+
+
+def _audience_label(row: str, m: _Markers) -> _Head:
     """(audience id or None if unknown, label as written, rest of the row) for a label row."""
     colon = _colon(row, _LABEL_MAX + 1)
     if colon < 0 and len(row) > _LABEL_MAX:
@@ -590,7 +593,7 @@ def unlisted(audience: str, label: str) -> Takeaways:
 
 def _takeaways(
     paras: list[Paragraph],
-    heads: list[tuple[str | None, str, str] | None],
+    heads: list[_Head],
     m: _Markers,
     warn: list[tuple[int, str]],
     *,
@@ -599,6 +602,7 @@ def _takeaways(
     """Each audience's bullets (none unless ``split``), and what a digest shows of them: the
     id, the label and the text the bullets come from, in order, for the digest hash.
     ``heads`` holds ``_audience_label`` of each paragraph's first row."""
+    heads = _placed(heads, paras, m, warn)
     found: dict[str, Takeaways] = {}
     shown: list[str] = []
     current: tuple[str, str, int] | None = None  # audience, label, line
@@ -642,6 +646,92 @@ def _takeaways(
         pieces = [(rest, rows[1:])]
     close()
     return tuple(found.values()), shown
+
+
+_PLACE_MIN = 0.3
+"""How alike an unknown label's own words must be to an audience's to be read as its
+(``_likeness`` of the words no two audiences' labels share: "strategic planners" and "strategic
+planning" score 0.74, "cost optimisation" and "cost optimization" 0.83, "marketing" and
+"procurement" 0)."""
+
+
+def _placed(
+    heads: list[_Head], paras: list[Paragraph], m: _Markers, warn: list[tuple[int, str]]
+) -> list[_Head]:
+    """``heads`` with each unknown label placed where the others and its words tell it, with
+    a warning: the lines keep the audiences' order, so unknown lines between two known ones
+    are audiences between theirs that no line names, those whose labels their own words are
+    likest (each at least ``_PLACE_MIN``). A line that cannot be told stays unknown (and is
+    left out, with a warning)."""
+    labelled = [(n, head) for n, head in enumerate(heads) if head is not None]
+    if all(head[0] is not None for _, head in labelled):
+        return heads
+    order = list(dict.fromkeys(m.labels.values()))
+    rank = {audience: n for n, audience in enumerate(order)}
+    taken = {head[0] for _, head in labelled if head[0] is not None}
+    placed = list(heads)
+    start = 0
+    while start < len(labelled):
+        if labelled[start][1][0] is not None:
+            start += 1
+            continue
+        end = start
+        while end < len(labelled) and labelled[end][1][0] is None:
+            end += 1
+        before = labelled[start - 1][1][0] if start else None
+        after = labelled[end][1][0] if end < len(labelled) else None
+        low = rank[before] + 1 if before is not None else 0
+        high = rank[after] if after is not None else len(order)
+        free = [audience for audience in order[low:high] if audience not in taken]
+        for (n, (_, label, rest)), audience in _free_places(labelled[start:end], free, m):
+            placed[n] = (audience, label, rest)
+            warn.append(
+                (
+                    paras[n].line,
+                    f"unknown audience label {label!r} read as {audience!r} by its place and"
+                    " words (add it to that audience's labels to say so)",
+                )
+            )
+        start = end
+    return placed
+
+
+def _free_places(
+    unknown: list[tuple[int, tuple[str | None, str, str]]], free: list[str], m: _Markers
+) -> list[tuple[tuple[int, tuple[str | None, str, str]], str]]:
+    """The ``unknown`` lines with their audiences among the ``free`` ones, in order
+    (``_placed``): the order likest in all, less the lines whose words do not tell."""
+    if not free or len(unknown) > len(free):
+        return []
+    words = {known: set(known.split()) for known in m.labels}
+    audiences_of: dict[str, set[str]] = {}
+    for known, audience in m.labels.items():
+        for word in words[known]:
+            audiences_of.setdefault(word, set()).add(audience)
+    shared = {word for word, audiences in audiences_of.items() if len(audiences) > 1}
+
+    def own(text: str) -> str:  # "for strategic planners" -> "strategic planners"
+        return " ".join(w for w in _bare_label(text).split() if w not in shared)
+
+    likeness = [
+        [
+            max(
+                (_likeness(own(label), own(known)) for known, a in m.labels.items() if a == to),
+                default=0.0,
+            )
+            for to in free
+        ]
+        for _, (_, label, _) in unknown
+    ]
+    chosen = max(
+        combinations(range(len(free)), len(unknown)),
+        key=lambda places: sum(likeness[i][at] for i, at in enumerate(places)),
+    )
+    return [
+        (line, free[at])
+        for i, (line, at) in enumerate(zip(unknown, chosen, strict=True))
+        if likeness[i][at] >= _PLACE_MIN
+    ]
 
 
 def _reference(row: str) -> tuple[int, str] | None:
