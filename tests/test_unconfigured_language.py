@@ -141,6 +141,8 @@ def run(*args: str) -> tuple[int, str, str]:
         ("ar", "Arabic"),
         ("ru", "Russian"),
         ("hi", "Hindi"),
+        ("th", "Thai"),
+        ("vi", "Vietnamese"),
     ],
 )
 def test_the_block_check_prints_publishes_the_language(
@@ -188,6 +190,7 @@ def test_the_block_check_prints_publishes_the_language(
     assert not feed.bozo and feed.feed.language == lang
     [entry] = feed.entries
     assert entry.title == article.title
+    assert entry.updated.startswith("2025-12-11")  # a Thai date line says 2568, its era's year
     links = {(link.rel, link.get("hreflang")) for link in entry.links}
     assert links == {("alternate", lang), *(("related", other) for other in ("en", "nl", "de"))}
     english = feedparser.parse((tmp_path / "feeds" / "en.atom.xml").read_bytes())
