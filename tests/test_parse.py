@@ -804,3 +804,37 @@ def test_a_line_that_ends_like_a_sentence_in_its_script_is_no_heading(
     """Body headings are told from short paragraphs by how they end, in each script's marks:
     a Japanese or Hindi sentence of 30 characters is no heading."""
     assert reader_parse._is_heading(reader_parse.Paragraph(text, 1, (text,))) is heading
+
+
+MARKDOWN = {
+    "title": [("Amazon's Trainium3 throws", "# Amazon's Trainium3 throws")],
+    "bold title": [
+        (
+            "Amazon's Trainium3 throws down the gauntlet in the AI chip wars",
+            "**Amazon's Trainium3 throws down the gauntlet in the AI chip wars**",
+        )
+    ],
+    "takeaways heading": [("\n\nKey takeaways\n\n", "\n\n## Key takeaways\n\n")],
+    "bold takeaways heading": [("\n\nKey takeaways\n\n", "\n\n**Key takeaways**\n\n")],
+    "body headings": [
+        ("\n\nThe performance case\n\n", "\n\n## The performance case\n\n"),
+        ("\n\nCustomer validation\n\n", "\n\n### Customer validation ###\n\n"),
+    ],
+    "tail headings": [
+        ("\n\nReferences\n\n", "\n\n## References\n\n"),
+        ("\n\nSEO Elements\n\n", "\n\n**SEO Elements:**\n\n"),
+    ],
+}
+
+
+@pytest.mark.parametrize("variant", MARKDOWN)
+def test_markdown_marks_around_a_title_or_heading_read_alike(config: Config, variant: str) -> None:
+    """Some writers mark a heading as Markdown would: the article reads as without them."""
+    text = seed("en")
+    expected, _ = parse(config, text)
+    for old, new in MARKDOWN[variant]:
+        assert old in text
+        text = text.replace(old, new, 1)
+    article, found = parse(config, text)
+    assert found == []
+    assert article == dataclasses.replace(expected, source=article.source)

@@ -52,6 +52,8 @@ _URL = re.compile(r"<?(https?://[^\s<>]+)>?")
 _SLUG = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
 # "December 2025 Update: ..." in any language: a short label holding a year, then a colon.
 _SUMMARY_LABEL = re.compile(r"[^:：.!?。]{0,60}(?<!\d)\d{4}(?!\d)[^:：.!?。]{0,40}(?::\s|：)")
+# A line written as Markdown marks a heading: "## The performance case", "**Key takeaways**".
+_MARKDOWN_HEADING = re.compile(r"#{1,6}[^\S\n]+(.*?)(?:[^\S\n]+#+)?|\*\*(.+)\*\*|__(.+)__")
 _NUMBERED = re.compile(r"[^\w\s]*\s*\d+\s*$")  # "Alt 1", "Alt. 2": a numbered label's stem
 _SEO_ITEM = re.compile(r"(?:^|\s)[•·▪]\s*")
 _PARENS = re.compile(r"\s*[(（][^)）]*[)）]")
@@ -518,11 +520,19 @@ def _first_row(raw: str) -> str:
     return next((row for line in raw.split("\n") if (row := line.strip())), "")
 
 
+def _unmarked(text: str) -> str:
+    """A title or heading without the Markdown marks some writers put around one line."""
+    if text[:1] not in "#*_":
+        return text
+    found = _MARKDOWN_HEADING.fullmatch(text.strip())
+    return next((part.strip() for part in found.groups() if part), text) if found else text
+
+
 def _is_heading(para: Paragraph) -> bool:
     """A body heading: one short line that does not end like a sentence."""
     if len(para.rows) != 1 or len(para.text) > _HEADING_MAX:
         return False
-    bare = strip_marks(para.text).rstrip()
+    bare = strip_marks(_unmarked(para.text)).rstrip()
     if not bare or bare[-1] in _SENTENCE_ENDS or bare[0] in _BULLETS:
         return False
     # A question or exclamation can be a heading, as long as it is a single sentence.
@@ -948,7 +958,7 @@ def _parse(
         blocks = _blocks(paras[body_start:body_end], references, warn)
     elif body:
         _unanswered_marks(paras, raws, (body_start, body_end), references, warn)
-    title = strip_marks(paras[0].text)
+    title = strip_marks(_unmarked(paras[0].text))
     hashed = content_hash(lang, title, updated, shown)
     slug, seo = _slugs(seo, paras[0], hashed, warn)
     return Article(
@@ -1051,9 +1061,10 @@ def _section_starts(
     starts: list[_Start] = []
     for index, raw in enumerate(raws, body_start):
         if len(raw) <= _LABEL_MAX:  # the text is no longer than as written
-            word = raw.split(None, 1)  # a heading's first word tells most lines apart
+            bare = _unmarked(raw)
+            word = bare.split(None, 1)  # a heading's first word tells most lines apart
             if word and word[0].casefold().rstrip(_COLONS) in m.heading_starts:
-                kind = m.headings.get(_fold(raw).rstrip(_COLONS))
+                kind = m.headings.get(_fold(bare).rstrip(_COLONS))
             else:
                 kind = None
         elif "\n" not in raw and not raw[0].isspace() and not raw[-1].isspace():
@@ -1064,7 +1075,11 @@ def _section_starts(
             kind = None
         else:
             text = paras[index].text
-            kind = m.headings.get(_fold(text).rstrip(_COLONS)) if len(text) <= _LABEL_MAX else None
+            kind = (
+                m.headings.get(_fold(_unmarked(text)).rstrip(_COLONS))
+                if len(text) <= _LABEL_MAX
+                else None
+            )
         if kind is not None:
             starts.append((index, kind, index + 1))
         elif not starts and _labels_an_audience(raw, m):
@@ -1174,8 +1189,10 @@ def _blocks(
     for para in paras:
         parts = split_marks(para.text)
         _unanswered(parts, numbers, para.line, warn)
-        kind = "heading" if _is_heading(para) else "paragraph"
-        blocks.append(Block(kind, parts, para.line))
+        if _is_heading(para):
+            blocks.append(Block("heading", split_marks(_unmarked(para.text)), para.line))
+        else:
+            blocks.append(Block("paragraph", parts, para.line))
     return tuple(blocks)
 
 
@@ -1440,7 +1457,7 @@ def _trigrams(text: str) -> set[str]:
 
 def _heading(para: Paragraph) -> str | None:
     """``para`` as a section heading: one short line that is no labelled line."""
-    text = para.text.strip()
+    text = _unmarked(para.text.strip())
     bare = text.rstrip(_COLONS)
     if len(para.rows) > 1 or not text or len(text) > _LABEL_MAX or _colon(bare, len(bare)) >= 0:
         return None
