@@ -838,3 +838,45 @@ def test_markdown_marks_around_a_title_or_heading_read_alike(config: Config, var
     article, found = parse(config, text)
     assert found == []
     assert article == dataclasses.replace(expected, source=article.source)
+
+
+HEADINGS = {
+    "takeaways": [("\n\nKey takeaways\n\n", "\n\nWhat it means\n\n")],
+    "references": [("\n\nReferences\n\n", "\n\nNotes\n\n")],
+    "SEO tail": [("\n\nSEO Elements\n\n", "\n\nPublishing details\n\n")],
+    "all three": [
+        ("\n\nKey takeaways\n\n", "\n\nKey insights\n\n"),
+        ("\n\nReferences\n\n", "\n\nBibliography\n\n"),
+        ("\n\nSEO Elements\n\n", "\n\nSEO metadata\n\n"),
+    ],
+}
+
+
+@pytest.mark.parametrize("variant", HEADINGS)
+@pytest.mark.parametrize("body", [True, False])
+def test_section_headings_in_words_the_profile_does_not_know_read_alike(
+    config: Config, variant: str, body: bool
+) -> None:
+    """A short line just above the takeaways' first label, the first numbered reference or
+    the first SEO field is that section's heading, whatever its words: not a body heading,
+    and not text the reader warns about."""
+    text = seed("en")
+    expected, _ = parse(config, text, body=body)
+    for old, new in HEADINGS[variant]:
+        assert old in text
+        text = text.replace(old, new, 1)
+    assert parse(config, text, body=body) == (expected, [])
+
+
+@pytest.mark.parametrize("label", ["Main", "Canonical slug"])
+def test_a_primary_slug_under_a_label_the_profile_does_not_know(config: Config, label: str) -> None:
+    """The primary slug ties the translations together: the tail's first slug is taken for it
+    when no label says which, with a warning; the others are the alternatives."""
+    expected, _ = parse(config, seed("en"))
+    article, found = parse(config, seed("en").replace("Primary:", f"{label}:", 1))
+    assert article == expected
+    [warning] = found
+    assert warning.severity is Severity.WARNING
+    assert warning.message.startswith(f"unknown SEO label {label!r} read as the primary slug's")
+    renamed, found = parse(config, seed("en").replace("Alt 1:", "Other 1:", 1))
+    assert (renamed, found) == (expected, [])

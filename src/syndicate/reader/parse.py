@@ -50,6 +50,7 @@ _REF_HEAD = re.compile(
 )
 _URL = re.compile(r"<?(https?://[^\s<>]+)>?")
 _SLUG = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
+_HYPHENED_SLUG = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)+")  # a slug, not a word
 # "December 2025 Update: ..." in any language: a short label holding a year, then a colon.
 _SUMMARY_LABEL = re.compile(r"[^:：.!?。]{0,60}(?<!\d)\d{4}(?!\d)[^:：.!?。]{0,40}(?::\s|：)")
 # A line written as Markdown marks a heading: "## The performance case", "**Key takeaways**".
@@ -577,10 +578,10 @@ def _bullets(first: str, rows: Sequence[str]) -> list[str]:
     return [bullet for p in pieces if (bullet := p.strip())]
 
 
-_Head = tuple[str | None, str, str] | None  # ``_audience_label`` of a paragraph's first row
+_Label = tuple[str | None, str, str]  # _audience_label's: audience id, label, rest of the row
 
 
-def _audience_label(row: str, m: _Markers) -> _Head:
+def _audience_label(row: str, m: _Markers) -> _Label | None:
     """(audience id or None if unknown, label as written, rest of the row) for a label row."""
     colon = _colon(row, _LABEL_MAX + 1)
     if colon < 0 and len(row) > _LABEL_MAX:
@@ -603,7 +604,7 @@ def unlisted(audience: str, label: str) -> Takeaways:
 
 def _takeaways(
     paras: list[Paragraph],
-    heads: list[_Head],
+    heads: list[_Label | None],
     m: _Markers,
     warn: list[tuple[int, str]],
     *,
@@ -666,8 +667,8 @@ planning" score 0.74, "cost optimisation" and "cost optimization" 0.83, "marketi
 
 
 def _placed(
-    heads: list[_Head], paras: list[Paragraph], m: _Markers, warn: list[tuple[int, str]]
-) -> list[_Head]:
+    heads: list[_Label | None], paras: list[Paragraph], m: _Markers, warn: list[tuple[int, str]]
+) -> list[_Label | None]:
     """``heads`` with each unknown label placed where the others and its words tell it, with
     a warning: the lines keep the audiences' order, so unknown lines between two known ones
     are audiences between theirs that no line names, those whose labels their own words are
@@ -707,8 +708,8 @@ def _placed(
 
 
 def _free_places(
-    unknown: list[tuple[int, tuple[str | None, str, str]]], free: list[str], m: _Markers
-) -> list[tuple[tuple[int, tuple[str | None, str, str]], str]]:
+    unknown: list[tuple[int, _Label]], free: list[str], m: _Markers
+) -> list[tuple[tuple[int, _Label], str]]:
     """The ``unknown`` lines with their audiences among the ``free`` ones, in order
     (``_placed``): the order likest in all, less the lines whose words do not tell."""
     if not free or len(unknown) > len(free):
@@ -821,10 +822,16 @@ def _is_seo(para: Paragraph, m: _Markers) -> bool:
 
 
 def _seo(paras: list[Paragraph], m: _Markers, warn: list[tuple[int, str]]) -> Seo:
+    """The SEO tail's fields. The primary slug ties the language versions together: without
+    its label, the first slug of the tail under a label the profile does not know is taken,
+    with a warning; the other slugs are the alternatives, whatever their labels."""
     values: dict[str, str] = {}
     alts: list[str] = []
-    for para in paras:
+    unknown: list[tuple[str, int, int]] = []  # label, place in alts, line: slugs under one
+    for number, para in enumerate(paras):
         items = [(label, value) for label, value in _seo_items(para) if value]
+        if not items and number == 0 and len(paras) > 1 and _is_heading(para):
+            continue  # the tail's heading, in words the profile does not know
         if not items:
             warn.append((para.line, f"text after the references ignored: {para.text[:60]!r}"))
         for label, value in items:
@@ -833,6 +840,19 @@ def _seo(paras: list[Paragraph], m: _Markers, warn: list[tuple[int, str]]) -> Se
                 alts.append(value)
             elif name is not None:
                 values.setdefault(name, value)
+            elif _HYPHENED_SLUG.fullmatch(value):
+                alts.append(value)
+                unknown.append((label.strip(), len(alts) - 1, para.line))
+    if "primary_slug" not in values and unknown:
+        label, at, line = unknown[0]
+        values["primary_slug"] = alts.pop(at)
+        warn.append(
+            (
+                line,
+                f"unknown SEO label {label!r} read as the primary slug's, the first slug of the"
+                " tail (add it to seo_fields.primary_slug to say so)",
+            )
+        )
     return Seo(
         title=values.get("title"),
         description=values.get("description"),
@@ -1083,7 +1103,9 @@ def _section_starts(
         if kind is not None:
             starts.append((index, kind, index + 1))
         elif not starts and _labels_an_audience(raw, m):
-            starts.append((index, "takeaways", index))
+            # A heading just above, in words the profile does not know, is the section's.
+            above = index - 1 >= body_start and _is_heading(paras[index - 1])
+            starts.append((index - 1 if above else index, "takeaways", index))
     return starts
 
 
@@ -1109,9 +1131,6 @@ def _spans(
     return spans
 
 
-_Label = tuple[str | None, str, str]  # _audience_label's: audience id, label, rest of the row
-
-
 def _within_takeaways(
     paras: Paragraphs, spans: dict[str, tuple[int, int]], m: _Markers
 ) -> tuple[list[Paragraph], list[_Label | None], list[Paragraph]]:
@@ -1126,10 +1145,16 @@ def _within_takeaways(
         heads.append(_audience_label(row, m))
         if heads[-1] is not None:
             continue
+        # A heading just above either, in words the profile does not know, is theirs.
+        under = index + 1 < end and _is_heading(paras[index])
         if _reference(row) and "references" not in spans:
             spans["references"] = (index, end)
+        elif under and _reference(paras[index + 1].rows[0]) and "references" not in spans:
+            spans["references"] = (index + 1, end)
         elif _is_seo(paras[index], m):
             seo_paras = paras[index:end] + seo_paras
+        elif under and _is_seo(paras[index + 1], m):
+            seo_paras = paras[index + 1 : end] + seo_paras
         else:
             continue
         end = index
@@ -1287,7 +1312,6 @@ _SEO_TITLE_MAX = 80
 _LABELLED = re.compile(
     r"(?P<label>[^:：\n]{2,80}?)\s*(?:[(（][^)）]*[)）])?\s*[:：]\s*(?P<value>.*)"
 )
-_HYPHENED_SLUG = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)+")
 
 
 def profile_of(
