@@ -47,6 +47,12 @@ from syndicate.reader.dates import find_date, parse_date
         ("更新日：２０２５年１２月１１日", "ja", "2025-12-11"),
         ("Updated December 11 of 2025", "en", "2025-12-11"),
         ("Updated December 11 12 2025", "en", None),
+        # CLDR's short form, in the language's order, with the year in full.
+        ("Bijgewerkt: 11-12-2025", "nl", "2025-12-11"),
+        ("Updated 12/11/2025", "en", "2025-12-11"),
+        ("Mis à jour le 11/12/2025", "fr", "2025-12-11"),
+        ("更新日：2025/12/11", "ja", "2025-12-11"),
+        ("Aktualisiert: 11.12.25", "de", None),
     ],
 )
 def test_parse_date_uses_cldr_names(text: str, lang: str, expected: str | None) -> None:

@@ -23,7 +23,8 @@ _WORD = r"[^\W\u2e80-\u9fff\uac00-\ud7af\uf900-\ufaff]"
 
 @cache
 def _date_patterns(lang: str) -> tuple[tuple[re.Pattern[str], ...], dict[str, int]] | None:
-    """Regexes for the language's long and medium dates, then common orders; months from CLDR."""
+    """Regexes for the language's long, medium and short dates, then common orders; months
+    from CLDR."""
     try:
         locale = Locale.parse(lang.replace("-", "_"))
     except (UnknownLocaleError, ValueError):
@@ -39,7 +40,9 @@ def _date_patterns(lang: str) -> tuple[tuple[re.Pattern[str], ...], dict[str, in
     day = r"(?P<day>\d{1,2})(?:\.|st|nd|rd|th|er|º|ª)?"
     year = r"(?P<year>\d{4})"
     patterns = []
-    widths: tuple[Literal["long", "medium"], ...] = ("long", "medium")
+    # The short form last: all digits ("11-12-2025", "12/11/2025"), in the language's order,
+    # with the year in full (a two-digit one is not read).
+    widths: tuple[Literal["long", "medium", "short"], ...] = ("long", "medium", "short")
     for width in widths:
         out: list[str] = []
         for token in re.finditer(
