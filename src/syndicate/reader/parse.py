@@ -1359,7 +1359,7 @@ def _inferred_profile(
     known: Mapping[str, LanguageProfile],
 ) -> LanguageProfile | None:
     """The profile of ``lang`` that ``paras`` show, or None when they do not show a date
-    line with words before its date. ``run``: the takeaway lines (``_audience_run``);
+    line with words beside its date. ``run``: the takeaway lines (``_audience_run``);
     ``known``: the configured profiles, whose audiences (in their order) those lines are
     matched to."""
     date_words = _inferred_date_words(paras, lang)
