@@ -880,3 +880,21 @@ def test_a_primary_slug_under_a_label_the_profile_does_not_know(config: Config, 
     assert warning.message.startswith(f"unknown SEO label {label!r} read as the primary slug's")
     renamed, found = parse(config, seed("en").replace("Alt 1:", "Other 1:", 1))
     assert (renamed, found) == (expected, [])
+
+
+@pytest.mark.parametrize("before", ["\n\nCustomer validation\n\n", "\n\nKey takeaways\n\n"])
+@pytest.mark.parametrize("body", [True, False])
+def test_a_body_paragraph_may_address_an_audience(config: Config, before: str, body: bool) -> None:
+    """A paragraph of prose that starts with an audience's label and a colon stays in the body:
+    no bullets follow it, nor another label; the takeaways start where they do."""
+    prose = (
+        "For cost optimization teams: the arithmetic is simple. Half the price per token "
+        "changes every budget line this year."
+    )
+    expected, _ = parse(config, seed("en"), body=body)
+    article, found = parse(config, seed("en").replace(before, f"\n\n{prose}{before}", 1), body=body)
+    assert found == [] and article is not None
+    assert (article.takeaways, article.references) == (expected.takeaways, expected.references)
+    if body:
+        assert len(article.blocks) == len(expected.blocks) + 1
+        assert prose in [block.parts[0] for block in article.blocks]

@@ -1102,11 +1102,26 @@ def _section_starts(
             )
         if kind is not None:
             starts.append((index, kind, index + 1))
-        elif not starts and _labels_an_audience(raw, m):
+        elif not starts and _opens_takeaways(raws, index - body_start, m):
             # A heading just above, in words the profile does not know, is the section's.
             above = index - 1 >= body_start and _is_heading(paras[index - 1])
             starts.append((index - 1 if above else index, "takeaways", index))
     return starts
+
+
+def _opens_takeaways(raws: list[str], at: int, m: _Markers) -> bool:
+    """Whether the paragraph written ``raws[at]`` opens the takeaways without their heading:
+    it starts with a known audience's label, and bullets follow the label or the next
+    paragraph starts with one too. A body paragraph may address an audience ("For procurement
+    teams: the message is clear.") without ending the body."""
+    raw = raws[at]
+    if not _labels_an_audience(raw, m):
+        return False
+    rows = [row for line in raw.split("\n") if (row := line.strip())]
+    rest = rows[0][_colon(rows[0], _LABEL_MAX + 1) + 1 :].strip()
+    if _bullet_marker(rest) or (len(rows) > 1 and _bullet_marker(rows[1])):
+        return True
+    return at + 1 < len(raws) and _labels_an_audience(raws[at + 1], m)
 
 
 def _labels_an_audience(raw: str, m: _Markers) -> bool:
