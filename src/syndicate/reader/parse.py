@@ -584,15 +584,15 @@ _Label = tuple[str | None, str, str]  # _audience_label's: audience id, label, r
 def _audience_label(row: str, m: _Markers) -> _Label | None:
     """(audience id or None if unknown, label as written, rest of the row) for a label row."""
     colon = _colon(row, _LABEL_MAX + 1)
-    if colon < 0 and len(row) > _LABEL_MAX:
-        return None
-    label, sep, rest = _split_label(row)
-    if not sep:
+    if colon < 0:  # no colon in a row this short, or in the first words of a longer one
+        if len(row) > _LABEL_MAX:
+            return None
         audience = m.labels.get(_bare_label(row))
         return (audience, row.strip(" *:："), "") if audience else None
-    if len(label) > _LABEL_MAX or _bullet_marker(label) or _REF_START.fullmatch(label):
+    label = row[:colon]
+    if _bullet_marker(label) or _REF_START.fullmatch(label):
         return None
-    return m.labels.get(_bare_label(label)), label.strip(" *"), rest
+    return m.labels.get(_bare_label(label)), label.strip(" *"), row[colon + 1 :]
 
 
 @lru_cache(maxsize=1024)
@@ -810,11 +810,17 @@ def _seo_items(para: Paragraph) -> Iterator[tuple[str, str]]:
 def _seo_field(label: str, m: _Markers) -> str | None:
     bare = _bare_label(label)
     name = m.seo_fields.get(bare)
-    if name is None and m.alt_slugs:
-        stem = _NUMBERED.sub("", bare).strip()  # "Alt 2", "代替2": an alternative's stem
-        if any(a in (bare, stem) or bare.startswith(a + " ") for a in m.alt_slugs):
-            name = "alt_slugs"
+    if name is None and _alternative(bare, m.alt_slugs):
+        name = "alt_slugs"
     return name
+
+
+def _alternative(bare: str, alts: Sequence[str]) -> bool:
+    """Whether the label ``bare`` names an alternative slug: "alt", "alt 2" or, with no
+    space, "代替2"."""
+    if any(bare == a or bare.startswith(a + " ") for a in alts):
+        return True
+    return bare[-1:].isdigit() and _NUMBERED.sub("", bare).strip() in alts
 
 
 def _is_seo(para: Paragraph, m: _Markers) -> bool:
@@ -1090,7 +1096,7 @@ def _section_starts(
         elif "\n" not in raw and not raw[0].isspace() and not raw[-1].isspace():
             # The text is as written: too long for a heading, and an audience line only if a
             # colon comes early. Most of the body ends here.
-            if starts or _colon(raw, _LABEL_MAX) <= 0:
+            if starts or (raw.find(":", 0, _LABEL_MAX) <= 0 and raw.find("：", 0, _LABEL_MAX) <= 0):
                 continue
             kind = None
         else:
