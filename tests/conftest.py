@@ -87,7 +87,12 @@ DATE_LINES = {
     "en": ("Updated", "MMMM d, y"),
     "nl": ("Bijgewerkt op", "d MMMM y"),
     "de": ("Aktualisiert am", "d. MMMM y"),
+    # Translations in tests/data/unconfigured, for languages without a built-in profile.
+    "ja": ("更新日：", "y年M月d日"),
+    "ar": ("آخر تحديث:", "d MMMM y"),
 }
+TRANSLATED = DATA / "unconfigured"
+"""The sample article in languages without a built-in profile (``<lang>-trainium3.txt``)."""
 SEED_SLUG = "amazon-trainium3-aws-nvidia-ai-chip-competition"
 
 
@@ -99,7 +104,8 @@ def write_articles(
     langs: tuple[str, ...] = ("en",),
     slug: str = "piece",
 ) -> Path:
-    """``count`` articles per language made from the bundled seeds, one a day back from
+    """``count`` articles per language made from the bundled seeds (and, for a language
+    without a built-in profile, its translation in ``TRANSLATED``), one a day back from
     ``newest``: the n-th (0 = newest) has its own title, date line and slug ``<slug>-<n>``,
     so the language versions of one piece share a slug. Returns the folder."""
     from babel.dates import format_date
@@ -108,16 +114,17 @@ def write_articles(
     from syndicate.reader import read_articles
 
     seeds = read_articles(ARTICLES, parse_config({}, root=ROOT, source="(test)", env={}).profiles)
+    sources = {article.lang: Path(article.source) for article in seeds}
+    sources |= {lang: TRANSLATED / f"{lang}-trainium3.txt" for lang in langs if lang not in sources}
     folder.mkdir(parents=True, exist_ok=True)
-    for article in seeds:
-        if article.lang not in langs:
-            continue
-        lines = Path(article.source).read_text("utf-8").split("\n")
-        words, pattern = DATE_LINES[article.lang]
+    for lang in langs:
+        lines = sources[lang].read_text("utf-8").split("\n")
+        title = lines[0]
+        words, pattern = DATE_LINES[lang]
         for n in range(count):
             day = newest - timedelta(days=n)
-            lines[0] = f"{article.title} ({slug} {n})"
-            lines[2] = f"{words} {format_date(day, pattern, locale=article.lang)}"
+            lines[0] = f"{title} ({slug} {n})"
+            lines[2] = f"{words} {format_date(day, pattern, locale=lang)}"
             text = "\n".join(lines).replace(SEED_SLUG, f"{slug}-{n}")
-            (folder / f"{article.lang}-{slug}-{n:04}.txt").write_text(text, "utf-8")
+            (folder / f"{lang}-{slug}-{n:04}.txt").write_text(text, "utf-8")
     return folder

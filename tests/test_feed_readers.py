@@ -1,6 +1,7 @@
 """Feeds as real readers open them: every entry of every document (the language feeds, their
 archives and the audience feeds) leads to the page in that document's language, in feedparser
-and in newsboat (Debian's package, run headless)."""
+and in newsboat (Debian's package, run headless). Japanese and Arabic beside the built-in
+languages, each published with the block ``syndicate check`` reads from its articles."""
 
 from __future__ import annotations
 
@@ -19,10 +20,11 @@ from lxml import etree
 
 from syndicate.build import INDEX, MANIFEST, build_feeds
 from syndicate.config import Config, parse_config
+from syndicate.reader.parse import profile_of
 from syndicate.routes import article_url, home_url
-from tests.conftest import missing_real_part, write_articles
+from tests.conftest import TRANSLATED, missing_real_part, write_articles
 
-LANGS = ("en", "nl", "de")
+LANGS = ("en", "nl", "de", "ja", "ar")
 ATOM = "{http://www.w3.org/2005/Atom}"
 FORMATS = ("atom.xml", "rss.xml", "json")
 AUDIENCES = 5  # every written article has takeaways for the five built-in audiences
@@ -34,10 +36,21 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Config, Path]:
     document per format and two Atom archive pages."""
     root = tmp_path_factory.mktemp("readers")
     write_articles(root / "articles", 5, newest=date(2025, 12, 1), langs=LANGS)
-    config = parse_config(
-        {"feeds": {"max_entries": 2, "archive_entries": 2}}, root=root, source="(test)", env={}
-    )
-    build_feeds(config, root / "articles")
+    builtin = parse_config({}, root=root, source="(test)", env={}).profiles
+    blocks = {}
+    for lang in LANGS:
+        if lang not in builtin:
+            found = profile_of((TRANSLATED / f"{lang}-trainium3.txt").read_bytes(), builtin)
+            assert found is not None and found[0] == lang
+            blocks[lang] = found[1].model_dump(exclude_defaults=True)
+    settings = {
+        "site": {"languages": list(LANGS)},
+        "languages": blocks,
+        "feeds": {"max_entries": 2, "archive_entries": 2},
+    }
+    config = parse_config(settings, root=root, source="(test)", env={})
+    report = build_feeds(config, root / "articles")
+    assert report.entries == dict.fromkeys(LANGS, 5) and not report.problems
     return config, root / "feeds"
 
 
