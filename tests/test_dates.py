@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from datetime import date
+
 import pytest
+from babel import localedata
+from babel.dates import format_date
 
 from syndicate.reader.dates import find_date, parse_date
 
@@ -81,3 +85,22 @@ def test_find_date_says_where_the_date_starts_and_ends() -> None:
         "zh": ("", "更新"),
         "ko": ("", "업데이트"),
     }
+
+
+def test_every_cldr_language_reads_its_own_dates() -> None:
+    """Each language Babel's CLDR data has writes a date line its own way (long, medium and
+    short, with the year in full): each reads back as that date, eras (Thai "ค.ศ.") and
+    scripts' digits included."""
+    day = date(2025, 12, 11)
+    langs = sorted({name.split("_")[0] for name in localedata.locale_identifiers()})
+    assert len(langs) > 300
+    unread = []
+    for lang in langs:
+        for width in ("long", "medium", "short"):
+            written = format_date(day, width, locale=lang)
+            if width == "short" and "2025" not in written:
+                continue  # a two-digit year is not read
+            if parse_date(f"x {written}", lang) != day:
+                unread.append((lang, width, written))
+    assert unread == []
+    assert parse_date("อัปเดตเมื่อ 11 ธันวาคม พ.ศ. 2568", "th") == day

@@ -21,6 +21,11 @@ def _fold(text: str) -> str:
 _WORD = r"[^\W\u2e80-\u9fff\uac00-\ud7af\uf900-\ufaff]"
 
 
+# An era's name (CLDR's "G": "AD", "n. Chr.", Thai "ค.ศ." or, of the Buddhist era, "พ.ศ."),
+# where a language's date format writes one: one or two words, or none.
+_ERA = r"\s*(?:[^\d\s]+(?:\s[^\d\s]+)?\s+)?"
+
+
 @cache
 def _date_patterns(lang: str) -> tuple[tuple[re.Pattern[str], ...], dict[str, int]] | None:
     """Regexes for the language's long, medium and short dates, then common orders; months
@@ -46,10 +51,12 @@ def _date_patterns(lang: str) -> tuple[tuple[re.Pattern[str], ...], dict[str, in
     for width in widths:
         out: list[str] = []
         for token in re.finditer(
-            r"'([^']*)'|(d+|M+|L+|y+)|([^'dMLy]+)", get_date_format(width, locale).pattern
+            r"'([^']*)'|(d+|M+|L+|y+)|(G+)|([^'dMLyG]+)", get_date_format(width, locale).pattern
         ):
-            literal, part, other = token.groups()
-            if literal is not None or (other and other.strip(" ,.")):
+            literal, part, era, other = token.groups()
+            if era:  # "11 ธันวาคม ค.ศ. 2025": the era's name, if written
+                out.append(_ERA)
+            elif literal is not None or (other and other.strip(" ,.")):
                 out.append(r"\s*" + re.escape((literal or other).strip()) + r"\s*")
             elif part:
                 numeric = part[0] in "ML" and len(part) <= 2  # "2025年12月11日"
