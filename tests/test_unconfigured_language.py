@@ -25,11 +25,11 @@ from syndicate.config import LanguageProfile, builtin_profiles, load_config, par
 from syndicate.model import Article, Severity
 from syndicate.reader import parse_article, read_articles
 from syndicate.reader.parse import UNPUBLISHED, profile_of
-from tests.conftest import ARTICLES, DATA, ROOT, SEED_SLUG
+from tests.conftest import ARTICLES, DATA, ROOT, SEED_SLUG, TRANSLATED
 
 PROFILES = parse_config({}, root=ROOT, source="(test)", env={}).languages
 ENGLISH = next(p for p in ARTICLES.iterdir() if b"\n\nUpdated " in p.read_bytes())
-TRANSLATIONS = sorted((DATA / "unconfigured").glob("*.txt"))
+TRANSLATIONS = sorted(TRANSLATED.glob("*.txt"))
 # Those whose audience labels are written in Latin letters, as the built-in profiles' are:
 # only these share letter groups with the known labels, which place a line when an audience
 # has none (in another script, a line for each audience places them by position).
@@ -249,7 +249,7 @@ VARIANTS = {
 
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_the_usual_variations_of_the_format_read_alike_without_a_profile(variant: str) -> None:
-    italian = DATA / "unconfigured" / "it-trainium3.txt"
+    italian = TRANSLATED / "it-trainium3.txt"
     known = {lang: PROFILES[lang] for lang in ("en", "nl", "de")}
     whole = read_unconfigured(italian, known)
     data = VARIANTS[variant](italian.read_text("utf-8")).encode()
@@ -278,7 +278,7 @@ def test_date_line_words_after_the_date_read_alike(
 ) -> None:
     """Chinese, Japanese and Korean may write the date line's words after the date (with no
     space between them in Chinese and Japanese)."""
-    path = DATA / "unconfigured" / f"{lang}-trainium3.txt"
+    path = TRANSLATED / f"{lang}-trainium3.txt"
     known = {code: PROFILES[code] for code in ("en", "nl", "de")}
     whole = read_unconfigured(path, known)
     data = path.read_text("utf-8").replace(f"\n\n{written}\n\n", f"\n\n{after}\n\n", 1).encode()
