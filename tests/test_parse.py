@@ -899,3 +899,37 @@ def test_a_body_paragraph_may_address_an_audience(config: Config, before: str, b
     if body:
         assert len(article.blocks) == len(expected.blocks) + 1
         assert prose in [block.parts[0] for block in article.blocks]
+
+
+@pytest.mark.parametrize(
+    ("lang", "written", "line", "read", "warned"),
+    [
+        ("en", "Updated December 11, 2025", "Updated 12/11/2025", "2025-12-11", True),
+        ("en", "Updated December 11, 2025", "Updated 12/13/2025", "2025-12-13", False),
+        ("en", "Updated December 11, 2025", "Updated 2025-11-12", "2025-11-12", False),
+        (
+            "de",
+            "Aktualisiert am 11. Dezember 2025",
+            "Aktualisiert am 03.04.2026",
+            "2026-04-03",
+            False,
+        ),
+        ("nl", "Bijgewerkt op 11 december 2025", "Bijgewerkt op 11-12-2025", "2025-12-11", False),
+    ],
+)
+def test_a_date_in_figures_is_read_in_the_languages_order(
+    config: Config, lang: str, written: str, line: str, read: str, warned: bool
+) -> None:
+    """CLDR's order for the language decides; where it is month first (English), a day of 12
+    or less could be meant the other way round (British English): a warning says how it was
+    read."""
+    article, found = parse(config, seed(lang).replace(written, line, 1))
+    assert article is not None and article.updated.isoformat() == read
+    messages = [p.message for p in found]
+    if warned:
+        assert messages == [
+            f"date '12/11/2025' read as {read}, in the order 'en' writes dates in figures: "
+            "a month's name leaves no doubt"
+        ]
+    else:
+        assert messages == []

@@ -92,6 +92,18 @@ def _common_era(year: int, lang: str) -> int:
     return year
 
 
+@cache
+def month_first(lang: str) -> bool:
+    """Whether ``lang`` writes a date in figures month first ("12/11/2025", as CLDR's English
+    does): such a date with a day of 12 or less reads the other way round elsewhere."""
+    try:
+        pattern = get_date_format("short", Locale.parse(lang.replace("-", "_"))).pattern
+    except (UnknownLocaleError, ValueError):
+        return False
+    order = [c for c in pattern if c in "dMLy"]
+    return order[:1] in (["M"], ["L"])
+
+
 _ISO_DATE = re.compile(r"(?<!\d)(\d{4})-(\d{2})-(\d{2})(?!\d)")
 
 

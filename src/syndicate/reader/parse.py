@@ -34,7 +34,7 @@ from ..model import (
     Severity,
     Takeaways,
 )
-from .dates import find_date, parse_date
+from .dates import find_date, month_first
 
 SUPERSCRIPTS = "⁰¹²³⁴⁵⁶⁷⁸⁹"
 _SUPER_DIGIT = str.maketrans(SUPERSCRIPTS, "0123456789")
@@ -1053,7 +1053,16 @@ def _head(
         else 1
     )
     date_para = paras[at]
-    updated = parse_date(date_para.text, lang)
+    found = find_date(date_para.text, lang)
+    updated = found[0] if found else None
+    if found and month_first(lang) and _ambiguous(date_para.text[found[1] : found[2]], found[0]):
+        warn.append(
+            (
+                date_para.line,
+                f"date {date_para.text[found[1] : found[2]]!r} read as {found[0].isoformat()}, "
+                f"in the order {lang!r} writes dates in figures: a month's name leaves no doubt",
+            )
+        )
     if not _date_line_words(date_para.text, m.date_line):
         if updated is None:
             raise ArticleProblem(
@@ -1410,6 +1419,17 @@ def _inferred_profile(
 def _name(lang: str) -> str:
     name = Locale.parse(lang).get_display_name(lang) or lang
     return name[:1].upper() + name[1:]
+
+
+def _ambiguous(written: str, day: date) -> bool:
+    """Whether a date written in figures alone, month first ("12/11/2025"), could be read the
+    other way round, as day-first writers of the same language (British English) mean it."""
+    return (
+        not any(c.isalpha() for c in written)
+        and day.day <= 12
+        and day.day != day.month
+        and not written.lstrip()[:4].isdigit()  # a year first is followed by the month
+    )
 
 
 def _inferred_date_words(paras: Sequence[Paragraph], lang: str) -> str | None:
