@@ -933,3 +933,22 @@ def test_a_date_in_figures_is_read_in_the_languages_order(
         ]
     else:
         assert messages == []
+
+
+@pytest.mark.parametrize("heading", ["", "What it means"])
+@pytest.mark.parametrize("body", [True, False])
+def test_a_reworded_first_label_without_the_known_heading_stays_a_takeaway(
+    config: Config, heading: str, body: bool
+) -> None:
+    """Without the heading the profile knows, the takeaways open at the first known label;
+    takeaway lines just above it (a label, a colon, bullets) belong to them too."""
+    expected, _ = parse(config, seed("en"), body=body)
+    text = seed("en").replace("\n\nKey takeaways\n\n", f"\n\n{heading}\n\n" if heading else "\n\n")
+    text = text.replace("For infrastructure architects:", "For infra architects:", 1)
+    article, found = parse(config, text, body=body)
+    assert article is not None and expected is not None
+    assert [t.audience for t in article.takeaways] == [t.audience for t in expected.takeaways]
+    assert article.blocks == expected.blocks
+    assert [p.message.split(" by ")[0] for p in found] == [
+        "unknown audience label 'For infra architects' read as 'architects'"
+    ]

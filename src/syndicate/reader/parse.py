@@ -1118,9 +1118,13 @@ def _section_starts(
         if kind is not None:
             starts.append((index, kind, index + 1))
         elif not starts and _opens_takeaways(raws, index - body_start, m):
-            # A heading just above, in words the profile does not know, is the section's.
-            above = index - 1 >= body_start and _is_heading(paras[index - 1])
-            starts.append((index - 1 if above else index, "takeaways", index))
+            # Takeaway lines just above, under labels the profile does not know, are the
+            # section's, and so is a heading above them, in words it does not know.
+            first = index
+            while first - 1 >= body_start and _is_audience_line(paras[first - 1]):
+                first -= 1
+            above = first - 1 >= body_start and _is_heading(paras[first - 1])
+            starts.append((first - 1 if above else first, "takeaways", first))
     return starts
 
 
