@@ -13,12 +13,12 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from syndicate.config import Config
+from syndicate.config import Config, parse_config
 from syndicate.model import Article, Severity
 from syndicate.reader import parse as reader_parse
 from syndicate.reader import parse_article, read_articles
-from syndicate.reader.parse import paragraphs, split_marks
-from tests.conftest import ARTICLES
+from syndicate.reader.parse import paragraphs, profile_of, split_marks
+from tests.conftest import ARTICLES, ROOT, TRANSLATED
 from tests.golden import assert_golden
 
 SEEDS = {
@@ -952,3 +952,24 @@ def test_a_reworded_first_label_without_the_known_heading_stays_a_takeaway(
     assert [p.message.split(" by ")[0] for p in found] == [
         "unknown audience label 'For infra architects' read as 'architects'"
     ]
+
+
+@pytest.mark.parametrize("marks", ["**", "*", "__"])
+@pytest.mark.parametrize("body", [True, False])
+def test_emphasised_audience_labels_read_alike(config: Config, marks: str, body: bool) -> None:
+    """ "**For cost optimization teams:** - a - b": the emphasis closes after the colon, and
+    the bullets still follow it."""
+    expected, _ = parse(config, seed("en"), body=body)
+    text = re.sub(
+        r"^(For [^:\n]+):", lambda found: f"{marks}{found[1]}:{marks}", seed("en"), flags=re.M
+    )
+    assert text.count(f":{marks} - ") == 5
+    assert parse(config, text, body=body) == (expected, [])
+
+
+def test_emphasised_labels_of_an_unconfigured_language_read_alike() -> None:
+    italian = TRANSLATED / "it-trainium3.txt"
+    profiles = parse_config({}, root=ROOT, source="(test)", env={}).profiles
+    known = {lang: profiles[lang] for lang in ("en", "nl", "de")}
+    text = re.sub(r"^(Per [^:\n]+):", r"**\1:**", italian.read_text("utf-8"), flags=re.M)
+    assert profile_of(text.encode(), known) == profile_of(italian.read_bytes(), known)

@@ -588,11 +588,18 @@ def _audience_label(row: str, m: _Markers) -> _Label | None:
         if len(row) > _LABEL_MAX:
             return None
         audience = m.labels.get(_bare_label(row))
-        return (audience, row.strip(" *:："), "") if audience else None
+        return (audience, row.strip(" *_:："), "") if audience else None
     label = row[:colon]
     if _bullet_marker(label) or _REF_START.fullmatch(label):
         return None
-    return m.labels.get(_bare_label(label)), label.strip(" *"), row[colon + 1 :]
+    return m.labels.get(_bare_label(label)), label.strip(" *_"), _after_label(row, colon)
+
+
+def _after_label(row: str, colon: int) -> str:
+    """What follows a label's colon, past the emphasis the label closes there
+    ("**For cost optimization teams:** - a - b")."""
+    rest = row[colon + 1 :]
+    return rest.lstrip("*_") if row[:1] in "*_" else rest
 
 
 @lru_cache(maxsize=1024)
@@ -1137,7 +1144,7 @@ def _opens_takeaways(raws: list[str], at: int, m: _Markers) -> bool:
     if not _labels_an_audience(raw, m):
         return False
     rows = [row for line in raw.split("\n") if (row := line.strip())]
-    rest = rows[0][_colon(rows[0], _LABEL_MAX + 1) + 1 :].strip()
+    rest = _after_label(rows[0], _colon(rows[0], _LABEL_MAX + 1)).strip()
     if _bullet_marker(rest) or (len(rows) > 1 and _bullet_marker(rows[1])):
         return True
     return at + 1 < len(raws) and _labels_an_audience(raws[at + 1], m)
@@ -1461,7 +1468,7 @@ def _is_audience_line(para: Paragraph) -> bool:
     colon = _colon(row, _LABEL_MAX + 1)
     if colon < 2 or _bullet_marker(row) or _REF_HEAD.match(row):
         return False
-    rest = row[colon + 1 :].strip()
+    rest = _after_label(row, colon).strip()
     if rest:
         return _bullet_marker(rest) is not None and len(_bullets(rest, ())) >= 1
     return len(para.rows) > 1 and _bullet_marker(para.rows[1]) is not None
