@@ -13,6 +13,7 @@ import json
 import re
 import shutil
 import tomllib
+from collections.abc import Callable
 from pathlib import Path
 
 import feedparser
@@ -231,33 +232,53 @@ def test_takeaways_for_fewer_audiences_keep_each_line_with_its_audience(
     assert [(t.audience, t.label) for t in article.takeaways] == expected
 
 
-def _one_bullet_a_line(found: re.Match[str]) -> str:
-    bullets = [b.strip() for b in f" {found[2]}".split(" - ") if b.strip()]
-    return found[1] + ":\n" + "\n".join(f"- {b}" for b in bullets)
+def _one_bullet_a_line(profile: LanguageProfile, text: str) -> str:
+    """Each audience's bullets one a line below its label, as Markdown lists them."""
+    for label in (label for labels in profile.audiences.values() for label in labels):
+        text = re.sub(
+            rf"^({re.escape(label)})\s*([:：])\s*(- .+)$",
+            lambda found: (
+                found[1]
+                + found[2]
+                + "".join(f"\n- {b.strip()}" for b in f" {found[3]}".split(" - ") if b.strip())
+            ),
+            text,
+            flags=re.M,
+        )
+    return text
 
 
-VARIANTS = {
-    "bullets one a line": lambda t: re.sub(
-        r"^(Per [^:\n]+): (- .+)$", _one_bullet_a_line, t, flags=re.M
+def _without(heading: list[str], text: str) -> str:
+    return text.replace(f"\n\n{heading[0]}\n\n", "\n\n", 1) if heading else text
+
+
+VARIANTS: dict[str, Callable[[LanguageProfile, str], str]] = {
+    "bullets one a line": _one_bullet_a_line,
+    "no takeaways heading": lambda profile, text: _without(profile.takeaways, text),
+    "no references heading": lambda profile, text: _without(profile.references, text),
+    "no SEO heading": lambda profile, text: _without(profile.seo, text),
+    "Markdown headings": lambda profile, text: re.sub(
+        r"\n\n([^\n:：\d][^\n:：]{0,59})\n\n", r"\n\n## \1\n\n", text
     ),
-    "no takeaways heading": lambda t: t.replace("Punti chiave\n\n", ""),
-    "no references heading": lambda t: t.replace("Riferimenti\n\n", ""),
-    "no SEO heading": lambda t: t.replace("Elementi SEO\n\n", ""),
-    "Windows line ends": lambda t: t.replace("\n", "\r\n"),
+    "Windows line ends": lambda profile, text: text.replace("\n", "\r\n"),
 }
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
-def test_the_usual_variations_of_the_format_read_alike_without_a_profile(variant: str) -> None:
-    italian = TRANSLATED / "it-trainium3.txt"
+@pytest.mark.parametrize("path", TRANSLATIONS, ids=lambda p: p.name)
+def test_the_usual_variations_of_the_format_read_alike_without_a_profile(
+    path: Path, variant: str
+) -> None:
     known = {lang: PROFILES[lang] for lang in ("en", "nl", "de")}
-    whole = read_unconfigured(italian, known)
-    data = VARIANTS[variant](italian.read_text("utf-8")).encode()
-    assert data != italian.read_bytes()
+    whole = read_unconfigured(path, known)
+    found = profile_of(path.read_bytes(), known)
+    assert found is not None
+    data = VARIANTS[variant](found[1], path.read_text("utf-8")).encode()
+    assert data != path.read_bytes()
     lang, profile = profile_of(data, known)
-    article, problems = parse_article(data, str(italian), {**known, lang: profile})
+    article, problems = parse_article(data, str(path), {**known, lang: profile})
     assert article is not None and problems == []
-    assert article.takeaways == whole.takeaways
+    assert (article.title, article.takeaways) == (whole.title, whole.takeaways)
     assert (article.references, article.seo, article.slug) == (
         whole.references,
         whole.seo,
