@@ -973,3 +973,46 @@ def test_emphasised_labels_of_an_unconfigured_language_read_alike() -> None:
     known = {lang: profiles[lang] for lang in ("en", "nl", "de")}
     text = re.sub(r"^(Per [^:\n]+):", r"**\1:**", italian.read_text("utf-8"), flags=re.M)
     assert profile_of(text.encode(), known) == profile_of(italian.read_bytes(), known)
+
+
+def _labels(config: Config, lang: str) -> str:
+    """The language's audience labels, as one regex alternative."""
+    return "|".join(
+        re.escape(label) for labels in config.languages[lang].audiences.values() for label in labels
+    )
+
+
+WRITTEN_OTHERWISE = {
+    "bullets one a line": lambda config, lang, text: re.sub(
+        rf"^({_labels(config, lang)}): (- .+)$",
+        lambda found: (
+            found[1]
+            + ":"
+            + "".join(f"\n- {b.strip()}" for b in f" {found[2]}".split(" - ") if b.strip())
+        ),
+        text,
+        flags=re.M,
+    ),
+    "emphasised labels": lambda config, lang, text: re.sub(
+        rf"^({_labels(config, lang)}):", r"**\1:**", text, flags=re.M
+    ),
+    "Markdown headings": lambda config, lang, text: re.sub(
+        r"\n\n([^\n:\d][^\n:]{0,59})\n\n", r"\n\n## \1\n\n", text
+    ),
+    "Markdown title, italic date line": lambda config, lang, text: (
+        "# " + re.sub(r"\n\n([^\n]*20\d\d)\n\n", r"\n\n*\1*\n\n", text, count=1)
+    ),
+    "Windows line ends": lambda config, lang, text: text.replace("\n", "\r\n"),
+}
+
+
+@pytest.mark.parametrize("variant", WRITTEN_OTHERWISE)
+@pytest.mark.parametrize("lang", SEEDS)
+@pytest.mark.parametrize("body", [True, False])
+def test_each_seed_written_otherwise_reads_alike(
+    config: Config, lang: str, variant: str, body: bool
+) -> None:
+    """The usual ways a writer's habits change the format read as the seed itself does."""
+    text = WRITTEN_OTHERWISE[variant](config, lang, seed(lang))
+    assert text != seed(lang)
+    assert parse(config, text, body=body) == parse(config, seed(lang), body=body)

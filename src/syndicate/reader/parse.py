@@ -53,8 +53,11 @@ _SLUG = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
 _HYPHENED_SLUG = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)+")  # a slug, not a word
 # "December 2025 Update: ..." in any language: a short label holding a year, then a colon.
 _SUMMARY_LABEL = re.compile(r"[^:：.!?。]{0,60}(?<!\d)\d{4}(?!\d)[^:：.!?。]{0,40}(?::\s|：)")
-# A line written as Markdown marks a heading: "## The performance case", "**Key takeaways**".
-_MARKDOWN_HEADING = re.compile(r"#{1,6}[^\S\n]+(.*?)(?:[^\S\n]+#+)?|\*\*(.+)\*\*|__(.+)__")
+# A line written as Markdown marks a heading ("## The performance case", "**Key takeaways**")
+# or sets it apart ("*Updated December 11, 2025*").
+_MARKDOWN_HEADING = re.compile(
+    r"#{1,6}[^\S\n]+(.*?)(?:[^\S\n]+#+)?|\*\*(.+)\*\*|__(.+)__|\*([^*]+)\*|_([^_]+)_"
+)
 _NUMBERED = re.compile(r"[^\w\s]*\s*\d+\s*$")  # "Alt 1", "Alt. 2": a numbered label's stem
 _SEO_ITEM = re.compile(r"(?:^|\s)[•·▪]\s*")
 _PARENS = re.compile(r"\s*[(（][^)）]*[)）]")
@@ -453,7 +456,7 @@ def detect_language(
     The language model only breaks ties and, with ``second_opinion``, warns when the text
     clearly reads as another language than the one profile that matches.
     """
-    dated = _dated(tuple(_fold(p.text[:80]) for p in paras[1:3]), profiles)
+    dated = _dated(tuple(_fold(_unmarked(p.text)[:80]) for p in paras[1:3]), profiles)
     if len(dated) == 1:  # the usual case: the date line alone decides
         scores = {lang: 4 if lang in dated else 0 for lang in profiles}
     else:  # none or several: headings and audience labels decide
@@ -522,7 +525,8 @@ def _first_row(raw: str) -> str:
 
 
 def _unmarked(text: str) -> str:
-    """A title or heading without the Markdown marks some writers put around one line."""
+    """A title, heading or date line without the Markdown marks some writers put around
+    one line."""
     if text[:1] not in "#*_":
         return text
     found = _MARKDOWN_HEADING.fullmatch(text.strip())
@@ -1055,22 +1059,23 @@ def _head(
     body paragraph is also the summary."""
     at = (
         2
-        if _date_line_words(paras[2].text, m.date_line)
-        and not _date_line_words(paras[1].text, m.date_line)
+        if _date_line_words(_unmarked(paras[2].text), m.date_line)
+        and not _date_line_words(_unmarked(paras[1].text), m.date_line)
         else 1
     )
     date_para = paras[at]
-    found = find_date(date_para.text, lang)
+    written = _unmarked(date_para.text)
+    found = find_date(written, lang)
     updated = found[0] if found else None
-    if found and month_first(lang) and _ambiguous(date_para.text[found[1] : found[2]], found[0]):
+    if found and month_first(lang) and _ambiguous(written[found[1] : found[2]], found[0]):
         warn.append(
             (
                 date_para.line,
-                f"date {date_para.text[found[1] : found[2]]!r} read as {found[0].isoformat()}, "
+                f"date {written[found[1] : found[2]]!r} read as {found[0].isoformat()}, "
                 f"in the order {lang!r} writes dates in figures: a month's name leaves no doubt",
             )
         )
-    if not _date_line_words(date_para.text, m.date_line):
+    if not _date_line_words(written, m.date_line):
         if updated is None:
             raise ArticleProblem(
                 f"missing date line: expected {expected!r} and a date, "
@@ -1447,12 +1452,13 @@ def _inferred_date_words(paras: Sequence[Paragraph], lang: str) -> str | None:
     """The words before the date on the date line (the second paragraph, or the third after
     a subtitle), or on a line with none before it, after it ("2025年12月11日更新")."""
     for para in paras[1:3]:
-        found = find_date(para.text, lang)
+        text = _unmarked(para.text)
+        found = find_date(text, lang)
         if found is not None:
             _, start, end = found
-            words = para.text[:start].strip(_DATE_LINE_MARKS)
-            if not words and len(para.text) < _DATE_LINE_MAX:
-                words = para.text[end:].strip(_DATE_LINE_MARKS)
+            words = text[:start].strip(_DATE_LINE_MARKS)
+            if not words and len(text) < _DATE_LINE_MAX:
+                words = text[end:].strip(_DATE_LINE_MARKS)
             return words or None
     return None
 
