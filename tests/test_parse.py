@@ -1016,3 +1016,23 @@ def test_each_seed_written_otherwise_reads_alike(
     text = WRITTEN_OTHERWISE[variant](config, lang, seed(lang))
     assert text != seed(lang)
     assert parse(config, text, body=body) == parse(config, seed(lang), body=body)
+
+
+@pytest.mark.parametrize("mark", ["{n}. ", "{n}) "])
+@pytest.mark.parametrize("body", [True, False])
+def test_numbered_bullets_one_a_line_read_as_bullets(config: Config, mark: str, body: bool) -> None:
+    """Bullets numbered one a line below the label ("1. a", "2) b") are the same bullets."""
+    expected, _ = parse(config, seed("en"), body=body)
+
+    def numbered(found: re.Match[str]) -> str:
+        bullets = [b.strip() for b in f" {found[2]}".split(" - ") if b.strip()]
+        return (
+            found[1] + ":" + "".join(f"\n{mark.format(n=n)}{b}" for n, b in enumerate(bullets, 1))
+        )
+
+    text = re.sub(r"^(For [^:\n]+): (- .+)$", numbered, seed("en"), flags=re.M)
+    assert "\n2. " in text or "\n2) " in text
+    article, found = parse(config, text, body=body)
+    assert found == [] and article is not None and expected is not None
+    assert article.takeaways == expected.takeaways
+    assert (article.references, article.blocks) == (expected.references, expected.blocks)

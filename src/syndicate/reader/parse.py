@@ -51,6 +51,7 @@ _REF_HEAD = re.compile(
 _URL = re.compile(r"<?(https?://[^\s<>]+)>?")
 _SLUG = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
 _HYPHENED_SLUG = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)+")  # a slug, not a word
+_NUMBERED_ITEM = re.compile(r"\d{1,2}[.)]\s+")  # "1. ", "2) ": a numbered list's item
 # "December 2025 Update: ..." in any language: a short label holding a year, then a colon.
 _SUMMARY_LABEL = re.compile(r"[^:：.!?。]{0,60}(?<!\d)\d{4}(?!\d)[^:：.!?。]{0,40}(?::\s|：)")
 # A line written as Markdown marks a heading ("## The performance case", "**Key takeaways**")
@@ -554,20 +555,30 @@ def _bullet_marker(text: str) -> str | None:
     return None
 
 
+def _list_item(text: str) -> str | None:
+    """``text`` without its list mark ("- a", "• a", "1. a", "2) a"), or None if it has none."""
+    if _bullet_marker(text) is not None:
+        return text[1:].strip()
+    found = _NUMBERED_ITEM.match(text)
+    return text[found.end() :].strip() if found else None
+
+
 @cache
 def _bullet_split(marker: str) -> re.Pattern[str]:
     return re.compile(rf"\s+{re.escape(marker)}\s+")
 
 
 def _bullets(first: str, rows: Sequence[str]) -> list[str]:
-    """Bullets written inline (": - a - b") or one a line ("- a"); hyphens in words never split."""
+    """Bullets written inline (": - a - b") or one a line ("- a", "1. a"); hyphens in words
+    never split."""
     first = first.strip()
     texts = [t for t in (first, *rows) if t] if rows else [first] if first else []
-    if rows and sum(_bullet_marker(t) is not None for t in texts) >= 2:
+    if rows and sum(_list_item(t) is not None for t in texts) >= 2:
         items: list[str] = []
         for text in texts:
-            if _bullet_marker(text) is not None or not items:
-                items.append(text.lstrip(_BULLETS).strip())
+            item = _list_item(text)
+            if item is not None or not items:
+                items.append(text.lstrip(_BULLETS).strip() if item is None else item)
             else:  # a wrapped bullet continues on the next line
                 items[-1] += " " + text
         return [i for i in items if i]
@@ -1150,7 +1161,7 @@ def _opens_takeaways(raws: list[str], at: int, m: _Markers) -> bool:
         return False
     rows = [row for line in raw.split("\n") if (row := line.strip())]
     rest = _after_label(rows[0], _colon(rows[0], _LABEL_MAX + 1)).strip()
-    if _bullet_marker(rest) or (len(rows) > 1 and _bullet_marker(rows[1])):
+    if _bullet_marker(rest) or (len(rows) > 1 and _list_item(rows[1]) is not None):
         return True
     return at + 1 < len(raws) and _labels_an_audience(raws[at + 1], m)
 
@@ -1477,7 +1488,7 @@ def _is_audience_line(para: Paragraph) -> bool:
     rest = _after_label(row, colon).strip()
     if rest:
         return _bullet_marker(rest) is not None and len(_bullets(rest, ())) >= 1
-    return len(para.rows) > 1 and _bullet_marker(para.rows[1]) is not None
+    return len(para.rows) > 1 and _list_item(para.rows[1]) is not None
 
 
 def _audience_run(paras: Sequence[Paragraph]) -> tuple[int, int] | None:
