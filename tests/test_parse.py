@@ -878,7 +878,10 @@ def test_a_primary_slug_under_a_label_the_profile_does_not_know(config: Config, 
     assert article == expected
     [warning] = found
     assert warning.severity is Severity.WARNING
-    assert warning.message.startswith(f"unknown SEO label {label!r} read as the primary slug's")
+    assert warning.message == (
+        f"unknown SEO label {label!r} read as the primary slug"
+        " (add it to seo_fields.primary_slug to say so)"
+    )
     renamed, found = parse(config, seed("en").replace("Alt 1:", "Other 1:", 1))
     assert (renamed, found) == (expected, [])
 
@@ -1036,3 +1039,26 @@ def test_numbered_bullets_one_a_line_read_as_bullets(config: Config, mark: str, 
     assert found == [] and article is not None and expected is not None
     assert article.takeaways == expected.takeaways
     assert (article.references, article.blocks) == (expected.references, expected.blocks)
+
+
+@pytest.mark.parametrize(
+    ("written", "label", "field"),
+    [
+        ("SEO Title (56 characters):", "Meta Title", "title"),
+        ("SEO Description (153 characters):", "SEO meta description", "description"),
+    ],
+)
+def test_an_seo_field_under_a_label_the_profile_does_not_know(
+    config: Config, written: str, label: str, field: str
+) -> None:
+    """An SEO or meta field is the title when short, the description when long, as in a
+    language without a profile; a label that names neither (Title tag) is left out."""
+    expected, _ = parse(config, seed("en"))
+    article, found = parse(config, seed("en").replace(written, f"{label} (99 characters):", 1))
+    assert article == expected
+    assert [p.message for p in found] == [
+        f"unknown SEO label {label!r} read as the SEO {field}"
+        f" (add it to seo_fields.{field} to say so)"
+    ]
+    untold, found = parse(config, seed("en").replace(written, "Title tag:", 1))
+    assert untold is not None and getattr(untold.seo, field) is None and found == []

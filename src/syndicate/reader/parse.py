@@ -850,12 +850,9 @@ def _is_seo(para: Paragraph, m: _Markers) -> bool:
 
 
 def _seo(paras: list[Paragraph], m: _Markers, warn: list[tuple[int, str]]) -> Seo:
-    """The SEO tail's fields. The primary slug ties the language versions together: without
-    its label, the first slug of the tail under a label the profile does not know is taken,
-    with a warning; the other slugs are the alternatives, whatever their labels."""
     values: dict[str, str] = {}
     alts: list[str] = []
-    unknown: list[tuple[str, int, int]] = []  # label, place in alts, line: slugs under one
+    unknown: list[tuple[str, str, int]] = []  # label, value, line: labels the profile lacks
     for number, para in enumerate(paras):
         items = [(label, value) for label, value in _seo_items(para) if value]
         if not items and number == 0 and len(paras) > 1 and _is_heading(para):
@@ -864,23 +861,13 @@ def _seo(paras: list[Paragraph], m: _Markers, warn: list[tuple[int, str]]) -> Se
             warn.append((para.line, f"text after the references ignored: {para.text[:60]!r}"))
         for label, value in items:
             name = _seo_field(label, m)
-            if name == "alt_slugs":
+            if name is None:
+                unknown.append((_PARENS.sub("", label).strip(), value, para.line))
+            if name == "alt_slugs" or (name is None and _HYPHENED_SLUG.fullmatch(value)):
                 alts.append(value)
             elif name is not None:
                 values.setdefault(name, value)
-            elif _HYPHENED_SLUG.fullmatch(value):
-                alts.append(value)
-                unknown.append((label.strip(), len(alts) - 1, para.line))
-    if "primary_slug" not in values and unknown:
-        label, at, line = unknown[0]
-        values["primary_slug"] = alts.pop(at)
-        warn.append(
-            (
-                line,
-                f"unknown SEO label {label!r} read as the primary slug's, the first slug of the"
-                " tail (add it to seo_fields.primary_slug to say so)",
-            )
-        )
+    _read_unknown(unknown, values, alts, warn)
     return Seo(
         title=values.get("title"),
         description=values.get("description"),
@@ -888,6 +875,46 @@ def _seo(paras: list[Paragraph], m: _Markers, warn: list[tuple[int, str]]) -> Se
         primary_slug=values.get("primary_slug"),
         alt_slugs=tuple(alts),
     )
+
+
+_SEO_NAMES = {
+    "primary_slug": "primary slug",
+    "title": "SEO title",
+    "description": "SEO description",
+}
+
+
+def _read_unknown(
+    unknown: list[tuple[str, str, int]],
+    values: dict[str, str],
+    alts: list[str],
+    warn: list[tuple[int, str]],
+) -> None:
+    """The SEO fields under labels the profile does not know, where their values tell which
+    they are, as a language without a profile has them read: the first slug is the primary
+    one when no label says so (it ties the language versions together; the others stay
+    alternatives), and an SEO or meta field the title when short, the description when long.
+    Each one read so gets a warning."""
+    for label, value, line in unknown:
+        if _HYPHENED_SLUG.fullmatch(value):
+            if "primary_slug" in values:
+                continue
+            alts.remove(value)
+            field = "primary_slug"
+        elif _names_seo(label):
+            field = "title" if len(value) <= _SEO_TITLE_MAX else "description"
+            if field in values:
+                continue
+        else:
+            continue
+        values[field] = value
+        warn.append(
+            (
+                line,
+                f"unknown SEO label {label!r} read as the {_SEO_NAMES[field]}"
+                f" (add it to seo_fields.{field} to say so)",
+            )
+        )
 
 
 def slugify(text: str) -> str:
