@@ -1062,3 +1062,20 @@ def test_an_seo_field_under_a_label_the_profile_does_not_know(
     ]
     untold, found = parse(config, seed("en").replace(written, "Title tag:", 1))
     assert untold is not None and getattr(untold.seo, field) is None and found == []
+
+
+@pytest.mark.parametrize(
+    "written",
+    ["{url}.", "({url})", "<{url}>", "[With Trainium4]({url})"],
+)
+def test_a_reference_url_however_it_is_set_off(config: Config, written: str) -> None:
+    """A reference's URL in brackets, after a full stop or as a Markdown link: the URL alone
+    is the link, and the text keeps no bracket the URL left behind."""
+    url = "https://www.nextplatform.com/2025/12/03/with-trainium4-aws-will-crank-up-everything-but-the-clocks/"
+    expected, _ = parse(config, seed("en"))
+    article, found = parse(config, seed("en").replace(url, written.format(url=url), 1))
+    assert found == [] and article is not None and expected is not None
+    reference = article.reference(4)
+    assert reference is not None and reference.url == url
+    assert reference.text.startswith(expected.reference(4).text.removesuffix(" December 3, 2025."))
+    assert not any(mark in reference.text for mark in "()<>[]")

@@ -49,6 +49,7 @@ _REF_HEAD = re.compile(
     rf"\s*(?:\[\d{{1,4}}\]|\d{{1,4}}[.)]|[{SUPERSCRIPTS}]+(?![{SUPERSCRIPTS}]))[^\S\n]*\S"
 )
 _URL = re.compile(r"<?(https?://[^\s<>]+)>?")
+_LINK_OPENED = re.compile(r"\[([^\]]*)\]\($")  # what a Markdown link writes before its URL
 _SLUG = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
 _HYPHENED_SLUG = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)+")  # a slug, not a word
 _NUMBERED_ITEM = re.compile(r"\d{1,2}[.)]\s+")  # "1. ", "2) ": a numbered list's item
@@ -800,7 +801,9 @@ def _finish_references(
         text = body
         if urls:
             last = urls[-1]
-            text = body[: last.start()] + body[last.end() :]
+            # A Markdown link, "[title](https://…)", keeps its title; "(https://…)" goes whole.
+            before = _LINK_OPENED.sub(r"\1", body[: last.start()]).rstrip("(<")
+            text = before + body[last.end() :]
         text = " ".join(text.split()).rstrip(" -–—") or body
         if number in refs:
             warn.append((line, f"reference {number} appears twice; the first one is kept"))
