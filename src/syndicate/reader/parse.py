@@ -1181,6 +1181,19 @@ def _section_starts(
     return starts
 
 
+def _is_audience_line(para: Paragraph) -> bool:
+    """Whether ``para`` is a takeaways line: a label, a colon and inline bullets, or the
+    label alone with a bullet on each line below."""
+    row = para.rows[0]
+    colon = _colon(row, _LABEL_MAX + 1)
+    if colon < 2 or _bullet_marker(row) or _REF_HEAD.match(row):
+        return False
+    rest = _after_label(row, colon).strip()
+    if rest:
+        return _bullet_marker(rest) is not None and len(_bullets(rest, ())) >= 1
+    return len(para.rows) > 1 and _list_item(para.rows[1]) is not None
+
+
 def _opens_takeaways(raws: list[str], at: int, m: _Markers) -> bool:
     """Whether the paragraph written ``raws[at]`` opens the takeaways without their heading:
     it starts with a known audience's label, and bullets follow the label or the next
@@ -1506,19 +1519,6 @@ def _inferred_date_words(paras: Sequence[Paragraph], lang: str) -> str | None:
 
 def _label(para: Paragraph) -> str:
     return _split_label(para.rows[0])[0].strip(" *_")
-
-
-def _is_audience_line(para: Paragraph) -> bool:
-    """Whether ``para`` is a takeaways line: a label, a colon and inline bullets, or the
-    label alone with a bullet on each line below."""
-    row = para.rows[0]
-    colon = _colon(row, _LABEL_MAX + 1)
-    if colon < 2 or _bullet_marker(row) or _REF_HEAD.match(row):
-        return False
-    rest = _after_label(row, colon).strip()
-    if rest:
-        return _bullet_marker(rest) is not None and len(_bullets(rest, ())) >= 1
-    return len(para.rows) > 1 and _list_item(para.rows[1]) is not None
 
 
 def _audience_run(paras: Sequence[Paragraph]) -> tuple[int, int] | None:
