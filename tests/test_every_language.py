@@ -18,7 +18,7 @@ import re
 import shutil
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from email.message import EmailMessage
 from pathlib import Path
@@ -188,75 +188,76 @@ https://www.nextplatform.com/2025/12/03/with-trainium4-aws-will-crank-up-everyth
 روابط URL: - الرئيسي: amazon-trainium3-aws-nvidia-ai-chip-competition
 """
 
-ARABIC_SUBJECT = "📬 أهم النقاط %(audiences)s: %(num)s "
-"""The subjects of the Arabic catalog: an emoji, the script, then a word per plural form."""
-ARABIC_FORMS = ("مقالات جديدة", "مقال جديد", "مقالان جديدان", "مقالات جديدة", "مقالًا جديدًا", "مقال")
-ARABIC = {
-    "Key takeaways": "أهم النقاط",
-    "Key takeaways %(audiences)s": "أهم النقاط %(audiences)s",
-    "Confirm your subscription to %(site)s": "أكِّد اشتراكك في «%(site)s»",
-    "Hello,": "مرحبًا،",
-    "Updated %(date)s": "آخر تحديث %(date)s",
+
+@dataclass(frozen=True)
+class Translator:
+    """What a translator writes into a language's catalog after ``syndicate locale init``:
+    some messages by hand, the subjects (with the audiences, and for all of them) followed by
+    one word per plural form (CLDR's), and for the rest a sentence of ``words``."""
+
+    strings: dict[str, str]
+    subjects: tuple[str, str]
+    forms: tuple[str, ...]
+    words: str
+
+
+TRANSLATORS = {
+    # An emoji, the script, then a word per plural form: Arabic has six.
+    "ar": Translator(
+        strings={
+            "Key takeaways": "أهم النقاط",
+            "Key takeaways %(audiences)s": "أهم النقاط %(audiences)s",
+            "Confirm your subscription to %(site)s": "أكِّد اشتراكك في «%(site)s»",
+            "Hello,": "مرحبًا،",
+            "Updated %(date)s": "آخر تحديث %(date)s",
+        },
+        subjects=("📬 أهم النقاط %(audiences)s: %(num)s ", "📬 أهم النقاط: %(num)s "),
+        forms=("مقالات جديدة", "مقال جديد", "مقالان جديدان", "مقالات جديدة", "مقالًا جديدًا", "مقال"),
+        words="نص عربي",
+    ),
+    # One plural form, and full-width punctuation.
+    "ja": Translator(
+        strings={
+            "Key takeaways": "要点",
+            "Key takeaways %(audiences)s": "要点（%(audiences)s）",
+            "Confirm your subscription to %(site)s": "「%(site)s」の購読の確認",
+            "Hello,": "こんにちは。",
+            "Updated %(date)s": "%(date)s更新",
+        },
+        subjects=("要点（%(audiences)s）：新着記事%(num)s件", "要点：新着記事%(num)s件"),
+        forms=("",),
+        words="日本語の文",
+    ),
 }
 
 
-JAPANESE_SUBJECT = "要点（%(audiences)s）：新着記事%(num)s件"
-"""Japanese has one plural form, and its punctuation is full-width."""
-JAPANESE = {
-    "Key takeaways": "要点",
-    "Key takeaways %(audiences)s": "要点（%(audiences)s）",
-    "Confirm your subscription to %(site)s": "「%(site)s」の購読の確認",
-    "Hello,": "こんにちは。",
-    "Updated %(date)s": "%(date)s更新",
-}
-
-
-def arabic_catalog(config: Config) -> Path:
-    """The Arabic catalog a translator would write after ``syndicate locale init ar``: every
-    message of the templates, with Arabic's six plural forms (CLDR), made here."""
-    catalog = template_catalog(config, Locale.parse("ar"))
-    assert catalog.num_plurals == 6
+def translated_catalog(config: Config, lang: str) -> Path:
+    """The catalog ``TRANSLATORS[lang]`` writes for ``lang``: every message of the templates,
+    in each of the language's plural forms, made here."""
+    translator = TRANSLATORS[lang]
+    catalog = template_catalog(config, Locale.parse(lang))
+    assert catalog.num_plurals == len(translator.forms)
     for message in catalog:
         if not message.id:
             continue
         if isinstance(message.id, (tuple, list)):
             singular = message.id[0]
             if singular.startswith("Key takeaways"):
-                head = ARABIC_SUBJECT if "%(audiences)s" in singular else "📬 أهم النقاط: %(num)s "
-                message.string = tuple(head + form for form in ARABIC_FORMS)
+                head = translator.subjects["%(audiences)s" not in singular]
+                message.string = tuple(head + form for form in translator.forms)
             else:
-                message.string = tuple(f"{_generated(singular)} ({n})" for n in range(6))
+                text = _generated(singular, translator.words)
+                message.string = tuple(f"{text} ({n})" for n in range(len(translator.forms)))
         else:
-            message.string = ARABIC.get(message.id) or _generated(message.id)
-    path = config.path(config.site.locales) / "ar" / "LC_MESSAGES" / "messages.po"
+            message.string = translator.strings.get(message.id) or _generated(
+                message.id, translator.words
+            )
+    path = config.path(config.site.locales) / lang / "LC_MESSAGES" / "messages.po"
     write_catalog(catalog, path)
     return path
 
 
-def japanese_catalog(config: Config) -> Path:
-    """The Japanese catalog, as ``arabic_catalog`` makes the Arabic one: one plural form."""
-    catalog = template_catalog(config, Locale.parse("ja"))
-    assert catalog.num_plurals == 1
-    for message in catalog:
-        if not message.id:
-            continue
-        if isinstance(message.id, (tuple, list)):
-            singular = message.id[0]
-            if singular.startswith("Key takeaways"):
-                head = (
-                    JAPANESE_SUBJECT if "%(audiences)s" in singular else "要点：新着記事%(num)s件"
-                )
-                message.string = (head,)
-            else:
-                message.string = (_generated(singular, "日本語の文"),)
-        else:
-            message.string = JAPANESE.get(message.id) or _generated(message.id, "日本語の文")
-    path = config.path(config.site.locales) / "ja" / "LC_MESSAGES" / "messages.po"
-    write_catalog(catalog, path)
-    return path
-
-
-def _generated(msgid: str, words: str = "نص عربي") -> str:
+def _generated(msgid: str, words: str) -> str:
     """A sentence of ``words`` that keeps the message's placeholders."""
     names = [part.split(")s")[0] for part in msgid.split("%(")[1:]]
     return " ".join([words, *(f"%({name})s" for name in names)])
@@ -279,8 +280,8 @@ def make_site(tmp_path: Path, database: str, port: int, *, translated: bool = Tr
     path.write_text(text, "utf-8")
     config = load_config(path, env={})
     if translated:
-        arabic_catalog(config)
-        japanese_catalog(config)
+        for lang in TRANSLATORS:
+            translated_catalog(config, lang)
     return config
 
 
