@@ -49,6 +49,14 @@ def seed(lang: str) -> str:
     return SEEDS[lang].read_text("utf-8")
 
 
+def edited(text: str, edits: list[tuple[str, str]]) -> str:
+    """``text`` with each (old, new) edit made once; each old text must be there."""
+    for old, new in edits:
+        assert old in text
+        text = text.replace(old, new, 1)
+    return text
+
+
 def mutated(lang: str, edits: list) -> str:
     """A seed with line edits applied: (action, line, text[, section line]) each; "join" (or
     any action that does not apply) joins the line with the next."""
@@ -313,12 +321,13 @@ def test_unknown_labels_are_read_only_where_their_words_tell(config: Config) -> 
     """Of two unknown lines in the places of two audiences, each is read where its own words
     (not those every label shares, "For", "teams") are like the audience's; one whose words
     are like none is left out."""
-    text = seed("en")
-    for old, new in [
-        ("For procurement teams:", "For purchasing:"),
-        ("For strategic planning:", "For strategic planners:"),
-    ]:
-        text = text.replace(old, new, 1)
+    text = edited(
+        seed("en"),
+        [
+            ("For procurement teams:", "For purchasing:"),
+            ("For strategic planning:", "For strategic planners:"),
+        ],
+    )
     article, found = parse(config, text)
     assert article is not None
     assert [t.audience for t in article.takeaways] == [
@@ -833,12 +842,8 @@ def test_markdown_marks_around_a_title_or_heading_read_alike(
     config: Config, variant: str, body: bool
 ) -> None:
     """Some writers mark a heading as Markdown would: the article reads as without them."""
-    text = seed("en")
-    expected, _ = parse(config, text, body=body)
-    for old, new in MARKDOWN[variant]:
-        assert old in text
-        text = text.replace(old, new, 1)
-    assert parse(config, text, body=body) == (expected, [])
+    expected, _ = parse(config, seed("en"), body=body)
+    assert parse(config, edited(seed("en"), MARKDOWN[variant]), body=body) == (expected, [])
 
 
 HEADINGS = {
@@ -861,12 +866,8 @@ def test_section_headings_in_words_the_profile_does_not_know_read_alike(
     """A short line just above the takeaways' first label, the first numbered reference or
     the first SEO field is that section's heading, whatever its words: not a body heading,
     and not text the reader warns about."""
-    text = seed("en")
-    expected, _ = parse(config, text, body=body)
-    for old, new in HEADINGS[variant]:
-        assert old in text
-        text = text.replace(old, new, 1)
-    assert parse(config, text, body=body) == (expected, [])
+    expected, _ = parse(config, seed("en"), body=body)
+    assert parse(config, edited(seed("en"), HEADINGS[variant]), body=body) == (expected, [])
 
 
 @pytest.mark.parametrize("label", ["Main", "Canonical slug"])
