@@ -1158,7 +1158,7 @@ def _section_starts(
         elif "\n" not in raw and not raw[0].isspace() and not raw[-1].isspace():
             # The text is as written: too long for a heading, and an audience line only if a
             # colon comes early. Most of the body ends here.
-            if starts or (raw.find(":", 0, _LABEL_MAX) <= 0 and raw.find("：", 0, _LABEL_MAX) <= 0):
+            if starts or _colon(raw, _LABEL_MAX) <= 0:
                 continue
             kind = None
         else:
@@ -1170,7 +1170,7 @@ def _section_starts(
             )
         if kind is not None:
             starts.append((index, kind, index + 1))
-        elif not starts and _opens_takeaways(raws, index - body_start, m):
+        elif not starts and _opens_takeaways(paras, raws, index, body_start, m):
             # Takeaway lines just above, under labels the profile does not know, are the
             # section's, and so is a heading above them, in words it does not know.
             first = index
@@ -1194,19 +1194,19 @@ def _is_audience_line(para: Paragraph) -> bool:
     return len(para.rows) > 1 and _list_item(para.rows[1]) is not None
 
 
-def _opens_takeaways(raws: list[str], at: int, m: _Markers) -> bool:
-    """Whether the paragraph written ``raws[at]`` opens the takeaways without their heading:
-    it starts with a known audience's label, and bullets follow the label or the next
-    paragraph starts with one too. A body paragraph may address an audience ("For procurement
-    teams: the message is clear.") without ending the body."""
-    raw = raws[at]
-    if not _labels_an_audience(raw, m):
-        return False
-    rows = [row for line in raw.split("\n") if (row := line.strip())]
-    rest = _after_label(rows[0], _colon(rows[0], _LABEL_MAX + 1)).strip()
-    if _bullet_marker(rest) or (len(rows) > 1 and _list_item(rows[1]) is not None):
-        return True
-    return at + 1 < len(raws) and _labels_an_audience(raws[at + 1], m)
+def _opens_takeaways(
+    paras: Paragraphs, raws: list[str], index: int, body_start: int, m: _Markers
+) -> bool:
+    """Whether paragraph ``index`` (``raws`` start at the body's first, ``body_start``) opens
+    the takeaways without their heading: it starts with a known audience's label, and
+    is a takeaways line or the next paragraph starts with a known label too. A body paragraph
+    may address an audience ("For procurement teams: the message is clear.") without ending
+    the body."""
+    after = index + 1 - body_start
+    return _labels_an_audience(raws[index - body_start], m) and (
+        _is_audience_line(paras[index])
+        or (after < len(raws) and _labels_an_audience(raws[after], m))
+    )
 
 
 def _labels_an_audience(raw: str, m: _Markers) -> bool:
