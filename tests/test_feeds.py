@@ -829,6 +829,56 @@ def test_the_index_keeps_a_reading_whole(config: Config, articles_dir: Path) -> 
     assert threading.active_count() == threads  # the worker processes are gone
 
 
+def test_an_index_reading_without_its_text_gets_it_back(config: Config, articles_dir: Path) -> None:
+    """A full build holds each article without its title, summary and description, and
+    reads them back from the index line when a document shows it: as if never left out.
+    Read by workers started before the paths are known, which end with the last reading."""
+    paths = list(reader.scan(articles_dir))
+    whole = list(reader.read_index(paths, config.profiles, known={}))
+    threads = threading.active_count()
+    readers = reader.index_readers(config.profiles)
+    read = reader.read_index(
+        paths, config.profiles, known={}, processes=2, text=False, readers=readers
+    )
+    bare = list(read)
+    assert threading.active_count() == threads  # the worker processes are gone
+    assert [line for *_, line in bare] == [line for *_, line in whole]
+    for (_, (article, problems), line), (_, (full, same), _) in zip(bare, whole, strict=True):
+        assert problems == same and full is not None and article is not None
+        assert (article.title, article.summary, article.seo) == ("", "", Seo())
+        assert reader.with_text(article, line) == full
+
+
+def test_a_large_first_build_reads_as_a_small_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A first build of a set large enough for reader workers starts them during the walk,
+    and makes the documents one process would make, the archives' text read back from the
+    index; no worker is left once it is done."""
+    import multiprocessing
+
+    from syndicate import build
+    from syndicate.reader import folder
+
+    write_set(tmp_path / "articles", 6)
+    config = make_config(tmp_path, max_entries=2, archive_entries=2)
+    build_feeds(config, tmp_path / "articles", tmp_path / "alone")
+    for module in (build, folder):
+        monkeypatch.setattr(module, "PARALLEL_FROM", 4)
+    started = []
+
+    def readers(profiles: Any) -> Any:
+        started.append(profiles)
+        return reader.index_readers(profiles)
+
+    monkeypatch.setattr(build, "index_readers", readers)
+    build_feeds(config, tmp_path / "articles", tmp_path / "shared")
+    assert len(started) == 1
+    assert outputs(tmp_path / "shared") == outputs(tmp_path / "alone")
+    assert any("archive" in name for name in outputs(tmp_path / "shared"))
+    assert not multiprocessing.active_children()
+
+
 def test_a_build_failing_while_rendering_leaves_nothing_staged(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

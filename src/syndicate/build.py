@@ -13,7 +13,8 @@ import dataclasses
 import hashlib
 import json
 import os
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
 from itertools import islice
@@ -26,12 +27,15 @@ from .errors import OutputError, UsageError, describe
 from .files import Staging, atomic_file, file_stats, sweep_leftovers, write_atomic
 from .model import Article, ArticleSet, Diagnostic, Severity
 from .reader import (
+    PARALLEL_FROM,
     Reading,
     article_set,
     decode_reading,
+    index_readers,
     parse_article,
     read_index,
     scan,
+    with_text,
 )
 from .websub import Notify
 
@@ -208,12 +212,13 @@ def _names(folder: Path, files: Iterable[str]) -> Iterator[str]:
     return (path[prefix:].replace(os.sep, "/") for path in files)
 
 
-def _walk(config: Config, folder: Path) -> _Inputs:
+def _walk(config: Config, folder: Path, listed: Callable[[str], object] | None) -> _Inputs:
+    """The article files in ``folder``; ``listed`` is told of each as the walk finds it."""
     if not folder.is_dir():
         # Not an empty article set: publishing nothing would empty every feed.
         raise UsageError(f"{folder}: article folder not found")
     scanned: list[Diagnostic] = []
-    files = scan(folder, scanned, max_bytes=config.site.max_article_bytes)
+    files = scan(folder, scanned, max_bytes=config.site.max_article_bytes, listed=listed)
     stamps = list(_stamps(zip(_names(folder, files), files.values(), strict=True)))
     # What the walk left out counts as input too: a new dangling link is news.
     digest = _inputs_hash(stamps, [[p.file, p.message] for p in scanned])
@@ -229,35 +234,36 @@ def _build_feeds(
 ) -> FeedReport:
     folder = articles_dir if articles_dir is not None else config.path(config.site.articles)
     out = out if out is not None else config.path(config.feeds.out)
-    inputs = _walk(config, folder)
-    fingerprint = _fingerprint(config, folder, gated=now is not None)
-    previous, revision = _manifest(out / MANIFEST)
-    if _up_to_date(previous, fingerprint, inputs.digest, out, now):
-        return FeedReport(
-            out,
-            previous.get("entries", {}),
-            unchanged=tuple(previous["outputs"]),
-            problems=_problems(previous.get("problems", [])),
-            skipped=True,
-            next_due=_when(previous.get("next_due")),
-            unannounced=_waiting(config, previous),
-        )
-    staging = Staging(out)
-    try:
-        if out.is_dir():
-            sweep_leftovers(out)
-        fresh: dict[str, str] = {}  # the files a revision read: not read again
-        if previous.get("fingerprint") == fingerprint:  # else no revision: built as a whole
-            previous |= _decoded(revision)
-        staged = _revise(config, inputs, previous, fingerprint, staging, now, store, fresh)
-        if staged is None:
-            staged = _stage(config, inputs, staging, now, store, fresh)
-    except OSError as exc:
-        staging.discard()
-        raise OutputError(f"feeds unchanged: {describe(exc)}") from exc
-    except BaseException:
-        staging.discard()
-        raise
+    with _Readers(config, folder, out) as readers:
+        inputs = _walk(config, folder, readers.listed)
+        fingerprint = _fingerprint(config, folder, gated=now is not None)
+        previous, revision = _manifest(out / MANIFEST)
+        if _up_to_date(previous, fingerprint, inputs.digest, out, now):
+            return FeedReport(
+                out,
+                previous.get("entries", {}),
+                unchanged=tuple(previous["outputs"]),
+                problems=_problems(previous.get("problems", [])),
+                skipped=True,
+                next_due=_when(previous.get("next_due")),
+                unannounced=_waiting(config, previous),
+            )
+        staging = Staging(out)
+        try:
+            if out.is_dir():
+                sweep_leftovers(out)
+            fresh: dict[str, str] = {}  # the files a revision read: not read again
+            if previous.get("fingerprint") == fingerprint:  # else no revision: built as a whole
+                previous |= _decoded(revision)
+            staged = _revise(config, inputs, previous, fingerprint, staging, now, store, fresh)
+            if staged is None:
+                staged = _stage(config, inputs, staging, now, store, fresh, readers.pool)
+        except OSError as exc:
+            staging.discard()
+            raise OutputError(f"feeds unchanged: {describe(exc)}") from exc
+        except BaseException:
+            staging.discard()
+            raise
     try:
         return _commit(config, staging, previous, staged, fingerprint, inputs)
     except OSError as exc:
@@ -265,6 +271,43 @@ def _build_feeds(
         raise OutputError(
             f"feeds in {out} partly updated: {describe(exc)} (the next build writes them again)"
         ) from exc
+
+
+class _Readers:
+    """The reader workers of a build with no index of its config (the first, or the first
+    after a change to the config or the version), which reads every file: started as the walk
+    lists its PARALLEL_FROM-th file, when this process holds little of the walk yet. A worker
+    forked after the walk keeps its own copy of each of its pages the build then touches
+    (at 30,000 files, 22 MiB; at 90,000, 49). None (``pool``) for a smaller set, or where
+    an index may spare most reading; ended when the block ends, if ``read_index`` did not
+    end it."""
+
+    def __init__(self, config: Config, folder: Path, out: Path) -> None:
+        self._profiles = config.profiles
+        self._seen = 0
+        self.pool: ProcessPoolExecutor | None = None
+        self.listed = None if _index_of(out / INDEX, config, folder) else self._count
+
+    def _count(self, path: str) -> None:
+        self._seen += 1
+        if self._seen == PARALLEL_FROM:
+            self.pool = index_readers(self._profiles)
+
+    def __enter__(self) -> _Readers:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.pool is not None:
+            self.pool.shutdown(cancel_futures=True)
+
+
+def _index_of(path: Path, config: Config, folder: Path) -> bool:
+    """Whether the index file at ``path`` is one of this config (its first line)."""
+    try:
+        with path.open("rb") as handle:
+            return json.loads(handle.readline()) == _fingerprint(config, folder, gated=False)
+    except (OSError, ValueError):
+        return False
 
 
 def _up_to_date(
@@ -303,9 +346,10 @@ def _stage(
     now: datetime | None,
     store: Store | None,
     fresh: Mapping[str, str],
+    readers: ProcessPoolExecutor | None = None,
 ) -> _Staged:
     """Read the set and stage every feed document; ``fresh`` holds readings (encoded, by
-    path) of files read since they last changed."""
+    path) of files read since they last changed; ``readers``: ``_Readers``' pool."""
     from . import feeds
 
     out = staging.folder
@@ -317,7 +361,9 @@ def _stage(
         # build read and that has not changed since is not read again.
         # One name for the set as it goes: each step's set replaces the one before, which
         # is let go (its lookups are held per article).
-        found, read, table = _read_and_index(config, inputs, out / INDEX, index_file, fresh)
+        found, read, table, lines = _read_and_index(
+            config, inputs, out / INDEX, index_file, fresh, readers
+        )
         if inputs.scanned:
             found = ArticleSet(found.articles, (*inputs.scanned, *found.problems))
         found, next_due = feeds.due_articles(config, found, now)
@@ -325,11 +371,13 @@ def _stage(
             feeds.language_plan(config, found, lang) for lang in feeds.feed_languages(config, found)
         ]
         found = _with_bodies(config, found, _shown_whole(plans))
+        index_file.flush()  # the articles' text is read back from it
+        texts = _Texts(index_file.fileno(), lines)
         # Each document is staged as it comes. In this process only: forked renderers
         # were measured at 30,000 articles, and each copies much of the set's memory (it
         # touches every article's reference count): with one, rendering took 0.41-0.44 s
         # instead of 0.57-0.60, and the build's processes 230 MiB together instead of 177.
-        _render(config, found, store, plans, staging, now, opml=True)
+        _render(config, found, store, plans, staging, now, opml=True, texts=texts)
     entries = {lang: len(found.in_language(lang)) for lang in found.languages}
     record = _plan_record(plans, {path: n for n, path in enumerate(inputs.files)})
     return _Staged(entries, found.problems, next_due, _encoded(record), read, table)
@@ -344,9 +392,11 @@ def _render(
     now: datetime | None,
     *,
     opml: bool,
+    texts: Callable[[Article], Article] | None = None,
 ) -> None:
     """Stage the documents ``plans`` name, recording the articles' first publication (and
-    that the new ones appeared ``now``)."""
+    that the new ones appeared ``now``); ``texts`` gives back the text of the articles
+    ``found`` holds without it, as each document that shows them is made."""
     from . import feeds
     from .i18n import language
 
@@ -357,8 +407,65 @@ def _render(
         if opml or any(chosen is not None for _, chosen in plan.audiences)
     }
     plans = [plan.with_text(found) for plan in plans]
+    if texts is not None:
+        plans = [_with_texts(plan, texts) for plan in plans]
     for name, data in feeds.render_feeds(config, found, published, gettext, plans, opml=opml):
         staging.add(name, data)
+
+
+def _with_texts(plan: feeds.Plan, texts: Callable[[Article], Article]) -> feeds.Plan:
+    """``plan`` with its articles' text: the subscription documents' at once (those read
+    again whole have it already), each archive page's when the page is made."""
+
+    def given(chosen: Sequence[Article] | None) -> list[Article] | None:
+        return None if chosen is None else [texts(a) for a in chosen]
+
+    return dataclasses.replace(
+        plan,
+        current=given(plan.current),
+        pages=_Pages(plan.pages, given),
+        audiences=[(a, given(chosen)) for a, chosen in plan.audiences],
+    )
+
+
+class _Pages(Sequence["Sequence[Article] | None"]):
+    """Archive pages whose articles are made ready (``given``) as each page is taken: a
+    build never holds every archive entry's text at once."""
+
+    def __init__(
+        self,
+        pages: Sequence[Sequence[Article] | None],
+        given: Callable[[Sequence[Article] | None], list[Article] | None],
+    ) -> None:
+        self._pages, self._given = pages, given
+
+    def __len__(self) -> int:
+        return len(self._pages)
+
+    def __getitem__(self, n: int) -> Sequence[Article] | None:  # type: ignore[override]
+        return self._given(self._pages[n])  # a page by number: no slices
+
+
+class _Texts:
+    """The text of the articles a full build holds without it (``read_index``'s ``text``),
+    read back from the index file it is writing (``fd``), whose lines start where ``lines``
+    says, by article file."""
+
+    def __init__(self, fd: int, lines: Mapping[str, int]) -> None:
+        self._fd, self._lines = fd, lines
+
+    def __call__(self, article: Article) -> Article:
+        at = self._lines.get(article.source)
+        if article.title or at is None:  # read whole, or with its text already
+            return article
+        chunks = []
+        while chunk := os.pread(self._fd, 4096, at):
+            line, newline, _ = chunk.partition(b"\n")
+            chunks.append(line)
+            if newline:
+                break
+            at += len(chunk)
+        return with_text(article, b"".join(chunks).decode("utf-8").partition("\t")[2])
 
 
 def _shown_whole(plans: Sequence[feeds.Plan]) -> list[Article]:
@@ -522,18 +629,23 @@ def _read_and_index(
     path: Path,
     new_index: BinaryIO,
     fresh: Mapping[str, str] = {},
-) -> tuple[ArticleSet, int, str]:
-    """The set of every file's index reading, taken from the index file at ``path`` where
-    the file has not changed (and how many files were read, and the new index's ``_Table``);
-    ``new_index`` gets the new index as they come, each line let go once written."""
+    readers: ProcessPoolExecutor | None = None,
+) -> tuple[ArticleSet, int, str, dict[str, int]]:
+    """The set of every file's index reading without its text, taken from the index file at
+    ``path`` where the file has not changed (and how many files were read, the new index's
+    ``_Table``, and where each article's line starts in it, by file); ``new_index`` gets the
+    new index as they come, each line let go once written."""
     key = _index_key(config, inputs)
     relative = inputs.relative()
     paths = dict(zip(relative, inputs.files, strict=True))
     known = {**_known_readings(path, key, relative, paths), **fresh}
-    found = read_index(list(inputs.files), config.profiles, known=known)
+    found = read_index(
+        list(inputs.files), config.profiles, known=known, text=False, readers=readers
+    )
     head = json.dumps(key).encode() + b"\n"
     new_index.write(head)
     rows: list[str] = []
+    lines: dict[str, int] = {}
     at = len(head)
 
     def readings() -> Iterator[Reading]:
@@ -543,11 +655,13 @@ def _read_and_index(
             line = f"{_index_head(name, stat)}\t{encoded}\n".encode()
             new_index.write(line)
             rows.append(_Table.row(stamp, at, len(line) - 1))
+            if reading[0] is not None:
+                lines[reading[0].source] = at
             at += len(line)
             yield reading
 
     index = article_set(readings())
-    return index, len(inputs.files) - len(known) + len(fresh), "\n".join(rows)
+    return index, len(inputs.files) - len(known) + len(fresh), "\n".join(rows), lines
 
 
 def _known_readings(

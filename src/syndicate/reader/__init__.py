@@ -6,8 +6,16 @@ core for a large set; ``index`` is the codec of the feed index's summary reading
 file yields diagnostics and is skipped; it never stops the rest.
 """
 
-from .folder import PARALLEL_FROM, article_files, article_set, read_articles, read_index, scan
-from .index import decode_reading, encode_reading, reader_revision
+from .folder import (
+    PARALLEL_FROM,
+    article_files,
+    article_set,
+    index_readers,
+    read_articles,
+    read_index,
+    scan,
+)
+from .index import decode_reading, encode_reading, reader_revision, with_text
 from .parse import ArticleProblem, Reading, parse_article
 
 __all__ = [
@@ -18,9 +26,11 @@ __all__ = [
     "article_set",
     "decode_reading",
     "encode_reading",
+    "index_readers",
     "parse_article",
     "read_articles",
     "read_index",
     "reader_revision",
     "scan",
+    "with_text",
 ]

@@ -17,7 +17,7 @@ from collections import deque
 from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from contextlib import closing, contextmanager
+from contextlib import closing, contextmanager, nullcontext
 from dataclasses import fields
 from multiprocessing.context import BaseContext
 from multiprocessing.reduction import ForkingPickler
@@ -243,7 +243,8 @@ def _read_file(source: str, profiles: Mapping[str, LanguageProfile], keep: _Keep
 PARALLEL_FROM = 2000
 _BATCH = 50
 _AHEAD = 4
-_Keep = dict[str, bool]  # what to keep of each file: parse_article's body and bullets; blocks
+# What to keep of each file: parse_article's body, bullets and blocks; an index reading's text.
+_Keep = dict[str, bool]
 _worker: tuple[Mapping[str, LanguageProfile], _Keep, bool] = ({}, {}, False)  # set in each worker
 _PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 
@@ -293,7 +294,8 @@ def _read_here(
 ) -> list[_Read]:
     readings = [_read_file(path, profiles, keep) for path in paths]
     if encoded:  # index readings: kept as the worker's come back (decoded)
-        return [(index_reading(r), encode_reading(r)) for r in readings]
+        text = keep.get("text", True)
+        return [(index_reading(r, text=text), encode_reading(r)) for r in readings]
     return [(r, None) for r in readings]
 
 
@@ -304,14 +306,16 @@ def _read_files(
     processes: int | None,
     *,
     encoded: bool = False,
+    pool: ProcessPoolExecutor | None = None,
 ) -> Generator[_Read, None, None]:
-    """Each file's reading (and its encoded form if ``encoded``), in path order."""
+    """Each file's reading (and its encoded form if ``encoded``), in path order; with
+    ``pool``'s workers (``index_readers``) when there are enough files."""
     if processes is None:
         processes = (os.cpu_count() or 1) if len(paths) >= PARALLEL_FROM else 1
     done = 0
     if processes > 1:
         try:
-            with closing(_read_in_pool(paths, profiles, keep, processes, encoded)) as batches:
+            with closing(_read_in_pool(paths, profiles, keep, processes, encoded, pool)) as batches:
                 for batch in batches:
                     yield from batch
                     done += len(batch)
@@ -346,50 +350,76 @@ def _warm(profiles: Mapping[str, LanguageProfile]) -> None:
 _Out = tuple[list[str], "Future[list[Reading] | list[str]]"]  # a batch out with a worker
 
 
+def _workers(
+    profiles: Mapping[str, LanguageProfile], keep: _Keep, count: int, encoded: bool
+) -> ProcessPoolExecutor:
+    """``count`` worker processes that read with ``profiles`` and ``keep`` (their encoded
+    readings if ``encoded``); forked at the first batch handed to them."""
+    context = _context()
+    forkserver = context.get_start_method() == "forkserver"
+    if not forkserver:
+        _warm(profiles)
+    return ProcessPoolExecutor(
+        count,
+        context,
+        initializer=_start_worker,
+        # A fork server's workers are its children, and it ends with this process.
+        initargs=(profiles, keep, encoded, 0 if forkserver else os.getpid()),
+    )
+
+
+def index_readers(profiles: Mapping[str, LanguageProfile]) -> ProcessPoolExecutor | None:
+    """``read_index``'s worker processes (one per core but this one's), started now, before
+    the caller has the paths to read: a worker forked later holds its own copy of each page
+    this process then touches. For a caller that will read every file of a large set (a feed
+    build with no index of its config); None on one core. ``read_index`` ends them."""
+    count = (os.cpu_count() or 1) - 1
+    if count < 1:
+        return None
+    pool = _workers(profiles, _index_keep(True), count, encoded=True)
+    pool.submit(int)  # forks them now
+    return pool
+
+
 def _read_in_pool(
     paths: list[str],
     profiles: Mapping[str, LanguageProfile],
     keep: _Keep,
     processes: int,
     encoded: bool,
+    pool: ProcessPoolExecutor | None = None,
 ) -> Generator[list[_Read], None, None]:
-    """The readings of ``paths`` by ``processes`` (this one and workers), batch by batch in
-    path order."""
-    context = _context()
-    forkserver = context.get_start_method() == "forkserver"
-    if not forkserver:
-        _warm(profiles)
+    """The readings of ``paths`` by ``processes`` (this one and workers: ``pool``'s, else
+    started here), batch by batch in path order."""
     batches = deque(paths[i : i + _BATCH] for i in range(0, len(paths), _BATCH))
     queue: deque[_Out | list[_Read]] = deque()  # in path order: out, or read here
     ahead = _AHEAD * (processes - 1)  # batches handed to the workers and not yet back
-    with ProcessPoolExecutor(
-        processes - 1,
-        context,
-        initializer=_start_worker,
-        # A fork server's workers are its children, and it ends with this process.
-        initargs=(profiles, keep, encoded, 0 if forkserver else os.getpid()),
-    ) as pool:
+    with pool or _workers(profiles, keep, processes - 1, encoded) as workers:
         while queue or batches:
             while batches and sum(isinstance(q, tuple) for q in queue) < ahead:
                 batch = batches.popleft()
-                queue.append((batch, pool.submit(_read_batch, batch)))
+                queue.append((batch, workers.submit(_read_batch, batch)))
             head = queue[0]
             if isinstance(head, tuple) and not head[1].done() and batches:
                 # The workers are busy: read the next batch here meanwhile.
                 queue.append(_read_here(batches.popleft(), profiles, keep, encoded))
                 continue
             item = queue.popleft()
-            yield _received(*item, encoded) if isinstance(item, tuple) else item
+            yield _received(*item, keep, encoded) if isinstance(item, tuple) else item
 
 
 def _received(
-    batch: list[str], future: Future[list[Reading] | list[str]], encoded: bool
+    batch: list[str], future: Future[list[Reading] | list[str]], keep: _Keep, encoded: bool
 ) -> list[_Read]:
     """A worker's readings of ``batch``, once they are back."""
     back = future.result()
     if encoded:
         lines = cast(list[str], back)
-        return [(decode_reading(path, line), line) for path, line in zip(batch, lines, strict=True)]
+        text = keep.get("text", True)
+        return [
+            (decode_reading(path, line, text=text), line)
+            for path, line in zip(batch, lines, strict=True)
+        ]
     return [(r, None) for r in cast(list[Reading], back)]
 
 
@@ -434,33 +464,45 @@ def read_articles(
     return ArticleSet(found.articles, (*scanned, *found.problems)) if scanned else found
 
 
+def _index_keep(text: bool) -> _Keep:
+    return {"body": False, "bullets": False, "text": text}
+
+
 def read_index(
     paths: Sequence[str],
     profiles: Mapping[str, LanguageProfile],
     *,
     known: Mapping[str, str],
     processes: int | None = None,
+    text: bool = True,
+    readers: ProcessPoolExecutor | None = None,
 ) -> Iterator[tuple[str, Reading, str]]:
     """Each file's index reading (``index.py``: what the feeds show of an article outside the
-    newest) and its encoded form, in the order of
+    newest; without its text unless ``text``) and its encoded form, in the order of
     ``paths``, as they come. A path in ``known``, which holds its encoded reading from an
     earlier build, is decoded instead of read (the caller knows the file has not changed
-    since), unless that reading cannot be decoded."""
-    keep: _Keep = {"body": False, "bullets": False}
+    since), unless that reading cannot be decoded. ``readers``: ``index_readers`` to read
+    with (ended when the last reading is out)."""
+    keep = _index_keep(text)
     fresh = _read_files(
-        [p for p in paths if p not in known], profiles, keep, processes, encoded=True
+        [p for p in paths if p not in known],
+        profiles,
+        keep,
+        processes,
+        encoded=True,
+        pool=readers,
     )
     # Closed as soon as the last reading is out, not when collected: its worker processes
     # and their threads end then (a process with threads may not fork).
-    with closing(fresh):
+    with readers or nullcontext(), closing(fresh):
         for path in paths:
             if path in known:
                 line = known[path]
                 try:
-                    reading = decode_reading(path, line)
+                    reading = decode_reading(path, line, text=text)
                 except ValueError:  # a damaged entry: the file is read again
-                    reading = index_reading(_read_file(path, profiles, keep))
-                    line = encode_reading(reading)
+                    whole = _read_file(path, profiles, keep)
+                    reading, line = index_reading(whole, text=text), encode_reading(whole)
             else:
                 reading, encoded = next(fresh)
                 line = encoded or encode_reading(reading)

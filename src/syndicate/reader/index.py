@@ -5,7 +5,9 @@ processes hand index readings back. An index reading is a summary reading cut to
 feeds show of an article that is not among the newest (its archive entry, its audiences, its
 place): no body, references, bullets, content hash or SEO fields but the description where
 the summary is empty (the entry's summary then). The build holds one for every article while
-it renders, so each field left out is memory saved per article.
+it renders, so each field left out is memory saved per article: it holds them even without
+their text (title, summary, description left empty, ``text=False``), and decodes an article's
+line again when a document shows it.
 """
 
 from __future__ import annotations
@@ -47,7 +49,7 @@ def _takeaways(labelled: tuple[tuple[str, str], ...]) -> tuple[Takeaways, ...]:
     return tuple(unlisted(audience, label) for audience, label in labelled)
 
 
-def index_reading(reading: Reading) -> Reading:
+def index_reading(reading: Reading, *, text: bool = True) -> Reading:
     """A summary reading cut to an index reading (what ``decode_reading`` makes)."""
     article, problems = reading
     if article is None:
@@ -56,13 +58,13 @@ def index_reading(reading: Reading) -> Reading:
         source=article.source,
         lang=article.lang,
         slug=article.slug,
-        title=article.title,
+        title=article.title if text else "",
         updated=article.updated,
-        summary=article.summary,
+        summary=article.summary if text else "",
         blocks=(),
         takeaways=_takeaways(tuple((t.audience, t.label) for t in article.takeaways)),
         references=(),
-        seo=_seo(_description(article)),
+        seo=_seo(_description(article)) if text else _NO_SEO,
         content_hash="",
     )
     return kept, problems
@@ -101,13 +103,13 @@ def encode_reading(reading: Reading) -> str:
     return _JSON.encode([fields, found])
 
 
-def decode_reading(source: str, line: str) -> Reading:
-    """``encode_reading``'s reading of the file ``source``. Raises ValueError if ``line`` is
-    not such a reading."""
+def decode_reading(source: str, line: str, *, text: bool = True) -> Reading:
+    """``encode_reading``'s reading of the file ``source`` (without its title, summary and
+    description unless ``text``). Raises ValueError if ``line`` is not such a reading."""
     try:
         fields, found = json.loads(line)
         problems = [
-            Diagnostic(source, number, Severity(level), text) for number, level, text in found
+            Diagnostic(source, number, Severity(level), said) for number, level, said in found
         ]
         if fields is None:
             return None, problems
@@ -116,15 +118,37 @@ def decode_reading(source: str, line: str) -> Reading:
             source=source,
             lang=sys.intern(lang),
             slug=slug,
-            title=title,
+            title=title if text else "",
             updated=date.fromisoformat(updated),
-            summary=summary,
+            summary=summary if text else "",
             blocks=(),
             takeaways=_takeaways(tuple(map(tuple, takeaways))),
             references=(),
-            seo=_seo(description),
+            seo=_seo(description) if text else _NO_SEO,
             content_hash="",
         )
     except (TypeError, KeyError) as exc:
         raise ValueError(f"not an encoded reading: {exc}") from None
     return article, problems
+
+
+def with_text(article: Article, line: str) -> Article:
+    """The index reading ``article``, decoded without its text, with the text of ``line``,
+    its encoded reading. Raises ValueError if ``line`` is not such a reading."""
+    try:
+        (_, _, title, _, summary, _, description), _ = json.loads(line)
+    except TypeError as exc:
+        raise ValueError(f"not an encoded reading: {exc}") from None
+    return Article(
+        source=article.source,
+        lang=article.lang,
+        slug=article.slug,
+        title=title,
+        updated=article.updated,
+        summary=summary,
+        blocks=(),
+        takeaways=article.takeaways,
+        references=(),
+        seo=_seo(description),
+        content_hash="",
+    )
