@@ -51,28 +51,25 @@ not decoded; a revision writes the plan's line back as it was). The reading is w
 30,000 summary parses at ~105 us on two shared cores, against Hugo's multi-threaded Go.
 
 Where the memory goes (summed PSS of the build and its reader worker, n=10000 against
-n=30000, three runs each right after the other, loads of 1.1-1.5): 126 MiB and 238-239 MiB
-(1.9x; before this work 174 and 385 MiB, 2.2x). Time grows in a straight line: 2.26-2.45 s
-and 7.21-7.82 s in build_feeds (3.19-3.22x; before 2.69 and 8.35 s, 3.10x), each phase
-2.6-3.7x for 3.3x the files (the collector is off during the build). The import-time baseline
-is about 65 MiB; what grows is what the build holds for each file while it renders, about
-1.9 KiB of PSS a file (before: 3.5):
+n=30000, sampled every 20 ms in one run each, right after the other): 99 MiB and 153 MiB
+(1.55x; before the memory work 174 and 385 MiB, 2.2x; before the text was left out of the
+held readings, 131 and 254, 1.95x). The import-time baseline is about 65 MiB; what grows is
+what the build holds for each file while it renders, about 0.9 KiB of PSS a file (0.65
+traced, the rest the allocator's slack):
 
     per file, as tracemalloc saw it in the build's process        before    now
-    the index reading: Article, slug, title, summary, date,         ~1.5      ~1.0 KiB
-      audiences (before: every SEO field and the content hash)
+    the index reading: Article, slug, date, audiences (before:      ~1.5      ~0.25 KiB
+      title, summary, every SEO field and the content hash: the
+      text is read back from the index as each archive page is made)
     the set's lookups (by key and by slug: now by slug alone)       ~0.2      ~0.05
-    the walk: path, (size, mtime), relative path (and the           ~0.45     ~0.35
-      stamps, now made when hashed)
-    first publication times (row strings, one datetime a row:      ~0.25     ~0.1
-      now the build's keys and one datetime a time)
-    allocator slack and the worker's copies of changed pages        ~1.0      ~0.4
+    the walk: path, size and mtime (an array: two numbers a file)   ~0.45     ~0.1
+    first publication times (one key and time a file)               ~0.25     ~0.1
+    the index table's row and where each file's line is             -         ~0.1
 
-The summed peak comes while the files are read: the worker (forked after the walk) keeps its
-own copy of each page the build then changes, 44 MiB at n=10000 and 69 at n=30000; the build
-alone peaks at 121 and 220 MiB while it renders. Within 1.5x would take archive pages made
-without every summary in memory (read back from the index as each is written: a second
-decoding of each line).
+The peak is the build alone while it renders. Its reader worker starts during the walk, at
+its PARALLEL_FROM-th file, when the build has no index of its config (it reads every file):
+one forked after the walk kept its own copy of each page of it the build then touched (22 MiB
+of its own at n=10000, 49 at n=30000; now 8 at either size).
 """
 
 from __future__ import annotations
