@@ -313,7 +313,7 @@ def _index_of(path: Path, config: Config, folder: Path) -> bool:
     """Whether the index file at ``path`` is one of this config (its first line)."""
     try:
         with path.open("rb") as handle:
-            return json.loads(handle.readline()) == _fingerprint(config, folder, gated=False)
+            return json.loads(handle.readline()) == _index_key(config, folder)
     except (OSError, ValueError):
         return False
 
@@ -643,7 +643,7 @@ def _read_and_index(
     ``path`` where the file has not changed (and how many files were read, the new index's
     ``_Table``, and where each article's line starts in it, by file); ``new_index`` gets the
     new index as they come, each line let go once written."""
-    key = _index_key(config, inputs)
+    key = _index_key(config, inputs.folder)
     known = {**_known_readings(path, key, inputs), **fresh}
     found = read_index(inputs.paths, config.profiles, known=known, text=False, readers=readers)
     head = json.dumps(key).encode() + b"\n"
@@ -819,7 +819,7 @@ class _Table:
             key = json.loads(handle.readline())
         except ValueError:
             key = None
-        if key != _index_key(config, inputs):
+        if key != _index_key(config, inputs.folder):
             handle.close()
             return None
         return cls(path, rows, changed, handle)
@@ -861,9 +861,9 @@ def _shape(reading: Reading) -> tuple:
     return (article.lang, article.slug, article.updated, audiences), found
 
 
-def _index_key(config: Config, inputs: _Inputs) -> str:
+def _index_key(config: Config, folder: Path) -> str:
     """The index file's first line: a change to it makes every file be read again."""
-    return _fingerprint(config, inputs.folder, gated=False)
+    return _fingerprint(config, folder, gated=False)
 
 
 def _partial_plans(
