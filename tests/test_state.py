@@ -126,7 +126,7 @@ def test_two_runs_recording_the_same_new_entries_at_once_agree(store: Store) -> 
             for n, one in enumerate(others)
         ]
         got = _at_once(calls)
-        assert [type(result) for result in got] == [dict, dict], got
+        assert not [result for result in got if isinstance(result, Exception)], got
         assert (
             got[0] == got[1] == store.published.first_published([("en", s, first) for s in slugs])
         )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 
 import sqlalchemy as sa
@@ -18,37 +18,63 @@ CHUNK = 5000
 hold every row's parameters at once."""
 
 
+class FirstPublished(Mapping[tuple[str, str], datetime]):
+    """(lang, slug) → when that entry was first published, held per language."""
+
+    def __init__(self, times: dict[str, dict[str, datetime | None]]) -> None:
+        self._times = times
+
+    def __getitem__(self, key: tuple[str, str]) -> datetime:
+        lang, slug = key
+        try:
+            time = self._times[lang][slug]
+        except KeyError:
+            time = None
+        if time is None:
+            raise KeyError(key)
+        return time
+
+    def __iter__(self) -> Iterator[tuple[str, str]]:
+        for lang, slugs in self._times.items():
+            yield from ((lang, slug) for slug, time in slugs.items() if time is not None)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+
 class Publications(Database):
     """The first publication time of every (lang, slug) the feeds have shown."""
 
     def first_published(
         self, entries: Sequence[tuple[str, str, datetime]], seen: datetime | None = None
-    ) -> dict:
+    ) -> FirstPublished:
         """(lang, slug, candidate) → the first publication time, recording new ones.
 
         The first time an entry is seen, its candidate (its current update time) becomes its
         publication time for good, so a revision later keeps the original ``published``;
         ``seen`` (now) is kept beside it: when it appeared, however it is dated.
         """
-        # The result holds a row per entry while a feed build renders: keyed by the same
-        # tuple each time, each time of day made once (a day's translations share theirs).
-        keys = {key: key for key in ((lang, slug) for lang, slug, _ in entries)}
+        # Filled in place: a time set for a slug already there keeps the entry's own slug
+        # string as the key, so that the result held while a feed build renders adds a
+        # dict slot a row and no string. Each time of day is made once.
+        times: dict[str, dict[str, datetime | None]] = {}
+        for lang, slug, _ in entries:
+            (times.get(lang) or times.setdefault(lang, {}))[slug] = None
         query = sa.select(published.c.lang, published.c.slug, published.c.published_at)
-        if len(keys) <= FEW:  # a revision's few: looked up, not every row read
-            langs, slugs = sorted({k[0] for k in keys}), sorted({k[1] for k in keys})
-            query = query.where(published.c.lang.in_(langs), published.c.slug.in_(slugs))
+        if len(entries) <= FEW:  # a revision's few: looked up, not every row read
+            slugs = sorted({slug for _, slug, _ in entries})
+            query = query.where(published.c.lang.in_(sorted(times)), published.c.slug.in_(slugs))
 
-        def recorded(db: sa.Connection) -> dict[tuple[str, str], datetime]:
-            found: dict[tuple[str, str], datetime] = {}
-            times: dict[datetime, datetime] = {}
+        def record(db: sa.Connection) -> None:
+            made: dict[datetime, datetime] = {}
             for lang, slug, at in db.execute(query):
-                if (key := keys.get((lang, slug))) is not None:
-                    found[key] = times.get(at) or times.setdefault(at, utc(at))
-            return found
+                slugs = times.get(lang)
+                if slugs is not None and slug in slugs:
+                    slugs[slug] = made.get(at) or made.setdefault(at, utc(at))
 
         with self._transaction() as db:
-            known = recorded(db)
-            new = [entry for entry in entries if (entry[0], entry[1]) not in known]
+            record(db)
+            new = [entry for entry in entries if times[entry[0]][entry[1]] is None]
             # Two runs at once (a send beside a feed build, two scheduled jobs) may both
             # find an entry new: the first row written stands, and both return it.
             statement = insert_or_skip(db, published, published.c.lang, published.c.slug)
@@ -64,8 +90,8 @@ class Publications(Database):
                 ]
                 db.execute(statement, rows)
             if new:
-                known = recorded(db)
-        return known
+                record(db)
+        return FirstPublished(times)
 
     def appeared(self, lang: str) -> dict[tuple[str, str], datetime]:
         """(lang, slug) → when each recorded article of ``lang`` appeared: first recorded, or
