@@ -51,10 +51,10 @@ not decoded; a revision writes the plan's line back as it was). The reading is w
 30,000 summary parses at ~105 us on two shared cores, against Hugo's multi-threaded Go.
 
 Where the memory goes (summed PSS of the build and its reader worker, n=10000 against
-n=30000, sampled every 20 ms in one run each, right after the other): 99 MiB and 153 MiB
-(1.55x; before the memory work 174 and 385 MiB, 2.2x; before the text was left out of the
+n=30000, sampled every 20 ms in one run each, right after the other): 93 MiB and 129 MiB
+(1.39x; before the memory work 174 and 385 MiB, 2.2x; before the text was left out of the
 held readings, 131 and 254, 1.95x). The import-time baseline is about 65 MiB; what grows is
-what the build holds for each file while it renders, about 0.9 KiB of PSS a file (0.65
+what the build holds for each file while it renders, about 0.6 KiB of PSS a file (0.48
 traced, the rest the allocator's slack):
 
     per file, as tracemalloc saw it in the build's process        before    now
@@ -63,8 +63,9 @@ traced, the rest the allocator's slack):
       text is read back from the index as each archive page is made)
     the set's lookups (by key and by slug: now by slug alone)       ~0.2      ~0.05
     the walk: path, size and mtime (an array: two numbers a file)   ~0.45     ~0.1
-    first publication times (one key and time a file)               ~0.25     ~0.1
-    the index table's row and where each file's line is             -         ~0.1
+    first publication times (a dict slot a file, by language)       ~0.25     ~0.05
+    where each file's line is in the index (two numbers a file;     -         ~0.02
+      the index table's rows are made as the manifest is written)
 
 The peak is the build alone while it renders. Its reader worker starts during the walk, at
 its PARALLEL_FROM-th file, when the build has no index of its config (it reads every file):
