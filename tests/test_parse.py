@@ -447,6 +447,27 @@ def test_missing_seo_tail_takes_the_slug_from_the_title(config: Config) -> None:
     ]
 
 
+@pytest.mark.parametrize(
+    ("title", "slug"),
+    [
+        ("Чипы и цены", "chipy-i-tseny"),
+        ("Τα τσιπ και το κόστος", "ta-tsip-kai-to-kostos"),
+        ("芯片与成本", "xinpianyuchengben"),
+        ("Straße, Złoty & København", "strasse-zloty-kobenhavn"),
+    ],
+)
+def test_a_title_in_any_script_gives_a_slug_a_revision_keeps(
+    config: Config, title: str, slug: str
+) -> None:
+    """With no primary slug, the slug is the title spelt in Latin letters: a title in another
+    script gives one too, and a revised text and date keep it (its entry's id)."""
+    text = SHORT[: SHORT.index("SEO Title")].replace("Chips and costs", title, 1)
+    article, _ = parse(config, text)
+    revised, _ = parse(config, text.replace("Dec 3", "Dec 9").replace("• two", "• three"))
+    assert article is not None and revised is not None
+    assert article.slug == revised.slug == slug
+
+
 def test_takeaways_written_inline_split_only_on_spaced_hyphens(config: Config) -> None:
     text = SHORT.replace(
         "For cost optimization teams: • one • two",

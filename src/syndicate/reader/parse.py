@@ -21,6 +21,7 @@ from functools import cache, lru_cache
 from itertools import combinations
 from typing import overload
 
+from anyascii import anyascii
 from babel import Locale, UnknownLocaleError
 
 from ..config import LanguageProfile, SeoFields
@@ -921,8 +922,10 @@ def _read_unknown(
 
 
 def slugify(text: str) -> str:
-    ascii_text = unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode()
-    return "-".join(re.findall(r"[a-z0-9]+", ascii_text.lower()))[:80].strip("-")
+    """A URL slug of ``text``: lower-case ASCII words joined by "-", every script spelt in
+    Latin letters first (`Чипы и цены` → `chipy-i-tseny`, `Straße` → `strasse`), so that a
+    title in any language gives one, and the same one when the article is revised."""
+    return "-".join(re.findall(r"[a-z0-9]+", anyascii(text).lower()))[:80].strip("-")
 
 
 def content_hash(lang: str, title: str, updated: date, takeaways: Sequence[str]) -> str:
