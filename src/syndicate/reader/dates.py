@@ -26,6 +26,20 @@ _WORD = r"[^\W\u2e80-\u9fff\uac00-\ud7af\uf900-\ufaff]"
 _ERA = r"\s*(?:[^\d\s]+(?:\s[^\d\s]+)?\s+)?"
 
 
+def _month_names(locale: Locale) -> dict[str, int]:
+    """Each name of each month (wide and abbreviated, in a date and alone), folded: CLDR's,
+    and those of the Solar Hijri calendar where the language writes its dates in it."""
+    months: dict[str, int] = {}
+    for width in ("wide", "abbreviated"):
+        for context in ("format", "stand-alone"):
+            for number, name in get_month_names(width, context, locale).items():
+                months.setdefault(_fold(name).rstrip("."), number)
+    if locale.language in _SOLAR_HIJRI:
+        for number, name in enumerate(_solar_hijri_months(), start=1):
+            months.setdefault(_fold(name), number)
+    return months
+
+
 @cache
 def _date_patterns(lang: str) -> tuple[tuple[re.Pattern[str], ...], dict[str, int]] | None:
     """Regexes for the language's long, medium and short dates, then common orders; months
@@ -34,11 +48,7 @@ def _date_patterns(lang: str) -> tuple[tuple[re.Pattern[str], ...], dict[str, in
         locale = Locale.parse(lang.replace("-", "_"))
     except (UnknownLocaleError, ValueError):
         return None
-    months: dict[str, int] = {}
-    for width in ("wide", "abbreviated"):
-        for context in ("format", "stand-alone"):
-            for number, name in get_month_names(width, context, locale).items():
-                months.setdefault(_fold(name).rstrip("."), number)
+    months = _month_names(locale)
     month = "(?P<month>{})\\.?".format(
         "|".join(sorted((re.escape(m) for m in months), key=len, reverse=True))
     )
@@ -82,14 +92,33 @@ def _date_patterns(lang: str) -> tuple[tuple[re.Pattern[str], ...], dict[str, in
 # preference for Thailand: buddhist, then gregorian): 2568 BE is 2025.
 _BUDDHIST_ERA = frozenset({"th", "lo"})
 _BUDDHIST_OFFSET = 543
+# Persian dates are written in the Solar Hijri calendar by custom (CLDR's preference for Iran:
+# persian, then gregorian): "۱۲ آذر ۱۴۰۴" is 3 December 2025. Its month names are read beside
+# the Gregorian ones, and a year before 1700 is of that calendar (no date line is three
+# centuries behind); the conversion is jdatetime's.
+_SOLAR_HIJRI = frozenset({"fa"})
+_SOLAR_HIJRI_BEFORE = 1700
 
 
-def _common_era(year: int, lang: str) -> int:
-    """``year`` as the Gregorian calendar counts it: a Buddhist-era year in a language that
-    writes them (no date line is five centuries ahead) less 543."""
-    if year > 2400 and lang.replace("_", "-").split("-")[0] in _BUDDHIST_ERA:
-        return year - _BUDDHIST_OFFSET
-    return year
+def _solar_hijri_months() -> list[str]:
+    import jdatetime  # only for a language that writes such dates
+
+    return list(jdatetime.date.j_months_fa)
+
+
+def _gregorian(year: int, month: int, day: int, lang: str) -> date:
+    """The date as the Gregorian calendar counts it, written in the calendar ``lang`` writes
+    its year in: a Buddhist-era year (no date line is five centuries ahead) is 543 less, a
+    Solar Hijri date converted. Raises ValueError for a day its calendar does not have."""
+    base = lang.replace("_", "-").split("-")[0]
+    if year > 2400 and base in _BUDDHIST_ERA:
+        return date(year - _BUDDHIST_OFFSET, month, day)
+    if year < _SOLAR_HIJRI_BEFORE and base in _SOLAR_HIJRI:
+        import jdatetime
+
+        converted: date = jdatetime.date(year, month, day).togregorian()
+        return converted
+    return date(year, month, day)
 
 
 @cache
@@ -127,7 +156,7 @@ def find_date(text: str, lang: str) -> tuple[date, int, int] | None:
                     month = (
                         int(written) if written.isdigit() else months[_fold(written).rstrip(".")]
                     )
-                    day = date(_common_era(int(found["year"]), lang), month, int(found["day"]))
+                    day = _gregorian(int(found["year"]), month, int(found["day"]), lang)
                     return day, found.start(), found.end()
                 except ValueError:
                     return None
