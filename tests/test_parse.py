@@ -452,7 +452,7 @@ def test_missing_seo_tail_takes_the_slug_from_the_title(config: Config) -> None:
     [
         ("Чипы и цены", "chipy-i-tseny"),
         ("Τα τσιπ και το κόστος", "ta-tsip-kai-to-kostos"),
-        ("芯片与成本", "xinpianyuchengben"),
+        ("芯片与成本", "xin-pian-yu-cheng-ben"),
         ("Straße, Złoty & København", "strasse-zloty-kobenhavn"),
     ],
 )

@@ -924,8 +924,13 @@ def _read_unknown(
 def slugify(text: str) -> str:
     """A URL slug of ``text``: lower-case ASCII words joined by "-", every script spelt in
     Latin letters first (`Чипы и цены` → `chipy-i-tseny`, `Straße` → `strasse`), so that a
-    title in any language gives one, and the same one when the article is revised."""
-    return "-".join(re.findall(r"[a-z0-9]+", anyascii(text).lower()))[:80].strip("-")
+    title in any language gives one, and the same one when the article is revised. A Chinese
+    character is a syllable of its own (`芯片` → `xin-pian`): no space tells the words."""
+    spelt = anyascii(_IDEOGRAPH.sub(r" \g<0> ", text))
+    return "-".join(re.findall(r"[a-z0-9]+", spelt.lower()))[:80].strip("-")
+
+
+_IDEOGRAPH = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 
 
 def content_hash(lang: str, title: str, updated: date, takeaways: Sequence[str]) -> str:
