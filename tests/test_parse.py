@@ -190,16 +190,28 @@ def test_bytes_that_are_not_utf8(config: Config) -> None:
 
 
 @pytest.mark.parametrize("lang", sorted(SEEDS))
-def test_bom_and_crlf_parse_like_the_plain_file(config: Config, lang: str) -> None:
+def test_bom_crlf_and_utf16_parse_like_the_plain_file(config: Config, lang: str) -> None:
     plain, plain_found = parse(config, seed(lang))
     for variant in (
         b"\xef\xbb\xbf" + seed(lang).encode(),
         seed(lang).replace("\n", "\r\n").encode(),
         b"\xef\xbb\xbf" + seed(lang).replace("\n", "\r\n").encode(),
+        seed(lang).encode("utf-16"),  # with its byte order mark, as Windows editors save it
+        seed(lang).replace("\n", "\r\n").encode("utf-16"),
+        b"\xfe\xff" + seed(lang).encode("utf-16-be"),
     ):
         article, found = parse(config, variant)
         assert found == plain_found == []
         assert article == plain
+    truncated = seed(lang).encode("utf-16")[:-1]  # half a character at the end
+    assert problems(parse(config, truncated)[1]) == [
+        (
+            None,
+            "error",
+            "not UTF-16 text after its byte order mark: bytes at offset "
+            f"{len(truncated) - 1} cannot be decoded",
+        )
+    ]
 
 
 def test_missing_date_line(config: Config) -> None:

@@ -137,10 +137,26 @@ def _split_label(text: str) -> tuple[str, str, str]:
     return (text, "", "") if at < 0 else (text[:at], text[at], text[at + 1 :])
 
 
-def decode(data: bytes) -> str:
-    """Bytes → text: UTF-8 only, BOM dropped. Raises ArticleProblem naming the bad byte."""
+def utf8(data: bytes) -> bytes:
+    """A file's bytes as UTF-8 without a BOM: a file saved as UTF-16 with its BOM (as some
+    Windows editors save "Unicode" text) is read as the text it is. Raises ArticleProblem for
+    UTF-16 that does not decode."""
     if data.startswith(b"\xef\xbb\xbf"):
-        data = data[3:]
+        return data[3:]
+    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
+        try:
+            return data.decode("utf-16").encode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise ArticleProblem(
+                f"not UTF-16 text after its byte order mark: bytes at offset {exc.start} "
+                "cannot be decoded",
+                None,
+            ) from None
+    return data
+
+
+def decode(data: bytes) -> str:
+    """``utf8``'s bytes → text. Raises ArticleProblem naming the bad byte."""
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -1079,8 +1095,7 @@ def _paragraphs(
 ) -> Paragraphs:
     """The file's paragraphs, the head split where title, date line and summary share one.
     Raises ArticleProblem for a file with no text, no title or too little to be an article."""
-    if data.startswith(b"\xef\xbb\xbf"):
-        data = data[3:]
+    data = utf8(data)
     paras = Paragraphs(clean(decode(data), warn, data))
     if not paras:
         raise ArticleProblem("empty file: no text to read")
