@@ -140,6 +140,7 @@ def run(*args: str) -> tuple[int, str, str]:
         ("zh", "Chinese"),
         ("ko", "Korean"),
         ("ar", "Arabic"),
+        ("fa", "Persian"),
         ("ru", "Russian"),
         ("hi", "Hindi"),
         ("th", "Thai"),
@@ -191,7 +192,8 @@ def test_the_block_check_prints_publishes_the_language(
     assert not feed.bozo and feed.feed.language == lang
     [entry] = feed.entries
     assert entry.title == article.title
-    assert entry.updated.startswith("2025-12-11")  # a Thai date line says 2568, its era's year
+    # A Thai date line says 2568, its era's year; a Persian one 20 Azar 1404 (Solar Hijri).
+    assert entry.updated.startswith("2025-12-11")
     links = {(link.rel, link.get("hreflang")) for link in entry.links}
     assert links == {("alternate", lang), *(("related", other) for other in ("en", "nl", "de"))}
     english = feedparser.parse((tmp_path / "feeds" / "en.atom.xml").read_bytes())
@@ -308,3 +310,14 @@ def test_date_line_words_after_the_date_read_alike(
     assert (found, profile.date_line) == (lang, [words])
     article, problems = parse_article(data, str(path), {**known, lang: profile})
     assert (article, problems) == (whole, [])
+
+
+def test_a_warning_quotes_the_words_with_their_joiners() -> None:
+    """A warning quotes the article's words as written: the zero-width non-joiner Persian
+    spells with stays a character, not an escape (``\\u200c``)."""
+    path = TRANSLATED / "fa-trainium3.txt"
+    article, problems = parse_article(path.read_bytes(), str(path), {"en": PROFILES["en"]})
+    assert article is None
+    [warning] = [p for p in problems if p.message.startswith(UNPUBLISHED)]
+    title = path.read_text("utf-8").split("\n", 1)[0]
+    assert "\u200c" in title and f"'{title}'" in warning.message

@@ -86,6 +86,17 @@ UNPUBLISHED = "not published: written in"
 """How the warning about an article in a language that is not published begins."""
 
 
+# The joiners that Persian, the Indic scripts and emoji spell with: repr() would escape them.
+_JOINER_ESCAPE = re.compile(r"(?<!\\)((?:\\\\)*)\\u200([cd])")
+
+
+def _quoted(text: str) -> str:
+    """``text`` quoted for a message, as repr() writes it (a control character shown by its
+    escape) but with the zero-width joiners left as they are: `'می‌گذارد'`, not
+    `'می\\u200cگذارد'`."""
+    return _JOINER_ESCAPE.sub(lambda m: m[1] + chr(0x2000 + int(m[2], 16)), repr(text))
+
+
 class ArticleProblem(Exception):
     """Stops parsing one file; becomes an error diagnostic."""
 
@@ -664,9 +675,9 @@ def _takeaways(
             return
         audience, label, line = current
         if not any(first.strip() or rows for first, rows in pieces):
-            warn.append((line, f"no bullets after {label!r}"))
+            warn.append((line, f"no bullets after {_quoted(label)}"))
         elif audience in found:
-            warn.append((line, f"second takeaways line for {label!r} ignored"))
+            warn.append((line, f"second takeaways line for {_quoted(label)} ignored"))
         else:
             if split:
                 bullets = [b for first, rows in pieces for b in _bullets(first, rows)]
@@ -683,7 +694,10 @@ def _takeaways(
                 pieces.append(("", rows))
             else:
                 warn.append(
-                    (para.line, f"takeaways line without '<audience>:' label: {para.text[:60]!r}")
+                    (
+                        para.line,
+                        f"takeaways line without '<audience>:' label: {_quoted(para.text[:60])}",
+                    )
                 )
             continue
         close()
@@ -691,7 +705,7 @@ def _takeaways(
         current, pieces = None, []
         if audience is None:
             known = "; ".join(sorted({v: k for k, v in m.labels.items()}.values()))
-            warn.append((para.line, f"unknown audience label {label!r} (known: {known})"))
+            warn.append((para.line, f"unknown audience label {_quoted(label)} (known: {known})"))
             continue
         current = (audience, label, para.line)
         pieces = [(rest, rows[1:])]
@@ -739,7 +753,7 @@ def _placed(
             warn.append(
                 (
                     paras[n].line,
-                    f"unknown audience label {label!r} read as {audience!r} by its place and"
+                    f"unknown audience label {_quoted(label)} read as {audience!r} by its place and"
                     " words (add it to that audience's labels to say so)",
                 )
             )
@@ -878,7 +892,9 @@ def _seo(paras: list[Paragraph], m: _Markers, warn: list[tuple[int, str]]) -> Se
         if not items and number == 0 and len(paras) > 1 and _is_heading(para):
             continue  # the tail's heading, in words the profile does not know
         if not items:
-            warn.append((para.line, f"text after the references ignored: {para.text[:60]!r}"))
+            warn.append(
+                (para.line, f"text after the references ignored: {_quoted(para.text[:60])}")
+            )
         for label, value in items:
             name = _seo_field(label, m)
             if name is None:
@@ -931,7 +947,7 @@ def _read_unknown(
         warn.append(
             (
                 line,
-                f"unknown SEO label {label!r} read as the {_SEO_NAMES[field]}"
+                f"unknown SEO label {_quoted(label)} read as the {_SEO_NAMES[field]}"
                 f" (add it to seo_fields.{field} to say so)",
             )
         )
@@ -1021,8 +1037,8 @@ def _unpublished(article: Article) -> Diagnostic:
         1,
         Severity.WARNING,
         f"{UNPUBLISHED} {name} ('{article.lang}'), which site.languages does not "
-        f"name; read as {article.title!r} of {article.updated.isoformat()}, "
-        f"{audiences} audience{'' if audiences == 1 else 's'}, slug {article.slug!r}. "
+        f"name; read as {_quoted(article.title)} of {article.updated.isoformat()}, "
+        f"{audiences} audience{'' if audiences == 1 else 's'}, slug {_quoted(article.slug)}. "
         "`syndicate check` says how to publish it",
     )
 
@@ -1135,23 +1151,28 @@ def _head(
         warn.append(
             (
                 date_para.line,
-                f"date {written[found[1] : found[2]]!r} read as {found[0].isoformat()}, "
+                f"date {_quoted(written[found[1] : found[2]])} read as {found[0].isoformat()}, "
                 f"in the order {lang!r} writes dates in figures: a month's name leaves no doubt",
             )
         )
     if not _date_line_words(written, m.date_line):
         if updated is None:
             raise ArticleProblem(
-                f"missing date line: expected {expected!r} and a date, "
-                f"found {date_para.text[:60]!r}",
+                f"missing date line: expected {_quoted(expected)} and a date, "
+                f"found {_quoted(date_para.text[:60])}",
                 date_para.line,
             )
-        warn.append((date_para.line, f"date line without {expected!r}"))
+        warn.append((date_para.line, f"date line without {_quoted(expected)}"))
     if updated is None:
-        raise ArticleProblem(f"cannot read the date in {date_para.text[:80]!r}", date_para.line)
+        raise ArticleProblem(
+            f"cannot read the date in {_quoted(date_para.text[:80])}", date_para.line
+        )
     if at == 2:
         warn.append(
-            (paras[1].line, f"text between title and date line ignored: {paras[1].text[:60]!r}")
+            (
+                paras[1].line,
+                f"text between title and date line ignored: {_quoted(paras[1].text[:60])}",
+            )
         )
     if len(paras) <= at + 1:
         raise ArticleProblem("too short: no summary paragraph after the date line", date_para.line)
@@ -1406,11 +1427,15 @@ def _slugs(seo: Seo, title: Paragraph, hashed: str, warn: list[tuple[int, str]])
     SEO tail with its alternative slugs made URL slugs."""
     slug = seo.primary_slug
     if slug is not None and not _SLUG.fullmatch(slug):
-        warn.append((1, f"primary slug {slug!r} is not a URL slug; using {slugify(slug)!r}"))
+        warn.append(
+            (1, f"primary slug {_quoted(slug)} is not a URL slug; using {_quoted(slugify(slug))}")
+        )
         slug = slugify(slug)
     if not slug:
         slug = slugify(seo.title or title.text) or f"article-{hashed[:12]}"
-        warn.append((title.line, f"no primary slug in the SEO tail; using {slug!r} from the title"))
+        warn.append(
+            (title.line, f"no primary slug in the SEO tail; using {_quoted(slug)} from the title")
+        )
     alt_slugs = tuple(dict.fromkeys(a if _SLUG.fullmatch(a) else slugify(a) for a in seo.alt_slugs))
     alts = tuple(a for a in alt_slugs if a)
     return slug, Seo(seo.title, seo.description, seo.excerpt, seo.primary_slug, alts)
