@@ -37,7 +37,7 @@ def test_duplicate_language_and_slug_and_bad_files_are_skipped(
     config: Config, articles_dir: Path
 ) -> None:
     shutil.copy(SEEDS["en"], articles_dir / "zz-copy.txt")
-    (articles_dir / "broken.txt").write_bytes(b"\xfe\xff")
+    (articles_dir / "broken.txt").write_bytes(b"\xc3\x28")  # not UTF-8
     (articles_dir / "empty.txt").write_bytes(b"")
     found = read_articles(articles_dir, config.profiles)
     assert sorted(a.lang for a in found) == ["de", "en", "nl"]
