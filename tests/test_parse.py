@@ -214,6 +214,22 @@ def test_bom_crlf_and_utf16_parse_like_the_plain_file(config: Config, lang: str)
     ]
 
 
+@pytest.mark.parametrize("lang", sorted(SEEDS))
+def test_a_section_heading_with_no_blank_line_under_it(config: Config, lang: str) -> None:
+    """The takeaways' and the references' headings directly over their first line (`Key
+    Takeaways` over `For …:`, `References` over `1. …`) read as with the blank line."""
+    plain, _ = parse(config, seed(lang))
+    assert plain is not None
+    text = seed(lang)
+    first_label = plain.takeaways[0].label
+    for under in (first_label, "1. "):
+        text = re.sub(rf"\n\n([^\n]+)\n\n({re.escape(under)})", r"\n\n\1\n\2", text, count=1)
+    assert text.count("\n\n") == seed(lang).count("\n\n") - 2
+    article, found = parse(config, text)
+    assert found == []
+    assert article == plain and len(article.references) == 11
+
+
 def test_missing_date_line(config: Config) -> None:
     text = seed("en").replace("Updated December 11, 2025", "Written by the editors")
     article, found = parse(config, text)

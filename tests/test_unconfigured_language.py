@@ -254,11 +254,20 @@ def _without(heading: list[str], text: str) -> str:
     return text.replace(f"\n\n{heading[0]}\n\n", "\n\n", 1) if heading else text
 
 
+def _joined(heading: list[str], text: str) -> str:
+    """The section's heading directly over its first line, with no blank line between."""
+    return text.replace(f"\n\n{heading[0]}\n\n", f"\n\n{heading[0]}\n", 1) if heading else text
+
+
 VARIANTS: dict[str, Callable[[LanguageProfile, str], str]] = {
     "bullets one a line": _one_bullet_a_line,
     "no takeaways heading": lambda profile, text: _without(profile.takeaways, text),
     "no references heading": lambda profile, text: _without(profile.references, text),
     "no SEO heading": lambda profile, text: _without(profile.seo, text),
+    "takeaways heading over the first line": lambda profile, text: _joined(profile.takeaways, text),
+    "references heading over the first one": lambda profile, text: _joined(
+        profile.references, text
+    ),
     "Markdown headings": lambda profile, text: re.sub(
         r"\n\n([^\n:：\d][^\n:：]{0,59})\n\n", r"\n\n## \1\n\n", text
     ),

@@ -14,7 +14,7 @@ import hashlib
 import re
 import sys
 import unicodedata
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date
 from functools import cache, lru_cache
@@ -256,6 +256,29 @@ class Paragraphs(Sequence[Paragraph]):
     def replace_head(self, count: int, head: list[Paragraph]) -> None:
         """Put ``head`` in place of the first ``count`` paragraphs."""
         self._items[:count] = head
+
+    def split_headings(self, start: int, heading: Callable[[tuple[str, ...]], bool]) -> None:
+        """From ``start`` on, a paragraph of several lines whose first is a heading over the
+        rest (``heading`` tells, from the lines), with no blank line between (`References`
+        over `1. …`), becomes two: the heading's and the rest's."""
+        items, at = self._items, start
+        while at < len(items):
+            item = items[at]
+            if isinstance(item, Paragraph):
+                rows = item.rows
+                if len(rows) > 1 and heading(rows):
+                    rest = rows[1:]
+                    items[at : at + 1] = [
+                        Paragraph(rows[0], item.line, rows[:1]),
+                        Paragraph(" ".join(rest), item.line + 1, rest),
+                    ]
+                    at += 1
+            else:
+                first, end = item
+                if end - first > 1 and heading(tuple(r.strip() for r in self._lines[first:end])):
+                    items[at : at + 1] = [(first, first + 1), (first + 1, end)]
+                    at += 1
+            at += 1
 
     def raws(self, start: int) -> list[str]:
         """The texts of the paragraphs from ``start`` on, as written (lines, indentation and
@@ -1061,6 +1084,7 @@ def _parse(
         lang, profiles = _unconfigured(paras, profiles, unknown)
     m = _markers(profiles[lang])
     updated, summary, body_start = _head(paras, lang, profiles[lang].date_line[0], m, warn)
+    paras.split_headings(body_start, lambda rows: _section_heading(rows[0], m) is not None)
     raws = paras.raws(body_start)
     starts = _section_starts(paras, raws, body_start, m)
     body_end = starts[0][0] if starts else len(paras)
@@ -1193,12 +1217,7 @@ def _section_starts(
     starts: list[_Start] = []
     for index, raw in enumerate(raws, body_start):
         if len(raw) <= _LABEL_MAX:  # the text is no longer than as written
-            bare = _unmarked(raw)
-            word = bare.split(None, 1)  # a heading's first word tells most lines apart
-            if word and word[0].casefold().rstrip(_COLONS) in m.heading_starts:
-                kind = m.headings.get(_fold(bare).rstrip(_COLONS))
-            else:
-                kind = None
+            kind = _section_heading(raw, m)
         elif "\n" not in raw and not raw[0].isspace() and not raw[-1].isspace():
             # The text is as written: too long for a heading, and an audience line only if a
             # colon comes early. Most of the body ends here.
@@ -1223,6 +1242,16 @@ def _section_starts(
             above = first - 1 >= body_start and _is_heading(paras[first - 1])
             starts.append((first - 1 if above else first, "takeaways", first))
     return starts
+
+
+def _section_heading(row: str, m: _Markers) -> str | None:
+    """The kind of section ``row`` is the heading of, if it is one ("takeaways",
+    "references", "seo")."""
+    bare = _unmarked(row)
+    word = bare.split(None, 1)  # a heading's first word tells most lines apart
+    if not word or word[0].casefold().rstrip(_COLONS) not in m.heading_starts:
+        return None
+    return m.headings.get(_fold(bare).rstrip(_COLONS))
 
 
 def _is_audience_line(para: Paragraph) -> bool:
@@ -1474,16 +1503,29 @@ def profile_of(
 
 
 def _read_unconfigured(
-    paras: Sequence[Paragraph], known: Mapping[str, LanguageProfile]
+    paras: Paragraphs, known: Mapping[str, LanguageProfile]
 ) -> tuple[str, LanguageProfile] | None:
     """The language ``paras`` read as and the profile they show, for a language ``known``
-    does not hold; None if either cannot be told."""
+    does not hold; None if either cannot be told. A heading directly over the first
+    audience line or reference is split from it first, as a known heading would be."""
+    paras.split_headings(3, _over_a_list)
     run = _audience_run(paras)
     if run is None:
         return None
     lang = _language_of(paras[2 : run[0]])
     profile = _inferred_profile(paras, lang, run, known) if lang and lang not in known else None
     return (lang, profile) if lang and profile else None
+
+
+def _over_a_list(rows: tuple[str, ...]) -> bool:
+    """Whether ``rows`` open with a heading (one short line, not labelled) directly over an
+    audience line or a numbered one."""
+    second = rows[1]
+    if _heading(Paragraph(rows[0], 0, rows[:1])) is None:
+        return False
+    return _REF_HEAD.match(second) is not None or _is_audience_line(
+        Paragraph(" ".join(rows[1:]), 0, rows[1:])
+    )
 
 
 def _language_of(body: Sequence[Paragraph]) -> str | None:
