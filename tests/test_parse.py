@@ -230,6 +230,20 @@ def test_a_section_heading_with_no_blank_line_under_it(config: Config, lang: str
     assert article == plain and len(article.references) == 11
 
 
+@pytest.mark.parametrize("lang", sorted(SEEDS))
+def test_seo_labels_in_markdown_bold(config: Config, lang: str) -> None:
+    """`**URL Slugs:** - Primary: …` and `**SEO Title (56 characters):** …`: the emphasis
+    closing each label is not part of its value, and the slugs are read."""
+    plain, _ = parse(config, seed(lang))
+    assert plain is not None
+    text, tail = seed(lang).rsplit("\n\n1. ", 1)
+    tail, seo = tail.split("\n\n", 1)[0], tail.split("\n\n", 1)[1]
+    bold = re.sub(r"(?m)^([^\n:\d][^\n:]{1,60}?):", r"**\1:**", seo)
+    assert bold.count("**") >= 4  # two labels at least
+    article, found = parse(config, f"{text}\n\n1. {tail}\n\n{bold}")
+    assert found == [] and article == plain
+
+
 def test_missing_date_line(config: Config) -> None:
     text = seed("en").replace("Updated December 11, 2025", "Written by the editors")
     article, found = parse(config, text)

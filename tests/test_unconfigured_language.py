@@ -259,6 +259,17 @@ def _joined(heading: list[str], text: str) -> str:
     return text.replace(f"\n\n{heading[0]}\n\n", f"\n\n{heading[0]}\n", 1) if heading else text
 
 
+def _bold_labels(profile: LanguageProfile, text: str) -> str:
+    """Each audience label and SEO label in Markdown bold, its colon inside: `**For …:** -`."""
+    for label in (label for labels in profile.audiences.values() for label in labels):
+        text = re.sub(rf"(?m)^({re.escape(label)})\s*([:：])", r"**\1\2**", text)
+    if not profile.seo:
+        return text
+    body, heading, tail = text.rpartition(f"\n\n{profile.seo[0]}\n\n")
+    tail = re.sub(r"(?m)^([^\n:：\d][^\n:：]{1,60}?)\s*([:：])", r"**\1\2**", tail)
+    return body + heading + tail
+
+
 VARIANTS: dict[str, Callable[[LanguageProfile, str], str]] = {
     "bullets one a line": _one_bullet_a_line,
     "no takeaways heading": lambda profile, text: _without(profile.takeaways, text),
@@ -272,6 +283,7 @@ VARIANTS: dict[str, Callable[[LanguageProfile, str], str]] = {
         r"\n\n([^\n:：\d][^\n:：]{0,59})\n\n", r"\n\n## \1\n\n", text
     ),
     "Windows line ends": lambda profile, text: text.replace("\n", "\r\n"),
+    "Markdown bold labels": _bold_labels,
 }
 
 

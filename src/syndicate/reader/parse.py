@@ -874,7 +874,7 @@ def _seo_items(para: Paragraph) -> Iterator[tuple[str, str]]:
         marked = "•" in row or "·" in row or "▪" in row
         for item in _SEO_ITEM.split(row) if marked else (row,):
             label, sep, value = _split_label(item.strip().lstrip(_BULLETS))
-            value = value.strip()
+            value = _value(value)
             if not sep:
                 continue
             if _bullet_marker(value):
@@ -884,6 +884,13 @@ def _seo_items(para: Paragraph) -> Iterator[tuple[str, str]]:
                         yield sub_label, sub_value.strip()
                 continue
             yield label, value
+
+
+def _value(written: str) -> str:
+    """A labelled line's value, without the emphasis around it or closing its label there
+    ("**URL slugs:** - …", "SEO title: **…**")."""
+    value = written.strip()
+    return value.strip("*_").strip() if value[:1] in "*_" else value
 
 
 def _seo_field(label: str, m: _Markers) -> str | None:
@@ -1706,7 +1713,7 @@ def _inferred_seo(paras: Sequence[Paragraph], start: int) -> tuple[str | None, S
             found = _LABELLED.fullmatch(row.strip().lstrip("-–—•*·▪◦‣ "))
             if found is None:
                 continue
-            value = found["value"].strip()
+            value = _value(found["value"])
             if _bullet_marker(value):
                 slugs += [label for item in _bullets(value, ()) if (label := _slug_label(item))]
             elif _HYPHENED_SLUG.fullmatch(value):
