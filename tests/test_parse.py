@@ -7,6 +7,7 @@ import dataclasses
 import json
 import re
 import shutil
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -242,6 +243,42 @@ def test_seo_labels_in_markdown_bold(config: Config, lang: str) -> None:
     assert bold.count("**") >= 4  # two labels at least
     article, found = parse(config, f"{text}\n\n1. {tail}\n\n{bold}")
     assert found == [] and article == plain
+
+
+@pytest.mark.parametrize("lang", sorted(SEEDS))
+def test_a_file_hard_wrapped_at_72_columns(config: Config, lang: str) -> None:
+    """Every paragraph wrapped as a plain-text editor wraps it: the SEO fields go on over
+    their lines (`SEO Description: … petaflops` over `per cluster …`), an inline list of
+    bullets or slugs goes on past a line that starts or ends with its dash."""
+    plain, _ = parse(config, seed(lang))
+    wrapped = "\n\n".join(
+        textwrap.fill(p, 72, break_long_words=False, break_on_hyphens=False)
+        for p in seed(lang).split("\n\n")
+    )
+    assert wrapped.count("\n") > seed(lang).count("\n") * 2
+    article, found = parse(config, wrapped)
+    assert found == []
+    assert article is not None and plain is not None
+    assert (article.seo, article.takeaways) == (plain.seo, plain.takeaways)
+    assert [(b.kind, b.parts) for b in article.blocks] == [(b.kind, b.parts) for b in plain.blocks]
+    assert dataclasses.replace(article, blocks=()) == dataclasses.replace(plain, blocks=())
+
+
+@pytest.mark.parametrize("emphasis", ["", "**"])
+@pytest.mark.parametrize("lang", sorted(SEEDS))
+def test_audience_lines_written_as_a_list(config: Config, lang: str, emphasis: str) -> None:
+    """`- For infrastructure architects: - a - b` (or `- **For …:** - a`): each line of a
+    list of the audiences is read by the label the profile knows."""
+    plain, _ = parse(config, seed(lang))
+    assert plain is not None
+    text = seed(lang)
+    for takeaways in plain.takeaways:
+        label = f"\n\n{takeaways.label}:"
+        assert label in text
+        text = text.replace(label, f"\n\n- {emphasis}{takeaways.label}:{emphasis}", 1)
+    article, found = parse(config, text)
+    assert found == [] and article is not None
+    assert article.takeaways == plain.takeaways
 
 
 def test_missing_date_line(config: Config) -> None:

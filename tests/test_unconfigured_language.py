@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import textwrap
 import tomllib
 from collections.abc import Callable
 from pathlib import Path
@@ -305,6 +306,32 @@ def test_the_usual_variations_of_the_format_read_alike_without_a_profile(
     assert (article.references, article.seo, article.slug) == (
         whole.references,
         whole.seo,
+        whole.slug,
+    )
+
+
+# Japanese is written without spaces: wrapping it at those around Latin words is no wrapping a
+# writer does (its lines would end in a label's colon and dash, "…向け：-").
+SPACED = [p for p in TRANSLATIONS if not p.name.startswith("ja-")]
+
+
+@pytest.mark.parametrize("path", SPACED, ids=lambda p: p.name)
+def test_a_translation_hard_wrapped_at_72_columns_reads_alike(path: Path) -> None:
+    known = {lang: PROFILES[lang] for lang in ("en", "nl", "de")}
+    whole = read_unconfigured(path, known)
+    wrapped = "\n\n".join(
+        textwrap.fill(p, 72, break_long_words=False, break_on_hyphens=False)
+        for p in path.read_text("utf-8").split("\n\n")
+    ).encode()
+    found = profile_of(wrapped, known)
+    assert found is not None
+    lang, profile = found
+    article, problems = parse_article(wrapped, str(path), {**known, lang: profile})
+    assert article is not None and problems == []
+    assert (article.takeaways, article.seo) == (whole.takeaways, whole.seo)
+    assert (article.title, article.references, article.slug) == (
+        whole.title,
+        whole.references,
         whole.slug,
     )
 

@@ -46,6 +46,9 @@ _CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ufeff\ufffe\uffff]")
 _BULLETS = "-–—•*·▪◦‣"
 _REF_START = re.compile(rf"(?:\[(\d{{1,4}})\]|(\d{{1,4}})[.)]|([{SUPERSCRIPTS}]+))\s*(.*)")
 # What _reference accepts, tested on a paragraph as written: its first line starts numbered.
+_INLINE_LIST = re.compile(f"[:：]\\s*[{_BULLETS}]\\s")  # "URL slugs: - Primary: …"
+# A line that ends where its list's next item or its label's value starts.
+_DANGLING = re.compile(f"(?:\\s[{_BULLETS}]|[:：])$")
 _REF_HEAD = re.compile(
     rf"\s*(?:\[\d{{1,4}}\]|\d{{1,4}}[.)]|[{SUPERSCRIPTS}]+(?![{SUPERSCRIPTS}]))[^\S\n]*\S"
 )
@@ -621,11 +624,13 @@ def _bullet_split(marker: str) -> re.Pattern[str]:
 
 
 def _bullets(first: str, rows: Sequence[str]) -> list[str]:
-    """Bullets written inline (": - a - b") or one a line ("- a", "1. a"); hyphens in words
-    never split."""
+    """Bullets written inline (": - a - b", wrapped onto lines or not) or one a line ("- a",
+    "1. a"); hyphens in words never split. A list that starts on the label's line is inline:
+    a line that then starts with a dash is where the wrapping fell."""
     first = first.strip()
     texts = [t for t in (first, *rows) if t] if rows else [first] if first else []
-    if rows and sum(_list_item(t) is not None for t in texts) >= 2:
+    inline = _bullet_marker(first) is not None
+    if rows and not inline and sum(_list_item(t) is not None for t in texts) >= 2:
         items: list[str] = []
         for text in texts:
             item = _list_item(text)
@@ -657,7 +662,14 @@ def _audience_label(row: str, m: _Markers) -> _Label | None:
         audience = m.labels.get(_bare_label(row))
         return (audience, row.strip(" *_:："), "") if audience else None
     label = row[:colon]
-    if _bullet_marker(label) or _REF_START.fullmatch(label):
+    if _bullet_marker(label):  # a list of the audiences: only a label the profile knows
+        audience = m.labels.get(_bare_label(label))
+        if audience is None:
+            return None
+        unlisted_row = row[1:].lstrip()
+        colon -= len(row) - len(unlisted_row)
+        return audience, label[1:].strip(" *_"), _after_label(unlisted_row, colon)
+    if _REF_START.fullmatch(label):
         return None
     return m.labels.get(_bare_label(label)), label.strip(" *_"), _after_label(row, colon)
 
@@ -867,9 +879,30 @@ def _finish_references(
     return tuple(refs.values())
 
 
+def _seo_rows(rows: Sequence[str]) -> Sequence[str]:
+    """The SEO tail's lines as items: a line that opens with neither a label nor a bullet,
+    that opens with a bullet under an inline list (`URL slugs: - Primary: …`), or that follows
+    one ending in a list's dash or a label's colon, goes on the line before (a hard-wrapped
+    field: `SEO Description: … 362 petaflops` over `per cluster …`)."""
+    if len(rows) == 1:
+        return rows
+    items: list[str] = []
+    for row in rows:
+        if _bullet_marker(row) is not None:  # an item, or the next of an inline list
+            opens = not items or not _INLINE_LIST.search(items[-1])
+        else:  # a label, but not the number that ends one wrapped before it ("Alt" over "2:")
+            colon = _colon(row, _LABEL_MAX)
+            opens = colon > 0 and not row[:colon].strip().isdigit()
+        if items and (not opens or _DANGLING.search(items[-1])):
+            items[-1] = f"{items[-1]} {row}"
+        else:
+            items.append(row)
+    return items
+
+
 def _seo_items(para: Paragraph) -> Iterator[tuple[str, str]]:
     """(label, value) pairs of the SEO tail, whether written as lines, bullets or inline lists."""
-    for row in para.rows:
+    for row in _seo_rows(para.rows):
         # The split scans every character: only where one of its markers is.
         marked = "•" in row or "·" in row or "▪" in row
         for item in _SEO_ITEM.split(row) if marked else (row,):
@@ -1709,7 +1742,7 @@ def _inferred_seo(paras: Sequence[Paragraph], start: int) -> tuple[str | None, S
         if index == start and _heading(para):
             heading = _heading(para)
             continue
-        for row in para.rows:
+        for row in _seo_rows(para.rows):
             found = _LABELLED.fullmatch(row.strip().lstrip("-–—•*·▪◦‣ "))
             if found is None:
                 continue
