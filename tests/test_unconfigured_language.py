@@ -285,6 +285,13 @@ VARIANTS: dict[str, Callable[[LanguageProfile, str], str]] = {
     ),
     "Windows line ends": lambda profile, text: text.replace("\n", "\r\n"),
     "Markdown bold labels": _bold_labels,
+    "audience lines as a list": lambda profile, text: re.sub(
+        "(?m)^(?:"
+        + "|".join(re.escape(label) for labels in profile.audiences.values() for label in labels)
+        + r")\s*[:：]",
+        lambda found: f"- {found[0]}",
+        text,
+    ),
 }
 
 

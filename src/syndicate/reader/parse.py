@@ -1296,15 +1296,19 @@ def _section_heading(row: str, m: _Markers) -> str | None:
 
 def _is_audience_line(para: Paragraph) -> bool:
     """Whether ``para`` is a takeaways line: a label, a colon and inline bullets, or the
-    label alone with a bullet on each line below."""
+    label alone with a bullet on each line below. A line of a list of the audiences
+    (`- For …: - a - b`) is one when its bullets are inline."""
     row = para.rows[0]
+    listed = _bullet_marker(row) is not None
+    if listed:
+        row = row[1:].lstrip()
     colon = _colon(row, _LABEL_MAX + 1)
     if colon < 2 or _bullet_marker(row) or _REF_HEAD.match(row):
         return False
     rest = _after_label(row, colon).strip()
     if rest:
         return _bullet_marker(rest) is not None and len(_bullets(rest, ())) >= 1
-    return len(para.rows) > 1 and _list_item(para.rows[1]) is not None
+    return not listed and len(para.rows) > 1 and _list_item(para.rows[1]) is not None
 
 
 def _opens_takeaways(
@@ -1648,7 +1652,8 @@ def _inferred_date_words(paras: Sequence[Paragraph], lang: str) -> str | None:
 
 
 def _label(para: Paragraph) -> str:
-    return _split_label(para.rows[0])[0].strip(" *_")
+    row = para.rows[0]
+    return _split_label(row[1:] if _bullet_marker(row) else row)[0].strip(" *_")
 
 
 def _audience_run(paras: Sequence[Paragraph]) -> tuple[int, int] | None:
