@@ -688,6 +688,9 @@ def unlisted(audience: str, label: str) -> Takeaways:
     return Takeaways(audience, label, ())
 
 
+_Open = tuple[str, str, int]  # the audience whose takeaways are being read: id, label, line
+
+
 def _takeaways(
     paras: list[Paragraph],
     heads: list[_Label | None],
@@ -702,26 +705,10 @@ def _takeaways(
     heads = _placed(heads, paras, m, warn)
     found: dict[str, Takeaways] = {}
     shown: list[str] = []
-    current: tuple[str, str, int] | None = None  # audience, label, line
+    current: _Open | None = None
     pieces: list[tuple[str, tuple[str, ...]]] = []  # the text after the label, as _bullets takes it
-
-    def close() -> None:
-        if current is None:
-            return
-        audience, label, line = current
-        if not any(first.strip() or rows for first, rows in pieces):
-            warn.append((line, f"no bullets after {_quoted(label)}"))
-        elif audience in found:
-            warn.append((line, f"second takeaways line for {_quoted(label)} ignored"))
-        else:
-            if split:
-                bullets = [b for first, rows in pieces for b in _bullets(first, rows)]
-                found[audience] = Takeaways(audience, sys.intern(label), tuple(bullets))
-            else:
-                found[audience] = unlisted(audience, label)
-            text = " ".join(t for first, rows in pieces for t in (first.strip(), *rows) if t)
-            shown.extend((audience, label, text))
-
+    # No nested function closes each audience: compiled, its closure and this call's locals
+    # would form a reference cycle, which a build with the collector off never frees.
     for para, head in zip(paras, heads, strict=True):
         rows = para.rows
         if head is None:
@@ -735,7 +722,7 @@ def _takeaways(
                     )
                 )
             continue
-        close()
+        _close(current, pieces, (found, shown), warn, split)
         audience, label, rest = head
         current, pieces = None, []
         if audience is None:
@@ -744,8 +731,35 @@ def _takeaways(
             continue
         current = (audience, label, para.line)
         pieces = [(rest, rows[1:])]
-    close()
+    _close(current, pieces, (found, shown), warn, split)
     return tuple(found.values()), shown
+
+
+def _close(
+    current: _Open | None,
+    pieces: list[tuple[str, tuple[str, ...]]],
+    into: tuple[dict[str, Takeaways], list[str]],
+    warn: list[tuple[int, str]],
+    split: bool,
+) -> None:
+    """The ``current`` audience's takeaways from the text after its label (``pieces``), into
+    ``_takeaways``' found takeaways and what a digest shows."""
+    if current is None:
+        return
+    found, shown = into
+    audience, label, line = current
+    if not any(first.strip() or rows for first, rows in pieces):
+        warn.append((line, f"no bullets after {_quoted(label)}"))
+    elif audience in found:
+        warn.append((line, f"second takeaways line for {_quoted(label)} ignored"))
+    else:
+        if split:
+            bullets = [b for first, rows in pieces for b in _bullets(first, rows)]
+            found[audience] = Takeaways(audience, sys.intern(label), tuple(bullets))
+        else:
+            found[audience] = unlisted(audience, label)
+        text = " ".join(t for first, rows in pieces for t in (first.strip(), *rows) if t)
+        shown.extend((audience, label, text))
 
 
 _PLACE_MIN = 0.3
