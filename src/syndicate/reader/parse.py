@@ -45,10 +45,10 @@ _MARKS = re.compile(f"[{SUPERSCRIPTS}]+")
 _CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ufeff\ufffe\uffff]")
 _BULLETS = "-–—•*·▪◦‣"
 _REF_START = re.compile(rf"(?:\[(\d{{1,4}})\]|(\d{{1,4}})[.)]|([{SUPERSCRIPTS}]+))\s*(.*)")
-# What _reference accepts, tested on a paragraph as written: its first line starts numbered.
 _INLINE_LIST = re.compile(f"[:：]\\s*[{_BULLETS}]\\s")  # "URL slugs: - Primary: …"
 # A line that ends where its list's next item or its label's value starts.
 _DANGLING = re.compile(f"(?:\\s[{_BULLETS}]|[:：])$")
+# What _reference accepts, tested on a paragraph as written: its first line starts numbered.
 _REF_HEAD = re.compile(
     rf"\s*(?:\[\d{{1,4}}\]|\d{{1,4}}[.)]|[{SUPERSCRIPTS}]+(?![{SUPERSCRIPTS}]))[^\S\n]*\S"
 )
@@ -666,9 +666,9 @@ def _audience_label(row: str, m: _Markers) -> _Label | None:
         audience = m.labels.get(_bare_label(label))
         if audience is None:
             return None
-        unlisted_row = row[1:].lstrip()
-        colon -= len(row) - len(unlisted_row)
-        return audience, label[1:].strip(" *_"), _after_label(unlisted_row, colon)
+        unbulleted = row[1:].lstrip()
+        colon -= len(row) - len(unbulleted)
+        return audience, label[1:].strip(" *_"), _after_label(unbulleted, colon)
     if _REF_START.fullmatch(label):
         return None
     return m.labels.get(_bare_label(label)), label.strip(" *_"), _after_label(row, colon)
@@ -1030,6 +1030,9 @@ def _read_unknown(
         )
 
 
+_IDEOGRAPH = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+
+
 def slugify(text: str) -> str:
     """A URL slug of ``text``: lower-case ASCII words joined by "-", every script spelt in
     Latin letters first (`Чипы и цены` → `chipy-i-tseny`, `Straße` → `strasse`), so that a
@@ -1037,9 +1040,6 @@ def slugify(text: str) -> str:
     character is a syllable of its own (`芯片` → `xin-pian`): no space tells the words."""
     spelt = anyascii(_IDEOGRAPH.sub(r" \g<0> ", text))
     return "-".join(re.findall(r"[a-z0-9]+", spelt.lower()))[:80].strip("-")
-
-
-_IDEOGRAPH = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 
 
 def content_hash(lang: str, title: str, updated: date, takeaways: Sequence[str]) -> str:
@@ -1098,6 +1098,9 @@ def parse_article(
         parts = (body, bullets, blocks, body and second_opinion)
         article = _parse(data, source, profiles, parts, warnings)
     except ArticleProblem as problem:
+        # Its traceback's frames hold it (one re-raises it): a reference cycle, which a build
+        # with the collector off would keep. Nothing reads the traceback.
+        problem.__traceback__ = None
         return None, report(problem)
     if article.lang not in profiles:
         return None, [*report(), _unpublished(article)]
