@@ -29,6 +29,7 @@ import pytest
 import sqlalchemy as sa
 from alembic import command
 from alembic.config import Config as AlembicConfig
+from apscheduler.schedulers.base import STATE_STOPPED
 
 from syndicate.config import Config, DigestJob, load_config
 from syndicate.errors import DatabaseError
@@ -309,6 +310,47 @@ def test_a_stop_during_a_drain_with_another_job_due_inside_it_drops_neither(
     assert recorder.count("a") == 1 and recorder.count("b") == 0
     assert "Traceback" not in caplog.text and "cannot schedule" not in caplog.text
     assert sends_after_one_restart(config) == {"b": 1}
+
+
+def test_run_returns_only_once_a_deferred_firing_is_recorded_and_logged(
+    tmp_path: Path, database_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A firing that finds the lock lost is deferred: owed, with a line. The stop it starts
+    shuts the scheduler down, and APScheduler's loop, woken then, ends at once: ``run``
+    still returns only after the deferral is recorded and logged. (Before, it could return
+    first: the line came after the caller had moved on, or never, in a process that then
+    exited.) The recording is held until the loop has ended; a second passes before it is let
+    go, in which a ``run`` that did not wait would have returned."""
+    config = make_config(tmp_path, database_url, [{"name": "daily", **later_today(120)}])
+    recorder = Held()
+    scheduler = Scheduler(config, recorder.jobs, clock=wall_clock)
+    recording, go_on = threading.Event(), threading.Event()
+    still_owed = scheduler.owed.still_owed
+
+    def held_still_owed(job_id: str, reason: str) -> None:
+        recording.set()
+        assert go_on.wait(PATIENCE)
+        still_owed(job_id, reason)
+
+    scheduler.owed.still_owed = held_still_owed  # type: ignore[method-assign]
+    with caplog.at_level(logging.INFO, "syndicate.scheduler"):
+        thread = Running(scheduler)
+        assert recorder.feeds_built.wait(PATIENCE)
+        sched = scheduler._sched
+        assert sched is not None
+        scheduler.lock.held = lambda: False  # type: ignore[method-assign]
+        fire_now(scheduler, "digest:daily")
+        assert recording.wait(PATIENCE)
+        assert wait_for(lambda: sched.state == STATE_STOPPED, PATIENCE)
+        sched.wakeup()  # the loop sees the scheduler stopped and ends
+        thread.join(1.0)
+        alive = thread.is_alive()
+        go_on.set()
+        thread.join(PATIENCE)
+    assert alive and not thread.is_alive() and thread.raised is None and scheduler.lost_lock
+    (deferred,) = [f for f in run_lines(caplog) if f["job"] == "digest:daily"]
+    assert deferred["outcome"] == "deferred" and "lock was lost" in deferred["reason"]
+    assert owed(config) == {"digest:daily": ["deferred: the scheduler lock was lost"]}
 
 
 def test_a_process_killed_at_the_firing_owes_it_and_the_next_start_sends_it(

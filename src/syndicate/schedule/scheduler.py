@@ -290,6 +290,7 @@ class Scheduler:
         """True after a stop that had to leave a run unfinished (owed: the next start runs it)."""
         self._sched: BlockingScheduler | None = None
         self._stopping = threading.Event()
+        self._stopper: threading.Thread | None = None
         self._running = Running()
         self._starting = threading.Lock()
         self.lost_lock = False
@@ -319,6 +320,10 @@ class Scheduler:
         with database, holding as acquired:
             if acquired:
                 self._session(self._start_running)
+                # APScheduler's loop ends as the stop begins: run returns once the stop has
+                # waited for the jobs in hand (each has logged its line) or the bound passed.
+                if self._stopper is not None:
+                    self._stopper.join()
 
     def run_once(self, steps: Mapping[str, Step] | None = None) -> bool:
         """Do what is due now: the feed rebuild, then ``steps`` (work of the caller's own,
@@ -353,7 +358,8 @@ class Scheduler:
         if self._stopping.is_set():
             return
         self._stopping.set()
-        threading.Thread(target=self._stop, name="syndicate-stop", daemon=True).start()
+        self._stopper = threading.Thread(target=self._stop, name="syndicate-stop", daemon=True)
+        self._stopper.start()
 
     # -- the APScheduler session -------------------------------------------------------
 
