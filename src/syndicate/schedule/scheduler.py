@@ -290,7 +290,6 @@ class Scheduler:
         """True after a stop that had to leave a run unfinished (owed: the next start runs it)."""
         self._sched: BlockingScheduler | None = None
         self._stopping = threading.Event()
-        self._stopper: threading.Thread | None = None
         self._running = Running()
         self._starting = threading.Lock()
         self.lost_lock = False
@@ -320,10 +319,6 @@ class Scheduler:
         with database, holding as acquired:
             if acquired:
                 self._session(self._start_running)
-                # APScheduler's loop ends as the stop begins: run returns once the stop has
-                # waited for the jobs in hand (each has logged its line) or the bound passed.
-                if self._stopper is not None:
-                    self._stopper.join()
 
     def run_once(self, steps: Mapping[str, Step] | None = None) -> bool:
         """Do what is due now: the feed rebuild, then ``steps`` (work of the caller's own,
@@ -358,8 +353,7 @@ class Scheduler:
         if self._stopping.is_set():
             return
         self._stopping.set()
-        self._stopper = threading.Thread(target=self._stop, name="syndicate-stop", daemon=True)
-        self._stopper.start()
+        threading.Thread(target=self._stop, name="syndicate-stop", daemon=True).start()
 
     # -- the APScheduler session -------------------------------------------------------
 
@@ -521,7 +515,7 @@ class Scheduler:
 
 
 class _Scheduler(BlockingScheduler):
-    """APScheduler's BlockingScheduler, with two changes to its loop.
+    """APScheduler's BlockingScheduler, with three changes to its loop.
 
     One that has shut down fires nothing more: woken by the shutdown, the loop would hand a
     job fallen due during a drain to the executor it just shut down ("cannot schedule new
@@ -532,9 +526,28 @@ class _Scheduler(BlockingScheduler):
     looked for the next one) is looked at again later, as APScheduler does when it cannot
     read the due jobs, instead of ending the loop: a job not moved on is still due, and the
     next one to fire finds whether the lock was lost with the session (``execute``).
+
+    Its start returns only once a shutdown has ended. The loop ends as soon as a shutdown
+    begins, while the shutdown still waits for the jobs in hand: a caller that moved on then
+    (a process exiting) would lose what those had still to record and log, such as a firing
+    deferred for a lost lock.
     """
 
     database_url = ""
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        self._shut = threading.Event()
+
+    def start(self, *args: Any, **kwargs: Any) -> None:
+        super().start(*args, **kwargs)  # the loop, until a shutdown begins
+        self._shut.wait()
+
+    def shutdown(self, wait: bool = True) -> None:
+        try:
+            super().shutdown(wait)
+        finally:
+            self._shut.set()
 
     def _process_jobs(self) -> float | None:
         with self._jobstores_lock:
