@@ -306,7 +306,15 @@ def test_the_usual_variations_of_the_format_read_alike_without_a_profile(
     assert found is not None
     data = VARIANTS[variant](found[1], path.read_text("utf-8")).encode()
     assert data != path.read_bytes()
-    lang, profile = profile_of(data, known)
+    reads_alike(path, data, whole, known)
+
+
+def reads_alike(path: Path, data: bytes, whole: Article, known: dict[str, LanguageProfile]) -> None:
+    """``data``, ``path`` written another way, reads without a profile as ``whole`` (the
+    file's own reading) does."""
+    found = profile_of(data, known)
+    assert found is not None
+    lang, profile = found
     article, problems = parse_article(data, str(path), {**known, lang: profile})
     assert article is not None and problems == []
     assert (article.title, article.takeaways) == (whole.title, whole.takeaways)
@@ -330,17 +338,7 @@ def test_a_translation_hard_wrapped_at_72_columns_reads_alike(path: Path) -> Non
         textwrap.fill(p, 72, break_long_words=False, break_on_hyphens=False)
         for p in path.read_text("utf-8").split("\n\n")
     ).encode()
-    found = profile_of(wrapped, known)
-    assert found is not None
-    lang, profile = found
-    article, problems = parse_article(wrapped, str(path), {**known, lang: profile})
-    assert article is not None and problems == []
-    assert (article.takeaways, article.seo) == (whole.takeaways, whole.seo)
-    assert (article.title, article.references, article.slug) == (
-        whole.title,
-        whole.references,
-        whole.slug,
-    )
+    reads_alike(path, wrapped, whole, known)
 
 
 @pytest.mark.parametrize(
