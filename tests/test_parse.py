@@ -4,6 +4,7 @@ variations, robustness, and the summary reading agreeing with the full one."""
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 import re
 import shutil
@@ -643,6 +644,98 @@ def test_cleaning_a_clean_file_skips_only_what_changes_nothing(text: str) -> Non
 def test_split_marks() -> None:
     assert split_marks("a.¹ b.¹¹") == ("a.", 1, " b.", 11)
     assert split_marks("x²³ y") == ("x", 23, " y")
+    assert split_marks("a.[1] b [12]. c[^3]") == ("a.", 1, " b", 12, ". c", 3)
+    assert split_marks("in 2025 [sic] x[1234]") == ("in 2025 [sic] x[1234]",)
+    assert split_marks("a.¹ [2] b") == ("a.", 1, 2, " b")
+
+
+def _bracketed(text: str, mark: str, number: str) -> str:
+    """``text`` with each footnote mark written ``mark`` and each reference numbered
+    ``number`` (``{}`` for the number)."""
+    plain = str.maketrans(reader_parse.SUPERSCRIPTS, "0123456789")
+    text = re.sub(
+        f"[{reader_parse.SUPERSCRIPTS}]+", lambda m: mark.format(m[0].translate(plain)), text
+    )
+    return re.sub(r"(?m)^(\d+)\. ", lambda m: number.format(m[1]), text)
+
+
+@pytest.mark.parametrize(
+    ("mark", "number"),
+    [("[{}]", "{}. "), (" [{}]", "[{}] "), ("[^{}]", "[^{}]: ")],
+    ids=["brackets", "spaced, references in brackets", "Markdown footnotes"],
+)
+@pytest.mark.parametrize("lang", SEEDS)
+def test_footnote_marks_in_brackets_read_as_superscripts(
+    config: Config, lang: str, mark: str, number: str
+) -> None:
+    """Marks written as plain text or Markdown writes them ("memory.[1]", "memory [1].",
+    "memory[^1]", with "[^1]: …" for the reference) point to the same references."""
+    whole, _ = parse(config, seed(lang))
+    assert whole is not None and any(block.notes for block in whole.blocks)
+    text = _bracketed(seed(lang), mark, number)
+    assert text != seed(lang) and "¹" not in text
+    article, found = parse(config, text)
+    assert problems(found) == []
+    assert article is not None and article.references == whole.references
+    assert [(b.kind, b.notes, b.text.replace(" .", ".")) for b in article.blocks] == [
+        (b.kind, b.notes, b.text) for b in whole.blocks
+    ]
+    checked = parse_article(text.encode(), "a.txt", config.profiles, blocks=False)  # as `check`
+    assert checked[0] is not None and problems(checked[1]) == []
+
+
+def test_a_mark_in_brackets_without_its_reference_is_reported(config: Config) -> None:
+    text = SHORT.replace("training.¹", "training [3].")
+    article, found = parse(config, text)
+    assert article is not None and article.blocks[1].parts[-2:] == (3, ".")
+    expected = [(9, "warning", "footnote mark 3 has no reference")]
+    assert problems(found) == expected
+    checked = parse_article(text.encode(), "a.txt", config.profiles, blocks=False)  # as `check`
+    assert problems(checked[1]) == expected
+
+
+@pytest.mark.parametrize("rule", ["---", "***", "* * *", "___", "- - -"])
+def test_a_rule_between_parts_reads_as_a_blank_line(config: Config, rule: str) -> None:
+    """Markdown's thematic break, between any two parts, only sets them apart."""
+    whole, _ = parse(config, seed("en"))
+    article, found = parse(config, seed("en").replace("\n\n", f"\n\n{rule}\n\n"))
+    assert problems(found) == []
+    assert same_but_lines(article, whole)
+
+
+def test_headings_underlined_read_as_headings(config: Config) -> None:
+    """A heading underlined (Markdown's "setext" headings) reads as the heading alone."""
+    whole, _ = parse(config, seed("de"))
+    count = itertools.count()
+    underlined = re.sub(
+        r"(?<=\n\n)([^\n:\d][^\n:]{0,59})(?=\n\n)",
+        lambda m: f"{m[1]}\n{'=-'[next(count) % 2] * len(m[1])}",
+        seed("de"),
+    )
+    assert underlined.count("\n----") > 2 and underlined.count("\n====") > 2
+    article, found = parse(config, underlined)
+    assert problems(found) == []
+    assert same_but_lines(article, whole)
+
+
+def same_but_lines(article: Article | None, whole: Article) -> bool:
+    """Whether ``article`` is ``whole`` but for the lines its blocks start on."""
+    assert article is not None
+    blocks = [(b.kind, b.parts) for b in article.blocks]
+    return (blocks, dataclasses.replace(article, blocks=())) == (
+        [(b.kind, b.parts) for b in whole.blocks],
+        dataclasses.replace(whole, blocks=()),
+    )
+
+
+def test_slugs_listed_with_asterisks(config: Config) -> None:
+    """ "URL Slugs: * Primary: … * Alt 1: …": a list, not emphasis around the value."""
+    whole, _ = parse(config, seed("en"))
+    tail = seed("en").rindex("URL Slugs:")
+    text = seed("en")[:tail] + seed("en")[tail:].replace(" - ", " * ")
+    article, found = parse(config, text)
+    assert problems(found) == []
+    assert (article.slug, article.seo) == (whole.slug, whole.seo)
 
 
 # --- a language that is not built in ------------------------------------------------------
@@ -895,8 +988,9 @@ def test_a_reference_is_recognised_as_written_as_on_its_first_line(raw: str) -> 
 )
 def test_a_check_finds_the_runs_of_marks_the_full_reading_finds(text: str) -> None:
     """The check looks for footnote marks in the body's bytes; it must find the runs the full
-    reading's regex finds in its text, no more and no fewer."""
-    expected = {run.encode() for run in reader_parse._MARKS.findall(text)}
+    reading's regex finds in its text (superscript digits: a mark in brackets sends the check
+    to the regex), no more and no fewer."""
+    expected = {raised.encode() for raised, _ in reader_parse._MARKS.findall(text) if raised}
     assert reader_parse._mark_runs(text.encode()) == expected
 
 

@@ -284,6 +284,10 @@ VARIANTS: dict[str, Callable[[LanguageProfile, str], str]] = {
         r"\n\n([^\n:：\d][^\n:：]{0,59})\n\n", r"\n\n## \1\n\n", text
     ),
     "Windows line ends": lambda profile, text: text.replace("\n", "\r\n"),
+    "rules between parts": lambda profile, text: text.replace("\n\n", "\n\n* * *\n\n"),
+    "Markdown footnotes": lambda profile, text: re.sub(
+        r"(?m)^(\d+)\. ", r"[^\1]: ", re.sub("[¹²³⁴⁵⁶⁷⁸⁹⁰]+", "", text)
+    ),
     "Markdown bold labels": _bold_labels,
     "audience lines as a list": lambda profile, text: re.sub(
         "(?m)^(?:"

@@ -40,18 +40,25 @@ from .dates import find_date, month_first
 SUPERSCRIPTS = "⁰¹²³⁴⁵⁶⁷⁸⁹"
 _SUPER_DIGIT = str.maketrans(SUPERSCRIPTS, "0123456789")
 _TO_SUPER = str.maketrans("0123456789", SUPERSCRIPTS)
-_MARKS = re.compile(f"[{SUPERSCRIPTS}]+")
+# A footnote mark: superscript digits ("memory.¹"), or a number in brackets as plain text and
+# Markdown write one ("memory.[1]", "memory [1].", "memory[^1]"); spaces before brackets go.
+_MARKS = re.compile(rf"([{SUPERSCRIPTS}]+)|\[\^?(\d{{1,3}})\]")
+_SPACED_MARKS = re.compile(rf"[{SUPERSCRIPTS}]+|[^\S\n]*\[\^?\d{{1,3}}\]")
 # C0/C1 controls except tab and newline, plus non-characters and stray BOMs.
 _CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ufeff\ufffe\uffff]")
 _BULLETS = "-–—•*·▪◦‣"
-_REF_START = re.compile(rf"(?:\[(\d{{1,4}})\]|(\d{{1,4}})[.)]|([{SUPERSCRIPTS}]+))\s*(.*)")
+_REF_START = re.compile(rf"(?:\[\^?(\d{{1,4}})\]:?|(\d{{1,4}})[.)]|([{SUPERSCRIPTS}]+))\s*(.*)")
 _INLINE_LIST = re.compile(f"[:：]\\s*[{_BULLETS}]\\s")  # "URL slugs: - Primary: …"
 # A line that ends where its list's next item or its label's value starts.
 _DANGLING = re.compile(f"(?:\\s[{_BULLETS}]|[:：])$")
 # What _reference accepts, tested on a paragraph as written: its first line starts numbered.
 _REF_HEAD = re.compile(
-    rf"\s*(?:\[\d{{1,4}}\]|\d{{1,4}}[.)]|[{SUPERSCRIPTS}]+(?![{SUPERSCRIPTS}]))[^\S\n]*\S"
+    rf"\s*(?:\[\^?\d{{1,4}}\]:?|\d{{1,4}}[.)]|[{SUPERSCRIPTS}]+(?![{SUPERSCRIPTS}]))[^\S\n]*\S"
 )
+# A line drawn across (Markdown's thematic break, or a heading's underline) only sets parts
+# apart: read as a blank line.
+_RULE = re.compile(r"\s*(?:([-*_])(?:\s*\1){2,}|[-=]{2,})\s*")
+_RULE_STARTS = "-*_= \t"
 _URL = re.compile(r"<?(https?://[^\s<>]+)>?")
 _LINK_OPENED = re.compile(r"\[([^\]]*)\]\($")  # what a Markdown link writes before its URL
 _SLUG = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
@@ -238,11 +245,16 @@ class Paragraphs(Sequence[Paragraph]):
 
     def __init__(self, text: str) -> None:
         # A line of white space only is blank, as ``str.strip`` (and a regex's \s) sees it.
+        # A rule drawn across (``_RULE``) is blank too.
         lines = text.split("\n")
         items: list[Paragraph | tuple[int, int]] = []  # made, or a span of lines
         first = -1
         for number, line in enumerate(lines):
-            if line and not line.isspace():
+            if (
+                line
+                and not line.isspace()
+                and not (line[0] in _RULE_STARTS and _RULE.fullmatch(line))
+            ):
                 if first < 0:
                     first = number
             elif first >= 0:
@@ -335,13 +347,18 @@ def paragraphs(text: str) -> list[Paragraph]:
 
 
 def split_marks(text: str) -> tuple[str | int, ...]:
-    """'memory.¹ Scale' → ('memory.', 1, ' Scale'). A run of marks is one number: '¹¹' is 11."""
+    """'memory.¹ Scale' → ('memory.', 1, ' Scale'). A run of marks is one number: '¹¹' is 11.
+    'memory [1].' → ('memory', 1, '.')."""
     parts: list[str | int] = []
     pos = 0
     for mark in _MARKS.finditer(text):
-        if mark.start() > pos:
-            parts.append(text[pos : mark.start()])
-        parts.append(int(mark.group().translate(_SUPER_DIGIT)))
+        raised, bracketed = mark.groups()
+        before = text[pos : mark.start()]
+        if bracketed:
+            before = before.rstrip(" \t")
+        if before:
+            parts.append(before)
+        parts.append(int(bracketed or raised.translate(_SUPER_DIGIT)))
         pos = mark.end()
     if pos < len(text):
         parts.append(text[pos:])
@@ -349,8 +366,9 @@ def split_marks(text: str) -> tuple[str | int, ...]:
 
 
 def strip_marks(text: str) -> str:
-    # Marks are rare in a title or a summary: ten substring tests cost less than the regex.
-    return _MARKS.sub("", text) if any(mark in text for mark in SUPERSCRIPTS) else text
+    # Marks are rare in a title or a summary: a few substring tests cost less than the regex.
+    marked = "[" in text or any(mark in text for mark in SUPERSCRIPTS)
+    return _SPACED_MARKS.sub("", text) if marked else text
 
 
 # ---------------------------------------------------------------------------------------------
@@ -937,7 +955,8 @@ def _value(written: str) -> str:
     """A labelled line's value, without the emphasis around it or closing its label there
     ("**URL slugs:** - …", "SEO title: **…**")."""
     value = written.strip()
-    return value.strip("*_").strip() if value[:1] in "*_" else value
+    emphasis = value[:1] in "*_" and _bullet_marker(value) is None  # "* a - b": a list
+    return value.strip("*_").strip() if emphasis else value
 
 
 def _seo_field(label: str, m: _Markers) -> str | None:
@@ -1466,7 +1485,8 @@ def _unanswered_marks(
     body): joining a paragraph's lines moves no footnote mark, so making it is not needed."""
     start, end = body
     answered = {str(r.number).translate(_TO_SUPER).encode() for r in references}
-    if _mark_runs("\n".join(raws[: end - start]).encode()) <= answered:
+    written = "\n".join(raws[: end - start])
+    if "[" not in written and _mark_runs(written.encode()) <= answered:
         return  # the usual case: every mark in the body is answered
     numbers = frozenset(r.number for r in references)
     for index in range(start, end):
