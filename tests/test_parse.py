@@ -649,6 +649,16 @@ def test_split_marks() -> None:
     assert split_marks("a.¹ [2] b") == ("a.", 1, 2, " b")
 
 
+def test_readings_with_new_profiles_each_time_hold_a_bounded_cache(config: Config) -> None:
+    """A long-running process may make its profiles' mapping for each reading (a property
+    that builds it, a reloaded config): what is cached by it stays bounded."""
+    limit = reader_parse._CACHED_PROFILES
+    for _ in range(limit + 5):
+        article, _ = parse_article(seed("en").encode(), "a.txt", dict(config.profiles))
+        assert article is not None
+    assert 0 < len(reader_parse._DATE_WORDS) <= limit
+
+
 def _bracketed(text: str, mark: str, number: str) -> str:
     """``text`` with each footnote mark written ``mark`` and each reference numbered
     ``number`` (``{}`` for the number)."""

@@ -385,6 +385,9 @@ class _Markers:
     alt_slugs: tuple[str, ...]  # folded prefixes of alternative-slug labels
 
 
+# Cached by identity, and held: a long-running process reads with new profiles now and then
+# (a reloaded config, a language's inferred profile), so the caches are emptied when full.
+_CACHED_PROFILES = 64
 _MARKERS: dict[int, tuple[LanguageProfile, _Markers]] = {}
 
 
@@ -392,6 +395,8 @@ def _markers(profile: LanguageProfile) -> _Markers:
     cached = _MARKERS.get(id(profile))
     if cached is not None and cached[0] is profile:
         return cached[1]
+    if len(_MARKERS) >= _CACHED_PROFILES:
+        _MARKERS.clear()
     headings = {
         _fold(h).rstrip(_COLONS): kind
         for kind in ("seo", "references", "takeaways")
@@ -441,6 +446,8 @@ def _date_words(profiles: Mapping[str, LanguageProfile]) -> _DateWords:
     cached = _DATE_WORDS.get(id(profiles))
     if cached is not None and cached[0] is profiles:
         return cached[1]
+    if len(_DATE_WORDS) >= _CACHED_PROFILES:  # a caller may make its mapping for each reading
+        _DATE_WORDS.clear()
     by_first_word: dict[str, list[tuple[str, str]]] = {}
     for lang, profile in profiles.items():
         for phrase in _markers(profile).date_line:
