@@ -8,7 +8,7 @@ import pytest
 from babel import localedata
 from babel.dates import format_date
 
-from syndicate.reader.dates import find_date, parse_date
+from syndicate.reader.dates import find_date, month_first, parse_date
 
 
 @pytest.mark.parametrize(
@@ -109,3 +109,28 @@ def test_every_cldr_language_reads_its_own_dates() -> None:
                 unread.append((lang, width, written))
     assert unread == []
     assert parse_date("อัปเดตเมื่อ 11 ธันวาคม พ.ศ. 2568", "th") == day
+
+
+def test_every_regional_locale_reads_with_its_languages_code() -> None:
+    """A writer in Austria, Peru, Chile, the Levant or Afghanistan gives the date line in the
+    language's code ("de", "es", "ar", "fa") and writes it with the region's month names and
+    order ("11. Jänner 2025", "11 de setiembre de 2025", "11-12-2025", "11 كانون الأول
+    2025", "۱۱ دسمبر ۲۰۲۵"): each CLDR locale's long and medium dates read back so. (A
+    date all in figures reads in the language's own order where the two differ: Puerto
+    Rico's "12/11/2025" is 12 November to "es".)"""
+    day = date(2025, 12, 11)
+    names = [name for name in localedata.locale_identifiers() if "_" in name]
+    assert len(names) > 700
+    unread = []
+    for name in names:
+        lang = name.split("_")[0]
+        for width in ("long", "medium"):
+            written = format_date(day, width, locale=name)
+            in_figures = not any(c.isalpha() for c in written)
+            if in_figures and month_first(name) != month_first(lang):
+                continue
+            if parse_date(f"x {written}", lang) != day:
+                unread.append((name, width, written))
+    assert unread == []
+    assert parse_date("Aktualisiert am 3. Jänner 2026", "de") == date(2026, 1, 3)
+    assert parse_date("آخر تحديث: ١١ كانون الأول ٢٠٢٥", "ar") == day
