@@ -54,6 +54,11 @@ from syndicate.reader.dates import find_date, month_first, parse_date
         ("به‌روزرسانی: ۳۰ اسفند ۱۴۰۴", "fa", None),
         ("হালনাগাদ: ১১ ডিসেম্বর, ২০২৫", "bn", "2025-12-11"),
         ("更新日：２０２５年１２月１１日", "ja", "2025-12-11"),
+        # Japanese years of the emperor's era; an era's first year is 元年.
+        ("更新日：令和7年12月11日", "ja", "2025-12-11"),
+        ("更新日 令和元年5月1日", "ja", "2019-05-01"),
+        ("更新日：平成３１年４月３０日", "ja", "2019-04-30"),
+        ("更新日：令和7年2月30日", "ja", None),
         ("Updated December 11 of 2025", "en", "2025-12-11"),
         ("Updated December 11 12 2025", "en", None),
         # CLDR's short form, in the language's order, with the year in full.

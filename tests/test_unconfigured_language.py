@@ -351,13 +351,14 @@ def test_a_translation_hard_wrapped_at_72_columns_reads_alike(path: Path) -> Non
         ("ja", "更新日：2025年12月11日", "2025年12月11日更新", "更新"),
         ("zh", "更新日期：2025年12月11日", "2025年12月11日更新", "更新"),
         ("ko", "업데이트: 2025년 12월 11일", "2025년 12월 11일 업데이트", "업데이트"),
+        ("ja", "更新日：2025年12月11日", "更新日：令和7年12月11日", "更新日"),
     ],
 )
 def test_date_line_words_after_the_date_read_alike(
     lang: str, written: str, after: str, words: str
 ) -> None:
     """Chinese, Japanese and Korean may write the date line's words after the date (with no
-    space between them in Chinese and Japanese)."""
+    space between them in Chinese and Japanese); Japanese may count the year in the era."""
     path = TRANSLATED / f"{lang}-trainium3.txt"
     known = {code: PROFILES[code] for code in ("en", "nl", "de")}
     whole = read_unconfigured(path, known)

@@ -139,6 +139,26 @@ def _solar_hijri_months() -> list[str]:
     return list(jdatetime.date.j_months_fa)
 
 
+# Japanese dates may count years in the reigning emperor's era (CLDR's japanese calendar, which
+# Babel does not carry): "令和7年12月11日" is 11 December 2025; an era's first year is "元年".
+_JAPANESE_ERAS = {"明治": 1868, "大正": 1912, "昭和": 1926, "平成": 1989, "令和": 2019}
+_JAPANESE_ERA_DATE = re.compile(
+    rf"({'|'.join(_JAPANESE_ERAS)})\s*(元|\d{{1,2}})\s*年\s*(\d{{1,2}})\s*月\s*(\d{{1,2}})\s*日"
+)
+
+
+def _japanese_era_date(text: str) -> tuple[date, int, int] | None:
+    found = _JAPANESE_ERA_DATE.search(text)
+    if found is None:
+        return None
+    era, year, month, day = found.groups()
+    start = _JAPANESE_ERAS[era] - 1
+    try:
+        return date(start + (1 if year == "元" else int(year)), int(month), int(day)), *found.span()
+    except ValueError:
+        return None
+
+
 def _gregorian(year: int, month: int, day: int, lang: str) -> date:
     """The date as the Gregorian calendar counts it, written in the calendar ``lang`` writes
     its year in: a Buddhist-era year (no date line is five centuries ahead) is 543 less, a
@@ -178,6 +198,8 @@ def parse_date(text: str, lang: str) -> date | None:
 def find_date(text: str, lang: str) -> tuple[date, int, int] | None:
     """``parse_date``'s date and where in ``text`` it starts and ends: the words before it (or,
     as Chinese, Japanese and Korean may write them, after it) are the date line's."""
+    if lang.split("-")[0] == "ja" and any(era in text for era in _JAPANESE_ERAS):
+        return _japanese_era_date(text)
     for made in (_date_patterns, _regional_patterns):
         regexes, months = made(lang) or ((), {})
         for regex in regexes:
