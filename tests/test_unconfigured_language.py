@@ -370,6 +370,30 @@ def test_date_line_words_after_the_date_read_alike(
     assert (article, problems) == (whole, [])
 
 
+@pytest.mark.parametrize("mark", [";", "\u037e"], ids=["semicolon", "Greek question mark"])
+def test_a_question_in_greek_is_a_heading(mark: str) -> None:
+    """Greek asks with a semicolon (or U+037E, which normalises to one): a line so ended is
+    a heading, as one ending in "?" is; in another script it ends a clause."""
+    path = TRANSLATED / "el-trainium3.txt"
+    known = {lang: PROFILES[lang] for lang in ("en", "nl", "de")}
+    text = path.read_text("utf-8").replace(";\n", f"{mark}\n")
+    lang, profile = profile_of(text.encode(), known)
+    article, _ = parse_article(text.encode(), str(path), {**known, lang: profile})
+    assert article is not None
+    headings = [block.text for block in article.blocks if block.kind == "heading"]
+    assert headings == ["Γιατί έχει σημασία;", "Τι σημαίνει αυτό για τη NVIDIA;"]
+    latin = parse_article(
+        ENGLISH.read_text("utf-8")
+        .replace("\n\nThe performance case\n", "\n\nThe case;\n")
+        .encode(),
+        str(ENGLISH),
+        known,
+    )[0]
+    assert latin is not None and ("paragraph", "The case;") in [
+        (b.kind, b.text) for b in latin.blocks
+    ]
+
+
 def test_a_warning_quotes_the_words_with_their_joiners() -> None:
     """A warning quotes the article's words as written: the zero-width non-joiner Persian
     spells with stays a character, not an escape (``\\u200c``)."""

@@ -82,6 +82,8 @@ _HEADING_MAX = 120
 # Burmese, Khmer and Tibetan full stops. A line that ends so is no heading.
 _SENTENCE_ENDS = ".:;,…\"'”’»)。．：；，、」』）।۔։።။។།"
 _ASKS = "?!？！؟"
+# Greek asks with what Latin writes as a semicolon (U+037E, which the reading normalises to ";").
+_GREEK = re.compile("[\u0370-\u03ff\u1f00-\u1fff]")
 # Where one sentence ends and another starts: a space after the Latin marks, none after the
 # Chinese and Japanese ones.
 _SENTENCE_BREAK = re.compile(r"[.?!؟।۔]\s|[。？！]")
@@ -619,10 +621,15 @@ def _is_heading(para: Paragraph) -> bool:
     if len(para.rows) != 1 or len(para.text) > _HEADING_MAX:
         return False
     bare = strip_marks(_unmarked(para.text)).rstrip()
-    if not bare or bare[-1] in _SENTENCE_ENDS or bare[0] in _BULLETS:
+    if not bare or bare[0] in _BULLETS:
+        return False
+    last = bare[-1]
+    if last == ";" and _GREEK.search(bare):  # "Γιατί έχει σημασία;" asks
+        last = "?"
+    if last in _SENTENCE_ENDS:
         return False
     # A question or exclamation can be a heading, as long as it is a single sentence.
-    return bare[-1] not in _ASKS or not _SENTENCE_BREAK.search(bare[:-1])
+    return last not in _ASKS or not _SENTENCE_BREAK.search(bare[:-1])
 
 
 # ---------------------------------------------------------------------------------------------
