@@ -134,6 +134,31 @@ def test_two_runs_recording_the_same_new_entries_at_once_agree(store: Store) -> 
         one.close()
 
 
+def test_a_row_another_run_wrote_meanwhile_is_the_one_returned(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run that finds its new entries all written by itself takes their times as given;
+    where another run wrote one of them between its reading and its writing, the rows are
+    read back, and that run's time stands."""
+    from syndicate.state import published as module
+
+    first, mine = datetime(2025, 12, 2, 8, 0, tzinfo=UTC), datetime(2025, 12, 9, tzinfo=UTC)
+    plain = module.insert_or_skip
+
+    def after_another_run(db: sa.Connection, *args: Any) -> sa.Insert:
+        statement = plain(db, *args)
+        db.execute(statement, [{"lang": "en", "slug": "b", "published_at": first}])
+        return statement
+
+    monkeypatch.setattr(module, "insert_or_skip", after_another_run)
+    entries = [("en", slug, mine) for slug in "abc"]
+    assert store.published.first_published(entries) == {
+        ("en", "a"): mine,
+        ("en", "b"): first,
+        ("en", "c"): mine,
+    }
+
+
 def test_migrating_twice_changes_nothing(store: Store) -> None:
     store.published.first_published([("en", "a", datetime(2025, 1, 1, tzinfo=UTC))])
     reopened = open_store(str(store.engine.url.render_as_string(hide_password=False)))

@@ -65,8 +65,9 @@ class Publications(Database):
             slugs = sorted({slug for _, slug, _ in entries})
             query = query.where(published.c.lang.in_(sorted(times)), published.c.slug.in_(slugs))
 
+        made: dict[datetime, datetime] = {}
+
         def record(db: sa.Connection) -> None:
-            made: dict[datetime, datetime] = {}
             for lang, slug, at in db.execute(query):
                 slugs = times.get(lang)
                 if slugs is not None and slug in slugs:
@@ -78,6 +79,7 @@ class Publications(Database):
             # Two runs at once (a send beside a feed build, two scheduled jobs) may both
             # find an entry new: the first row written stands, and both return it.
             statement = insert_or_skip(db, published, published.c.lang, published.c.slug)
+            written = 0
             for start in range(0, len(new), CHUNK):  # the rows' parameters a chunk at a time
                 rows = [
                     {
@@ -88,8 +90,14 @@ class Publications(Database):
                     }
                     for lang, slug, when in new[start : start + CHUNK]
                 ]
-                db.execute(statement, rows)
-            if new:
+                written += db.execute(statement, rows).rowcount
+            # Where the driver counts the rows written (SQLite does; psycopg's batches do
+            # not), and they are all of them, no other run's are to be read back.
+            if written == len(new):
+                for lang, slug, when in new:
+                    at = when.astimezone(UTC)
+                    times[lang][slug] = made.get(at) or made.setdefault(at, at)
+            else:
                 record(db)
         return FirstPublished(times)
 
