@@ -189,6 +189,12 @@ def month_first(lang: str) -> bool:
 _ISO_DATE = re.compile(r"(?<!\d)(\d{4})-(\d{2})-(\d{2})(?!\d)")
 
 
+def prepare(lang: str) -> None:
+    """Make the language's date patterns now (before worker processes fork, which then
+    share them): not the regional ones, made only when a date needs them."""
+    _date_patterns(lang)
+
+
 def parse_date(text: str, lang: str) -> date | None:
     """The first date in ``text`` written the way ``lang`` writes dates (or ISO 8601), or None."""
     found = find_date(text, lang)

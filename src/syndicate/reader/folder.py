@@ -27,7 +27,7 @@ from typing import cast
 
 from ..config import LanguageProfile
 from ..model import Article, ArticleSet, Block, Diagnostic, Reference, Seo, Severity, Takeaways
-from .dates import parse_date
+from .dates import prepare as prepare_dates
 from .index import decode_reading, encode_reading, index_reading
 from .parse import Reading, parse_article
 
@@ -344,7 +344,7 @@ def _warm(profiles: Mapping[str, LanguageProfile]) -> None:
     """Make each language's date patterns (Babel's locale data: 0.03-0.1 s a language) here,
     before the workers fork: each inherits them instead of making its own."""
     for lang in profiles:
-        parse_date("", lang)
+        prepare_dates(lang)
 
 
 _Out = tuple[list[str], "Future[list[Reading] | list[str]]"]  # a batch out with a worker
