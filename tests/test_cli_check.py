@@ -41,8 +41,8 @@ def test_json_is_one_document_with_the_contract(runner: CliRunner) -> None:
     result = runner.invoke(main, ["check", "--json", "--articles", str(ARTICLES)])
     assert result.exit_code == 0
     document = json.loads(result.stdout)  # the whole of stdout is one JSON document
-    assert set(document) == {"articles", "problems", "unpublished_languages"}
-    assert document["unpublished_languages"] == {}
+    assert set(document) == {"articles", "problems", "unpublished", "unpublished_languages"}
+    assert document["unpublished"] == [] and document["unpublished_languages"] == {}
     assert document["problems"] == []
     assert [(a["slug"], a["lang"]) for a in document["articles"]] == [
         (SLUG, "de"),

@@ -23,6 +23,7 @@ from click.testing import CliRunner
 
 from syndicate.build import build_feeds
 from syndicate.cli import main
+from syndicate.cli.articles import article_report
 from syndicate.config import LanguageProfile, builtin_profiles, load_config, parse_config
 from syndicate.model import Article, Severity
 from syndicate.reader import parse_article, read_articles
@@ -186,6 +187,7 @@ def test_the_block_check_prints_publishes_the_language(
     article = found.get(lang, SEED_SLUG)
     assert article is not None
     assert article == read_unconfigured(folder / translation.name, dict(PROFILES))
+    assert report["unpublished"] == [article_report(article)]  # as `check --json` read it
 
     report = build_feeds(config, folder, tmp_path / "feeds")
     assert f"{lang}.atom.xml" in report.written

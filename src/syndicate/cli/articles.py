@@ -17,7 +17,7 @@ import click
 
 from ..clock import wall_clock
 from ..errors import Exit
-from ..model import ArticleSet, Diagnostic, Severity
+from ..model import Article, ArticleSet, Diagnostic, Severity
 from .shared import article_folder, articles_option, check_known, options, with_config
 
 if TYPE_CHECKING:
@@ -92,9 +92,11 @@ def check(config: Config, articles: Path | None, as_json: bool, summary: bool) -
     more = (*settings, *catalog_problems(config), *private_file_problems(config))
     found = ArticleSet(found.articles, found.problems + more)
     waiting = digest_backlog(config, found)
-    languages = unpublished_languages(config, found)
+    unpublished = unpublished_readings(config, found)
+    languages = unpublished_languages(unpublished)
     if as_json:
         report = check_report(found)
+        report["unpublished"] = [article_report(a) for *_, a in unpublished if a is not None]
         report["unpublished_languages"] = {
             lang: {"file": file, "profile": profile.model_dump(exclude_defaults=True)}
             for lang, (file, profile) in languages.items()
@@ -158,23 +160,40 @@ def private_file_problems(config: Config) -> list[Diagnostic]:
     return problems
 
 
-def unpublished_languages(
-    config: Config, found: ArticleSet
-) -> dict[str, tuple[str, LanguageProfile]]:
-    """Each language read but not published (``parse.UNPUBLISHED``), with the first file in
-    it and the profile that file's structure shows."""
+_Unpublished = tuple[str, str, "LanguageProfile", "Article | None"]  # file, lang, …
+
+
+def unpublished_readings(config: Config, found: ArticleSet) -> list[_Unpublished]:
+    """Each file read but not published (``parse.UNPUBLISHED``): its path, its language, the
+    profile its structure shows, and its reading with that profile, as it would be
+    published."""
+    from ..reader import parse_article
     from ..reader.parse import UNPUBLISHED, profile_of
 
-    languages: dict[str, tuple[str, LanguageProfile]] = {}
+    readings: list[_Unpublished] = []
     for problem in found.problems:
         if not problem.message.startswith(UNPUBLISHED):
             continue
         try:
-            read = profile_of(Path(problem.file).read_bytes(), config.profiles)
+            data = Path(problem.file).read_bytes()
         except OSError:  # gone since: the next check tells
             continue
-        if read is not None and read[0] not in languages:
-            languages[read[0]] = (problem.file, read[1])
+        read = profile_of(data, config.profiles)
+        if read is not None:
+            lang, profile = read
+            profiles = {**config.profiles, lang: profile}
+            article, _ = parse_article(data, problem.file, profiles, blocks=False)
+            readings.append((problem.file, lang, profile, article))
+    return readings
+
+
+def unpublished_languages(readings: list[_Unpublished]) -> dict[str, tuple[str, LanguageProfile]]:
+    """Each language of the ``unpublished_readings``, with its first file and the profile
+    that file's structure shows."""
+    languages: dict[str, tuple[str, LanguageProfile]] = {}
+    for file, lang, profile, _ in readings:
+        if lang not in languages:
+            languages[lang] = (file, profile)
     return languages
 
 
@@ -217,24 +236,26 @@ def profile_block(lang: str, profile: LanguageProfile) -> str:
 def check_report(found: ArticleSet) -> dict[str, Any]:
     """The ``check --json`` contract: one document, articles then problems."""
     return {
-        "articles": [
-            {
-                "file": a.source,
-                "lang": a.lang,
-                "slug": a.slug,
-                "title": a.title,
-                "updated": a.updated.isoformat(),
-                "summary": a.summary,
-                "audiences": {t.audience: list(t.bullets) for t in a.takeaways},
-                "references": [{"n": r.number, "text": r.text, "url": r.url} for r in a.references],
-                "alt_slugs": list(a.seo.alt_slugs),
-            }
-            for a in sorted(found, key=lambda a: (a.slug, a.lang))
-        ],
+        "articles": [article_report(a) for a in sorted(found, key=lambda a: (a.slug, a.lang))],
         "problems": [
             {"file": p.file, "line": p.line, "severity": str(p.severity), "message": p.message}
             for p in found.problems
         ],
+    }
+
+
+def article_report(a: Article) -> dict[str, Any]:
+    """One article as ``check --json`` gives it."""
+    return {
+        "file": a.source,
+        "lang": a.lang,
+        "slug": a.slug,
+        "title": a.title,
+        "updated": a.updated.isoformat(),
+        "summary": a.summary,
+        "audiences": {t.audience: list(t.bullets) for t in a.takeaways},
+        "references": [{"n": r.number, "text": r.text, "url": r.url} for r in a.references],
+        "alt_slugs": list(a.seo.alt_slugs),
     }
 
 
