@@ -647,6 +647,7 @@ def test_split_marks() -> None:
     assert split_marks("a.[1] b [12]. c[^3]") == ("a.", 1, " b", 12, ". c", 3)
     assert split_marks("in 2025 [sic] x[1234]") == ("in 2025 [sic] x[1234]",)
     assert split_marks("a.¹ [2] b") == ("a.", 1, 2, " b")
+    assert split_marks("芯片［1］，成本［12］。") == ("芯片", 1, "，成本", 12, "。")
 
 
 def test_readings_with_new_profiles_each_time_hold_a_bounded_cache(config: Config) -> None:

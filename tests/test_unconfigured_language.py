@@ -396,6 +396,24 @@ def test_a_question_in_greek_is_a_heading(mark: str) -> None:
     ]
 
 
+@pytest.mark.parametrize("lang", ["zh", "ja"])
+def test_footnote_marks_in_full_width_brackets_read_as_superscripts(lang: str) -> None:
+    """Chinese and Japanese may write a mark in brackets, full-width ones too ("芯片［1］"),
+    and number the references so ("［1］ …"): the same marks and references."""
+    path = TRANSLATED / f"{lang}-trainium3.txt"
+    known = {code: PROFILES[code] for code in ("en", "nl", "de")}
+    whole = read_unconfigured(path, known)
+    plain = str.maketrans("⁰¹²³⁴⁵⁶⁷⁸⁹", "0123456789")
+    text = re.sub("[⁰¹²³⁴⁵⁶⁷⁸⁹]+", lambda m: f"［{m[0].translate(plain)}］", path.read_text())
+    text = re.sub(r"(?m)^(\d+)\. ", r"［\1］ ", text)
+    assert "［1］" in text and "¹" not in text
+    found, profile = profile_of(text.encode(), known)
+    article, problems = parse_article(text.encode(), str(path), {**known, found: profile})
+    assert article is not None and problems == []
+    assert article.references == whole.references
+    assert [(b.kind, b.notes) for b in article.blocks] == [(b.kind, b.notes) for b in whole.blocks]
+
+
 def test_a_warning_quotes_the_words_with_their_joiners() -> None:
     """A warning quotes the article's words as written: the zero-width non-joiner Persian
     spells with stays a character, not an escape (``\\u200c``)."""

@@ -41,19 +41,23 @@ SUPERSCRIPTS = "⁰¹²³⁴⁵⁶⁷⁸⁹"
 _SUPER_DIGIT = str.maketrans(SUPERSCRIPTS, "0123456789")
 _TO_SUPER = str.maketrans("0123456789", SUPERSCRIPTS)
 # A footnote mark: superscript digits ("memory.¹"), or a number in brackets as plain text and
-# Markdown write one ("memory.[1]", "memory [1].", "memory[^1]"); spaces before brackets go.
-_MARKS = re.compile(rf"([{SUPERSCRIPTS}]+)|\[\^?(\d{{1,3}})\]")
-_SPACED_MARKS = re.compile(rf"[{SUPERSCRIPTS}]+|[^\S\n]*\[\^?\d{{1,3}}\]")
+# Markdown write one ("memory.[1]", "memory [1].", "memory[^1]", in Chinese and Japanese
+# also full-width: "芯片［1］"); spaces before brackets go.
+_MARKS = re.compile(rf"([{SUPERSCRIPTS}]+)|[\[［]\^?(\d{{1,3}})[\]］]")
+_SPACED_MARKS = re.compile(rf"[{SUPERSCRIPTS}]+|[^\S\n]*[\[［]\^?\d{{1,3}}[\]］]")
 # C0/C1 controls except tab and newline, plus non-characters and stray BOMs.
 _CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ufeff\ufffe\uffff]")
 _BULLETS = "-–—•*·▪◦‣"
-_REF_START = re.compile(rf"(?:\[\^?(\d{{1,4}})\]:?|(\d{{1,4}})[.)]|([{SUPERSCRIPTS}]+))\s*(.*)")
+_REF_START = re.compile(
+    rf"(?:[\[［]\^?(\d{{1,4}})[\]］]:?|(\d{{1,4}})[.)]|([{SUPERSCRIPTS}]+))\s*(.*)"
+)
 _INLINE_LIST = re.compile(f"[:：]\\s*[{_BULLETS}]\\s")  # "URL slugs: - Primary: …"
 # A line that ends where its list's next item or its label's value starts.
 _DANGLING = re.compile(f"(?:\\s[{_BULLETS}]|[:：])$")
 # What _reference accepts, tested on a paragraph as written: its first line starts numbered.
 _REF_HEAD = re.compile(
-    rf"\s*(?:\[\^?\d{{1,4}}\]:?|\d{{1,4}}[.)]|[{SUPERSCRIPTS}]+(?![{SUPERSCRIPTS}]))[^\S\n]*\S"
+    rf"\s*(?:[\[［]\^?\d{{1,4}}[\]］]:?|\d{{1,4}}[.)]|[{SUPERSCRIPTS}]+(?![{SUPERSCRIPTS}]))"
+    r"[^\S\n]*\S"
 )
 # A line drawn across (Markdown's thematic break, or a heading's underline) only sets parts
 # apart: read as a blank line.
@@ -369,7 +373,7 @@ def split_marks(text: str) -> tuple[str | int, ...]:
 
 def strip_marks(text: str) -> str:
     # Marks are rare in a title or a summary: a few substring tests cost less than the regex.
-    marked = "[" in text or any(mark in text for mark in SUPERSCRIPTS)
+    marked = "[" in text or "［" in text or any(mark in text for mark in SUPERSCRIPTS)
     return _SPACED_MARKS.sub("", text) if marked else text
 
 
@@ -1500,7 +1504,7 @@ def _unanswered_marks(
     start, end = body
     answered = {str(r.number).translate(_TO_SUPER).encode() for r in references}
     written = "\n".join(raws[: end - start])
-    if "[" not in written and _mark_runs(written.encode()) <= answered:
+    if "[" not in written and "［" not in written and _mark_runs(written.encode()) <= answered:
         return  # the usual case: every mark in the body is answered
     numbers = frozenset(r.number for r in references)
     for index in range(start, end):
