@@ -143,6 +143,7 @@ def run(*args: str) -> tuple[int, str, str]:
         ("ko", "Korean"),
         ("ar", "Arabic"),
         ("fa", "Persian"),
+        ("el", "Greek"),
         ("ru", "Russian"),
         ("hi", "Hindi"),
         ("th", "Thai"),
