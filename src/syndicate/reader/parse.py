@@ -44,7 +44,6 @@ _TO_SUPER = str.maketrans("0123456789", SUPERSCRIPTS)
 # Markdown write one ("memory.[1]", "memory [1].", "memory[^1]", in Chinese and Japanese
 # also full-width: "芯片［1］"); spaces before brackets go.
 _MARKS = re.compile(rf"([{SUPERSCRIPTS}]+)|[\[［]\^?(\d{{1,3}})[\]］]")
-_SPACED_MARKS = re.compile(rf"[{SUPERSCRIPTS}]+|[^\S\n]*[\[［]\^?\d{{1,3}}[\]］]")
 # C0/C1 controls except tab and newline, plus non-characters and stray BOMs.
 _CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ufeff\ufffe\uffff]")
 _BULLETS = "-–—•*·▪◦‣"
@@ -361,7 +360,7 @@ def split_marks(text: str) -> tuple[str | int, ...]:
         raised, bracketed = mark.groups()
         before = text[pos : mark.start()]
         if bracketed:
-            before = before.rstrip(" \t")
+            before = before.rstrip()
         if before:
             parts.append(before)
         parts.append(int(bracketed or raised.translate(_SUPER_DIGIT)))
@@ -374,7 +373,7 @@ def split_marks(text: str) -> tuple[str | int, ...]:
 def strip_marks(text: str) -> str:
     # Marks are rare in a title or a summary: a few substring tests cost less than the regex.
     marked = "[" in text or "［" in text or any(mark in text for mark in SUPERSCRIPTS)
-    return _SPACED_MARKS.sub("", text) if marked else text
+    return "".join(p for p in split_marks(text) if isinstance(p, str)) if marked else text
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1803,7 +1802,7 @@ def _inferred_seo(paras: Sequence[Paragraph], start: int) -> tuple[str | None, S
             heading = _heading(para)
             continue
         for row in _seo_rows(para.rows):
-            found = _LABELLED.fullmatch(row.strip().lstrip("-–—•*·▪◦‣ "))
+            found = _LABELLED.fullmatch(row.strip().lstrip(_BULLETS + " "))
             if found is None:
                 continue
             value = _value(found["value"])
