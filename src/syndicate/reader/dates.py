@@ -44,6 +44,11 @@ def _month_names(locale: Locale, months: dict[str, int] | None = None) -> dict[s
 _Patterns = tuple[tuple[re.Pattern[str], ...], dict[str, int]]
 
 
+def _base(lang: str) -> str:
+    """The language of a code with a region or script: "ja" of "ja-JP" or "ja_JP"."""
+    return lang.replace("_", "-").split("-")[0]
+
+
 def _locale(lang: str) -> Locale | None:
     try:
         return Locale.parse(lang.replace("-", "_"))
@@ -163,7 +168,7 @@ def _gregorian(year: int, month: int, day: int, lang: str) -> date:
     """The date as the Gregorian calendar counts it, written in the calendar ``lang`` writes
     its year in: a Buddhist-era year (no date line is five centuries ahead) is 543 less, a
     Solar Hijri date converted. Raises ValueError for a day its calendar does not have."""
-    base = lang.replace("_", "-").split("-")[0]
+    base = _base(lang)
     if year > 2400 and base in _BUDDHIST_ERA:
         return date(year - _BUDDHIST_OFFSET, month, day)
     if year < _SOLAR_HIJRI_BEFORE and base in _SOLAR_HIJRI:
@@ -178,11 +183,10 @@ def _gregorian(year: int, month: int, day: int, lang: str) -> date:
 def month_first(lang: str) -> bool:
     """Whether ``lang`` writes a date in figures month first ("12/11/2025", as CLDR's English
     does): such a date with a day of 12 or less reads the other way round elsewhere."""
-    try:
-        pattern = get_date_format("short", Locale.parse(lang.replace("-", "_"))).pattern
-    except (UnknownLocaleError, ValueError):
+    locale = _locale(lang)
+    if locale is None:
         return False
-    order = [c for c in pattern if c in "dMLy"]
+    order = [c for c in get_date_format("short", locale).pattern if c in "dMLy"]
     return order[:1] in (["M"], ["L"])
 
 
@@ -204,7 +208,7 @@ def parse_date(text: str, lang: str) -> date | None:
 def find_date(text: str, lang: str) -> tuple[date, int, int] | None:
     """``parse_date``'s date and where in ``text`` it starts and ends: the words before it (or,
     as Chinese, Japanese and Korean may write them, after it) are the date line's."""
-    if lang.split("-")[0] == "ja" and any(era in text for era in _JAPANESE_ERAS):
+    if _base(lang) == "ja" and any(era in text for era in _JAPANESE_ERAS):
         return _japanese_era_date(text)
     for made in (_date_patterns, _regional_patterns):
         regexes, months = made(lang) or ((), {})
