@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from py3langid.langid import MODEL_FILE, LanguageIdentifier
 
-from syndicate.language import LanguageModel, cache_folder
-from tests.conftest import ARTICLES
+from syndicate.language import EVERY, LanguageModel, cache_folder, likeliest
+from tests.conftest import ARTICLES, TRANSLATED
 
 LANGS = ("de", "en", "nl")
 SAMPLES = [
@@ -37,6 +37,26 @@ def test_answers_as_py3langid_does(tmp_path: Path, library: LanguageIdentifier) 
         expected_lang, expected = library.classify(text)
         assert lang == expected_lang, text
         assert probability == pytest.approx(float(expected), abs=1e-4), text
+
+
+def test_ranks_every_language_as_py3langid_does(tmp_path: Path) -> None:
+    library = LanguageIdentifier.from_model_file(MODEL_FILE, norm_probs=True)
+    model = LanguageModel.load(EVERY, tmp_path)
+    for text in SAMPLES:
+        ranked = model.ranked(text)
+        expected = sorted(library.rank(text), key=lambda pair: -pair[1])
+        assert [lang for lang, _ in ranked[:3]] == [lang for lang, _ in expected[:3]], text
+        assert sum(p for _, p in ranked) == pytest.approx(1.0)
+
+
+def test_close_languages_are_named_together() -> None:
+    """The Malay translation reads to the model as Indonesian as much as Malay: the likeliest
+    languages are both, the first never alone (its date line tells them apart, in the reader)."""
+    for name in ("ms-trainium3.txt", "id-trainium3.txt"):
+        body = " ".join((TRANSLATED / name).read_text("utf-8").split("\n\n")[2:8])[:1000]
+        found = likeliest(body, EVERY, 0.9, 3)
+        assert set(found) == {"id", "ms"}, name
+        assert likeliest(body, EVERY, 0.9, 1) == [], name
 
 
 def test_unpacked_once_then_mapped(tmp_path: Path) -> None:

@@ -72,6 +72,12 @@ class LanguageModel:
 
     def classify(self, text: str) -> tuple[str, float] | None:
         """The most likely language and its probability, or None for text without features."""
+        ranked = self.ranked(text)
+        return ranked[0] if ranked else None
+
+    def ranked(self, text: str) -> list[tuple[str, float]]:
+        """Every language with its probability, the most likely first; empty for text without
+        features."""
         import numpy as np
 
         data = text.encode()
@@ -84,15 +90,17 @@ class LanguageModel:
         counts = Counter(map(self.output.__getitem__, states))
         counts.pop(-1, None)  # states that complete no feature
         if not counts:
-            return None
+            return []
         keys = np.fromiter(counts, dtype=np.intp, count=len(counts))
         found = np.fromiter(counts.values(), dtype=np.float64, count=len(counts))
         scores = (self.priors + np.log1p(found) @ self.weights[keys]).tolist()
         # The model's own calibration: temperature sqrt(bytes), then softmax.
         scale = 1.0 / math.sqrt(len(data))
         best = max(scores)
-        total = sum(math.exp((score - best) * scale) for score in scores)
-        return self.langs[scores.index(best)], 1.0 / total
+        likeness = [math.exp((score - best) * scale) for score in scores]
+        total = sum(likeness)
+        order = sorted(range(len(scores)), key=scores.__getitem__, reverse=True)
+        return [(self.langs[i], likeness[i] / total) for i in order]
 
 
 def _unpack(langs: tuple[str, ...]) -> tuple[tuple[str, ...], dict[str, Any]]:
@@ -137,3 +145,20 @@ def identify(text: str, langs: tuple[str, ...]) -> tuple[str, float] | None:
     it cannot tell."""
     model = _model(tuple(sorted(langs)))
     return model.classify(text) if model is not None and text.strip() else None
+
+
+def likeliest(text: str, langs: tuple[str, ...], sure: float, most: int) -> list[str]:
+    """The fewest of the model's likeliest languages among ``langs`` whose probabilities
+    together reach ``sure``, the likeliest first; empty if that takes more than ``most``.
+    Close languages (Indonesian and Malay, say) share the model's confidence: their texts
+    differ in few words, and something else, a date's month name, can tell them apart."""
+    model = _model(tuple(sorted(langs)))
+    if model is None or not text.strip():
+        return []
+    chosen, mass = [], 0.0
+    for lang, probability in model.ranked(text)[:most]:
+        chosen.append(lang)
+        mass += probability
+        if mass >= sure:
+            return chosen
+    return []

@@ -25,7 +25,7 @@ from anyascii import anyascii
 from babel import Locale, UnknownLocaleError
 
 from ..config import LanguageProfile, SeoFields
-from ..language import EVERY, identify
+from ..language import EVERY, identify, likeliest
 from ..model import (
     Article,
     Block,
@@ -1582,6 +1582,7 @@ def _slugs(seo: Seo, title: Paragraph, hashed: str, warn: list[tuple[int, str]])
 
 _INFER_SAMPLE = 1_000  # characters of prose the model reads: a short sample can mislead it
 _INFER_MIN_PROB = 0.9
+_INFER_RIVALS = 3  # close languages the model may hesitate between (Indonesian, Malay)
 # An SEO title is short (search results show about 60 characters), a description is not.
 _SEO_TITLE_MAX = 80
 _LABELLED = re.compile(
@@ -1610,9 +1611,13 @@ def _read_unconfigured(
     run = _audience_run(paras)
     if run is None:
         return None
-    lang = _language_of(paras[2 : run[0]])
-    profile = _inferred_profile(paras, lang, run, known) if lang and lang not in known else None
-    return (lang, profile) if lang and profile else None
+    for lang in _languages_of(paras[2 : run[0]]):
+        if lang in known:
+            return None
+        profile = _inferred_profile(paras, lang, run, known)
+        if profile is not None:
+            return lang, profile
+    return None
 
 
 def _over_a_list(rows: tuple[str, ...]) -> bool:
@@ -1626,18 +1631,20 @@ def _over_a_list(rows: tuple[str, ...]) -> bool:
     )
 
 
-def _language_of(body: Sequence[Paragraph]) -> str | None:
-    """The language the article's ``body`` reads as (its paragraphs before the takeaways:
-    the references cite sources in theirs), among every language the model knows, if the
-    model is sure enough and Babel has the language's dates."""
-    guess = identify(" ".join(p.text for p in body)[:_INFER_SAMPLE], EVERY)
-    if guess is None or guess[1] < _INFER_MIN_PROB:
-        return None
-    try:
-        Locale.parse(guess[0])
-    except (UnknownLocaleError, ValueError):
-        return None
-    return guess[0]
+def _languages_of(body: Sequence[Paragraph]) -> list[str]:
+    """The languages the article's ``body`` may read as (its paragraphs before the takeaways:
+    the references cite sources in theirs), the likeliest first: the fewest the model is sure
+    enough of together, among those Babel has dates for. The first whose dates the date line
+    is written in is the article's."""
+    sample = " ".join(p.text for p in body)[:_INFER_SAMPLE]
+    found = []
+    for lang in likeliest(sample, EVERY, _INFER_MIN_PROB, _INFER_RIVALS):
+        try:
+            Locale.parse(lang)
+        except (UnknownLocaleError, ValueError):
+            continue
+        found.append(lang)
+    return found
 
 
 def _inferred_profile(
