@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from collections.abc import Iterator
 from datetime import UTC, date, datetime, timedelta
@@ -94,6 +95,16 @@ DATE_LINES = {
 TRANSLATED = DATA / "unconfigured"
 """The sample article in languages without a built-in profile (``<lang>-trainium3.txt``)."""
 SEED_SLUG = "amazon-trainium3-aws-nvidia-ai-chip-competition"
+
+
+def with_invisible_marks(text: str) -> str:
+    """``text`` as a word processor may leave it: a right-to-left mark opening each line,
+    left-to-right marks around product names, zero-width spaces after bullets and a soft
+    hyphen in each long word (slugs included). None of it shows; the reading must be the same."""
+    text = "\n".join(f"\u200f{line}" if line else line for line in text.split("\n"))
+    text = re.sub(r"(Trainium\d|NVIDIA|AWS)", "\u200e\\1\u200e", text)
+    text = text.replace(" - ", " -\u200b ")
+    return re.sub(r"(\w{5})(\w{5})", "\\1\u00ad\\2", text)
 
 
 def write_articles(

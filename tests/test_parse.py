@@ -22,7 +22,7 @@ from syndicate.model import Article, Severity
 from syndicate.reader import parse as reader_parse
 from syndicate.reader import parse_article, read_articles
 from syndicate.reader.parse import paragraphs, profile_of, split_marks
-from tests.conftest import ARTICLES, ROOT, TRANSLATED
+from tests.conftest import ARTICLES, ROOT, TRANSLATED, with_invisible_marks
 from tests.golden import assert_golden
 
 SEEDS = {
@@ -628,7 +628,12 @@ def test_paragraphs_are_runs_of_lines_that_are_not_blank(text: str) -> None:
 @settings(max_examples=500, deadline=None)
 @given(
     text=st.text(
-        alphabet=st.sampled_from("a\n\t\r\x00\x1f\x7f\x80\x85\x9f\xa0\xb9\u0301\ufeff\uffff\u2074"),
+        alphabet=st.sampled_from(
+            "a\n\t\r\x00\x1f\x7f\x80\x85\x9f\xa0\xad\xb9\u0301\ufeff\uffff\u2074"
+            # invisible marks, the joiners that stay, and their byte neighbours
+            "\u061c\u180e\u200b\u200c\u200d\u200e\u200f\u202a\u202e\u2060\u2064\u2066"
+            "\u2069\u200a\u2010\u2013\u201c\u2029\u202f\u2065\u206a\u060c\u180d"
+        ),
         max_size=30,
     )
 )
@@ -639,6 +644,18 @@ def test_cleaning_a_clean_file_skips_only_what_changes_nothing(text: str) -> Non
     full: list[tuple[int, str]] = []
     assert reader_parse.clean(text, quick, text.encode()) == reader_parse.clean(text, full)
     assert quick == full
+
+
+def test_invisible_marks_go_and_joiners_stay() -> None:
+    """A soft hyphen, a zero-width space or a direction mark changes nothing a reader sees;
+    the joiners Persian writes "می‌شود" with (U+200C) and emoji sequences use (U+200D) do."""
+    warn: list[tuple[int, str]] = []
+    text = "\u200fInfra\u00adstruktur\u200b \u200eAWS\u200e \u2066x\u2069 می\u200cشود 👩\u200d💻"
+    assert (
+        reader_parse.clean(text, warn, text.encode())
+        == "Infrastruktur AWS x می\u200cشود 👩\u200d💻"
+    )
+    assert warn == []
 
 
 def test_split_marks() -> None:
@@ -1253,6 +1270,7 @@ WRITTEN_OTHERWISE = {
         "# " + re.sub(r"\n\n([^\n]*20\d\d)\n\n", r"\n\n*\1*\n\n", text, count=1)
     ),
     "Windows line ends": lambda config, lang, text: text.replace("\n", "\r\n"),
+    "invisible marks": lambda config, lang, text: with_invisible_marks(text),
 }
 
 

@@ -28,7 +28,7 @@ from syndicate.config import LanguageProfile, builtin_profiles, load_config, par
 from syndicate.model import Article, Severity
 from syndicate.reader import parse_article, read_articles
 from syndicate.reader.parse import UNPUBLISHED, profile_of
-from tests.conftest import ARTICLES, DATA, ROOT, SEED_SLUG, TRANSLATED
+from tests.conftest import ARTICLES, DATA, ROOT, SEED_SLUG, TRANSLATED, with_invisible_marks
 
 PROFILES = parse_config({}, root=ROOT, source="(test)", env={}).languages
 ENGLISH = next(p for p in ARTICLES.iterdir() if b"\n\nUpdated " in p.read_bytes())
@@ -287,6 +287,7 @@ VARIANTS: dict[str, Callable[[LanguageProfile, str], str]] = {
         r"\n\n([^\n:：\d][^\n:：]{0,59})\n\n", r"\n\n## \1\n\n", text
     ),
     "Windows line ends": lambda profile, text: text.replace("\n", "\r\n"),
+    "invisible marks": lambda profile, text: with_invisible_marks(text),
     "rules between parts": lambda profile, text: text.replace("\n\n", "\n\n* * *\n\n"),
     "Markdown footnotes": lambda profile, text: re.sub(
         r"(?m)^(\d+)\. ", r"[^\1]: ", re.sub("[¹²³⁴⁵⁶⁷⁸⁹⁰]+", "", text)

@@ -46,6 +46,13 @@ _TO_SUPER = str.maketrans("0123456789", SUPERSCRIPTS)
 _MARKS = re.compile(rf"([{SUPERSCRIPTS}]+)|[\[［]\^?(\d{{1,3}})[\]］]")
 # C0/C1 controls except tab and newline, plus non-characters and stray BOMs.
 _CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ufeff\ufffe\uffff]")
+# What a word processor leaves that no reader sees: soft hyphens, zero-width spaces, word
+# joiners, direction marks, embeddings and isolates. Each would hide a label, a heading or a
+# slug from the reading, so they go, unremarked. The joiners Persian and the Indic scripts
+# spell with (U+200C, U+200D) stay.
+_INVISIBLE = re.compile(
+    "[\u00ad\u061c\u180e\u200b\u200e\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069]"
+)
 _BULLETS = "-–—•*·▪◦‣"
 _REF_START = re.compile(
     rf"(?:[\[［]\^?(\d{{1,4}})[\]］]:?|(\d{{1,4}})[.)]|([{SUPERSCRIPTS}]+))\s*(.*)"
@@ -194,10 +201,15 @@ def decode(data: bytes) -> str:
 
 
 # Bytes that may need cleaning: C0 controls and DEL, lead bytes of combining marks
-# (U+0300-036F), C1 controls (after 0xC2), BOMs and non-characters (after 0xEF). A few
-# C-speed passes over the bytes let a clean file skip the character-level scans; text
-# without combining marks is taken as NFC already.
+# (U+0300-036F), C1 controls and the soft hyphen (after 0xC2), the invisible marks of
+# _INVISIBLE (after 0xE2 0x80 or 0xE2 0x81, and the Arabic letter mark), BOMs and
+# non-characters (after 0xEF). A few C-speed passes over the bytes let a clean file skip the
+# character-level scans; text without combining marks is taken as NFC already.
 _PLAIN = bytes(b for b in range(256) if (b >= 0x20 and b not in b"\x7f\xcc\xcd") or b in b"\t\n\r")
+_HIDDEN_AFTER_E2 = {
+    0x80: frozenset([*range(0x8B, 0x90), *range(0xAA, 0xAF)]),  # U+200B-200F, U+202A-202E
+    0x81: frozenset([*range(0xA0, 0xA5), *range(0xA6, 0xAA)]),  # U+2060-2064, U+2066-2069
+}
 
 
 def _suspect(data: bytes) -> bool:
@@ -205,18 +217,26 @@ def _suspect(data: bytes) -> bool:
         return True
     if b"\xef" in data and (b"\xef\xbb\xbf" in data or b"\xef\xbf" in data):
         return True
-    # C1 controls: 0xC2 then 0x80-0x9F. A 0xC2 is rare (a superscript digit, a no-break
-    # space), so visiting each costs a fraction of a regex's pass over every byte.
+    # C1 controls and the soft hyphen: 0xC2 then 0x80-0x9F or 0xAD. A 0xC2 is rare (a
+    # superscript digit, a no-break space), so visiting each costs a fraction of a regex's
+    # pass over every byte; so is an 0xE2 (a dash, a curly quote).
     at = data.find(b"\xc2")
     while 0 <= at < len(data) - 1:
-        if 0x80 <= data[at + 1] <= 0x9F:
+        if 0x80 <= data[at + 1] <= 0x9F or data[at + 1] == 0xAD:
             return True
         at = data.find(b"\xc2", at + 1)
-    return False
+    at = data.find(b"\xe2")
+    while 0 <= at < len(data) - 2:
+        hidden = _HIDDEN_AFTER_E2.get(data[at + 1])
+        if hidden is not None and data[at + 2] in hidden:
+            return True
+        at = data.find(b"\xe2", at + 1)
+    return b"\xd8\x9c" in data or b"\xe1\xa0\x8e" in data
 
 
 def clean(text: str, warn: list[tuple[int, str]], data: bytes | None = None) -> str:
-    """Normalise newlines and Unicode; drop control characters, noting where they were.
+    """Normalise newlines and Unicode; drop control characters, noting where they were, and
+    invisible marks.
 
     ``data``, the bytes ``text`` was decoded from (BOM removed), lets a clean file skip the
     character-level scans.
@@ -232,7 +252,7 @@ def clean(text: str, warn: list[tuple[int, str]], data: bytes | None = None) -> 
                 codes = ", ".join(sorted({f"U+{ord(c):04X}" for c in found}))
                 warn.append((number, f"dropped {len(found)} control character(s) ({codes})"))
         text = _CONTROL.sub("", text)
-    return unicodedata.normalize("NFC", text)
+    return unicodedata.normalize("NFC", _INVISIBLE.sub("", text))
 
 
 class Paragraphs(Sequence[Paragraph]):
