@@ -144,6 +144,41 @@ def test_every_regional_locale_reads_with_its_languages_code() -> None:
     assert parse_date("آخر تحديث: ١١ كانون الأول ٢٠٢٥", "ar") == day
 
 
+DECLINED = {
+    # Serbian and Bosnian write a date's month in the genitive, Slovenian too, Latvian in the
+    # locative ("2025. gada 11. decembrī"); CLDR names each as it is named ("децембар").
+    "sr": "јануара фебруара марта априла маја јуна јула августа септембра октобра новембра "
+    "децембра",
+    "bs": "januara februara marta aprila maja juna jula augusta septembra oktobra novembra "
+    "decembra",
+    "sl": "januarja februarja marca aprila maja junija julija avgusta septembra oktobra "
+    "novembra decembra",
+    "lv": "janvārī februārī martā aprīlī maijā jūnijā jūlijā augustā septembrī oktobrī "
+    "novembrī decembrī",
+}
+
+
+@pytest.mark.parametrize("lang", DECLINED)
+def test_a_month_declined_as_the_language_writes_it_in_a_date_reads(lang: str) -> None:
+    written = "{day}. {month} 2025." if lang != "lv" else "2025. gada {day}. {month}"
+    for number, month in enumerate(DECLINED[lang].split(), 1):
+        day = date(2025, number, 11)
+        assert parse_date(f"x {written.format(day=11, month=month)}", lang) == day, month
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Updated 11 people 2025",  # no month's name
+        "Updated 11 Decemberness 2025",  # more than three letters added
+        "Updated 11 Dec 2025x",  # runs into a word
+        "Ажурирано 31. фебруара 2025.",  # no such day
+    ],
+)
+def test_a_word_that_is_no_declined_month_is_no_date(text: str) -> None:
+    assert parse_date(text, "sr" if text[0] == "А" else "en") is None
+
+
 def test_preparing_a_language_makes_no_regional_patterns() -> None:
     """A large read makes each language's date patterns before its workers fork; the
     regional ones (0.3 s for English) are made only where a date needs them."""

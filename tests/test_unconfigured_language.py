@@ -36,7 +36,11 @@ TRANSLATIONS = sorted(TRANSLATED.glob("*.txt"))
 # Those whose audience labels are written in Latin letters, as the built-in profiles' are:
 # only these share letter groups with the known labels, which place a line when an audience
 # has none (in another script, a line for each audience places them by position).
-LATIN = [p for p in TRANSLATIONS if p.name[:2] in {"cs", "it", "pl", "pt", "sv"}]
+LATIN = [
+    p
+    for p in TRANSLATIONS
+    if p.name[:2] in {"cs", "da", "fi", "hr", "hu", "id", "it", "ms", "no", "pl", "pt", "sv", "tr"}
+]
 BUILT_IN = [*sorted(ARTICLES.glob("*.txt")), DATA / "articles" / "fr-trainium3.txt"]
 
 

@@ -83,10 +83,39 @@ def _regional_patterns(lang: str) -> _Patterns | None:
     return _patterns(locales, months) if len(locales) > 1 else None
 
 
-def _patterns(locales: list[Locale], months: dict[str, int]) -> _Patterns:
-    month = "(?P<month>{})\\.?".format(
-        "|".join(sorted((re.escape(m) for m in months), key=len, reverse=True))
-    )
+_A_WORD = r"[^\W\d_]{3,}"
+
+
+@cache
+def _inflected_patterns(lang: str) -> _Patterns | None:
+    """``_date_patterns`` with any word where the month's name stands, for the languages
+    that decline a month's name where CLDR gives it as it is named ("11. децембра 2025."
+    in Serbian, "11. decembra 2025" in Slovenian, "2025. gada 11. decembrī" in Latvian):
+    ``_inflected_month`` tells which month a word is, if any."""
+    locale = _locale(lang)
+    return None if locale is None else _patterns([locale], _month_names(locale), inflected=True)
+
+
+def _inflected_month(written: str, months: dict[str, int]) -> int | None:
+    """The one month whose name ``written`` is, declined: it keeps all of a name but its last
+    two letters at most (three at least), and adds three at most."""
+    word = _fold(written).rstrip(".")
+    found = set()
+    for name, number in months.items():
+        common = next(
+            (at for at, (a, b) in enumerate(zip(word, name, strict=False)) if a != b),
+            min(len(word), len(name)),
+        )
+        if common >= max(3, len(name) - 2) and len(word) - common <= 3:
+            found.add(number)
+    return found.pop() if len(found) == 1 else None
+
+
+def _patterns(
+    locales: list[Locale], months: dict[str, int], *, inflected: bool = False
+) -> _Patterns:
+    names = "|".join(sorted((re.escape(m) for m in months), key=len, reverse=True))
+    month = f"(?P<month>{names if not inflected else _A_WORD})\\.?"
     day = r"(?P<day>\d{1,2})(?:\.|st|nd|rd|th|er|º|ª)?"
     year = r"(?P<year>\d{4})"
     patterns = []
@@ -190,6 +219,15 @@ def month_first(lang: str) -> bool:
     return order[:1] in (["M"], ["L"])
 
 
+def _dated(found: re.Match[str], month: int, lang: str) -> tuple[date, int, int] | None:
+    """``find_date``'s answer for a date ``found`` whose month is ``month``; None for a day
+    its calendar does not have."""
+    try:
+        return _gregorian(int(found["year"]), month, int(found["day"]), lang), *found.span()
+    except ValueError:
+        return None
+
+
 _ISO_DATE = re.compile(r"(?<!\d)(\d{4})-(\d{2})-(\d{2})(?!\d)")
 
 
@@ -216,14 +254,15 @@ def find_date(text: str, lang: str) -> tuple[date, int, int] | None:
             found = regex.search(text)
             if found:
                 written = found["month"]
-                try:
-                    month = (
-                        int(written) if written.isdigit() else months[_fold(written).rstrip(".")]
-                    )
-                    day = _gregorian(int(found["year"]), month, int(found["day"]), lang)
-                    return day, found.start(), found.end()
-                except ValueError:
-                    return None
+                month = int(written) if written.isdigit() else months[_fold(written).rstrip(".")]
+                return _dated(found, month, lang)
+    regexes, months = _inflected_patterns(lang) or ((), {})
+    for regex in regexes:
+        for found in regex.finditer(text):
+            written = found["month"]
+            month = int(written) if written.isdigit() else _inflected_month(written, months)
+            if month is not None:
+                return _dated(found, month, lang)
     iso = _ISO_DATE.search(text)
     if iso:
         try:
