@@ -33,14 +33,13 @@ from tests.conftest import ARTICLES, DATA, ROOT, SEED_SLUG, TRANSLATED, with_inv
 PROFILES = parse_config({}, root=ROOT, source="(test)", env={}).languages
 ENGLISH = next(p for p in ARTICLES.iterdir() if b"\n\nUpdated " in p.read_bytes())
 TRANSLATIONS = sorted(TRANSLATED.glob("*.txt"))
-# Those whose audience labels are written in Latin letters, as the built-in profiles' are:
-# only these share letter groups with the known labels, which place a line when an audience
-# has none (in another script, a line for each audience places them by position).
-LATIN = [
-    p
-    for p in TRANSLATIONS
-    if p.name[:2] in {"cs", "da", "fi", "hr", "hu", "id", "it", "ms", "no", "pl", "pt", "sv", "tr"}
-]
+
+
+# Those whose audience labels share letter groups with the built-in profiles' (in Latin letters,
+# and words of a European root): only these are like the known labels, which place a line when
+# an audience has none (elsewhere, a line for each audience places them by position).
+_LIKE_KNOWN = "ca cs da fi hr hu id it lt lv ms no pl pt ro sk sv tr"
+LATIN = [p for p in TRANSLATIONS if p.name[:2] in _LIKE_KNOWN.split()]
 BUILT_IN = [*sorted(ARTICLES.glob("*.txt")), DATA / "articles" / "fr-trainium3.txt"]
 
 
@@ -360,13 +359,27 @@ def test_a_translation_hard_wrapped_at_72_columns_reads_alike(path: Path) -> Non
         ("zh", "更新日期：2025年12月11日", "2025年12月11日更新", "更新"),
         ("ko", "업데이트: 2025년 12월 11일", "2025년 12월 11일 업데이트", "업데이트"),
         ("ja", "更新日：2025年12月11日", "更新日：令和7年12月11日", "更新日"),
+        (
+            "it",
+            "Aggiornato in data 11 dicembre 2025",
+            "Aggiornato l'11 dicembre 2025",
+            "Aggiornato l'",
+        ),
+        (
+            "it",
+            "Aggiornato in data 11 dicembre 2025",
+            "Aggiornato l’11 dicembre 2025",
+            "Aggiornato l’",
+        ),
     ],
 )
-def test_date_line_words_after_the_date_read_alike(
+def test_date_lines_written_otherwise_read_alike(
     lang: str, written: str, after: str, words: str
 ) -> None:
     """Chinese, Japanese and Korean may write the date line's words after the date (with no
-    space between them in Chinese and Japanese); Japanese may count the year in the era."""
+    space between them in Chinese and Japanese); Japanese may count the year in the era;
+    Italian (and Catalan) elide the article before a day that starts with a vowel's sound
+    ("l'11 dicembre"), the words then running into the date."""
     path = TRANSLATED / f"{lang}-trainium3.txt"
     known = {code: PROFILES[code] for code in ("en", "nl", "de")}
     whole = read_unconfigured(path, known)

@@ -517,9 +517,11 @@ def _starts_with(text: str, phrases: Sequence[str]) -> str | None:
 
 
 def _folded_starts_with(folded: str, phrases: Sequence[str]) -> str | None:
-    for phrase in phrases:  # longest first
+    for phrase in phrases:  # longest first; one may end in an elision ("l'11 de desembre")
         if folded.startswith(phrase) and (
-            len(folded) == len(phrase) or not folded[len(phrase)].isalnum()
+            len(folded) == len(phrase)
+            or not folded[len(phrase)].isalnum()
+            or not phrase[-1].isalnum()
         ):
             return phrase
     return None
