@@ -1249,6 +1249,16 @@ def _labels(config: Config, lang: str) -> str:
     )
 
 
+def _emphasised_seo_fields(text: str) -> str:
+    """Each labelled line after the references in bold, bullet aside: "• **Primary: …**"."""
+    body, last, tail = text.rpartition("\n11. ")
+    tail_start = tail.index("\n\n")
+    tail = tail[:tail_start] + re.sub(
+        r"(?m)^([•\-] )?([^\n:]{2,60}:[^\n]*)$", r"\1**\2**", tail[tail_start:]
+    )
+    return body + last + tail
+
+
 WRITTEN_OTHERWISE = {
     "bullets one a line": lambda config, lang, text: re.sub(
         rf"^({_labels(config, lang)}): (- .+)$",
@@ -1271,6 +1281,7 @@ WRITTEN_OTHERWISE = {
     ),
     "Windows line ends": lambda config, lang, text: text.replace("\n", "\r\n"),
     "invisible marks": lambda config, lang, text: with_invisible_marks(text),
+    "SEO fields in emphasis, whole": lambda config, lang, text: _emphasised_seo_fields(text),
 }
 
 

@@ -977,7 +977,7 @@ def _seo_items(para: Paragraph) -> Iterator[tuple[str, str]]:
         # The split scans every character: only where one of its markers is.
         marked = "•" in row or "·" in row or "▪" in row
         for item in _SEO_ITEM.split(row) if marked else (row,):
-            label, sep, value = _split_label(item.strip().lstrip(_BULLETS))
+            label, sep, value = _split_label(_unemphasised(item.strip()).lstrip(_BULLETS))
             value = _value(value)
             if not sep:
                 continue
@@ -988,6 +988,14 @@ def _seo_items(para: Paragraph) -> Iterator[tuple[str, str]]:
                         yield sub_label, sub_value.strip()
                 continue
             yield label, value
+
+
+def _unemphasised(item: str) -> str:
+    """An SEO field without the emphasis around the whole of it ("**SEO title: …**")."""
+    for mark in ("**", "__", "*", "_"):
+        if item.startswith(mark) and item.endswith(mark) and len(item) > 2 * len(mark):
+            return item[len(mark) : -len(mark)].strip()
+    return item
 
 
 def _value(written: str) -> str:
