@@ -260,9 +260,9 @@ def find_date(text: str, lang: str) -> tuple[date, int, int] | None:
     for regex in regexes:
         for found in regex.finditer(text):
             written = found["month"]
-            month = int(written) if written.isdigit() else _inflected_month(written, months)
-            if month is not None:
-                return _dated(found, month, lang)
+            number = int(written) if written.isdigit() else _inflected_month(written, months)
+            if number is not None:
+                return _dated(found, number, lang)
     iso = _ISO_DATE.search(text)
     if iso:
         try:
