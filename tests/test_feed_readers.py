@@ -167,3 +167,28 @@ def test_newsboat_opens_every_entry_in_its_own_language(
     for name, path in docs.items():
         assert feeds[str(path)] == home_url(config, language_of(name)), name
         assert items.get(str(path)) == expected_links(config, name, entry_ids(path)), name
+
+
+def test_a_list_in_the_body_reaches_feedparser_as_a_list(tmp_path: Path) -> None:
+    """An article whose body holds a bulleted list and a numbered one: in the Atom and RSS
+    entries as feedparser gives them to a reader, and in the JSON Feed item, each is a list
+    of its items, the footnote mark in an item a link to its reference."""
+    folder = write_articles(tmp_path / "articles", 1, newest=date(2025, 12, 1))
+    path = next(folder.iterdir())
+    first, rest = path.read_text("utf-8").split("\n\nThe performance case\n", 1)
+    lists = "Three forces:\n- Power crossed 1 kW\n- Contracts price heat¹\n\n1. Rear doors\n2. Cold"
+    path.write_text(f"{first}\n\n{lists}\n\nThe performance case\n{rest}", "utf-8")
+    config = parse_config({}, root=tmp_path, source="(test)", env={})
+    assert not build_feeds(config, folder).problems
+    out = tmp_path / "feeds"
+    atom = feedparser.parse((out / "en.atom.xml").read_bytes()).entries[0].content[0].value
+    rss = feedparser.parse((out / "en.rss.xml").read_bytes()).entries[0].content[0].value
+    item = json.loads((out / "en.json").read_bytes())["items"][0]["content_html"]
+    for html in (atom, rss, item):
+        page = etree.HTML(html)
+        assert page.xpath("//p[.='Three forces:']/following-sibling::*[1]/li/text()") == [
+            "Power crossed 1 kW",
+            "Contracts price heat",
+        ]
+        assert page.xpath("//ul/li[2]/sup/a/@href")[0].endswith("-ref-1")
+        assert page.xpath("(//ol)[1]/li/text()") == ["Rear doors", "Cold"]

@@ -658,6 +658,50 @@ def test_invisible_marks_go_and_joiners_stay() -> None:
     assert warn == []
 
 
+BODY_LISTS = SHORT.replace(
+    "Cheaper chips change\nthe economics of\ntraining.¹\n",
+    """Three forces converged:
+- Accelerator power crossed
+  1 kW per device
+- Contracts price heat¹
+• Insurers accepted CDUs
+
+1. Rear-door exchangers
+2) Cold plates, the default
+for new racks
+
+A paragraph whose wrapped line
+– starts with a dash stays one, as does one that
+1. starts with a number.
+""",
+)
+
+
+def test_a_list_in_the_body_is_its_items(config: Config) -> None:
+    """Lines that each start with a bullet or a number are a list's items, a line that leads
+    into them ends in a colon, and a line that starts no item was wrapped; within prose, a
+    wrapped line's dash or number starts nothing."""
+    article, found = parse(config, BODY_LISTS)
+    assert problems(found) == []
+    assert article is not None
+    assert [(b.kind, b.parts) for b in article.blocks[1:]] == [
+        ("paragraph", ("Three forces converged:",)),
+        ("item", ("Accelerator power crossed 1 kW per device",)),
+        ("item", ("Contracts price heat", 1)),
+        ("item", ("Insurers accepted CDUs",)),
+        ("numbered", ("Rear-door exchangers",)),
+        ("numbered", ("Cold plates, the default for new racks",)),
+        (
+            "paragraph",
+            (
+                "A paragraph whose wrapped line – starts with a dash stays one, as does one "
+                "that 1. starts with a number.",
+            ),
+        ),
+    ]
+    assert [b.line for b in article.blocks[1:6]] == [9, 10, 12, 13, 15]
+
+
 def test_split_marks() -> None:
     assert split_marks("a.¹ b.¹¹") == ("a.", 1, " b.", 11)
     assert split_marks("x²³ y") == ("x", 23, " y")

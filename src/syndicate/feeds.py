@@ -25,6 +25,7 @@ from dataclasses import dataclass, replace
 from datetime import date, datetime, time
 from email.utils import format_datetime
 from functools import cache, lru_cache
+from itertools import groupby
 from typing import TypeVar
 from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo
@@ -268,6 +269,9 @@ def _inline(parts: Sequence[str | int], article: Article, anchor: str, base: str
     return "".join(out)
 
 
+_LISTS = {"item": "ul", "numbered": "ol"}  # a body list's items, by their kind
+
+
 def article_html(config: Config, article: Article, url: str = "") -> str:
     """The whole article as HTML: body, takeaways per audience, references; text escaped.
 
@@ -279,9 +283,14 @@ def article_html(config: Config, article: Article, url: str = "") -> str:
     anchor = f"{article.lang}-{article.slug}-ref"
     base = html.escape(url)
     out = []
-    for block in article.blocks:
-        tag = "h2" if block.kind == "heading" else "p"
-        out.append(f"<{tag}>{_inline(block.parts, article, anchor, base)}</{tag}>")
+    for kind, blocks in groupby(article.blocks, key=lambda block: block.kind):
+        inline = [_inline(block.parts, article, anchor, base) for block in blocks]
+        if kind in _LISTS:
+            items = "".join(f"<li>{text}</li>" for text in inline)
+            out.append(f"<{_LISTS[kind]}>{items}</{_LISTS[kind]}>")
+        else:
+            tag = "h2" if kind == "heading" else "p"
+            out += (f"<{tag}>{text}</{tag}>" for text in inline)
     if article.takeaways:
         out.append(f"<h2>{_text(profile.takeaways[0])}</h2>")
         for t in article.takeaways:

@@ -43,13 +43,14 @@ class Reference:
 
 @dataclass(frozen=True, slots=True)
 class Block:
-    """A heading or a paragraph of the body.
+    """A heading, a paragraph or a list's item of the body (the items next to each other of
+    one kind are one list).
 
     ``parts`` is the text split at footnote marks: strings are text, ints are reference numbers,
     so renderers can link a mark to its reference without re-parsing superscripts.
     """
 
-    kind: str  # "heading" | "paragraph"
+    kind: str  # "heading" | "paragraph" | "item" (of a bulleted list) | "numbered" (item)
     parts: tuple[str | int, ...]
     line: int
 

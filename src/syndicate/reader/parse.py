@@ -1516,9 +1516,32 @@ def _blocks(
         _unanswered(parts, numbers, para.line, warn)
         if _is_heading(para):
             blocks.append(Block("heading", split_marks(_unmarked(para.text)), para.line))
+        elif len(para.rows) > 1 or _list_item(para.text) is not None:
+            blocks += _listed(para)
         else:
             blocks.append(Block("paragraph", parts, para.line))
     return tuple(blocks)
+
+
+def _listed(para: Paragraph) -> list[Block]:
+    """A paragraph that is a list ("- a" over "- b", "1. a" over "2. b"), or that leads into
+    one ("Three forces converged:" over its items), as its items; else the paragraph. A line
+    that starts no item goes on the item above it (it was wrapped)."""
+    rows = para.rows
+    first = next((i for i, row in enumerate(rows) if _list_item(row) is not None), None)
+    if first is None or (first > 0 and not rows[first - 1].rstrip().endswith(tuple(_COLONS))):
+        return [Block("paragraph", split_marks(para.text), para.line)]
+    blocks = [Block("paragraph", split_marks(" ".join(rows[:first])), para.line)] if first else []
+    items: list[tuple[str, list[str], int]] = []
+    for offset, row in enumerate(rows[first:], first):
+        item = _list_item(row)
+        if item is None:
+            items[-1][1].append(row.strip())
+        else:
+            kind = "item" if _bullet_marker(row) is not None else "numbered"
+            items.append((kind, [item], para.line + offset))
+    blocks += [Block(kind, split_marks(" ".join(texts)), line) for kind, texts, line in items]
+    return blocks
 
 
 def _unanswered_marks(
