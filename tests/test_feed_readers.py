@@ -169,15 +169,21 @@ def test_newsboat_opens_every_entry_in_its_own_language(
         assert items.get(str(path)) == expected_links(config, name, entry_ids(path)), name
 
 
-def test_a_list_in_the_body_reaches_feedparser_as_a_list(tmp_path: Path) -> None:
-    """An article whose body holds a bulleted list and a numbered one: in the Atom and RSS
-    entries as feedparser gives them to a reader, and in the JSON Feed item, each is a list
-    of its items, the footnote mark in an item a link to its reference."""
+def test_lists_links_and_emphasis_in_the_body_reach_feedparser(tmp_path: Path) -> None:
+    """An article whose body holds a bulleted list and a numbered one, links (Markdown's and
+    bare addresses) and Markdown emphasis: in the Atom and RSS entries as feedparser gives
+    them to a reader, and in the JSON Feed item, each list is a list of its items (the
+    footnote mark in an item a link to its reference), each link a link, each emphasis
+    marked, and the stars and underscores of a sum and a name stay text."""
     folder = write_articles(tmp_path / "articles", 1, newest=date(2025, 12, 1))
     path = next(folder.iterdir())
     first, rest = path.read_text("utf-8").split("\n\nThe performance case\n", 1)
     lists = "Three forces:\n- Power crossed 1 kW\n- Contracts price heat¹\n\n1. Rear doors\n2. Cold"
-    path.write_text(f"{first}\n\n{lists}\n\nThe performance case\n{rest}", "utf-8")
+    prose = (
+        "See [the survey](https://example.org/s_(2025)) and https://example.org/a?b=1&c=2. "
+        "**Bottom line:** plan for *liquid* cooling, not 5 * 3 racks of snake_case_names."
+    )
+    path.write_text(f"{first}\n\n{lists}\n\n{prose}\n\nThe performance case\n{rest}", "utf-8")
     config = parse_config({}, root=tmp_path, source="(test)", env={})
     assert not build_feeds(config, folder).problems
     out = tmp_path / "feeds"
@@ -192,3 +198,13 @@ def test_a_list_in_the_body_reaches_feedparser_as_a_list(tmp_path: Path) -> None
         ]
         assert page.xpath("//ul/li[2]/sup/a/@href")[0].endswith("-ref-1")
         assert page.xpath("(//ol)[1]/li/text()") == ["Rear doors", "Cold"]
+        said = page.xpath("//p[starts-with(., 'See ')]")[0]
+        assert [(a.text, a.get("href")) for a in said.iter("a")] == [
+            ("the survey", "https://example.org/s_(2025)"),
+            ("https://example.org/a?b=1&c=2", "https://example.org/a?b=1&c=2"),
+        ]
+        assert [(e.tag, e.text) for e in said.iter("strong", "em")] == [
+            ("strong", "Bottom line:"),
+            ("em", "liquid"),
+        ]
+        assert said.xpath("string()").endswith("not 5 * 3 racks of snake_case_names.")
