@@ -98,11 +98,10 @@ SEED_SLUG = "amazon-trainium3-aws-nvidia-ai-chip-competition"
 
 
 def with_invisible_marks(text: str) -> str:
-    """``text`` as a word processor may leave it: a right-to-left mark opening each line,
-    left-to-right marks around product names, zero-width spaces after bullets and a soft
-    hyphen in each long word (slugs included). None of it shows; the reading must be the same."""
-    text = "\n".join(f"\u200f{line}" if line else line for line in text.split("\n"))
-    text = re.sub(r"(Trainium\d|NVIDIA|AWS)", "\u200e\\1\u200e", text)
+    """``text`` as a word processor may leave it: a right-to-left mark opening each line and a
+    left-to-right one closing it, zero-width spaces after bullets and a soft hyphen in each
+    long word (slugs included). None of it shows; the reading must be the same."""
+    text = "\n".join(f"\u200f{line}\u200e" if line else line for line in text.split("\n"))
     text = text.replace(" - ", " -\u200b ")
     return re.sub(r"(\w{5})(\w{5})", "\\1\u00ad\\2", text)
 

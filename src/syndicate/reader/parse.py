@@ -46,12 +46,16 @@ _TO_SUPER = str.maketrans("0123456789", SUPERSCRIPTS)
 _MARKS = re.compile(rf"([{SUPERSCRIPTS}]+)|[\[［]\^?(\d{{1,3}})[\]］]")
 # C0/C1 controls except tab and newline, plus non-characters and stray BOMs.
 _CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ufeff\ufffe\uffff]")
-# What a word processor leaves that no reader sees: soft hyphens, zero-width spaces, word
-# joiners, direction marks, embeddings and isolates. Each would hide a label, a heading or a
-# slug from the reading, so they go, unremarked. The joiners Persian and the Indic scripts
-# spell with (U+200C, U+200D) stay.
-_INVISIBLE = re.compile(
-    "[\u00ad\u061c\u180e\u200b\u200e\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069]"
+# What a word processor leaves that no reader sees, where it would hide a label, a heading, a
+# bullet or a slug from the reading: soft hyphens and word joiners anywhere; direction marks,
+# embeddings, isolates and zero-width spaces at a line's ends, and a zero-width space beside a
+# space. They go, unremarked. Within a line a direction mark stays (it orders a number in
+# Arabic text), as do a zero-width space between letters (a word break in Thai) and the
+# joiners Persian and the Indic scripts spell with (U+200C, U+200D).
+_MARKS_AT_EDGES = "\u200b\u200e\u200f\u061c\u202a-\u202e\u2066-\u2069"
+_INVISIBLE = re.compile("[\u00ad\u180e\u2060-\u2064]|(?<=\\s)\u200b+|\u200b+(?=\\s)")
+_INVISIBLE_AT_EDGES = re.compile(
+    f"(?m)^([ \\t]*)[{_MARKS_AT_EDGES}]+|[{_MARKS_AT_EDGES}]+(?=[ \\t]*$)"
 )
 _BULLETS = "-–—•*·▪◦‣"
 _REF_START = re.compile(
@@ -252,7 +256,8 @@ def clean(text: str, warn: list[tuple[int, str]], data: bytes | None = None) -> 
                 codes = ", ".join(sorted({f"U+{ord(c):04X}" for c in found}))
                 warn.append((number, f"dropped {len(found)} control character(s) ({codes})"))
         text = _CONTROL.sub("", text)
-    return unicodedata.normalize("NFC", _INVISIBLE.sub("", text))
+    text = _INVISIBLE_AT_EDGES.sub(lambda found: found[1] or "", _INVISIBLE.sub("", text))
+    return unicodedata.normalize("NFC", text)
 
 
 class Paragraphs(Sequence[Paragraph]):
