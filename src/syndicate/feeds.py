@@ -39,6 +39,7 @@ from lxml import etree
 from .config import Config
 from .i18n import audience_phrase, text_direction
 from .model import Article, ArticleSet, Takeaways
+from .prose import prose_html
 from .routes import article_url, feed_archive_name, feed_url, home_url
 
 _T = TypeVar("_T")
@@ -269,42 +270,8 @@ def _inline(parts: Sequence[str | int], article: Article, anchor: str, base: str
     return "".join(out)
 
 
-# What a writer's plain text links with: a Markdown link, "[the survey](https://…)", or an
-# address as it is (its closing punctuation left to the sentence).
-_LINK = re.compile(
-    r"\[([^\]\n]+)\]\((https?://[^\s()<>]+(?:\([^\s()<>]*\)[^\s()<>]*)*)\)"
-    r"|(https?://[^\s<>\"]*[^\s<>\".,;:!?)\]'’”])"
-)
-# Markdown's emphasis, within a line of prose: "**strong**", "__strong__", "*em*", "_em_" (not
-# the underscores inside a word, nor a star standing between spaces, as in "5 * 3").
-_EMPHASIS = (
-    (re.compile(r"\*\*(?=\S)([^*\n]+?)(?<=\S)\*\*"), r"<strong>\1</strong>"),
-    (re.compile(r"__(?=\S)([^_\n]+?)(?<=\S)__"), r"<strong>\1</strong>"),
-    (re.compile(r"(?<![\w*])\*(?=[^\s*])([^*\n]+?)(?<=[^\s*])\*(?![\w*])"), r"<em>\1</em>"),
-    (re.compile(r"(?<![\w_])_(?=[^\s_])([^_\n]+?)(?<=[^\s_])_(?![\w_])"), r"<em>\1</em>"),
-)
-
-
 def _prose(text: str) -> str:
-    """A body text as HTML: escaped, its links and Markdown emphasis made so."""
-    if "http" not in text and "*" not in text and "_" not in text:  # the common case
-        return _text(text)
-    out, at = [], 0
-    for link in _LINK.finditer(text) if "http" in text else ():
-        url = html.escape(_safe(link[2] or link[3]))
-        words = _emphasised(link[1]) if link[1] else url
-        out += [_emphasised(text[at : link.start()]), f'<a href="{url}">{words}</a>']
-        at = link.end()
-    out.append(_emphasised(text[at:]))
-    return "".join(out)
-
-
-def _emphasised(text: str) -> str:
-    written = _text(text)
-    if "*" in written or "_" in written:
-        for pattern, made in _EMPHASIS:
-            written = pattern.sub(made, written)
-    return written
+    return prose_html(_safe(text))
 
 
 _LISTS = {"item": "ul", "numbered": "ol"}  # a body list's items, by their kind
@@ -333,7 +300,7 @@ def article_html(config: Config, article: Article, url: str = "") -> str:
         out.append(f"<h2>{_text(profile.takeaways[0])}</h2>")
         for t in article.takeaways:
             name = profile.audience_names.get(t.audience, t.label)
-            items = "".join(f"<li>{_text(b)}</li>" for b in t.bullets)
+            items = "".join(f"<li>{_prose(b)}</li>" for b in t.bullets)
             out.append(f"<h3>{_text(name)}</h3><ul>{items}</ul>")
     if article.references:
         out.append(f"<h2>{_text(profile.references[0])}</h2><ol>")

@@ -40,11 +40,13 @@ from jinja2 import (
     StrictUndefined,
     select_autoescape,
 )
+from markupsafe import Markup
 
 from .config import Config
 from .errors import CatalogError, RenderError, SyndicateError
 from .files import atomic_file
 from .model import Diagnostic, Severity
+from .prose import prose_html
 
 SOURCE_LANGUAGE = "en"
 """The language of the templates' msgids: always complete, its catalog is optional."""
@@ -183,7 +185,8 @@ def _messages(
 @lru_cache(maxsize=64)
 def environment(roots: tuple[Path, ...], lang: str, translations: NullTranslations) -> Environment:
     """One Environment per template folders and interface language: gettext is installed per
-    environment, and so is ``number``, which writes a number as CLDR does in ``lang``;
+    environment, and so is ``number``, which writes a number as CLDR does in ``lang``
+    (``prose`` writes a text's links and Markdown emphasis as HTML);
     ``text_direction(code)`` gives templates the ``dir`` of any language they mark.
     Autoescape for HTML and MJML, none for text; an undefined variable fails the render."""
     env = Environment(
@@ -197,6 +200,7 @@ def environment(roots: tuple[Path, ...], lang: str, translations: NullTranslatio
     )
     env.install_gettext_translations(translations, newstyle=True)  # type: ignore[attr-defined]
     env.filters["number"] = functools.partial(format_number, lang=lang)
+    env.filters["prose"] = lambda text: Markup(prose_html(text))
     env.globals["text_direction"] = text_direction
     return env
 
