@@ -657,8 +657,7 @@ def test_invisible_marks_go_where_they_would_hide_the_format() -> None:
         "\u2067تقدّم \u200f2.52 ไทย\u200bภาษา می\u200cشود 👩\u200d💻\u2069"
     )
     assert reader_parse.clean(text, warn, text.encode()) == (
-        "Infrastruktur: - a\n"
-        "تقدّم \u200f2.52 ไทย\u200bภาษา می\u200cشود 👩\u200d💻"
+        "Infrastruktur: - a\nتقدّم \u200f2.52 ไทย\u200bภาษา می\u200cشود 👩\u200d💻"
     )
     assert warn == []
 

@@ -105,9 +105,11 @@ def test_each_reader_gets_one_signed_message_and_a_rerun_sends_nothing(
 # -- international addresses ---------------------------------------------------------------
 
 
-def _config(tmp_path: Path, database_url: str, port: int | None, **smtp) -> Config:
+def _config(
+    tmp_path: Path, database_url: str, port: int | None, articles: Path = ARTICLES, **smtp
+) -> Config:
     data: dict = {
-        "site": {"articles": str(ARTICLES), "base_url": "https://news.example.org"},
+        "site": {"articles": str(articles), "base_url": "https://news.example.org"},
         "state": {"database": database_url},
         "email": {"sender": "News <digest@news.example.org>"},
         "smtp": {"retry_backoff": 0, **smtp},
@@ -712,3 +714,35 @@ def test_a_window_over_the_size_limit_is_sent_never_refused(
     assert set(listed) == {("en", f"piece-{n}") for n in range(len(listed))}
     assert f"And {300 - len(listed)} more articles" in page
     store.close()
+
+
+def test_a_bullets_emphasis_and_link_arrive_as_html_and_as_written_text(
+    tmp_path: Path, database_url: str, smtp_server
+) -> None:
+    """A takeaway written with Markdown emphasis and an address: in the delivered message's
+    HTML part they are <strong> and a link, in its text part they stay as the writer wrote."""
+    inbox, port = smtp_server
+    folder = tmp_path / "articles"
+    folder.mkdir()
+    english = next(p for p in ARTICLES.iterdir() if b"\n\nUpdated " in p.read_bytes())
+    bullet = "Trade-off: requires Neuron SDK adoption"
+    written = "**Trade-off:** requires Neuron_SDK adoption (https://example.org/neuron_sdk)"
+    text = english.read_text("utf-8")
+    assert bullet in text
+    (folder / "en.txt").write_text(text.replace(bullet, written), "utf-8")
+    config = _config(tmp_path, database_url, port, articles=folder)
+    store = open_store(config.database_url)
+    _subscribe(store, "a@example.com")
+    report = issuing.send_digests(
+        config, NOW, mailer=SmtpMailer.from_url(config.smtp.url), store=store
+    )
+    store.close()
+    assert report.sent == 1
+    message = message_from_bytes(inbox.received[0][1], policy=default)
+    html = message.get_body(("html",)).get_content()
+    assert (
+        "<li><strong>Trade-off:</strong> requires Neuron_SDK adoption "
+        '(<a href="https://example.org/neuron_sdk">https://example.org/neuron_sdk</a>)'
+    ) in html
+    plain = " ".join(message.get_body(("plain",)).get_content().split())
+    assert f"- {written}" in plain
