@@ -662,6 +662,28 @@ def test_invisible_marks_go_where_they_would_hide_the_format() -> None:
     assert warn == []
 
 
+@pytest.mark.parametrize(
+    ("lang", "line"),
+    [
+        ("en", "Published December 1, 2025 · Updated December 11, 2025"),
+        ("en", "Published: December 1, 2025 | Updated: December 11, 2025"),
+        ("en", "By the research desk · updated December 11, 2025"),
+        ("nl", "Gepubliceerd op 1 december 2025 · Bijgewerkt op 11 december 2025"),
+        ("de", "Veröffentlicht am 1. Dezember 2025 | Aktualisiert am 11. Dezember 2025"),
+    ],
+)
+def test_the_date_after_the_date_lines_words_is_the_update(
+    config: Config, lang: str, line: str
+) -> None:
+    """A date line that names the first publication or the author before its words reads
+    the date those words give, as the plain line does."""
+    text = seed(lang)
+    head, _, rest = text.split("\n\n", 2)
+    expected = parse(config, text)
+    assert parse(config, f"{head}\n\n{line}\n\n{rest}") == expected
+    assert expected[0] is not None and str(expected[0].updated) == "2025-12-11"
+
+
 def test_split_marks() -> None:
     assert split_marks("a.¹ b.¹¹") == ("a.", 1, " b.", 11)
     assert split_marks("x²³ y") == ("x", 23, " y")

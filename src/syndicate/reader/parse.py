@@ -408,6 +408,7 @@ def strip_marks(text: str) -> str:
 @dataclass(frozen=True, slots=True)
 class _Markers:
     date_line: tuple[str, ...]
+    date_line_within: re.Pattern[str]  # the date line's words further on ("Published … · Updated")
     headings: dict[str, str]  # folded heading -> "takeaways" | "references" | "seo"
     heading_starts: frozenset[str]  # the first word of each folded heading
     labels: dict[str, str]  # folded audience label -> audience id
@@ -438,8 +439,10 @@ def _markers(profile: LanguageProfile) -> _Markers:
         for name in ("title", "description", "excerpt", "primary_slug")
         for label in getattr(fields, name)
     }
+    date_line = tuple(sorted({_fold(p) for p in profile.date_line}, key=len, reverse=True))
     made = _Markers(
-        date_line=tuple(sorted({_fold(p) for p in profile.date_line}, key=len, reverse=True)),
+        date_line=date_line,
+        date_line_within=_words_within(date_line),
         headings=headings,
         heading_starts=frozenset(h.split()[0].rstrip(_COLONS) for h in headings if h.split()),
         labels={_bare_label(x): a for a, labels in profile.audiences.items() for x in labels},
@@ -450,6 +453,16 @@ def _markers(profile: LanguageProfile) -> _Markers:
         _MARKERS.clear()
     _MARKERS[id(profile)] = (profile, made)
     return made
+
+
+def _words_within(phrases: Sequence[str]) -> re.Pattern[str]:
+    """Any of ``phrases`` as whole words, spaced as may be, in any case."""
+    words = (
+        r"\s+".join(map(re.escape, phrase.split())) + (r"(?!\w)" if phrase[-1:].isalnum() else "")
+        for phrase in phrases
+        if phrase
+    )
+    return re.compile(rf"(?<!\w)(?:{'|'.join(words) or '(?!)'})", re.I)
 
 
 _LEADING_WORD = re.compile(r"[^\W_]*")  # what str.isalnum accepts
@@ -1297,7 +1310,14 @@ def _head(
     )
     date_para = paras[at]
     written = _unmarked(date_para.text)
-    found = find_date(written, lang)
+    named = _date_line_words(written, m.date_line) is not None
+    # "Published 1 December 2025 · Updated 11 December 2025": the date after the words.
+    within = None if named else m.date_line_within.search(written)
+    found = find_date(written[within.end() :], lang) if within is not None else None
+    if found is not None and within is not None:
+        named, written = True, written[within.end() :]
+    else:
+        found = find_date(written, lang)
     updated = found[0] if found else None
     if found and month_first(lang) and _ambiguous(written[found[1] : found[2]], found[0]):
         warn.append(
@@ -1307,7 +1327,7 @@ def _head(
                 f"in the order {lang!r} writes dates in figures: a month's name leaves no doubt",
             )
         )
-    if not _date_line_words(written, m.date_line):
+    if not named:
         if updated is None:
             raise ArticleProblem(
                 f"missing date line: expected {_quoted(expected)} and a date, "
