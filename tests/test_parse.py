@@ -663,6 +663,31 @@ def test_invisible_marks_go_where_they_would_hide_the_format() -> None:
 
 
 @pytest.mark.parametrize(
+    ("written", "kinds"),
+    [
+        ("11. Dezember 2025 markierte den Start.", ["paragraph"]),
+        ("Der Termin steht fest:\n11. Dezember 2025 ist der Tag.", ["paragraph"]),
+        ("Drei Schritte:\n3. drei\n4. vier", ["paragraph", "numbered", "numbered"]),
+        ("1. Nur einer, ein ganzer Satz.", ["numbered"]),
+    ],
+)
+def test_a_number_that_starts_no_list_stays_prose(
+    config: Config, written: str, kinds: list[str]
+) -> None:
+    """German writes a date with a number and a full stop ("11. Dezember"): one such line is
+    no list, unless it is its first item; two numbered lines are one."""
+    article, found = parse(
+        config,
+        SHORT.replace(
+            "Cheaper chips change\nthe economics of\n",
+            f"{written}\n\nCheaper chips change\nthe economics of\n",
+        ),
+    )
+    assert article is not None and problems(found) == []
+    assert [b.kind for b in article.blocks[1:-1]] == kinds
+
+
+@pytest.mark.parametrize(
     ("lang", "line"),
     [
         ("en", "Published December 1, 2025 · Updated December 11, 2025"),

@@ -1554,7 +1554,11 @@ def _listed(para: Paragraph) -> list[Block]:
     that starts no item goes on the item above it (it was wrapped)."""
     rows = para.rows
     first = next((i for i, row in enumerate(rows) if _list_item(row) is not None), None)
-    if first is None or (first > 0 and not rows[first - 1].rstrip().endswith(tuple(_COLONS))):
+    if (
+        first is None
+        or (first > 0 and not rows[first - 1].rstrip().endswith(tuple(_COLONS)))
+        or _a_date_not_a_list(rows[first:])
+    ):
         return [Block("paragraph", split_marks(para.text), para.line)]
     blocks = [Block("paragraph", split_marks(" ".join(rows[:first])), para.line)] if first else []
     items: list[tuple[str, list[str], int]] = []
@@ -1567,6 +1571,13 @@ def _listed(para: Paragraph) -> list[Block]:
             items.append((kind, [item], para.line + offset))
     blocks += [Block(kind, split_marks(" ".join(texts)), line) for kind, texts, line in items]
     return blocks
+
+
+def _a_date_not_a_list(rows: Sequence[str]) -> bool:
+    """Whether ``rows`` open with a number that starts no list: one numbered line, not the
+    first ("11. Dezember 2025 markierte …", as German writes a date)."""
+    numbered = [row for row in rows if _NUMBERED_ITEM.match(row)]
+    return len(numbered) == 1 and not rows[0].startswith(("1.", "1)"))
 
 
 def _unanswered_marks(
