@@ -174,7 +174,8 @@ def test_lists_links_and_emphasis_in_the_body_reach_feedparser(tmp_path: Path) -
     bare addresses) and Markdown emphasis: in the Atom and RSS entries as feedparser gives
     them to a reader, and in the JSON Feed item, each list is a list of its items (the
     footnote mark in an item a link to its reference), each link a link, each emphasis
-    marked, and the stars and underscores of a sum and a name stay text."""
+    marked, the stars and underscores of a sum and a name stay text, and a quotation is
+    one."""
     folder = write_articles(tmp_path / "articles", 1, newest=date(2025, 12, 1))
     path = next(folder.iterdir())
     first, rest = path.read_text("utf-8").split("\n\nThe performance case\n", 1)
@@ -182,6 +183,7 @@ def test_lists_links_and_emphasis_in_the_body_reach_feedparser(tmp_path: Path) -
     prose = (
         "See [the survey](https://example.org/s_(2025)) and https://example.org/a?b=1&c=2. "
         "**Bottom line:** plan for *liquid* cooling, not 5 * 3 racks of snake_case_names."
+        "\n\n> We fit the same compute\n> in a third of the floor.\n\n> Said one lead."
     )
     path.write_text(f"{first}\n\n{lists}\n\n{prose}\n\nThe performance case\n{rest}", "utf-8")
     config = parse_config({}, root=tmp_path, source="(test)", env={})
@@ -208,3 +210,7 @@ def test_lists_links_and_emphasis_in_the_body_reach_feedparser(tmp_path: Path) -
             ("em", "liquid"),
         ]
         assert said.xpath("string()").endswith("not 5 * 3 racks of snake_case_names.")
+        assert page.xpath("//blockquote/p/text()") == [
+            "We fit the same compute in a third of the floor.",
+            "Said one lead.",
+        ]

@@ -662,6 +662,19 @@ def test_invisible_marks_go_where_they_would_hide_the_format() -> None:
     assert warn == []
 
 
+def test_a_quotation_in_the_body_is_one(config: Config) -> None:
+    """Lines that each start with ">" (Markdown's quotation) are a quoted paragraph, even a
+    short one that would otherwise read as a heading."""
+    quoted = "> We fit the same compute\n>in a third of the floor.¹\n\n> Less is more"
+    text = SHORT.replace("Cheaper chips change\n", f"{quoted}\n\nCheaper chips change\n")
+    article, found = parse(config, text)
+    assert article is not None and problems(found) == []
+    assert [(b.kind, b.parts) for b in article.blocks[1:3]] == [
+        ("quote", ("We fit the same compute in a third of the floor.", 1)),
+        ("quote", ("Less is more",)),
+    ]
+
+
 @pytest.mark.parametrize(
     ("written", "kinds"),
     [

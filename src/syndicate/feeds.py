@@ -293,6 +293,8 @@ def article_html(config: Config, article: Article, url: str = "") -> str:
         if kind in _LISTS:
             items = "".join(f"<li>{text}</li>" for text in inline)
             out.append(f"<{_LISTS[kind]}>{items}</{_LISTS[kind]}>")
+        elif kind == "quote":
+            out.append("<blockquote>{}</blockquote>".format("".join(f"<p>{t}</p>" for t in inline)))
         else:
             tag = "h2" if kind == "heading" else "p"
             out += (f"<{tag}>{text}</{tag}>" for text in inline)

@@ -43,14 +43,14 @@ class Reference:
 
 @dataclass(frozen=True, slots=True)
 class Block:
-    """A heading, a paragraph or a list's item of the body (the items next to each other of
-    one kind are one list).
+    """A heading, a paragraph, a list's item or a quoted paragraph of the body (the items
+    next to each other of one kind are one list, the quoted paragraphs one quotation).
 
     ``parts`` is the text split at footnote marks: strings are text, ints are reference numbers,
     so renderers can link a mark to its reference without re-parsing superscripts.
     """
 
-    kind: str  # "heading" | "paragraph" | "item" (of a bulleted list) | "numbered" (item)
+    kind: str  # "heading" | "paragraph" | "item" (bulleted) | "numbered" (item) | "quote"
     parts: tuple[str | int, ...]
     line: int
 

@@ -1532,14 +1532,17 @@ def _references_and_tail(
 def _blocks(
     paras: list[Paragraph], references: tuple[Reference, ...], warn: list[tuple[int, str]]
 ) -> tuple[Block, ...]:
-    """The body's headings and paragraphs, with a warning for each footnote mark that no
-    reference answers."""
+    """The body's headings, paragraphs, lists' items and quotations, with a warning for each
+    footnote mark that no reference answers."""
     numbers = frozenset(r.number for r in references)
     blocks: list[Block] = []
     for para in paras:
         parts = split_marks(para.text)
         _unanswered(parts, numbers, para.line, warn)
-        if _is_heading(para):
+        if all(row.startswith(">") for row in para.rows):  # Markdown's quotation
+            quoted = " ".join(row[1:].strip() for row in para.rows)
+            blocks.append(Block("quote", split_marks(quoted), para.line))
+        elif _is_heading(para):
             blocks.append(Block("heading", split_marks(_unmarked(para.text)), para.line))
         elif len(para.rows) > 1 or _list_item(para.text) is not None:
             blocks += _listed(para)
