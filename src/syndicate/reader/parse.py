@@ -223,7 +223,7 @@ def _suspect(data: bytes) -> bool:
         return True
     # C1 controls and the soft hyphen: 0xC2 then 0x80-0x9F or 0xAD. A 0xC2 is rare (a
     # superscript digit, a no-break space), so visiting each costs a fraction of a regex's
-    # pass over every byte; so is an 0xE2 (a dash, a curly quote).
+    # pass over every byte; an 0xE2 (a dash, a curly quote) is a few a paragraph at most.
     at = data.find(b"\xc2")
     while 0 <= at < len(data) - 1:
         if 0x80 <= data[at + 1] <= 0x9F or data[at + 1] == 0xAD:
@@ -995,7 +995,7 @@ def _seo_items(para: Paragraph) -> Iterator[tuple[str, str]]:
         # The split scans every character: only where one of its markers is.
         marked = "•" in row or "·" in row or "▪" in row
         for item in _SEO_ITEM.split(row) if marked else (row,):
-            label, sep, value = _split_label(_unemphasised(item.strip()).lstrip(_BULLETS))
+            label, sep, value = _split_label(_unmarked(item.strip()).lstrip(_BULLETS))
             value = _value(value)
             if not sep:
                 continue
@@ -1006,14 +1006,6 @@ def _seo_items(para: Paragraph) -> Iterator[tuple[str, str]]:
                         yield sub_label, sub_value.strip()
                 continue
             yield label, value
-
-
-def _unemphasised(item: str) -> str:
-    """An SEO field without the emphasis around the whole of it ("**SEO title: …**")."""
-    for mark in ("**", "__", "*", "_"):
-        if item.startswith(mark) and item.endswith(mark) and len(item) > 2 * len(mark):
-            return item[len(mark) : -len(mark)].strip()
-    return item
 
 
 def _value(written: str) -> str:
