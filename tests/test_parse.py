@@ -189,7 +189,30 @@ def test_bytes_that_are_not_utf8(config: Config) -> None:
     article, found = parse(config, data[:at] + b"\xff" + data[at:])
     assert article is None
     assert problems(found) == [
-        (5, "error", f"not UTF-8 text: byte 0xff at offset {at} cannot be decoded")
+        (
+            5,
+            "error",
+            f"not UTF-8 text: byte 0xff at offset {at} cannot be decoded ('ÿ' in Windows-1252):"
+            " save the file as UTF-8",
+        )
+    ]
+
+
+def test_a_file_saved_in_windows_1252_names_the_letter(config: Config) -> None:
+    """German saved by an older editor: the error names the first umlaut as the letter it is."""
+    text = seed("de")
+    data = "".join(c for c in text if c.encode("cp1252", "ignore")).encode("cp1252")
+    at = data.index("vollständig".encode("cp1252")) + len("vollst")
+    assert all(byte < 0x80 for byte in data[:at])  # the first letter beyond ASCII
+    article, found = parse(config, data)
+    assert article is None
+    assert problems(found) == [
+        (
+            data.count(b"\n", 0, at) + 1,
+            "error",
+            f"not UTF-8 text: byte 0xe4 at offset {at} cannot be decoded ('ä' in Windows-1252):"
+            " save the file as UTF-8",
+        )
     ]
 
 

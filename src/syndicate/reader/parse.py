@@ -193,13 +193,19 @@ def utf8(data: bytes) -> bytes:
 
 
 def decode(data: bytes) -> str:
-    """``utf8``'s bytes → text. Raises ArticleProblem naming the bad byte."""
+    """``utf8``'s bytes → text. Raises ArticleProblem naming the bad byte and, where the file
+    was most likely saved in Windows-1252 or Latin-1 (as older editors do), the letter it is
+    there."""
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
         line = data.count(b"\n", 0, exc.start) + 1
+        byte = data[exc.start]
+        legacy = bytes([byte]).decode("cp1252", errors="replace")
+        letter = f" ('{legacy}' in Windows-1252)" if legacy.isalpha() else ""
         raise ArticleProblem(
-            f"not UTF-8 text: byte 0x{data[exc.start]:02x} at offset {exc.start} cannot be decoded",
+            f"not UTF-8 text: byte 0x{byte:02x} at offset {exc.start} cannot be decoded"
+            f"{letter}: save the file as UTF-8",
             line,
         ) from None
 
@@ -1548,7 +1554,8 @@ def _listed(para: Paragraph) -> list[Block]:
     one ("Three forces converged:" over its items), as its items; else the paragraph. A line
     that starts no item goes on the item above it (it was wrapped)."""
     rows = para.rows
-    first = next((i for i, row in enumerate(rows) if _list_item(row) is not None), None)
+    listed = [_list_item(row) for row in rows]
+    first = next((i for i, item in enumerate(listed) if item is not None), None)
     if (
         first is None
         or (first > 0 and not rows[first - 1].rstrip().endswith(tuple(_COLONS)))
@@ -1557,8 +1564,8 @@ def _listed(para: Paragraph) -> list[Block]:
         return [Block("paragraph", split_marks(para.text), para.line)]
     blocks = [Block("paragraph", split_marks(" ".join(rows[:first])), para.line)] if first else []
     items: list[tuple[str, list[str], int]] = []
-    for offset, row in enumerate(rows[first:], first):
-        item = _list_item(row)
+    for offset in range(first, len(rows)):
+        row, item = rows[offset], listed[offset]
         if item is None:
             items[-1][1].append(row.strip())
         else:

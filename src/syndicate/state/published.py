@@ -75,7 +75,11 @@ class Publications(Database):
 
         with self._transaction() as db:
             record(db)
-            new = [entry for entry in entries if times[entry[0]][entry[1]] is None]
+            new = [
+                (lang, slug, when.astimezone(UTC))
+                for lang, slug, when in entries
+                if times[lang][slug] is None
+            ]
             # Two runs at once (a send beside a feed build, two scheduled jobs) may both
             # find an entry new: the first row written stands, and both return it.
             statement = insert_or_skip(db, published, published.c.lang, published.c.slug)
@@ -85,7 +89,7 @@ class Publications(Database):
                     {
                         "lang": lang,
                         "slug": slug,
-                        "published_at": when.astimezone(UTC),
+                        "published_at": when,
                         "seen_at": seen,
                     }
                     for lang, slug, when in new[start : start + CHUNK]
@@ -94,8 +98,7 @@ class Publications(Database):
             # Where the driver counts the rows written (SQLite does; psycopg's batches do
             # not), and they are all of them, no other run's are to be read back.
             if written == len(new):
-                for lang, slug, when in new:
-                    at = when.astimezone(UTC)
+                for lang, slug, at in new:
                     times[lang][slug] = made.get(at) or made.setdefault(at, at)
             else:
                 record(db)
