@@ -174,8 +174,8 @@ def test_lists_links_and_emphasis_in_the_body_reach_feedparser(tmp_path: Path) -
     bare addresses) and Markdown emphasis: in the Atom and RSS entries as feedparser gives
     them to a reader, and in the JSON Feed item, each list is a list of its items (the
     footnote mark in an item a link to its reference), each link a link, each emphasis
-    marked, the stars and underscores of a sum and a name stay text, and a quotation is
-    one."""
+    marked, the stars and underscores of a sum and a name stay text, a quotation is one and
+    a table a table."""
     folder = write_articles(tmp_path / "articles", 1, newest=date(2025, 12, 1))
     path = next(folder.iterdir())
     first, rest = path.read_text("utf-8").split("\n\nThe performance case\n", 1)
@@ -184,6 +184,7 @@ def test_lists_links_and_emphasis_in_the_body_reach_feedparser(tmp_path: Path) -
         "See [the survey](https://example.org/s_(2025)) and https://example.org/a?b=1&c=2. "
         "**Bottom line:** plan for *liquid* cooling, not 5 * 3 racks of snake_case_names."
         "\n\n> We fit the same compute\n> in a third of the floor.\n\n> Said one lead."
+        "\n\n| Chip | FP8 |\n|---|---:|\n| Trainium3 | 2.52¹ |\n| A \\| B | 1 |"
     )
     path.write_text(f"{first}\n\n{lists}\n\n{prose}\n\nThe performance case\n{rest}", "utf-8")
     config = parse_config({}, root=tmp_path, source="(test)", env={})
@@ -214,3 +215,9 @@ def test_lists_links_and_emphasis_in_the_body_reach_feedparser(tmp_path: Path) -
             "We fit the same compute in a third of the floor.",
             "Said one lead.",
         ]
+        assert page.xpath("//table/thead/tr/th/text()") == ["Chip", "FP8"]
+        assert [row.xpath("td/text()") for row in page.xpath("//table/tbody/tr")] == [
+            ["Trainium3", "2.52"],
+            ["A | B", "1"],
+        ]
+        assert page.xpath("//table//td/sup/a/@href")[0].endswith("-ref-1")

@@ -698,6 +698,26 @@ def test_a_quotation_in_the_body_is_one(config: Config) -> None:
     ]
 
 
+def test_a_table_in_the_body_is_its_rows(config: Config) -> None:
+    """A Markdown table is its head row and body rows, the rule under the head left out, a
+    footnote mark in a cell a mark and a cell's own pipe escaped; lines with pipes and no rule
+    under the first are prose."""
+    table = (
+        "| Chip | FP8 | HBM |\n|:---|---:|:-:|\n| Trainium3 | 2.52¹ | 144GB |\n"
+        "| Trainium4 \\| planned | ~15 | 288GB |"
+    )
+    prose = "Cost | per chip\nfalls | fast"
+    text = SHORT.replace("Cheaper chips change\n", f"{table}\n\n{prose}\n\nCheaper chips change\n")
+    article, found = parse(config, text)
+    assert article is not None and problems(found) == []
+    assert [(b.kind, b.parts) for b in article.blocks[1:5]] == [
+        ("head", ("Chip | FP8 | HBM",)),
+        ("row", ("Trainium3 | 2.52", 1, " | 144GB")),
+        ("row", ("Trainium4 \\| planned | ~15 | 288GB",)),
+        ("paragraph", ("Cost | per chip falls | fast",)),
+    ]
+
+
 @pytest.mark.parametrize(
     ("written", "kinds"),
     [

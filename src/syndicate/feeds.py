@@ -38,7 +38,7 @@ from lxml import etree
 
 from .config import Config
 from .i18n import audience_phrase, text_direction
-from .model import Article, ArticleSet, Takeaways
+from .model import Article, ArticleSet, Block, Takeaways
 from .prose import prose_html
 from .routes import article_url, feed_archive_name, feed_url, home_url
 
@@ -275,6 +275,54 @@ def _prose(text: str) -> str:
 
 
 _LISTS = {"item": "ul", "numbered": "ol"}  # a body list's items, by their kind
+_TABLE_ROWS = {"head": "table", "row": "table"}  # a table's rows: one table together
+_CELL_EDGE = re.compile(r"(?<!\\)\|")  # a pipe between cells, not a cell's own "\|"
+
+
+def _cells(parts: Sequence[str | int]) -> list[list[str | int]]:
+    """A table row's parts, cell by cell."""
+    cells: list[list[str | int]] = [[]]
+    for part in parts:
+        if isinstance(part, int):
+            cells[-1].append(part)
+            continue
+        for at, piece in enumerate(_CELL_EDGE.split(part)):
+            if at:
+                cells.append([])
+            cells[-1].append(piece.replace("\\|", "|"))
+    return cells
+
+
+def _table(rows: Sequence[Block], inline: Callable[[Sequence[str | int]], str]) -> str:
+    """A table's head and body rows as HTML, each cell's text and marks as a paragraph's."""
+    out: dict[str, list[str]] = {"head": [], "row": []}
+    for row in rows:
+        tag = "th" if row.kind == "head" else "td"
+        cells = "".join(f"<{tag}>{inline(cell).strip()}</{tag}>" for cell in _cells(row.parts))
+        out[row.kind].append(f"<tr>{cells}</tr>")
+    head = f"<thead>{''.join(out['head'])}</thead>" if out["head"] else ""
+    body = f"<tbody>{''.join(out['row'])}</tbody>" if out["row"] else ""
+    return f"<table>{head}{body}</table>"
+
+
+def _body_html(blocks: Sequence[Block], inline: Callable[[Sequence[str | int]], str]) -> list[str]:
+    """The body's blocks as HTML elements: the items of a kind next to each other one list,
+    the quoted paragraphs one quotation, a table's rows one table."""
+    out = []
+    for kind, group in groupby(blocks, key=lambda block: _TABLE_ROWS.get(block.kind, block.kind)):
+        if kind == "table":
+            out.append(_table(list(group), inline))
+            continue
+        texts = [inline(block.parts) for block in group]
+        if kind in _LISTS:
+            items = "".join(f"<li>{text}</li>" for text in texts)
+            out.append(f"<{_LISTS[kind]}>{items}</{_LISTS[kind]}>")
+        elif kind == "quote":
+            out.append("<blockquote>{}</blockquote>".format("".join(f"<p>{t}</p>" for t in texts)))
+        else:
+            tag = "h2" if kind == "heading" else "p"
+            out += (f"<{tag}>{text}</{tag}>" for text in texts)
+    return out
 
 
 def article_html(config: Config, article: Article, url: str = "") -> str:
@@ -287,17 +335,7 @@ def article_html(config: Config, article: Article, url: str = "") -> str:
     profile = config.languages[article.lang]
     anchor = f"{article.lang}-{article.slug}-ref"
     base = html.escape(url)
-    out = []
-    for kind, blocks in groupby(article.blocks, key=lambda block: block.kind):
-        inline = [_inline(block.parts, article, anchor, base) for block in blocks]
-        if kind in _LISTS:
-            items = "".join(f"<li>{text}</li>" for text in inline)
-            out.append(f"<{_LISTS[kind]}>{items}</{_LISTS[kind]}>")
-        elif kind == "quote":
-            out.append("<blockquote>{}</blockquote>".format("".join(f"<p>{t}</p>" for t in inline)))
-        else:
-            tag = "h2" if kind == "heading" else "p"
-            out += (f"<{tag}>{text}</{tag}>" for text in inline)
+    out = _body_html(article.blocks, lambda parts: _inline(parts, article, anchor, base))
     if article.takeaways:
         out.append(f"<h2>{_text(profile.takeaways[0])}</h2>")
         for t in article.takeaways:

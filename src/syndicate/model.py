@@ -43,14 +43,17 @@ class Reference:
 
 @dataclass(frozen=True, slots=True)
 class Block:
-    """A heading, a paragraph, a list's item or a quoted paragraph of the body (the items
-    next to each other of one kind are one list, the quoted paragraphs one quotation).
+    """A heading, a paragraph, a list's item, a quoted paragraph or a table's row of the body
+    (the items next to each other of one kind are one list, the quoted paragraphs one
+    quotation, the rows one table).
 
     ``parts`` is the text split at footnote marks: strings are text, ints are reference numbers,
     so renderers can link a mark to its reference without re-parsing superscripts.
     """
 
-    kind: str  # "heading" | "paragraph" | "item" (bulleted) | "numbered" (item) | "quote"
+    # "heading" | "paragraph" | "item" (bulleted) | "numbered" (item) | "quote" | a table's
+    # "head" or "row" (its text the row as written: the cells between pipes)
+    kind: str
     parts: tuple[str | int, ...]
     line: int
 

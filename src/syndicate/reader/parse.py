@@ -78,8 +78,10 @@ _LINK_OPENED = re.compile(r"\[([^\]]*)\]\($")  # what a Markdown link writes bef
 _SLUG = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
 _HYPHENED_SLUG = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)+")  # a slug, not a word
 _NUMBERED_ITEM = re.compile(r"\d{1,2}[.)]\s+")  # "1. ", "2) ": a numbered list's item
+_TABLE_RULE = re.compile(r"\|?(\s*:?-+:?\s*\|)*\s*:?-+:?\s*\|?")  # "|---|:--:|" under a head
 # "December 2025 Update: ..." in any language: a short label holding a year, then a colon.
-_SUMMARY_LABEL = re.compile(r"[^:：.!?。]{0,60}(?<!\d)\d{4}(?!\d)[^:：.!?。]{0,40}(?::\s|：)")
+_SUMMARY_LABEL = re.compile(r"[^:：!?。]{0,60}(?<!\d)\d{4}(?!\d)[^:：!?。]{0,40}(?::\s|：)")
+_PERIOD_THEN = re.compile(r"\.\s+(\w)")  # a period and the word after it
 # A line written as Markdown marks a heading ("## The performance case", "**Key takeaways**")
 # or sets it apart ("*Updated December 11, 2025*").
 _MARKDOWN_HEADING = re.compile(
@@ -1088,8 +1090,8 @@ def _read_unknown(
     """The SEO fields under labels the profile does not know, where their values tell which
     they are, as a language without a profile has them read: the first slug is the primary
     one when no label says so (it ties the language versions together; the others stay
-    alternatives), and an SEO or meta field the title when short, the description when long.
-    Each one read so gets a warning."""
+    alternatives), and an SEO or meta field the description when ``_a_description`` says so,
+    else the title. Each one read so gets a warning."""
     for label, value, line in unknown:
         if _HYPHENED_SLUG.fullmatch(value):
             if "primary_slug" in values:
@@ -1097,7 +1099,7 @@ def _read_unknown(
             alts.remove(value)
             field = "primary_slug"
         elif _names_seo(label):
-            field = "title" if len(value) <= _SEO_TITLE_MAX else "description"
+            field = "description" if _a_description(value) else "title"
             if field in values:
                 continue
         else:
@@ -1347,7 +1349,15 @@ def _head(
     if len(paras) <= at + 1:
         raise ArticleProblem("too short: no summary paragraph after the date line", date_para.line)
     summary = at + 1
-    return updated, summary, summary + 1 if _SUMMARY_LABEL.match(paras[summary].text) else summary
+    return updated, summary, summary + 1 if _labels_an_update(paras[summary].text) else summary
+
+
+def _labels_an_update(text: str) -> bool:
+    """Whether the summary opens with its "<Month year> Update:" label: a year before a colon,
+    whose words may hold an abbreviation's period ("Aktualizacja z lutego 2026 r.:",
+    "2025. decemberi frissítés:") but end no sentence."""
+    found = _SUMMARY_LABEL.match(text)
+    return found is not None and not any(w.isupper() for w in _PERIOD_THEN.findall(found[0]))
 
 
 _Start = tuple[int, str, int]  # a section's heading index, its kind, its first content index
@@ -1540,6 +1550,8 @@ def _blocks(
         if all(row.startswith(">") for row in para.rows):  # Markdown's quotation
             quoted = " ".join(row[1:].strip() for row in para.rows)
             blocks.append(Block("quote", split_marks(quoted), para.line))
+        elif _is_table(para.rows):
+            blocks += _table(para)
         elif _is_heading(para):
             blocks.append(Block("heading", split_marks(_unmarked(para.text)), para.line))
         elif len(para.rows) > 1 or _list_item(para.text) is not None:
@@ -1572,6 +1584,30 @@ def _listed(para: Paragraph) -> list[Block]:
             kind = "item" if _bullet_marker(row) is not None else "numbered"
             items.append((kind, [item], para.line + offset))
     blocks += [Block(kind, split_marks(" ".join(texts)), line) for kind, texts, line in items]
+    return blocks
+
+
+def _is_table(rows: tuple[str, ...]) -> bool:
+    """A Markdown table: a head row, the rule under it, body rows, each with its cells
+    between pipes."""
+    return (
+        len(rows) > 2
+        and "|" in rows[1]
+        and _TABLE_RULE.fullmatch(rows[1].strip()) is not None
+        and all("|" in row for row in rows)
+    )
+
+
+def _table(para: Paragraph) -> list[Block]:
+    """A table's rows, the head's and the body's, the rule left out: each a block whose text
+    is its cells with the pipes between them (a cell's own pipe is written ``\\|``)."""
+    blocks = []
+    for offset, row in enumerate(para.rows):
+        if offset != 1:
+            cells = row.strip().removeprefix("|")
+            cells = cells if cells.endswith("\\|") else cells.removesuffix("|")
+            kind = "head" if offset == 0 else "row"
+            blocks.append(Block(kind, split_marks(cells.strip()), para.line + offset))
     return blocks
 
 
@@ -1788,9 +1824,13 @@ def _ambiguous(written: str, day: date) -> bool:
     )
 
 
+_CASE_ENDING = re.compile(r"['’]\w+\s+")
+
+
 def _inferred_date_words(paras: Sequence[Paragraph], lang: str) -> str | None:
     """The words before the date on the date line (the second paragraph, or the third after
-    a subtitle), or on a line with none before it, after it ("2025年12月11日更新")."""
+    a subtitle), or on a line with none before it, after it ("2025年12月11日更新", the case
+    ending on the year left out: "2026'da güncellendi")."""
     for para in paras[1:3]:
         text = _unmarked(para.text)
         found = find_date(text, lang)
@@ -1799,6 +1839,10 @@ def _inferred_date_words(paras: Sequence[Paragraph], lang: str) -> str | None:
             words = text[:start].strip(_DATE_LINE_MARKS)
             if not words and len(text) < _DATE_LINE_MAX:
                 words = text[end:].strip(_DATE_LINE_MARKS)
+                # A case ending on the year is the date's, not the words': Turkish writes
+                # "2026'da güncellendi" and "2025'te güncellendi".
+                if (ending := _CASE_ENDING.match(words)) is not None:
+                    words = words[ending.end() :]
             return words or None
     return None
 
@@ -1889,8 +1933,8 @@ def _inferred_references(paras: Sequence[Paragraph], start: int) -> tuple[str | 
 def _inferred_seo(paras: Sequence[Paragraph], start: int) -> tuple[str | None, SeoFields]:
     """The SEO tail's heading and field labels, from the paragraphs from ``start`` on: the
     slugs are the labelled slugs (the first primary, the rest alternatives), the excerpt names
-    Squarespace, and of the other SEO or meta fields a short one is the title, a long one the
-    description."""
+    Squarespace, and of the other SEO or meta fields the shortest that is no description is
+    the title, the longest description the description."""
     heading = None
     texts: list[tuple[str, str]] = []  # label, value
     slugs: list[str] = []
@@ -1911,16 +1955,24 @@ def _inferred_seo(paras: Sequence[Paragraph], start: int) -> tuple[str | None, S
             else:
                 texts.append((found["label"].strip(), value))
     excerpt = [label for label, _ in texts if "squarespace" in label.casefold()]
-    seo = sorted((len(value), label) for label, value in texts if _names_seo(label))
+    seo = sorted((len(value), label, value) for label, value in texts if _names_seo(label))
+    titles = [label for _, label, value in seo if not _a_description(value)]
+    descriptions = [label for _, label, value in seo if _a_description(value)]
     alt = sorted({_NUMBERED.sub("", label).strip() or label for label in slugs[1:]})
     fields = SeoFields.model_construct(
-        title=[label for size, label in seo if size <= _SEO_TITLE_MAX][:1],
-        description=[label for size, label in seo if size > _SEO_TITLE_MAX][-1:],
+        title=titles[:1],
+        description=descriptions[-1:],
         excerpt=excerpt[:1],
         primary_slug=slugs[:1],
         alt_slugs=alt,
     )
     return heading, fields
+
+
+def _a_description(value: str) -> bool:
+    """An SEO field's value that is a description, not a title: a long one, or one that ends
+    a sentence (Chinese writes a description in fewer characters than a Latin title)."""
+    return len(value) > _SEO_TITLE_MAX or value.rstrip()[-1:] in ".。．"
 
 
 def _names_seo(label: str) -> bool:

@@ -1,0 +1,117 @@
+"""Articles other than the sample, written for the tests by authors who knew the format only
+from the sample (``tests/data/more``: three articles in English, Dutch and German, one in seven
+languages, one in eight). Each language version must read as its English original does,
+without a warning: through the built-in profile where its language has one, else through the
+profile its structure shows. Published with the blocks ``syndicate check`` prints, the whole
+set builds a feed per language that feedparser reads, each entry linked to its
+translations."""
+
+from __future__ import annotations
+
+import shutil
+import tomllib
+from pathlib import Path
+
+import feedparser
+import pytest
+from click.testing import CliRunner
+
+from syndicate.build import build_feeds
+from syndicate.cli import main
+from syndicate.config import load_config, parse_config
+from syndicate.model import Article, Diagnostic
+from syndicate.reader import parse_article, read_articles
+from syndicate.reader.parse import profile_of
+from tests.conftest import DATA, ROOT
+
+MORE = DATA / "more"
+VERSIONS = sorted(MORE.glob("*/*.txt"))
+PROFILES = parse_config({}, root=ROOT, source="(test)", env={}).languages
+KNOWN = {lang: PROFILES[lang] for lang in ("en", "nl", "de")}
+
+
+def read(path: Path) -> tuple[Article | None, list[Diagnostic]]:
+    data = path.read_bytes()
+    if path.stem in PROFILES:
+        return parse_article(data, str(path), PROFILES)
+    found = profile_of(data, KNOWN)
+    assert found is not None, f"{path}: no language or structure recognised"
+    lang, profile = found
+    return parse_article(data, str(path), {**KNOWN, lang: profile})
+
+
+@pytest.mark.parametrize("path", VERSIONS, ids=lambda p: f"{p.parent.name}-{p.stem}")
+def test_each_version_reads_as_the_english_one_without_a_warning(path: Path) -> None:
+    original, said = read(path.parent / "en.txt")
+    article, found = read(path)
+    assert (said, found) == ([], [])
+    assert original is not None and article is not None
+    assert article.lang == path.stem
+    assert (article.updated, article.slug) == (original.updated, original.slug)
+    assert [(t.audience, len(t.bullets)) for t in article.takeaways] == [
+        (t.audience, len(t.bullets)) for t in original.takeaways
+    ]
+    assert [(r.number, r.url) for r in article.references] == [
+        (r.number, r.url) for r in original.references
+    ]
+    # The same headings, paragraphs and marks: the update's label is no paragraph of the body.
+    assert [(b.kind, b.notes) for b in article.blocks] == [
+        (b.kind, b.notes) for b in original.blocks
+    ]
+    assert article.title and article.summary and article.summary not in article.title
+    assert set(article.seo.alt_slugs) <= set(original.seo.alt_slugs)
+    # Each SEO field is read as that field. The Dutch and German versions keep the shorter
+    # tails of the Dutch and German samples, without some of the fields.
+    if path.stem not in ("nl", "de"):
+        fields = ("title", "description", "excerpt", "primary_slug")
+        assert [getattr(article.seo, f) is None for f in fields] == [False] * len(fields)
+        assert len(article.seo.title or "") < len(article.seo.description or "")
+
+
+def test_the_set_published_with_the_blocks_check_prints_reaches_feedparser(
+    tmp_path: Path,
+) -> None:
+    folder = tmp_path / "articles"
+    folder.mkdir()
+    topic_of = {}
+    for number, path in enumerate(VERSIONS):  # names carry no meaning
+        shutil.copy(path, folder / f"{number:03}.txt")
+        topic_of[f"{number:03}.txt"] = path.parent.name
+    bundled = (ROOT / "config.toml").read_text("utf-8")
+    config_path = tmp_path / "config.toml"
+    config_path.write_text(bundled, "utf-8")
+    result = CliRunner().invoke(main, ["check", "--config", str(config_path)])
+    assert result.exit_code == 0, result.stderr
+    # Each language's block, between "To publish …" lines; French has a built-in profile.
+    blocks = [
+        chunk[chunk.index("[languages.") :]
+        for chunk in result.stderr.split("\nTo publish ")
+        if "[languages." in chunk
+    ]
+    langs = sorted({path.stem for path in VERSIONS})
+    named = {tomllib.loads(block)["languages"].popitem()[0] for block in blocks}
+    assert named == set(langs) - {"en", "nl", "de", "fr"}
+    codes = ", ".join(f'"{lang}"' for lang in langs)
+    published = bundled.replace('languages = ["en", "nl", "de"]', f"languages = [{codes}]")
+    config_path.write_text("\n".join([published, *blocks]), "utf-8")
+    config = load_config(config_path, env={})
+    found = read_articles(folder, config.profiles)
+    assert not found.problems
+    build_feeds(config, folder, tmp_path / "feeds")
+
+    versions: dict[str, set[str]] = {}
+    for path in VERSIONS:
+        versions.setdefault(path.parent.name, set()).add(path.stem)
+    for lang in langs:
+        feed = feedparser.parse((tmp_path / "feeds" / f"{lang}.atom.xml").read_bytes())
+        assert not feed.bozo and feed.feed.language == lang
+        assert sorted(entry.title for entry in feed.entries) == sorted(
+            article.title for article in found if article.lang == lang
+        )
+        topics = [topic for topic, written in versions.items() if lang in written]
+        assert len(feed.entries) == len(topics)
+        for entry in feed.entries:
+            [article] = [a for a in found if a.lang == lang and a.title == entry.title]
+            others = versions[topic_of[Path(article.source).name]] - {lang}
+            links = {(link.rel, link.get("hreflang")) for link in entry.links}
+            assert links == {("alternate", lang), *(("related", other) for other in others)}
