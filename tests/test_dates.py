@@ -70,6 +70,10 @@ from tests.conftest import ROOT
         ("Mis à jour le 11/12/2025", "fr", "2025-12-11"),
         ("更新日：2025/12/11", "ja", "2025-12-11"),
         ("Aktualisiert: 11.12.25", "de", None),
+        # A month elided with the apostrophe typed or the typographic one CLDR writes.
+        ("Actualitzat el 23 d'agost de 2026", "ca", "2026-08-23"),
+        ("Actualitzat el 23 d’agost de 2026", "ca", "2026-08-23"),
+        ("Actualitzat el 2 d'octubre de 2026", "ca", "2026-10-02"),
     ],
 )
 def test_parse_date_uses_cldr_names(text: str, lang: str, expected: str | None) -> None:

@@ -22,7 +22,7 @@ from syndicate.model import Article, Severity
 from syndicate.reader import parse as reader_parse
 from syndicate.reader import parse_article, read_articles
 from syndicate.reader.parse import paragraphs, profile_of, split_marks
-from tests.conftest import ARTICLES, ROOT, TRANSLATED, with_invisible_marks
+from tests.conftest import ARTICLES, DATA, ROOT, TRANSLATED, with_invisible_marks
 from tests.golden import assert_golden
 
 SEEDS = {
@@ -542,6 +542,9 @@ Primary slug: chips-and-costs
 """
 
 
+SHORT_UPDATE = "December 2025 Update: a short note on chips."
+
+
 def test_variations_one_bullet_a_line_wrapped_text_and_lists(config: Config) -> None:
     article, found = parse(config, SHORT)
     assert problems(found) == []
@@ -696,6 +699,52 @@ def test_a_quotation_in_the_body_is_one(config: Config) -> None:
         ("quote", ("We fit the same compute in a third of the floor.", 1)),
         ("quote", ("Less is more",)),
     ]
+
+
+def test_labels_with_the_typographic_apostrophe_are_the_profiles(config: Config) -> None:
+    """A word processor types ’ where the French profile has ' ("Pour l'écosystème au sens
+    large"): the labels are the same."""
+    typed = (DATA / "articles" / "fr-trainium3.txt").read_text("utf-8")
+    assert typed.count("'") > 20
+    profiles = {"fr": config.languages["fr"]}
+    article, found = parse_article(typed.replace("'", "’").encode(), "a.txt", profiles)
+    assert problems(found) == [] and article is not None
+    assert [t.audience for t in article.takeaways] == list(config.languages["en"].audiences)
+
+
+@pytest.mark.parametrize(
+    "update",
+    [
+        "January 2026 update — a short note on chips.",
+        "Update, January 2026 – a note.",
+        "Aktualizacja z lutego 2026 r.: krótka notatka.",
+        "2025. decemberi frissítés: rövid megjegyzés.",
+    ],
+)
+def test_an_update_label_with_a_dash_or_an_abbreviation_is_the_summarys(
+    config: Config, update: str
+) -> None:
+    """The summary's "<Month year> Update" label ends at a dash too, and its words may hold an
+    abbreviation's period: the paragraph is the summary, not the body's first paragraph."""
+    article, found = parse(
+        config, SHORT.replace("December 2025 Update: a short note on chips.", update)
+    )
+    assert problems(found) == [] and article is not None
+    assert article.summary == update
+    assert article.blocks[0].text == "Why it matters?"
+
+
+@pytest.mark.parametrize(
+    "opening",
+    [
+        "In 2025 — the year of the chip — costs fell.",
+        "Costs fell in 2025. Then: chips.",
+    ],
+)
+def test_a_first_paragraph_with_a_year_is_no_update_label(config: Config, opening: str) -> None:
+    article, _ = parse(config, SHORT.replace(SHORT_UPDATE, opening))
+    assert article is not None
+    assert (article.summary, article.blocks[0].text) == (opening, opening)
 
 
 def test_a_table_in_the_body_is_its_rows(config: Config) -> None:

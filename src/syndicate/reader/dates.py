@@ -10,10 +10,12 @@ from typing import Literal
 from babel import Locale, UnknownLocaleError, localedata
 from babel.dates import get_date_format, get_month_names
 
+APOSTROPHES = str.maketrans("’ʼ", "''")  # one apostrophe for the typographic and the typed
+
 
 def _fold(text: str) -> str:
-    """Case- and space-insensitive form, for comparing month names."""
-    return " ".join(text.casefold().split())
+    """Case-, space- and apostrophe-insensitive form, for comparing month names ("d’agost")."""
+    return " ".join(text.casefold().translate(APOSTROPHES).split())
 
 
 # A letter or digit that would run into a date: not a Chinese, Japanese or Korean one, which
@@ -134,7 +136,8 @@ def _patterns(
             if era:  # "11 ธันวาคม ค.ศ. 2025": the era's name, if written
                 out.append(_ERA)
             elif literal is not None or (other and other.strip(loose)):
-                out.append(r"\s*" + re.escape((literal or other).strip()) + r"\s*")
+                written = (literal or other).strip().translate(APOSTROPHES)  # "ta’" (Maltese)
+                out.append(r"\s*" + re.escape(written) + r"\s*")
             elif part:
                 numeric = part[0] in "ML" and len(part) <= 2  # "2025年12月11日"
                 out.append(
@@ -231,6 +234,12 @@ def _dated(found: re.Match[str], month: int, lang: str) -> tuple[date, int, int]
 _ISO_DATE = re.compile(r"(?<!\d)(\d{4})-(\d{2})-(\d{2})(?!\d)")
 
 
+def names_a_month(text: str, lang: str) -> bool:
+    """Whether a word of ``text`` is one of the language's month names."""
+    months = (_date_patterns(lang) or ((), {}))[1]
+    return any(word in months for word in _fold(text).split())
+
+
 def prepare(lang: str) -> None:
     """Make the language's date patterns now (before worker processes fork, which then
     share them): not the regional ones, made only when a date needs them."""
@@ -248,6 +257,7 @@ def find_date(text: str, lang: str) -> tuple[date, int, int] | None:
     as Chinese, Japanese and Korean may write them, after it) are the date line's."""
     if _base(lang) == "ja" and any(era in text for era in _JAPANESE_ERAS):
         return _japanese_era_date(text)
+    text = text.translate(APOSTROPHES)  # as the month names are folded; the places stay
     for made in (_date_patterns, _regional_patterns):
         regexes, months = made(lang) or ((), {})
         for regex in regexes:

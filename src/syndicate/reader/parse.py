@@ -35,7 +35,7 @@ from ..model import (
     Severity,
     Takeaways,
 )
-from .dates import find_date, month_first
+from .dates import APOSTROPHES, find_date, month_first, names_a_month
 
 SUPERSCRIPTS = "⁰¹²³⁴⁵⁶⁷⁸⁹"
 _SUPER_DIGIT = str.maketrans(SUPERSCRIPTS, "0123456789")
@@ -82,6 +82,8 @@ _TABLE_RULE = re.compile(r"\|?(\s*:?-+:?\s*\|)*\s*:?-+:?\s*\|?")  # "|---|:--:|"
 # "December 2025 Update: ..." in any language: a short label holding a year, then a colon.
 _SUMMARY_LABEL = re.compile(r"[^:：!?。]{0,60}(?<!\d)\d{4}(?!\d)[^:：!?。]{0,40}(?::\s|：)")
 _PERIOD_THEN = re.compile(r"\.\s+(\w)")  # a period and the word after it
+# Or a short one before a dash: "January 2026 update — …", "Mise à jour de janvier 2026 — …".
+_SUMMARY_LABEL_DASHED = re.compile(r"[^:：!?。—–]{0,40}(?<!\d)\d{4}(?!\d)[^:：!?。—–]{0,30} [—–] ")
 # A line written as Markdown marks a heading ("## The performance case", "**Key takeaways**")
 # or sets it apart ("*Updated December 11, 2025*").
 _MARKDOWN_HEADING = re.compile(
@@ -150,8 +152,9 @@ class Paragraph:
 
 @lru_cache(maxsize=8192)
 def _fold(text: str) -> str:
-    """Case- and space-insensitive form for comparing labels and headings."""
-    return " ".join(text.casefold().split())
+    """Case-, space- and apostrophe-insensitive form for comparing labels and headings (a word
+    processor types ’ where the profile has ': "Pour l’écosystème")."""
+    return " ".join(text.casefold().translate(APOSTROPHES).split())
 
 
 @lru_cache(maxsize=8192)
@@ -1349,14 +1352,20 @@ def _head(
     if len(paras) <= at + 1:
         raise ArticleProblem("too short: no summary paragraph after the date line", date_para.line)
     summary = at + 1
-    return updated, summary, summary + 1 if _labels_an_update(paras[summary].text) else summary
+    labelled = _labels_an_update(paras[summary].text, lang)
+    return updated, summary, summary + 1 if labelled else summary
 
 
-def _labels_an_update(text: str) -> bool:
+def _labels_an_update(text: str, lang: str) -> bool:
     """Whether the summary opens with its "<Month year> Update:" label: a year before a colon,
-    whose words may hold an abbreviation's period ("Aktualizacja z lutego 2026 r.:",
-    "2025. decemberi frissítés:") but end no sentence."""
+    or with a month's name in a few words before a dash; its words may hold an abbreviation's
+    period ("Aktualizacja z lutego 2026 r.:", "2025. decemberi frissítés:") but end no
+    sentence."""
     found = _SUMMARY_LABEL.match(text)
+    if found is None:
+        found = _SUMMARY_LABEL_DASHED.match(text)
+        if found is not None and not names_a_month(found[0], lang):
+            return False
     return found is not None and not any(w.isupper() for w in _PERIOD_THEN.findall(found[0]))
 
 
@@ -1975,9 +1984,14 @@ def _a_description(value: str) -> bool:
     return len(value) > _SEO_TITLE_MAX or value.rstrip()[-1:] in ".。．"
 
 
+# "SEO" and "meta" as labels write them, also in the scripts that spell them out: Persian
+# "عنوان سئو", Arabic "وصف السيو", Hindi "एसईओ शीर्षक", Russian "Метаописание".
+_SEO_WORDS = ("seo", "meta", "سئو", "سيو", "एसईओ", "мета")
+
+
 def _names_seo(label: str) -> bool:
     folded = label.casefold()
-    return "squarespace" not in folded and ("seo" in folded or "meta" in folded)
+    return "squarespace" not in folded and any(word in folded for word in _SEO_WORDS)
 
 
 def _slug_label(item: str) -> str | None:
