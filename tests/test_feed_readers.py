@@ -174,8 +174,8 @@ def test_lists_links_and_emphasis_in_the_body_reach_feedparser(tmp_path: Path) -
     bare addresses) and Markdown emphasis: in the Atom and RSS entries as feedparser gives
     them to a reader, and in the JSON Feed item, each list is a list of its items (the
     footnote mark in an item a link to its reference), each link a link, each emphasis
-    marked, the stars and underscores of a sum and a name stay text, a quotation is one and
-    a table a table."""
+    marked, the stars and underscores of a sum and a name stay text, a quotation is one, a
+    table a table, and a subtitle under the title the content's first, emphasised paragraph."""
     folder = write_articles(tmp_path / "articles", 1, newest=date(2025, 12, 1))
     path = next(folder.iterdir())
     first, rest = path.read_text("utf-8").split("\n\nThe performance case\n", 1)
@@ -186,6 +186,7 @@ def test_lists_links_and_emphasis_in_the_body_reach_feedparser(tmp_path: Path) -
         "\n\n> We fit the same compute\n> in a third of the floor.\n\n> Said one lead."
         "\n\n| Chip | FP8 |\n|---|---:|\n| Trainium3 | 2.52¹ |\n| A \\| B | 1 |"
     )
+    first = first.replace("\n\n", "\n\nThe bill that falls first\n\n", 1)
     path.write_text(f"{first}\n\n{lists}\n\n{prose}\n\nThe performance case\n{rest}", "utf-8")
     config = parse_config({}, root=tmp_path, source="(test)", env={})
     assert not build_feeds(config, folder).problems
@@ -195,6 +196,7 @@ def test_lists_links_and_emphasis_in_the_body_reach_feedparser(tmp_path: Path) -
     item = json.loads((out / "en.json").read_bytes())["items"][0]["content_html"]
     for html in (atom, rss, item):
         page = etree.HTML(html)
+        assert page.xpath("//body/*[1][self::p]/em/text()") == ["The bill that falls first"]
         assert page.xpath("//p[.='Three forces:']/following-sibling::*[1]/li/text()") == [
             "Power crossed 1 kW",
             "Contracts price heat",

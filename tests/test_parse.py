@@ -1511,3 +1511,37 @@ def test_a_reference_url_however_it_is_set_off(config: Config, written: str) -> 
     assert reference is not None and reference.url == url
     assert reference.text.startswith(expected.reference(4).text.removesuffix(" December 3, 2025."))
     assert not any(mark in reference.text for mark in "()<>[]")
+
+
+def test_a_subtitle_under_the_title_is_the_body_s_standfirst(config: Config) -> None:
+    """A line between the title and the date line is the article's standfirst: the body's
+    first block, its marks read, not text dropped with a warning."""
+    text = SHORT.replace("Chips and costs\n\n", "Chips and costs\n\nWhy the bill falls¹\n\n", 1)
+    article, found = parse(config, text)
+    assert article is not None and problems(found) == []
+    assert (article.title, str(article.updated), article.summary) == (
+        "Chips and costs",
+        "2025-12-03",
+        "December 2025 Update: a short note on chips.",
+    )
+    assert [(b.kind, b.parts) for b in article.blocks[:2]] == [
+        ("standfirst", ("Why the bill falls", 1)),
+        ("heading", ("Why it matters?",)),
+    ]
+
+
+def test_a_reference_wrapped_before_its_year_stays_one(config: Config) -> None:
+    """A hard-wrapped reference whose next line opens with a year and a full stop is one
+    reference: 2026 cannot follow 2. A number that can is the next reference."""
+    text = SHORT.replace(
+        "2. A source with one https://example.com/a.",
+        '2. Rates by Generation, September\n2026." September 8, 2026.\nhttps://example.com/a\n'
+        "3. The next one.",
+    )
+    article, found = parse(config, text)
+    assert article is not None and problems(found) == []
+    assert [(r.number, r.text, r.url) for r in article.references] == [
+        (1, "A source without a link.", None),
+        (2, 'Rates by Generation, September 2026." September 8, 2026.', "https://example.com/a"),
+        (3, "The next one.", None),
+    ]

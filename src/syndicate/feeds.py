@@ -319,6 +319,8 @@ def _body_html(blocks: Sequence[Block], inline: Callable[[Sequence[str | int]], 
             out.append(f"<{_LISTS[kind]}>{items}</{_LISTS[kind]}>")
         elif kind == "quote":
             out.append("<blockquote>{}</blockquote>".format("".join(f"<p>{t}</p>" for t in texts)))
+        elif kind == "standfirst":  # emphasis, as every feed reader shows it
+            out += (f'<p class="standfirst"><em>{text}</em></p>' for text in texts)
         else:
             tag = "h2" if kind == "heading" else "p"
             out += (f"<{tag}>{text}</{tag}>" for text in texts)

@@ -51,8 +51,9 @@ class Block:
     so renderers can link a mark to its reference without re-parsing superscripts.
     """
 
-    # "heading" | "paragraph" | "item" (bulleted) | "numbered" (item) | "quote" | a table's
-    # "head" or "row" (its text the row as written: the cells between pipes)
+    # "standfirst" (a subtitle between the title and the date line) | "heading" | "paragraph" |
+    # "item" (bulleted) | "numbered" (item) | "quote" | a table's "head" or "row" (its text the
+    # row as written: the cells between pipes)
     kind: str
     parts: tuple[str | int, ...]
     line: int

@@ -934,6 +934,9 @@ def _free_places(
     ]
 
 
+_REFERENCE_STEP = 10  # how far a reference's number may pass the one above it in its paragraph
+
+
 def _reference(row: str) -> tuple[int, str] | None:
     found = _REF_START.fullmatch(row)
     if not found or not found[4]:
@@ -944,11 +947,15 @@ def _reference(row: str) -> tuple[int, str] | None:
 
 def _references(paras: list[Paragraph], warn: list[tuple[int, str]]) -> tuple[Reference, ...]:
     """The numbered references in ``paras``, one a paragraph or one a line; a line that does
-    not start with a number continues the reference above it."""
+    not start with a number continues the reference above it, as does one of the same
+    paragraph whose number could not come next: a title wrapped before its year ("…,
+    September" over "2026." September 8, 2026.")."""
     raw: list[tuple[int, str, int]] = []
     for para in paras:
         for offset, row in enumerate(para.rows):
             ref = _reference(row)
+            if ref is not None and offset and not 0 < ref[0] - raw[-1][0] <= _REFERENCE_STEP:
+                ref = None
             if ref is not None:
                 raw.append((ref[0], ref[1], para.line + offset))
             else:
@@ -1227,7 +1234,9 @@ def _parse(
     except ArticleProblem as unknown:
         lang, profiles = _unconfigured(paras, profiles, unknown)
     m = _markers(profiles[lang])
-    updated, summary, body_start = _head(paras, lang, profiles[lang].date_line[0], m, warn)
+    updated, summary, body_start, subtitled = _head(
+        paras, lang, profiles[lang].date_line[0], m, warn
+    )
     paras.split_headings(body_start, lambda rows: _section_heading(rows[0], m) is not None)
     raws = paras.raws(body_start)
     starts = _section_starts(paras, raws, body_start, m)
@@ -1242,6 +1251,9 @@ def _parse(
     blocks: tuple[Block, ...] = ()
     if body and keep_blocks:
         blocks = _blocks(paras[body_start:body_end], references, warn)
+        if subtitled:
+            standfirst = Block("standfirst", split_marks(_unmarked(paras[1].text)), paras[1].line)
+            blocks = (standfirst, *blocks)
     elif body:
         _unanswered_marks(paras, raws, (body_start, body_end), references, warn)
     title = strip_marks(_unmarked(paras[0].text))
@@ -1300,11 +1312,12 @@ def _paragraphs(
 
 def _head(
     paras: Paragraphs, lang: str, expected: str, m: _Markers, warn: list[tuple[int, str]]
-) -> tuple[date, int, int]:
-    """The date line's date, the summary's paragraph and the body's first. The date line is
-    the second paragraph (a subtitle may sit between it and the title); ``expected`` is the
-    date line's words, for the messages. Without a "<Month year> Update:" paragraph, the first
-    body paragraph is also the summary."""
+) -> tuple[date, int, int, bool]:
+    """The date line's date, the summary's paragraph, the body's first and whether a subtitle
+    (a standfirst) sits between the title and the date line. The date line is the second
+    paragraph, or the third after a subtitle; ``expected`` is the date line's words, for the
+    messages. Without a "<Month year> Update:" paragraph, the first body paragraph is also the
+    summary."""
     at = (
         2
         if _date_line_words(_unmarked(paras[2].text), m.date_line)
@@ -1342,18 +1355,11 @@ def _head(
         raise ArticleProblem(
             f"cannot read the date in {_quoted(date_para.text[:80])}", date_para.line
         )
-    if at == 2:
-        warn.append(
-            (
-                paras[1].line,
-                f"text between title and date line ignored: {_quoted(paras[1].text[:60])}",
-            )
-        )
     if len(paras) <= at + 1:
         raise ArticleProblem("too short: no summary paragraph after the date line", date_para.line)
     summary = at + 1
     labelled = _labels_an_update(paras[summary].text, lang)
-    return updated, summary, summary + 1 if labelled else summary
+    return updated, summary, summary + 1 if labelled else summary, at == 2
 
 
 def _labels_an_update(text: str, lang: str) -> bool:
