@@ -209,6 +209,39 @@ def test_the_block_check_prints_publishes_the_language(
     }
 
 
+def test_the_block_check_prints_holds_every_writer_s_words(tmp_path: Path) -> None:
+    """Two Korean articles by writers who word the date line, the takeaways heading and the
+    audience labels differently ("전략 기획" against "전략 기획을 위한 시사점"): check prints one
+    block with both writers' words, under which both read without a warning."""
+    folder = tmp_path / "articles"
+    shutil.copytree(ARTICLES, folder)
+    written = [DATA / "more" / topic / "ko.txt" for topic in ("memory-squeeze", "water-drought")]
+    for number, path in enumerate(written):
+        shutil.copy(path, folder / f"ko-{number}.txt")
+    bundled = (ROOT / "config.toml").read_text("utf-8")
+    config_path = tmp_path / "config.toml"
+    config_path.write_text(bundled, "utf-8")
+
+    code, _, stderr = run("check", "--config", str(config_path))
+    assert code == 0, stderr
+    assert f"To publish 한국어 ({folder / 'ko-0.txt'} and 1 more)" in stderr
+    block = stderr[stderr.index("[languages.ko]") :]
+    code, stdout, _ = run("check", "--config", str(config_path), "--json")
+    report = json.loads(stdout)["unpublished_languages"]["ko"]
+    assert report["files"] == [str(folder / "ko-0.txt"), str(folder / "ko-1.txt")]
+    assert tomllib.loads(block)["languages"]["ko"] == report["profile"]
+
+    published = bundled.replace(
+        'languages = ["en", "nl", "de"]', 'languages = ["en", "nl", "de", "ko"]'
+    )
+    config_path.write_text(f"{published}\n{block}\n", "utf-8")
+    config = load_config(config_path, env={})
+    found = read_articles(folder, config.profiles)
+    assert found.problems == ()
+    read = [a for a in found if a.lang == "ko"]
+    assert sorted(len(a.takeaways) for a in read) == [5, 5]
+
+
 def test_a_built_in_language_outside_site_languages_needs_only_its_code(tmp_path: Path) -> None:
     folder = tmp_path / "articles"
     shutil.copytree(ARTICLES, folder)

@@ -126,6 +126,30 @@ class LanguageProfile(Section):
     """The site's description in this language (unset: site.description): the feeds'
     subtitle."""
 
+    def widened(self, other: LanguageProfile) -> LanguageProfile:
+        """This profile with ``other``'s words added after its own: one language's articles
+        by several writers name their date line, headings, labels and fields differently."""
+
+        def union(mine: list[str], theirs: list[str]) -> list[str]:
+            return list(dict.fromkeys([*mine, *theirs]))
+
+        lists = ("date_line", "takeaways", "references", "seo")
+        fields = {
+            f: union(getattr(self.seo_fields, f), getattr(other.seo_fields, f))
+            for f in SeoFields.model_fields
+        }
+        audiences = {
+            a: union(self.audiences.get(a, []), other.audiences.get(a, []))
+            for a in {**self.audiences, **other.audiences}
+        }
+        return self.model_copy(
+            update={
+                **{key: union(getattr(self, key), getattr(other, key)) for key in lists},
+                "seo_fields": SeoFields(**fields),
+                "audiences": audiences,
+            }
+        )
+
     @field_validator("date_line", "takeaways", "references")
     @classmethod
     def _not_empty(cls, value: list[str]) -> list[str]:

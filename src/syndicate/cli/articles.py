@@ -98,8 +98,12 @@ def check(config: Config, articles: Path | None, as_json: bool, summary: bool) -
         report = check_report(found)
         report["unpublished"] = [article_report(a) for *_, a in unpublished if a is not None]
         report["unpublished_languages"] = {
-            lang: {"file": file, "profile": profile.model_dump(exclude_defaults=True)}
-            for lang, (file, profile) in languages.items()
+            lang: {
+                "file": files[0],  # the first: the one a reading of one file named
+                "files": files,
+                "profile": profile.model_dump(exclude_defaults=True),
+            }
+            for lang, (files, profile) in languages.items()
         }
         click.echo(json.dumps(report, ensure_ascii=False, indent=2))
     elif summary:
@@ -108,8 +112,8 @@ def check(config: Config, articles: Path | None, as_json: bool, summary: bool) -
     else:
         print_summary(found, config)
     if not as_json:
-        for lang, (file, profile) in languages.items():
-            click.echo(f"\n{publishing_advice(config, lang, file, profile)}", err=True)
+        for lang, (files, profile) in languages.items():
+            click.echo(f"\n{publishing_advice(config, lang, files, profile)}", err=True)
     for key, n, readers in waiting:
         line = f"{key}: {n} article(s) wait for the next digest ({readers} reader(s))"
         click.echo(line, err=True)
@@ -187,19 +191,25 @@ def unpublished_readings(config: Config, found: ArticleSet) -> list[_Unpublished
     return readings
 
 
-def unpublished_languages(readings: list[_Unpublished]) -> dict[str, tuple[str, LanguageProfile]]:
-    """Each language of the ``unpublished_readings``, with its first file and the profile
-    that file's structure shows."""
-    languages: dict[str, tuple[str, LanguageProfile]] = {}
+def unpublished_languages(
+    readings: list[_Unpublished],
+) -> dict[str, tuple[list[str], LanguageProfile]]:
+    """Each language of the ``unpublished_readings``, with its files and the profile their
+    structures show together: each writer's words for the date line, headings and labels."""
+    languages: dict[str, tuple[list[str], LanguageProfile]] = {}
     for file, lang, profile, _ in readings:
-        if lang not in languages:
-            languages[lang] = (file, profile)
+        if lang in languages:
+            files, seen = languages[lang]
+            languages[lang] = ([*files, file], seen.widened(profile))
+        else:
+            languages[lang] = ([file], profile)
     return languages
 
 
-def publishing_advice(config: Config, lang: str, file: str, profile: LanguageProfile) -> str:
-    """How to publish ``lang``: the config lines, with the profile read from ``file`` unless
+def publishing_advice(config: Config, lang: str, files: list[str], profile: LanguageProfile) -> str:
+    """How to publish ``lang``: the config lines, with the profile read from ``files`` unless
     the language has one (built in, or a block of its own)."""
+    file = files[0] if len(files) == 1 else f"{files[0]} and {len(files) - 1} more"
     if lang in config.languages:
         return f'To publish {profile.name} ({file}), add "{lang}" to site.languages.'
     return (
