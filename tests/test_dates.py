@@ -74,6 +74,10 @@ from tests.conftest import ROOT
         ("Actualitzat el 23 d'agost de 2026", "ca", "2026-08-23"),
         ("Actualitzat el 23 d’agost de 2026", "ca", "2026-08-23"),
         ("Actualitzat el 2 d'octubre de 2026", "ca", "2026-10-02"),
+        # The year first and a short word after it, the month declined: Georgian and Kazakh.
+        ("განახლებულია 2026 წლის 27 ოქტომბერს", "ka", "2026-10-27"),
+        ("2026 жылғы 27 қазанда жаңартылды", "kk", "2026-10-27"),
+        ("2026 жылғы 31 ақпанда жаңартылды", "kk", None),
     ],
 )
 def test_parse_date_uses_cldr_names(text: str, lang: str, expected: str | None) -> None:

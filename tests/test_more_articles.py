@@ -1,5 +1,5 @@
 """Articles other than the sample, written for the tests by authors who knew the format only
-from the sample (``tests/data/more``: thirteen articles, 71 files in 33 languages; its README says
+from the sample (``tests/data/more``: fourteen articles, 87 files in 48 languages; its README says
 what each brings). Each language version must read as its English original does,
 without a warning: through the built-in profile where its language has one, else through the
 profile its structure shows. Published with the blocks ``syndicate check`` prints, the whole

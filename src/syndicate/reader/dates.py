@@ -149,9 +149,16 @@ def _patterns(
                 out.append(r"[\s,.]*")
         patterns.append("".join(out))
     # "11 December 2025", "December 11, 2025", and a short word before the year, as in
-    # Vietnamese "11 tháng 12 năm 2025" (CLDR's formats have none).
+    # Vietnamese "11 tháng 12 năm 2025" (CLDR's formats have none); or the year first, with
+    # a short word after it, as Georgian and Kazakh write a date ("2026 წლის 27 ოქტომბერს",
+    # "2026 жылғы 27 қазанда", where CLDR has "d MMMM, y" and "y 'ж'. d MMMM").
     before_year = r"(?:,?\s+[^\W\d]{1,4})?,?\s+"
-    patterns += [rf"{day}\s+{month}{before_year}{year}", rf"{month}\s+{day}{before_year}{year}"]
+    after_year = r"(?:\s+[^\W\d]{1,6}\.?)?\s+"
+    patterns += [
+        rf"{day}\s+{month}{before_year}{year}",
+        rf"{month}\s+{day}{before_year}{year}",
+        rf"{year}{after_year}{day}\s+{month}",
+    ]
     compiled = tuple(
         re.compile(rf"(?<!{_WORD}){p}(?!{_WORD})", re.I) for p in dict.fromkeys(patterns)
     )

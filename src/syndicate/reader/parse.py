@@ -1991,8 +1991,9 @@ def _a_description(value: str) -> bool:
 
 
 # "SEO" and "meta" as labels write them, also in the scripts that spell them out: Persian
-# "عنوان سئو", Arabic "وصف السيو", Hindi "एसईओ शीर्षक", Russian "Метаописание".
-_SEO_WORDS = ("seo", "meta", "سئو", "سيو", "एसईओ", "мета")
+# "عنوان سئو", Arabic "وصف السيو", Urdu "ایس ای او عنوان", Hindi "एसईओ शीर्षक", Bengali
+# "এসইও শিরোনাম", Russian "Метаописание".
+_SEO_WORDS = ("seo", "meta", "سئو", "سيو", "ایس ای او", "एसईओ", "এসইও", "мета")
 
 
 def _names_seo(label: str) -> bool:
