@@ -1,8 +1,9 @@
 """Articles other than the sample, written for the tests by authors who knew the format only
-from the sample (``tests/data/more``: fourteen articles, 87 files in 48 languages; its README says
+from the sample (``tests/data/more``: sixteen articles, 95 files in 48 languages; its README says
 what each brings). Each language version must read as its English original does,
 without a warning: through the built-in profile where its language has one, else through the
-profile its structure shows. Published with the blocks ``syndicate check`` prints, the whole
+profile its structure shows (a writer's slip in ``SLIPS`` is warned of, in each version
+alike). Published with the blocks ``syndicate check`` prints, the whole
 set builds a feed per language that feedparser reads, each entry linked to its
 translations."""
 
@@ -28,6 +29,8 @@ MORE = DATA / "more"
 VERSIONS = sorted(MORE.glob("*/*.txt"))
 PROFILES = parse_config({}, root=ROOT, source="(test)", env={}).languages
 KNOWN = {lang: PROFILES[lang] for lang in ("en", "nl", "de")}
+# A writer's slip, the same in every version of the article, warned of as it is.
+SLIPS = {"optical-transceivers": ["footnote mark 7 has no reference"]}
 
 
 def read(path: Path) -> tuple[Article | None, list[Diagnostic]]:
@@ -44,7 +47,8 @@ def read(path: Path) -> tuple[Article | None, list[Diagnostic]]:
 def test_each_version_reads_as_the_english_one_without_a_warning(path: Path) -> None:
     original, said = read(path.parent / "en.txt")
     article, found = read(path)
-    assert (said, found) == ([], [])
+    slips = SLIPS.get(path.parent.name, [])
+    assert ([d.message for d in said], [d.message for d in found]) == (slips, slips)
     assert original is not None and article is not None
     assert article.lang == path.stem
     assert (article.updated, article.slug) == (original.updated, original.slug)
@@ -96,7 +100,7 @@ def test_the_set_published_with_the_blocks_check_prints_reaches_feedparser(
     config_path.write_text("\n".join([published, *blocks]), "utf-8")
     config = load_config(config_path, env={})
     found = read_articles(folder, config.profiles)
-    assert not found.problems
+    assert {d.message for d in found.problems} <= {slip for s in SLIPS.values() for slip in s}
     build_feeds(config, folder, tmp_path / "feeds")
 
     versions: dict[str, set[str]] = {}

@@ -1476,7 +1476,7 @@ def test_numbered_bullets_one_a_line_read_as_bullets(config: Config, mark: str, 
 @pytest.mark.parametrize(
     ("written", "label", "field"),
     [
-        ("SEO Title (56 characters):", "Meta Title", "title"),
+        ("SEO Title (56 characters):", "Meta page title", "title"),
         ("SEO Description (153 characters):", "SEO meta description", "description"),
     ],
 )
@@ -1545,3 +1545,41 @@ def test_a_reference_wrapped_before_its_year_stays_one(config: Config) -> None:
         (2, 'Rates by Generation, September 2026." September 8, 2026.', "https://example.com/a"),
         (3, "The next one.", None),
     ]
+
+
+def test_a_french_heading_with_a_spaced_colon_opens_its_section(config: Config) -> None:
+    """French puts a (no-break) space before a heading's colon: "Points clés à retenir :" and
+    "Références :" open their sections as "Points clés" does."""
+    text = (DATA / "articles" / "fr-trainium3.txt").read_text("utf-8")
+    plain, _ = parse_article(text.encode(), "a.txt", {"fr": config.languages["fr"]})
+    text = edited(text, [("\nPoints clés\n", "\nPoints clés à retenir\u00a0: \n")])
+    text = text.replace("\nRéférences\n", "\nRéférences\u00a0:\n")
+    article, found = parse_article(text.encode(), "a.txt", {"fr": config.languages["fr"]})
+    assert problems(found) == [] and article is not None and plain is not None
+    assert (article.takeaways, article.references) == (plain.takeaways, plain.references)
+
+
+def test_audience_labels_before_a_dash_are_labels(config: Config) -> None:
+    """A writer may put a dash between spaces where the colon goes: the text after it is the
+    first bullet, and the bullets after it split as inline ones do."""
+    text = SHORT.replace(
+        "For cost optimization teams: • one • two",
+        "For cost optimization teams – prices fell 6–8% - lead times grew • not split",
+    )
+    article, found = parse(config, text)
+    assert article is not None and problems(found) == []
+    assert [(t.audience, t.bullets) for t in article.takeaways][1] == (
+        "cost",
+        ("prices fell 6–8%", "lead times grew • not split"),
+    )
+
+
+def test_meta_and_url_labels_in_the_seo_tail(config: Config) -> None:
+    """A CMS's "Meta title:" and "URL:" (a slug) are the SEO title and the primary slug."""
+    text = SHORT.replace("SEO Title:", "Meta title:").replace("Primary slug:", "URL:")
+    article, found = parse(config, text)
+    assert article is not None and problems(found) == []
+    assert (article.seo.title, article.seo.primary_slug) == (
+        "Chips and costs explained",
+        "chips-and-costs",
+    )

@@ -166,6 +166,12 @@ def _bare_label(text: str) -> str:
     return _fold(text.rstrip(_COLONS))
 
 
+def _heading_key(text: str) -> str:
+    """A heading as compared: folded, without the colon after it, nor the (no-break) space
+    French puts before that colon ("Points clés :")."""
+    return _fold(text.rstrip().rstrip(_COLONS))
+
+
 def _colon(text: str, end: int) -> int:
     """Where the first colon (either kind) is in the first ``end`` characters, or -1."""
     at = text.find(":", 0, end)
@@ -440,7 +446,7 @@ def _markers(profile: LanguageProfile) -> _Markers:
     if len(_MARKERS) >= _CACHED_PROFILES:
         _MARKERS.clear()
     headings = {
-        _fold(h).rstrip(_COLONS): kind
+        _heading_key(h): kind
         for kind in ("seo", "references", "takeaways")
         for h in getattr(profile, kind)
     }
@@ -597,7 +603,7 @@ def detect_language(
     if len(dated) == 1:  # the usual case: the date line alone decides
         scores = {lang: 4 if lang in dated else 0 for lang in profiles}
     else:  # none or several: headings and audience labels decide
-        shorts = {_fold(p.text).rstrip(_COLONS) for p in paras[3:] if len(p.text) <= _LABEL_MAX}
+        shorts = {_heading_key(p.text) for p in paras[3:] if len(p.text) <= _LABEL_MAX}
         labels = set()
         for p in paras[3:]:
             colon = _colon(p.rows[0], _LABEL_MAX)
@@ -743,8 +749,9 @@ def _audience_label(row: str, m: _Markers) -> _Label | None:
     """(audience id or None if unknown, label as written, rest of the row) for a label row."""
     colon = _colon(row, _LABEL_MAX + 1)
     if colon < 0:  # no colon in a row this short, or in the first words of a longer one
-        if len(row) > _LABEL_MAX:
-            return None
+        dashed = _dashed_label(row, m)
+        if dashed is not None or len(row) > _LABEL_MAX:
+            return dashed
         audience = m.labels.get(_bare_label(row))
         return (audience, row.strip(" *_:："), "") if audience else None
     label = row[:colon]
@@ -758,6 +765,36 @@ def _audience_label(row: str, m: _Markers) -> _Label | None:
     if _REF_START.fullmatch(label):
         return None
     return m.labels.get(_bare_label(label)), label.strip(" *_"), _after_label(row, colon)
+
+
+def _dash_after_label(row: str) -> int:
+    """Where the dash is that ends a label written before one instead of a colon, over inline
+    bullets ("For procurement teams – Lead times … - Second bullet"), or -1: a short label
+    that ends no sentence, a dash between spaces, and a bullet between spaces after it."""
+    for dash in _LABEL_DASHES:
+        at = row.find(dash, 0, _LABEL_MAX + len(dash))
+        if at > 1 and ". " not in row[:at]:
+            rest = row[at + len(dash) :]
+            if any(f" {b} " in rest for b in "-•"):
+                return at
+    return -1
+
+
+def _dashed_label(row: str, m: _Markers) -> _Label | None:
+    """A known audience's label before a dash where the colon goes ("For procurement teams –
+    Lead times … - Second bullet"): the text after the dash is the first bullet."""
+    for dash in _LABEL_DASHES:
+        at = row.find(dash, 0, _LABEL_MAX + len(dash))
+        audience = m.labels.get(_bare_label(row[:at])) if at > 0 else None
+        if audience is not None:
+            rest = row[at + len(dash) :].strip()
+            if _bullet_marker(rest) is None:
+                rest = f"{next((b for b in _BULLETS if f' {b} ' in rest), '-')} {rest}"
+            return audience, row[:at].strip(" *_"), rest
+    return None
+
+
+_LABEL_DASHES = (" – ", " — ")
 
 
 def _after_label(row: str, colon: int) -> str:
@@ -1398,9 +1435,7 @@ def _section_starts(
         else:
             text = paras[index].text
             kind = (
-                m.headings.get(_fold(_unmarked(text)).rstrip(_COLONS))
-                if len(text) <= _LABEL_MAX
-                else None
+                m.headings.get(_heading_key(_unmarked(text))) if len(text) <= _LABEL_MAX else None
             )
         if kind is not None:
             starts.append((index, kind, index + 1))
@@ -1422,7 +1457,7 @@ def _section_heading(row: str, m: _Markers) -> str | None:
     word = bare.split(None, 1)  # a heading's first word tells most lines apart
     if not word or word[0].casefold().rstrip(_COLONS) not in m.heading_starts:
         return None
-    return m.headings.get(_fold(bare).rstrip(_COLONS))
+    return m.headings.get(_heading_key(bare))
 
 
 def _is_audience_line(para: Paragraph) -> bool:
@@ -1434,6 +1469,8 @@ def _is_audience_line(para: Paragraph) -> bool:
     if listed:
         row = row[1:].lstrip()
     colon = _colon(row, _LABEL_MAX + 1)
+    if colon < 0 and not listed:
+        return _dash_after_label(row) > 0
     if colon < 2 or _bullet_marker(row) or _REF_HEAD.match(row):
         return False
     rest = _after_label(row, colon).strip()
@@ -1864,7 +1901,9 @@ def _inferred_date_words(paras: Sequence[Paragraph], lang: str) -> str | None:
 
 def _label(para: Paragraph) -> str:
     row = para.rows[0]
-    return _split_label(row[1:] if _bullet_marker(row) else row)[0].strip(" *_")
+    row = row[1:] if _bullet_marker(row) else row
+    dash = _dash_after_label(row) if _colon(row, _LABEL_MAX + 1) < 0 else -1
+    return (row[:dash] if dash > 0 else _split_label(row)[0]).strip(" *_")
 
 
 def _audience_run(paras: Sequence[Paragraph]) -> tuple[int, int] | None:
