@@ -10,6 +10,7 @@ translations."""
 from __future__ import annotations
 
 import shutil
+import textwrap
 import tomllib
 from pathlib import Path
 
@@ -34,7 +35,10 @@ SLIPS = {"optical-transceivers": ["footnote mark 7 has no reference"]}
 
 
 def read(path: Path) -> tuple[Article | None, list[Diagnostic]]:
-    data = path.read_bytes()
+    return read_data(path.read_bytes(), path)
+
+
+def read_data(data: bytes, path: Path) -> tuple[Article | None, list[Diagnostic]]:
     if path.stem in PROFILES:
         return parse_article(data, str(path), PROFILES)
     found = profile_of(data, KNOWN)
@@ -70,6 +74,41 @@ def test_each_version_reads_as_the_english_one_without_a_warning(path: Path) -> 
         fields = ("title", "description", "excerpt", "primary_slug")
         assert [getattr(article.seo, f) is None for f in fields] == [False] * len(fields)
         assert len(article.seo.title or "") < len(article.seo.description or "")
+
+
+# Chinese, Japanese and Thai are written without spaces between words: no wrapping at them.
+SPACED = [path for path in VERSIONS if path.stem not in ("ja", "zh", "th")]
+
+
+@pytest.mark.parametrize("path", SPACED, ids=lambda p: f"{p.parent.name}-{p.stem}")
+def test_each_version_hard_wrapped_at_72_columns_reads_as_written(path: Path) -> None:
+    """Every line wrapped at 72 columns, as an editor that hard-wraps leaves it: the SEO
+    description's second line may hold a colon ("Mistral and Qwen license terms: …"), the
+    bullets and references go on over lines. It reads as the file as written, with the same
+    warnings; of the body only its text is compared (a heading longer than a line is
+    wrapped into a paragraph)."""
+    written = path.read_text("utf-8").replace("\r\n", "\n")
+    wrapped = "\n".join(
+        textwrap.fill(line, 72, break_long_words=False, break_on_hyphens=False)
+        for line in written.split("\n")
+    )
+    whole, said = read(path)
+    article, found = read_data(wrapped.encode(), path)
+    assert [d.message for d in found] == [d.message for d in said]
+    assert whole is not None and article is not None
+    assert (article.lang, article.updated, article.slug, article.title, article.summary) == (
+        whole.lang,
+        whole.updated,
+        whole.slug,
+        whole.title,
+        whole.summary,
+    )
+    assert (article.takeaways, article.references, article.seo) == (
+        whole.takeaways,
+        whole.references,
+        whole.seo,
+    )
+    assert " ".join(b.text for b in article.blocks) == " ".join(b.text for b in whole.blocks)
 
 
 def test_the_set_published_with_the_blocks_check_prints_reaches_feedparser(

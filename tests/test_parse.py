@@ -1583,3 +1583,27 @@ def test_meta_and_url_labels_in_the_seo_tail(config: Config) -> None:
         "Chips and costs explained",
         "chips-and-costs",
     )
+
+
+@pytest.mark.parametrize(
+    ("label", "first", "second"),
+    [
+        # Short of the characters its label counts: the next line goes on it.
+        ("SEO Description (89 characters)", "How cheaper chips,", "Trainium and TPUs: the costs"),
+        # Or a sentence left open, and the next line's words in lower case.
+        ("SEO Description", "Retrofitting air-cooled halls", "for liquid cooling: RDHx vs"),
+    ],
+)
+def test_a_wrapped_seo_description_keeps_its_line_with_a_colon(
+    config: Config, label: str, first: str, second: str
+) -> None:
+    """A hard-wrapped description whose second line holds a colon is one field, not a field
+    under a label of its second line's words."""
+    rest = "of training and inference, and who gains."
+    text = SHORT.replace(
+        "SEO Title: Chips and costs explained\n",
+        f"SEO Title: Chips and costs explained\n{label}: {first}\n{second} {rest}\n",
+    )
+    article, found = parse(config, text)
+    assert article is not None and problems(found) == []
+    assert article.seo.description == f"{first} {second} {rest}"

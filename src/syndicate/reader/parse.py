@@ -1023,6 +1023,20 @@ def _finish_references(
     return tuple(refs.values())
 
 
+_COUNTED = re.compile(r"[(（]\s*(\d{2,4})\b[^)）]*[)）]")  # "(157 characters)", "(১৬৯ অক্ষর)"
+
+
+def _short_of_its_count(item: str) -> bool:
+    """Whether a labelled SEO line's value is well short of the characters its label counts:
+    it was wrapped, and the next line goes on it."""
+    colon = _colon(item, _LABEL_MAX)
+    counted = _COUNTED.search(item, 0, colon) if colon > 0 else None
+    return counted is not None and len(item) - colon < 0.8 * int(counted[1])
+
+
+_CLOSED = ".!?…。！？\"”»)'"  # what a finished sentence, or its quotation, ends in
+
+
 def _seo_rows(rows: Sequence[str]) -> Sequence[str]:
     """The SEO tail's lines as items: a line that opens with neither a label nor a bullet,
     that opens with a bullet under an inline list (`URL slugs: - Primary: …`), or that follows
@@ -1034,9 +1048,16 @@ def _seo_rows(rows: Sequence[str]) -> Sequence[str]:
     for row in rows:
         if _bullet_marker(row) is not None:  # an item, or the next of an inline list
             opens = not items or not _INLINE_LIST.search(items[-1])
-        else:  # a label, but not the number that ends one wrapped before it ("Alt" over "2:")
+        else:  # a label, but not the number that ends one wrapped before it ("Alt" over "2:"),
+            # nor words with a colon that go on a sentence the line before left open
+            # ("… air-cooled data centers" over "for liquid cooling: RDHx vs …")
             colon = _colon(row, _LABEL_MAX)
             opens = colon > 0 and not row[:colon].strip().isdigit()
+            if opens and items and row[:1].islower():
+                opens = items[-1].rstrip()[-1:] in _CLOSED
+            # … or a value shorter than the count its label gives ("SEO Description (157
+            # characters): Analysis of Llama," over "Mistral and Qwen license terms: …")
+            opens = opens and not (items and _short_of_its_count(items[-1]))
         if items and (not opens or _DANGLING.search(items[-1])):
             items[-1] = f"{items[-1]} {row}"
         else:
