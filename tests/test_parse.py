@@ -1607,3 +1607,19 @@ def test_a_wrapped_seo_description_keeps_its_line_with_a_colon(
     article, found = parse(config, text)
     assert article is not None and problems(found) == []
     assert article.seo.description == f"{first} {second} {rest}"
+
+
+def test_a_heading_wrapped_onto_two_lines_is_a_heading(config: Config) -> None:
+    """A heading longer than the width an editor wraps at is a filled line over a shorter one
+    that ends no sentence; two short lines, or two that end one, are a paragraph."""
+    heading = "Why the economics of training change when chips get cheaper and\nfaster"
+    prose = "Why the economics of training change when chips get cheaper and\nfaster."
+    short = "Why it matters\nfor us"
+    text = SHORT.replace("Why it matters?\n", f"{heading}\n\n{prose}\n\n{short}\n")
+    article, found = parse(config, text)
+    assert article is not None and problems(found) == []
+    assert [(b.kind, b.text) for b in article.blocks[:3]] == [
+        ("heading", heading.replace("\n", " ")),
+        ("paragraph", prose.replace("\n", " ")),
+        ("paragraph", short.replace("\n", " ")),
+    ]

@@ -1625,13 +1625,28 @@ def _blocks(
             blocks.append(Block("quote", split_marks(quoted), para.line))
         elif _is_table(para.rows):
             blocks += _table(para)
-        elif _is_heading(para):
+        elif _is_heading(para) or _a_wrapped_heading(para):
             blocks.append(Block("heading", split_marks(_unmarked(para.text)), para.line))
         elif len(para.rows) > 1 or _list_item(para.text) is not None:
             blocks += _listed(para)
         else:
             blocks.append(Block("paragraph", parts, para.line))
     return tuple(blocks)
+
+
+_FILLED = 60  # a line this long was filled to the width an editor wraps at
+
+
+def _a_wrapped_heading(para: Paragraph) -> bool:
+    """A heading too long for the width the file is wrapped at: a filled line over a
+    shorter one, together a heading's length, ending no sentence."""
+    rows = para.rows
+    return (
+        len(rows) == 2
+        and len(rows[0]) >= _FILLED
+        and len(rows[1]) < len(rows[0])
+        and _is_heading(Paragraph(para.text, para.line, (para.text,)))
+    )
 
 
 def _listed(para: Paragraph) -> list[Block]:
