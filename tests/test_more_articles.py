@@ -12,7 +12,9 @@ from __future__ import annotations
 import shutil
 import textwrap
 import tomllib
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import feedparser
 import pytest
@@ -110,17 +112,29 @@ def test_each_version_hard_wrapped_at_72_columns_reads_as_written(path: Path) ->
     assert [(b.kind, b.parts) for b in article.blocks] == [(b.kind, b.parts) for b in whole.blocks]
 
 
-def test_the_set_published_with_the_blocks_check_prints_reaches_feedparser(
-    tmp_path: Path,
-) -> None:
-    folder = tmp_path / "articles"
+@dataclass(frozen=True)
+class Published:
+    """The set in a folder of its own, under names that carry no meaning, with the config
+    that publishes every language in it: the bundled one, with the block `check` printed for
+    each language that has no profile."""
+
+    folder: Path
+    config_path: Path
+    topic_of: dict[str, str]  # file name -> the article it is a version of
+    langs: list[str]
+
+
+@pytest.fixture(scope="module")
+def published(tmp_path_factory: pytest.TempPathFactory) -> Published:
+    root = tmp_path_factory.mktemp("published")
+    folder = root / "articles"
     folder.mkdir()
     topic_of = {}
     for number, path in enumerate(VERSIONS):  # names carry no meaning
         shutil.copy(path, folder / f"{number:03}.txt")
         topic_of[f"{number:03}.txt"] = path.parent.name
     bundled = (ROOT / "config.toml").read_text("utf-8")
-    config_path = tmp_path / "config.toml"
+    config_path = root / "config.toml"
     config_path.write_text(bundled, "utf-8")
     result = CliRunner().invoke(main, ["check", "--config", str(config_path)])
     assert result.exit_code == 0, result.stderr
@@ -134,9 +148,16 @@ def test_the_set_published_with_the_blocks_check_prints_reaches_feedparser(
     named = {tomllib.loads(block)["languages"].popitem()[0] for block in blocks}
     assert named == set(langs) - {"en", "nl", "de", "fr"}
     codes = ", ".join(f'"{lang}"' for lang in langs)
-    published = bundled.replace('languages = ["en", "nl", "de"]', f"languages = [{codes}]")
-    config_path.write_text("\n".join([published, *blocks]), "utf-8")
-    config = load_config(config_path, env={})
+    publishing = bundled.replace('languages = ["en", "nl", "de"]', f"languages = [{codes}]")
+    config_path.write_text("\n".join([publishing, *blocks]), "utf-8")
+    return Published(folder, config_path, topic_of, langs)
+
+
+def test_the_set_published_with_the_blocks_check_prints_reaches_feedparser(
+    tmp_path: Path, published: Published
+) -> None:
+    folder, topic_of, langs = published.folder, published.topic_of, published.langs
+    config = load_config(published.config_path, env={})
     found = read_articles(folder, config.profiles)
     assert {d.message for d in found.problems} <= {slip for s in SLIPS.values() for slip in s}
     build_feeds(config, folder, tmp_path / "feeds")
@@ -157,3 +178,31 @@ def test_the_set_published_with_the_blocks_check_prints_reaches_feedparser(
             others = versions[topic_of[Path(article.source).name]] - {lang}
             links = {(link.rel, link.get("hreflang")) for link in entry.links}
             assert links == {("alternate", lang), *(("related", other) for other in others)}
+
+
+# The language names in the header laid out on more than one line.
+BROKEN_NAMES = """[...document.querySelectorAll('header nav a')]
+    .filter(a => a.getClientRects().length > 1).map(a => a.textContent)"""
+
+
+def test_the_site_of_every_language_fits_a_phone_in_chromium(
+    tmp_path: Path, published: Published, browser: Any
+) -> None:
+    """The site of all the set's languages (each page names every one in its header), in a
+    real browser as wide as a phone and as a desktop: no page is wider than the window, and
+    no language's name is broken over lines."""
+    site = tmp_path / "www"
+    args = ["build", "--config", str(published.config_path), "--articles", str(published.folder)]
+    result = CliRunner().invoke(main, [*args, "--site", str(site)])
+    assert result.exit_code == 0, result.stderr
+    english = sorted((site / "en").glob("*/index.html"))
+    for width in (375, 1280):
+        page = browser.new_page(viewport={"width": width, "height": 900})
+        for path in (site / "en" / "index.html", english[0], site / "ar" / "index.html"):
+            page.goto(path.as_uri())
+            names = page.locator("header nav a")
+            assert names.count() == len(published.langs)
+            assert page.evaluate(BROKEN_NAMES) == [], f"{path} at {width} px"
+            fits = "document.documentElement.scrollWidth <= window.innerWidth"
+            assert page.evaluate(fits), f"{path} overflows at {width} px"
+        page.close()
