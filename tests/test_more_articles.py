@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import feedparser
+import lxml.html
 import pytest
 from click.testing import CliRunner
 
@@ -196,6 +197,13 @@ def test_the_site_of_every_language_fits_a_phone_in_chromium(
     result = CliRunner().invoke(main, [*args, "--site", str(site)])
     assert result.exit_code == 0, result.stderr
     english = sorted((site / "en").glob("*/index.html"))
+    # A subtitle stands under the title, once.
+    subtitled = lxml.html.parse(
+        site / "en" / "ai-server-depreciation-useful-life-capex" / "index.html"
+    )
+    [standfirst] = subtitled.xpath("//p[contains(., 'Useful-life assumptions for AI servers')]")
+    assert standfirst.get("class") == "standfirst"
+    assert standfirst.getprevious().tag == "h1"
     for width in (375, 1280):
         page = browser.new_page(viewport={"width": width, "height": 900})
         for path in (site / "en" / "index.html", english[0], site / "ar" / "index.html"):

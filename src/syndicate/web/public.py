@@ -10,7 +10,7 @@ from __future__ import annotations
 import html
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime
 from functools import partial
 from pathlib import Path
@@ -153,13 +153,18 @@ def article_page_html(content: SiteContent, lang: str, slug: str) -> str | None:
     if item is None:
         return None
     every = versions(content, item)
+    # A subtitle stands under the title on the page; in a feed, it opens the content.
+    first = item.blocks[0] if item.blocks else None
+    standfirst = first.text if first is not None and first.kind == "standfirst" else None
+    body = replace(item, blocks=item.blocks[1:]) if standfirst else item
     return public_page(
         content,
         "article.html",
         lang,
         article=item,
+        standfirst=standfirst,
         url=partial(article_url, config),
-        body=Markup(article_html(config, item)),  # the feeds' HTML, so both say the same
+        body=Markup(article_html(config, body)),  # the feeds' HTML, so both say the same
         alternates=[(a.lang, article_url(config, a.lang, a.slug)) for a in every],
         translations=[(a, config.languages[a.lang].name) for a in every if a is not item],
     )
