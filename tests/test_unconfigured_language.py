@@ -475,3 +475,11 @@ def test_a_warning_quotes_the_words_with_their_joiners() -> None:
     [warning] = [p for p in problems if p.message.startswith(UNPUBLISHED)]
     title = path.read_text("utf-8").split("\n", 1)[0]
     assert "\u200c" in title and f"'{title}'" in warning.message
+
+
+def test_a_language_is_named_without_the_region_babel_fills_in() -> None:
+    """Babel reads "tl" as Filipino of the Philippines: the block check prints names the
+    language alone, as the site's language menu shows it."""
+    known = {lang: PROFILES[lang] for lang in ("en", "nl", "de")}
+    found = profile_of((DATA / "more" / "subsea-cables" / "tl.txt").read_bytes(), known)
+    assert found is not None and (found[0], found[1].name) == ("tl", "Filipino")

@@ -1897,7 +1897,11 @@ def _inferred_profile(
 
 
 def _name(lang: str) -> str:
-    name = Locale.parse(lang).get_display_name(lang) or lang
+    """The language's own name: of a bare code, without the region Babel fills in ("tl" is
+    "Filipino", not "Filipino (Pilipinas)"); of a code with a region or script, with it."""
+    locale = Locale.parse(lang.replace("-", "_"))
+    bare = "_" not in lang and "-" not in lang
+    name = (locale.get_language_name(locale) if bare else locale.get_display_name(locale)) or lang
     return name[:1].upper() + name[1:]
 
 
