@@ -99,7 +99,7 @@ def check(config: Config, articles: Path | None, as_json: bool, summary: bool) -
         report["unpublished"] = [article_report(a) for *_, a in unpublished if a is not None]
         report["unpublished_languages"] = {
             lang: {
-                "file": files[0],  # the first: the one a reading of one file named
+                "file": files[0],  # the first, as the report named one file before "files"
                 "files": files,
                 "profile": profile.model_dump(exclude_defaults=True),
             }

@@ -767,31 +767,37 @@ def _audience_label(row: str, m: _Markers) -> _Label | None:
     return m.labels.get(_bare_label(label)), label.strip(" *_"), _after_label(row, colon)
 
 
-def _dash_after_label(row: str) -> int:
-    """Where the dash is that ends a label written before one instead of a colon, over inline
-    bullets ("For procurement teams – Lead times … - Second bullet"), or -1: a short label
-    that ends no sentence, a dash between spaces, and a bullet between spaces after it."""
+def _label_dash(row: str) -> tuple[int, int] | None:
+    """Where a dash between spaces stands in a label's place, instead of its colon: its start
+    and end, if one does."""
     for dash in _LABEL_DASHES:
         at = row.find(dash, 0, _LABEL_MAX + len(dash))
-        if at > 1 and ". " not in row[:at]:
-            rest = row[at + len(dash) :]
-            if any(f" {b} " in rest for b in "-•"):
-                return at
-    return -1
+        if at > 1:
+            return at, at + len(dash)
+    return None
+
+
+def _dash_after_label(row: str) -> int:
+    """Where the dash is that ends a label over inline bullets ("For procurement teams – Lead
+    times … - Second bullet"), or -1: a short label that ends no sentence, and a bullet
+    between spaces after its dash."""
+    found = _label_dash(row)
+    if found is None or ". " in row[: found[0]]:
+        return -1
+    return found[0] if any(f" {b} " in row[found[1] :] for b in "-•") else -1
 
 
 def _dashed_label(row: str, m: _Markers) -> _Label | None:
-    """A known audience's label before a dash where the colon goes ("For procurement teams –
-    Lead times … - Second bullet"): the text after the dash is the first bullet."""
-    for dash in _LABEL_DASHES:
-        at = row.find(dash, 0, _LABEL_MAX + len(dash))
-        audience = m.labels.get(_bare_label(row[:at])) if at > 0 else None
-        if audience is not None:
-            rest = row[at + len(dash) :].strip()
-            if _bullet_marker(rest) is None:
-                rest = f"{next((b for b in _BULLETS if f' {b} ' in rest), '-')} {rest}"
-            return audience, row[:at].strip(" *_"), rest
-    return None
+    """A known audience's label before a dash where the colon goes: the text after the dash
+    is the first bullet."""
+    found = _label_dash(row)
+    audience = m.labels.get(_bare_label(row[: found[0]])) if found else None
+    if found is None or audience is None:
+        return None
+    rest = row[found[1] :].strip()
+    if _bullet_marker(rest) is None:
+        rest = f"{next((b for b in _BULLETS if f' {b} ' in rest), '-')} {rest}"
+    return audience, row[: found[0]].strip(" *_"), rest
 
 
 _LABEL_DASHES = (" – ", " — ")
