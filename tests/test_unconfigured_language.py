@@ -132,6 +132,19 @@ def test_text_no_structure_or_model_can_place_stays_an_unknown_language() -> Non
     )
 
 
+def with_the_seeds(tmp_path: Path, files: dict[str, Path]) -> tuple[Path, Path, str]:
+    """A folder of the seeds and ``files`` (by the names to give them), and the bundled
+    config beside it: the folder, the config's path and its text."""
+    folder = tmp_path / "articles"
+    shutil.copytree(ARTICLES, folder)
+    for name, path in files.items():
+        shutil.copy(path, folder / name)
+    bundled = (ROOT / "config.toml").read_text("utf-8")
+    config_path = tmp_path / "config.toml"
+    config_path.write_text(bundled, "utf-8")
+    return folder, config_path, bundled
+
+
 def run(*args: str) -> tuple[int, str, str]:
     result = CliRunner().invoke(main, list(args))
     return result.exit_code, result.stdout, result.stderr
@@ -160,12 +173,7 @@ def test_the_block_check_prints_publishes_the_language(
     pasted and the code added to site.languages, the article is read with no warning and gets
     its own feed, which feedparser reads in its language, linked to its translations."""
     translation = next(p for p in TRANSLATIONS if p.name.startswith(f"{lang}-"))
-    folder = tmp_path / "articles"
-    shutil.copytree(ARTICLES, folder)
-    shutil.copy(translation, folder)
-    bundled = (ROOT / "config.toml").read_text("utf-8")
-    config_path = tmp_path / "config.toml"
-    config_path.write_text(bundled, "utf-8")
+    folder, config_path, bundled = with_the_seeds(tmp_path, {translation.name: translation})
 
     code, stdout, stderr = run("check", "--config", str(config_path))
     assert code == 0, stderr
@@ -213,14 +221,9 @@ def test_the_block_check_prints_holds_every_writer_s_words(tmp_path: Path) -> No
     """Two Korean articles by writers who word the date line, the takeaways heading and the
     audience labels differently ("전략 기획" against "전략 기획을 위한 시사점"): check prints one
     block with both writers' words, under which both read without a warning."""
-    folder = tmp_path / "articles"
-    shutil.copytree(ARTICLES, folder)
     written = [DATA / "more" / topic / "ko.txt" for topic in ("memory-squeeze", "water-drought")]
-    for number, path in enumerate(written):
-        shutil.copy(path, folder / f"ko-{number}.txt")
-    bundled = (ROOT / "config.toml").read_text("utf-8")
-    config_path = tmp_path / "config.toml"
-    config_path.write_text(bundled, "utf-8")
+    files = {f"ko-{number}.txt": path for number, path in enumerate(written)}
+    folder, config_path, bundled = with_the_seeds(tmp_path, files)
 
     code, _, stderr = run("check", "--config", str(config_path))
     assert code == 0, stderr
