@@ -26,7 +26,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from syndicate.cli import main
 from syndicate.config import Config, DigestJob, load_config, parse_config
 from syndicate.errors import DeliveryError
-from syndicate.schedule.jobs import default_jobs
+from syndicate.schedule.jobs import default_jobs, refused_reason
 from syndicate.sending import issuing, transports
 from syndicate.sending.loop import deliver
 from syndicate.sending.transports import SmtpMailer
@@ -648,6 +648,18 @@ def test_a_group_that_cannot_be_rendered_never_stops_the_others(
     assert report.reason.startswith("it-cost: cannot render 'it' digests")
     assert inbox.counts() == {"en@example.com": 1, "nl@example.com": 1}
     store.close()
+
+
+def test_the_reason_of_many_groups_not_rendered_names_the_first_and_counts_the_rest() -> None:
+    """Each group not rendered has its own log line; the run's one line names the first and
+    counts the others, however many languages lack a catalog."""
+    why = "cannot render '{}' digests: its catalog lacks 30 mail message(s)"
+    refused = [(f"{lang}-cost", 1, why.format(lang)) for lang in ("bg", "hr", "sk")]
+    assert refused_reason(refused[:1]) == f"bg-cost: {why.format('bg')}"
+    assert refused_reason(refused) == (
+        f"bg-cost: {why.format('bg')}; and 2 more group(s) not rendered, each logged"
+    )
+    assert refused_reason([]) is None
 
 
 def test_the_digest_command_previews_the_next_issue_of_a_group(

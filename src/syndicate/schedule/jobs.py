@@ -131,9 +131,21 @@ def digest_report(job: DigestJob, sent: SendReport) -> Report:
         langs = ", ".join(job.languages) or "all languages"
         audiences = ", ".join(job.audiences) or "all audiences"
         return Report(counts, f"no new content for {langs} / {audiences}")
-    refused = "; ".join(f"{key}: {reason}" for key, _, reason in sent.refused)
     complete = not (sent.partial or sent.stopped)
-    return Report(counts, refused or None, complete=complete)
+    return Report(counts, refused_reason(sent.refused), complete=complete)
+
+
+def refused_reason(refused: list[tuple[str, int, str]]) -> str | None:
+    """The run's reason for the groups not rendered: the first in full, then how many more,
+    each logged above in a line of its own (a language without a catalog refuses each of its
+    groups in the same words, and a site of many languages made one line of pages)."""
+    if not refused:
+        return None
+    key, _, why = refused[0]
+    more = len(refused) - 1
+    return f"{key}: {why}" + (
+        f"; and {more} more group(s) not rendered, each logged" if more else ""
+    )
 
 
 def once_steps(config: Config, jobs: Jobs) -> dict[str, Step]:
