@@ -678,9 +678,14 @@ def _unmarked(text: str) -> str:
 
 def _is_heading(para: Paragraph) -> bool:
     """A body heading: one short line that does not end like a sentence."""
-    if len(para.rows) != 1 or len(para.text) > _HEADING_MAX:
+    return len(para.rows) == 1 and _reads_as_heading(para.text)
+
+
+def _reads_as_heading(text: str) -> bool:
+    """Whether ``text`` is short and does not end like a sentence, as a heading."""
+    if len(text) > _HEADING_MAX:
         return False
-    bare = strip_marks(_unmarked(para.text)).rstrip()
+    bare = strip_marks(_unmarked(text)).rstrip()
     if not bare or bare[0] in _BULLETS:
         return False
     last = bare[-1]
@@ -791,8 +796,10 @@ def _dashed_label(row: str, m: _Markers) -> _Label | None:
     """A known audience's label before a dash where the colon goes: the text after the dash
     is the first bullet."""
     found = _label_dash(row)
-    audience = m.labels.get(_bare_label(row[: found[0]])) if found else None
-    if found is None or audience is None:
+    if found is None:
+        return None
+    audience = m.labels.get(_bare_label(row[: found[0]]))
+    if audience is None:
         return None
     rest = row[found[1] :].strip()
     if _bullet_marker(rest) is None:
@@ -1651,7 +1658,7 @@ def _a_wrapped_heading(para: Paragraph) -> bool:
         len(rows) == 2
         and len(rows[0]) >= _FILLED
         and len(rows[1]) < len(rows[0])
-        and _is_heading(Paragraph(para.text, para.line, (para.text,)))
+        and _reads_as_heading(para.text)
     )
 
 
