@@ -17,6 +17,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from syndicate import feeds
 from syndicate.config import Config, parse_config
 from syndicate.model import Article, Severity
 from syndicate.reader import parse as reader_parse
@@ -1528,6 +1529,23 @@ def test_a_subtitle_under_the_title_is_the_body_s_standfirst(config: Config) -> 
         ("standfirst", ("Why the bill falls", 1)),
         ("heading", ("Why it matters?",)),
     ]
+
+
+def test_a_subtitle_s_footnote_mark_is_checked_and_links_on_the_page(config: Config) -> None:
+    """A mark in the subtitle is checked against the references as a body paragraph's is,
+    whether the blocks are kept or only checked (the build's reading); on the page, where the
+    subtitle stands under the title, it links to its reference as in the feeds."""
+    for mark, said in (("¹", []), ("⁹", [(3, "warning", "footnote mark 9 has no reference")])):
+        text = SHORT.replace("Chips and costs\n\n", f"Chips and costs\n\nWhy it falls{mark}\n\n", 1)
+        for blocks in (True, False):
+            article, found = parse_article(text.encode(), "a.txt", config.profiles, blocks=blocks)
+            assert article is not None and problems(found) == said, (mark, blocks)
+    article, _ = parse(config, text.replace("⁹", "¹"))
+    assert article is not None
+    assert feeds.standfirst_html(article) == (
+        f'Why it falls<sup><a href="#en-{article.slug}-ref-1">1</a></sup>'
+    )
+    assert feeds.standfirst_html(dataclasses.replace(article, blocks=article.blocks[1:])) is None
 
 
 def test_a_reference_wrapped_before_its_year_stays_one(config: Config) -> None:

@@ -359,6 +359,15 @@ def article_html(config: Config, article: Article, url: str = "") -> str:
     return body
 
 
+def standfirst_html(article: Article) -> str | None:
+    """The subtitle's text as HTML, for a page that shows it under the title: its footnote
+    marks link to the references below it, as in the body."""
+    first = article.blocks[0] if article.blocks else None
+    if first is None or first.kind != "standfirst":
+        return None
+    return _inline(first.parts, article, f"{article.lang}-{article.slug}-ref", "")
+
+
 def make_entry(
     config: Config,
     article: Article,

@@ -1320,13 +1320,9 @@ def _parse(
     references, tail = _references_and_tail(paras, spans, raws, body_start, body, warn)
     seo = _seo(tail + seo_paras, m, warn)
     blocks: tuple[Block, ...] = ()
-    if body and keep_blocks:
-        blocks = _blocks(paras[body_start:body_end], references, warn)
-        if subtitled:
-            standfirst = Block("standfirst", split_marks(_unmarked(paras[1].text)), paras[1].line)
-            blocks = (standfirst, *blocks)
-    elif body:
-        _unanswered_marks(paras, raws, (body_start, body_end), references, warn)
+    if body:
+        span = (body_start, body_end)
+        blocks = _body_blocks(paras, raws, span, (subtitled, keep_blocks), references, warn)
     title = strip_marks(_unmarked(paras[0].text))
     hashed = content_hash(lang, title, updated, shown)
     slug, seo = _slugs(seo, paras[0], hashed, warn)
@@ -1343,6 +1339,30 @@ def _parse(
         seo=seo,
         content_hash=hashed,
     )
+
+
+def _body_blocks(
+    paras: Paragraphs,
+    raws: list[str],
+    body: tuple[int, int],
+    wanted: tuple[bool, bool],
+    references: tuple[Reference, ...],
+    warn: list[tuple[int, str]],
+) -> tuple[Block, ...]:
+    """The body's blocks between ``body``'s two indexes, a subtitle's first, each footnote
+    mark checked against the references; ``wanted``: whether a subtitle stands over the date
+    line, and whether the blocks are kept (else only their marks are checked)."""
+    subtitled, keep = wanted
+    blocks: tuple[Block, ...] = ()
+    if keep:
+        blocks = _blocks(paras[body[0] : body[1]], references, warn)
+    else:
+        _unanswered_marks(paras, raws, body, references, warn)
+    if not subtitled:
+        return blocks
+    standfirst = Block("standfirst", split_marks(_unmarked(paras[1].text)), paras[1].line)
+    _unanswered(standfirst.parts, frozenset(r.number for r in references), standfirst.line, warn)
+    return (standfirst, *blocks) if keep else ()
 
 
 def _unconfigured(

@@ -20,7 +20,7 @@ from zoneinfo import ZoneInfo
 from markupsafe import Markup
 
 from ..config import Config
-from ..feeds import article_html, feed_audiences, feed_names
+from ..feeds import article_html, feed_audiences, feed_names, standfirst_html
 from ..i18n import environment, language, long_date, template_roots, web_language
 from ..model import Article, ArticleSet
 from ..routes import ISSUE_NAME, article_url, feed_url, home_page_url, home_url
@@ -154,15 +154,14 @@ def article_page_html(content: SiteContent, lang: str, slug: str) -> str | None:
         return None
     every = versions(content, item)
     # A subtitle stands under the title on the page; in a feed, it opens the content.
-    first = item.blocks[0] if item.blocks else None
-    standfirst = first.text if first is not None and first.kind == "standfirst" else None
-    body = replace(item, blocks=item.blocks[1:]) if standfirst else item
+    standfirst = standfirst_html(item)
+    body = replace(item, blocks=item.blocks[1:]) if standfirst is not None else item
     return public_page(
         content,
         "article.html",
         lang,
         article=item,
-        standfirst=standfirst,
+        standfirst=None if standfirst is None else Markup(standfirst),
         url=partial(article_url, config),
         body=Markup(article_html(config, body)),  # the feeds' HTML, so both say the same
         alternates=[(a.lang, article_url(config, a.lang, a.slug)) for a in every],
