@@ -5,7 +5,10 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import sqlite3
+import subprocess
 from collections.abc import Iterator
+from contextlib import closing
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -138,3 +141,43 @@ def write_articles(
             text = "\n".join(lines).replace(SEED_SLUG, f"{slug}-{n}")
             (folder / f"{lang}-{slug}-{n:04}.txt").write_text(text, "utf-8")
     return folder
+
+
+@pytest.fixture(scope="module")
+def newsboat() -> str:
+    """Debian's newsboat: a reader with an Atom parser of its own (C++ over libxml2)."""
+    found = shutil.which("newsboat")
+    if found is None:
+        missing_real_part("no newsboat on PATH (apt-get install newsboat)")
+    assert found is not None  # missing_real_part skipped or failed the test
+    return found
+
+
+def newsboat_reading(
+    program: str, paths: list[Path], work: Path
+) -> tuple[dict[str, str], dict[str, dict[str, str]]]:
+    """What newsboat makes of the documents, from its cache after a headless reload: each
+    document's site link and each of its items' link, by document."""
+    work.mkdir()
+    urls, cache, settings = work / "urls", work / "cache.db", work / "config"
+    urls.write_text("".join(f"{path.as_uri()}\n" for path in paths), "utf-8")
+    settings.write_text("", "utf-8")
+    done = subprocess.run(
+        [program, "-u", urls, "-c", cache, "-C", settings, "-x", "reload"],
+        # Its own home: newsboat reads and writes nothing of the user's.
+        env={"HOME": str(work), "PATH": os.environ.get("PATH", ""), "LANG": "C.UTF-8"},
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, (done.stdout, done.stderr)
+    by_uri = {path.as_uri(): path for path in paths}
+    feeds: dict[str, str] = {}
+    items: dict[str, dict[str, str]] = {}
+    with closing(sqlite3.connect(cache)) as db:
+        for uri, link in db.execute("SELECT rssurl, url FROM rss_feed"):
+            feeds[str(by_uri[uri])] = link
+        for uri, guid, link in db.execute("SELECT feedurl, guid, url FROM rss_item"):
+            items.setdefault(str(by_uri[uri]), {})[guid] = link
+    return feeds, items

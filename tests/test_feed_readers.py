@@ -6,11 +6,6 @@ languages, each published with the block ``syndicate check`` reads from its arti
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import sqlite3
-import subprocess
-from contextlib import closing
 from datetime import date
 from pathlib import Path
 
@@ -22,7 +17,7 @@ from syndicate.build import INDEX, MANIFEST, build_feeds
 from syndicate.config import Config, parse_config
 from syndicate.reader.parse import profile_of
 from syndicate.routes import article_url, home_url
-from tests.conftest import TRANSLATED, missing_real_part, write_articles
+from tests.conftest import TRANSLATED, newsboat_reading, write_articles
 
 LANGS = ("en", "nl", "de", "ja", "ar")
 ATOM = "{http://www.w3.org/2005/Atom}"
@@ -111,46 +106,6 @@ def test_feedparser_opens_every_entry_in_its_own_language(
             assert parsed.feed.link == home_url(config, language_of(name)), name
             links = {entry.id: entry.link for entry in parsed.entries}
         assert links == expected_links(config, name, entry_ids(path)), name
-
-
-@pytest.fixture(scope="module")
-def newsboat() -> str:
-    """Debian's newsboat: a reader with an Atom parser of its own (C++ over libxml2)."""
-    found = shutil.which("newsboat")
-    if found is None:
-        missing_real_part("no newsboat on PATH (apt-get install newsboat)")
-    assert found is not None  # missing_real_part skipped or failed the test
-    return found
-
-
-def newsboat_reading(
-    program: str, paths: list[Path], work: Path
-) -> tuple[dict[str, str], dict[str, dict[str, str]]]:
-    """What newsboat makes of the documents, from its cache after a headless reload: each
-    document's site link and each of its items' link, by document."""
-    work.mkdir()
-    urls, cache, settings = work / "urls", work / "cache.db", work / "config"
-    urls.write_text("".join(f"{path.as_uri()}\n" for path in paths), "utf-8")
-    settings.write_text("", "utf-8")
-    done = subprocess.run(
-        [program, "-u", urls, "-c", cache, "-C", settings, "-x", "reload"],
-        # Its own home: newsboat reads and writes nothing of the user's.
-        env={"HOME": str(work), "PATH": os.environ.get("PATH", ""), "LANG": "C.UTF-8"},
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 0, (done.stdout, done.stderr)
-    by_uri = {path.as_uri(): path for path in paths}
-    feeds: dict[str, str] = {}
-    items: dict[str, dict[str, str]] = {}
-    with closing(sqlite3.connect(cache)) as db:
-        for uri, link in db.execute("SELECT rssurl, url FROM rss_feed"):
-            feeds[str(by_uri[uri])] = link
-        for uri, guid, link in db.execute("SELECT feedurl, guid, url FROM rss_item"):
-            items.setdefault(str(by_uri[uri]), {})[guid] = link
-    return feeds, items
 
 
 @pytest.mark.parametrize("kind", FORMATS)

@@ -27,13 +27,15 @@ from syndicate.config import load_config, parse_config
 from syndicate.model import Article, Diagnostic
 from syndicate.reader import parse_article, read_articles
 from syndicate.reader.parse import profile_of
-from tests.conftest import DATA, ROOT
+from syndicate.routes import article_url, home_url
+from tests.conftest import DATA, ROOT, newsboat_reading
 
 MORE = DATA / "more"
 VERSIONS = sorted(MORE.glob("*/*.txt"))
 PROFILES = parse_config({}, root=ROOT, source="(test)", env={}).languages
 KNOWN = {lang: PROFILES[lang] for lang in ("en", "nl", "de")}
 # A writer's slip, the same in every version of the article, warned of as it is.
+KINDS = ("atom.xml", "rss.xml")  # the documents a reader subscribes to
 SLIPS = {"optical-transceivers": ["footnote mark 7 has no reference"]}
 
 
@@ -179,6 +181,24 @@ def test_the_set_published_with_the_blocks_check_prints_reaches_feedparser(
             others = versions[topic_of[Path(article.source).name]] - {lang}
             links = {(link.rel, link.get("hreflang")) for link in entry.links}
             assert links == {("alternate", lang), *(("related", other) for other in others)}
+
+
+def test_newsboat_opens_each_language_s_entries_on_its_own_pages(
+    tmp_path: Path, published: Published, newsboat: str
+) -> None:
+    """Every language's Atom and RSS documents in newsboat, a reader with its own parser: each
+    document's link is its language's home page, and each item, one per article in the
+    language, opens that article's page in the language."""
+    config = load_config(published.config_path, env={})
+    found = read_articles(published.folder, config.profiles)
+    build_feeds(config, published.folder, tmp_path / "feeds")
+    for kind in KINDS:  # one reload each: newsboat keeps one item per id across its feeds
+        docs = [tmp_path / "feeds" / f"{lang}.{kind}" for lang in published.langs]
+        feeds, items = newsboat_reading(newsboat, docs, tmp_path / kind)
+        for lang, doc in zip(published.langs, docs, strict=True):
+            pages = {article_url(config, a.lang, a.slug) for a in found if a.lang == lang}
+            assert feeds[str(doc)] == home_url(config, lang), doc.name
+            assert sorted(items[str(doc)].values()) == sorted(pages), doc.name
 
 
 # The language names in the header laid out on more than one line.
