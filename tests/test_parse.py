@@ -1548,6 +1548,56 @@ def test_a_subtitle_s_footnote_mark_is_checked_and_links_on_the_page(config: Con
     assert feeds.standfirst_html(dataclasses.replace(article, blocks=article.blocks[1:])) is None
 
 
+@pytest.mark.parametrize(
+    ("written", "parts"),
+    [
+        ("training.^1", ("Cheaper chips change the economics of training.", 1)),
+        (
+            "training until 2027^2.",
+            ("Cheaper chips change the economics of training until 2027", 2, "."),
+        ),
+        ("10^9 trainings.", ("Cheaper chips change the economics of 10", 9, " trainings.")),
+        ("training. ^1 x^", ("Cheaper chips change the economics of training. ^1 x^",)),
+        (
+            "800 mm², W/m² and м³.²",
+            ("Cheaper chips change the economics of 800 mm², W/m² and м³.", 2),
+        ),
+    ],
+)
+def test_a_caret_raises_a_number_as_a_footnote_mark(
+    config: Config, written: str, parts: tuple[str | int, ...]
+) -> None:
+    """Plain text from a web editor raises a number with a caret: after a word, a sign or a
+    number it is a mark, as ¹ is (a power so written is raised too, and warned of as a mark no
+    reference answers); a caret after a space or with no number is text, as is a unit's square
+    or cube."""
+    article, found = parse(config, SHORT.replace("training.¹", written, 1))
+    assert article is not None and article.blocks[1].parts == parts
+    unanswered = [n for n in parts if isinstance(n, int) and n not in (1, 2)]
+    assert [d.message for d in found] == [f"footnote mark {n} has no reference" for n in unanswered]
+
+
+def test_character_references_left_by_a_web_editor_are_their_characters(config: Config) -> None:
+    """A paste from a web editor leaves HTML's character references in the text: each is read
+    as the character it stands for, in the title, the body, a bullet and an address, and what
+    it stands for is cleaned as if typed (a soft hyphen goes). A reference for a line break
+    and text that only looks like one stay as written."""
+    text = (
+        SHORT.replace("Chips and costs\n", "Chips &amp; costs: NVIDIA&#8217;s&#xAD; bill\n", 1)
+        .replace("economics of", "economics of 800&nbsp;mm² R&D; AT&T&#10;", 1)
+        .replace("- First bullet", "- First &laquo;bullet&raquo;", 1)
+        .replace("https://example.com/a.", "https://example.com/a?b=1&amp;c=2.", 1)
+    )
+    article, found = parse(config, text)
+    assert article is not None and problems(found) == []
+    assert article.title == "Chips & costs: NVIDIA’s bill"
+    assert article.blocks[1].text == (
+        "Cheaper chips change the economics of 800\u00a0mm² R&D; AT&T&#10; training."
+    )
+    assert article.takeaways[0].bullets[0] == "First «bullet» with a 4-fach hyphen"
+    assert article.references[1].url == "https://example.com/a?b=1&c=2"
+
+
 def test_a_reference_wrapped_before_its_year_stays_one(config: Config) -> None:
     """A hard-wrapped reference whose next line opens with a year and a full stop is one
     reference: 2026 cannot follow 2. A number that can is the next reference."""

@@ -11,6 +11,7 @@ they are read from where the format puts them (the end of this module).
 from __future__ import annotations
 
 import hashlib
+import html
 import re
 import sys
 import unicodedata
@@ -42,10 +43,19 @@ _SUPER_DIGIT = str.maketrans(SUPERSCRIPTS, "0123456789")
 _TO_SUPER = str.maketrans("0123456789", SUPERSCRIPTS)
 # A footnote mark: superscript digits ("memory.¹"), or a number in brackets as plain text and
 # Markdown write one ("memory.[1]", "memory [1].", "memory[^1]", in Chinese and Japanese
-# also full-width: "芯片［1］"); spaces before brackets go.
-_MARKS = re.compile(rf"([{SUPERSCRIPTS}]+)|[\[［]\^?(\d{{1,3}})[\]］]")
+# also full-width: "芯片［1］"); spaces before brackets go. A caret is how plain text raises a
+# number ("memory.^1", "until 2027^6."): a mark, raised as a power written so would be. A unit
+# squared or cubed ("800 mm²", "W/m²", "10 000 м³") is no mark but the unit, text.
+_MARKS = re.compile(
+    rf"(\b(?:[kcmdµn]?m|ft|[кмсд]?м)[²³](?![{SUPERSCRIPTS}]))|([{SUPERSCRIPTS}]+)"
+    rf"|[\[［]\^?(\d{{1,3}})[\]］]|(?<=[^\s^])\^(\d{{1,3}})(?!\d)"
+)
+_MARK_SIGNS = ("[", "［", "^")  # where a mark is more than its superscript digits
 # C0/C1 controls except tab and newline, plus non-characters and stray BOMs.
 _CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ufeff\ufffe\uffff]")
+# A character reference a web editor's paste leaves in plain text ("AT&amp;S", "NVIDIA&#8217;s",
+# "800&nbsp;mm²"); "R&D" and "AT&T;" are no reference.
+_REFERENCE = re.compile(r"&(?:#[0-9]{1,7}|#[xX][0-9a-fA-F]{1,6}|[A-Za-z][A-Za-z0-9]{1,31});")
 # What a word processor leaves that no reader sees, where it would hide a label, a heading, a
 # bullet or a slug from the reading: soft hyphens and word joiners anywhere; direction marks,
 # embeddings, isolates and zero-width spaces at a line's ends, and a zero-width space beside a
@@ -264,6 +274,10 @@ def clean(text: str, warn: list[tuple[int, str]], data: bytes | None = None) -> 
     """
     if "\r" in text:
         text = text.replace("\r\n", "\n").replace("\r", "\n")
+    if "&" in text:
+        referenced = _REFERENCE.sub(_referenced, text)
+        data = data if referenced == text else None  # what it stands for may need cleaning
+        text = referenced
     if data is not None and not _suspect(data):
         return text
     if _CONTROL.search(text):
@@ -275,6 +289,13 @@ def clean(text: str, warn: list[tuple[int, str]], data: bytes | None = None) -> 
         text = _CONTROL.sub("", text)
     text = _INVISIBLE_AT_EDGES.sub(lambda found: found[1] or "", _INVISIBLE.sub("", text))
     return unicodedata.normalize("NFC", text)
+
+
+def _referenced(reference: re.Match[str]) -> str:
+    """The character a reference stands for; one for a line break or a control character,
+    or none, stays as written (a reader's lines are the file's)."""
+    character = html.unescape(reference[0])
+    return reference[0] if character == "\n" or _CONTROL.fullmatch(character) else character
 
 
 class Paragraphs(Sequence[Paragraph]):
@@ -395,17 +416,19 @@ def paragraphs(text: str) -> list[Paragraph]:
 
 def split_marks(text: str) -> tuple[str | int, ...]:
     """'memory.¹ Scale' → ('memory.', 1, ' Scale'). A run of marks is one number: '¹¹' is 11.
-    'memory [1].' → ('memory', 1, '.')."""
+    'memory [1].' → ('memory', 1, '.'); 'memory.^1' → ('memory.', 1); '5 m².' → ('5 m².',)."""
     parts: list[str | int] = []
     pos = 0
     for mark in _MARKS.finditer(text):
-        raised, bracketed = mark.groups()
+        unit, raised, bracketed, caret = mark.groups()
+        if unit:
+            continue  # stays in the text before the next mark
         before = text[pos : mark.start()]
         if bracketed:
             before = before.rstrip()
         if before:
             parts.append(before)
-        parts.append(int(bracketed or raised.translate(_SUPER_DIGIT)))
+        parts.append(int(bracketed or caret or raised.translate(_SUPER_DIGIT)))
         pos = mark.end()
     if pos < len(text):
         parts.append(text[pos:])
@@ -414,7 +437,7 @@ def split_marks(text: str) -> tuple[str | int, ...]:
 
 def strip_marks(text: str) -> str:
     # Marks are rare in a title or a summary: a few substring tests cost less than the regex.
-    marked = "[" in text or "［" in text or any(mark in text for mark in SUPERSCRIPTS)
+    marked = any(sign in text for sign in _MARK_SIGNS) or any(m in text for m in SUPERSCRIPTS)
     return "".join(p for p in split_marks(text) if isinstance(p, str)) if marked else text
 
 
@@ -1751,7 +1774,8 @@ def _unanswered_marks(
     start, end = body
     answered = {str(r.number).translate(_TO_SUPER).encode() for r in references}
     written = "\n".join(raws[: end - start])
-    if "[" not in written and "［" not in written and _mark_runs(written.encode()) <= answered:
+    signed = any(sign in written for sign in _MARK_SIGNS)
+    if not signed and _mark_runs(written.encode()) <= answered:
         return  # the usual case: every mark in the body is answered
     numbers = frozenset(r.number for r in references)
     for index in range(start, end):
@@ -1910,7 +1934,7 @@ def _inferred_profile(
     if date_words is None or not order:
         return None
     first, end = run
-    labels = [_label(paras[i]) for i in range(first, end)]
+    labels = [_label(paras[i]) for i in range(first, end) if not _bullet_marker(paras[i].rows[0])]
     audiences = _audiences(labels, order, known)
     heading = _heading(paras[first - 1]) if first > 3 else None
     references, numbered_end = _inferred_references(paras, end)
@@ -1976,25 +2000,51 @@ def _label(para: Paragraph) -> str:
     row = para.rows[0]
     row = row[1:] if _bullet_marker(row) else row
     dash = _dash_after_label(row) if _colon(row, _LABEL_MAX + 1) < 0 else -1
-    return (row[:dash] if dash > 0 else _split_label(row)[0]).strip(" *_")
+    return (row[:dash] if dash > 0 else _split_label(row)[0]).strip(_LABEL_EDGES)
+
+
+_LABEL_EDGES = " *_\t\u00a0\u202f"  # emphasis, and the (no-break) space French puts before ":"
 
 
 def _audience_run(paras: Sequence[Paragraph]) -> tuple[int, int] | None:
     """The longest run of audience lines after the head (the last of equals), as (first, end)
-    paragraph indexes; None without a run of two."""
+    paragraph indexes; None without a run of two lines."""
     best: tuple[int, int] | None = None
+    best_lines = 0
     index = 3
     while index < len(paras):
-        if not _is_audience_line(paras[index]):
+        if not _audience_line_at(paras, index):
             index += 1
             continue
-        end = index
-        while end < len(paras) and _is_audience_line(paras[end]):
-            end += 1
-        if end - index >= 2 and (best is None or end - index >= best[1] - best[0]):
-            best = (index, end)
+        end, lines = index, 0
+        while end < len(paras) and (size := _audience_line_at(paras, end)):
+            end, lines = end + size, lines + 1
+        if lines >= 2 and lines >= best_lines:
+            best, best_lines = (index, end), lines
         index = end
     return best
+
+
+def _audience_line_at(paras: Sequence[Paragraph], index: int) -> int:
+    """How many paragraphs from ``index`` one audience line takes: 1 for a label with its
+    bullets, 2 for a label alone (``**For procurement teams**``, ``For procurement teams:``)
+    over a paragraph of bullets, 0 for no audience line."""
+    para = paras[index]
+    if _is_audience_line(para):
+        return 1
+    if len(para.rows) > 1 or index + 1 >= len(paras):
+        return 0
+    label = para.rows[0].strip(_LABEL_EDGES)
+    label = label[:-1].rstrip(_LABEL_EDGES) if label.endswith((":", "：")) else label
+    alone = 1 < len(label) <= _LABEL_MAX and not label.endswith((".", "!", "?"))
+    if (
+        not alone
+        or _bullet_marker(label)
+        or _REF_HEAD.match(label)
+        or _colon(label, len(label)) >= 0
+    ):
+        return 0
+    return 2 if _bullet_marker(paras[index + 1].rows[0]) else 0
 
 
 def _audiences(
