@@ -1934,7 +1934,11 @@ def _inferred_profile(
     if date_words is None or not order:
         return None
     first, end = run
-    labels = [_label(paras[i]) for i in range(first, end) if not _bullet_marker(paras[i].rows[0])]
+    labels = []
+    while first < end:  # a label alone over its bullets is two paragraphs
+        labels.append(_label(paras[first]))
+        first += _audience_line_at(paras, first)
+    first = run[0]
     audiences = _audiences(labels, order, known)
     heading = _heading(paras[first - 1]) if first > 3 else None
     references, numbered_end = _inferred_references(paras, end)
@@ -2044,7 +2048,8 @@ def _audience_line_at(paras: Sequence[Paragraph], index: int) -> int:
         or _colon(label, len(label)) >= 0
     ):
         return 0
-    return 2 if _bullet_marker(paras[index + 1].rows[0]) else 0
+    below = paras[index + 1]  # bullets, not the next audience's line (a heading is over it)
+    return 2 if _bullet_marker(below.rows[0]) and not _is_audience_line(below) else 0
 
 
 def _audiences(
