@@ -78,6 +78,14 @@ from tests.conftest import ROOT
         ("განახლებულია 2026 წლის 27 ოქტომბერს", "ka", "2026-10-27"),
         ("2026 жылғы 27 қазанда жаңартылды", "kk", "2026-10-27"),
         ("2026 жылғы 31 ақпанда жаңартылды", "kk", None),
+        # CLDR's optional letters, as written and as Babel prints them.
+        ("Eguneratua: 2026ko apirilaren 14a, asteartea", "eu", "2026-04-14"),
+        ("2020eko apirilaren 1a", "eu", "2020-04-01"),
+        ("Yangilangan: 2026-yil 14-aprel, seshanba", "uz", "2026-04-14"),
+        # Particles written on to a number or a name; the year first, then the month.
+        ("ធ្វើបច្ចុប្បន្នភាព៖ ថ្ងៃទី១៩ ខែវិច្ឆិកា ឆ្នាំ២០២៦", "km", "2026-11-19"),
+        ("နောက်ဆုံးပြင်ဆင်သည့်ရက်: ၂၀၂၆ ခုနှစ် နိုဝင်ဘာလ ၁၉ ရက်", "my", "2026-11-19"),
+        ("Updated A12 December 2025", "en", None),  # a Latin letter on to it is a word
     ],
 )
 def test_parse_date_uses_cldr_names(text: str, lang: str, expected: str | None) -> None:

@@ -12,7 +12,7 @@ import ipaddress
 import os
 import re
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import time
 from importlib import resources
 from pathlib import Path
@@ -149,6 +149,16 @@ class LanguageProfile(Section):
                 "audiences": audiences,
             }
         )
+
+    def aligned(self, audiences: Sequence[str]) -> LanguageProfile:
+        """This profile with its labels, in their order, given to ``audiences``: those of the
+        same article in a language of known labels. A profile read from an article's structure
+        can tell its labels only by their place and their likeness to other languages' words;
+        with fewer lines than audiences, a translation says which are there."""
+        labels = list(self.audiences.values())
+        if len(labels) != len(audiences) or list(self.audiences) == list(audiences):
+            return self
+        return self.model_copy(update={"audiences": dict(zip(audiences, labels, strict=True))})
 
     @field_validator("date_line", "takeaways", "references")
     @classmethod

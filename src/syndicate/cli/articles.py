@@ -169,8 +169,9 @@ _Unpublished = tuple[str, str, "LanguageProfile", "Article | None"]  # file, lan
 
 def unpublished_readings(config: Config, found: ArticleSet) -> list[_Unpublished]:
     """Each file read but not published (``parse.UNPUBLISHED``): its path, its language, the
-    profile its structure shows, and its reading with that profile, as it would be
-    published."""
+    profile its structure shows (its labels given to the audiences of the same article in a
+    published language, where there is one), and its reading with that profile, as it would
+    be published."""
     from ..reader import parse_article
     from ..reader.parse import UNPUBLISHED, profile_of
 
@@ -183,11 +184,20 @@ def unpublished_readings(config: Config, found: ArticleSet) -> list[_Unpublished
         except OSError:  # gone since: the next check tells
             continue
         read = profile_of(data, config.profiles)
-        if read is not None:
-            lang, profile = read
-            profiles = {**config.profiles, lang: profile}
-            article, _ = parse_article(data, problem.file, profiles, blocks=False)
-            readings.append((problem.file, lang, profile, article))
+        if read is None:
+            continue
+        lang, profile = read
+        article, _ = parse_article(
+            data, problem.file, {**config.profiles, lang: profile}, blocks=False
+        )
+        translation = next(iter(found.translations(article)), None) if article else None
+        if translation is not None:  # it says which audiences the article has
+            aligned = profile.aligned([t.audience for t in translation.takeaways])
+            if aligned is not profile:
+                profile = aligned
+                profiles = {**config.profiles, lang: profile}
+                article, _ = parse_article(data, problem.file, profiles, blocks=False)
+        readings.append((problem.file, lang, profile, article))
     return readings
 
 

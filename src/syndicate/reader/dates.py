@@ -131,9 +131,12 @@ def _patterns(
         out: list[str] = []
         # In a date all in figures, a dot stands between them ("11.12.2025", not "11 12 2025").
         loose = " ," if re.search("M{3,}|L{3,}", pattern) is None else " ,."
-        for token in re.finditer(r"'([^']*)'|(d+|M+|L+|y+)|(G+)|([^'dMLyG]+)", pattern):
-            literal, part, era, other = token.groups()
-            if era:  # "11 ธันวาคม ค.ศ. 2025": the era's name, if written
+        tokens = r"\('([^']*)'\)|'([^']*)'|(d+|M+|L+|y+)|(G+)|([^'dMLyG]+)"
+        for token in re.finditer(tokens, pattern):
+            optional, literal, part, era, other = token.groups()
+            if optional is not None:  # Basque "y('e')'ko'": "2026ko", "2020eko", "2020(e)ko"
+                out.append(f"(?:\\(?{re.escape(optional)}\\)?)?")
+            elif era:  # "11 ธันวาคม ค.ศ. 2025": the era's name, if written
                 out.append(_ERA)
             elif literal is not None or (other and other.strip(loose)):
                 written = (literal or other).strip().translate(APOSTROPHES)  # "ta’" (Maltese)
@@ -150,14 +153,22 @@ def _patterns(
         patterns.append("".join(out))
     # "11 December 2025", "December 11, 2025", and a short word before the year, as in
     # Vietnamese "11 tháng 12 năm 2025" (CLDR's formats have none); or the year first, with
-    # a short word after it, as Georgian and Kazakh write a date ("2026 წლის 27 ოქტომბერს",
-    # "2026 жылғы 27 қазанда", where CLDR has "d MMMM, y" and "y 'ж'. d MMMM").
+    # a short word after it, as Georgian, Kazakh and Uzbek write a date ("2026 წლის 27
+    # ოქტომბერს", "2026 жылғы 27 қазанда", "2026-yil 14-aprel", where CLDR has "d MMMM, y",
+    # "y 'ж'. d MMMM" and "d-MMMM, y").
     before_year = r"(?:,?\s+[^\W\d]{1,4})?,?\s+"
-    after_year = r"(?:\s+[^\W\d]{1,6}\.?)?\s+"
+    after_year = r"(?:(?:\s+|-)[^\W\d]{1,6}\.?)?\s+"
+    # Scripts that write a particle on to a number or a name, their vowel signs no letters
+    # to a regex: Khmer "ថ្ងៃទី១៩ ខែវិច្ឆិកា ឆ្នាំ២០២៦" (day 19, month November, year 2026),
+    # Burmese "၂၀၂၆ ခုနှစ် နိုဝင်ဘာလ ၁၉ ရက်" (the year, then the month, then the day).
+    glued = r"(?:[^\s\d\x00-\u024f]{1,8})?"
+    word = r"(?:\s+[^\s\d\x00-\u024f]{1,8})?"
     patterns += [
         rf"{day}\s+{month}{before_year}{year}",
         rf"{month}\s+{day}{before_year}{year}",
-        rf"{year}{after_year}{day}\s+{month}",
+        rf"{year}{after_year}{day}(?:\s+|-){month}",
+        rf"{glued}{day}\s+{glued}{month}\s+{glued}{year}",
+        rf"{year}{word}\s+{month}{glued}\s+{day}",
     ]
     compiled = tuple(
         re.compile(rf"(?<!{_WORD}){p}(?!{_WORD})", re.I) for p in dict.fromkeys(patterns)

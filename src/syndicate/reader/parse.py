@@ -68,12 +68,15 @@ _INVISIBLE_AT_EDGES = re.compile(
     f"(?m)^([ \\t]*)[{_MARKS_AT_EDGES}]+|[{_MARKS_AT_EDGES}]+(?=[ \\t]*$)"
 )
 _BULLETS = "-–—•*·▪◦‣"
+# A label ends at a colon: ":" or, in Chinese and Japanese, the full-width "：", in Amharic the
+# Ethiopic preface colon "፦", in Khmer the camnuc pii kuuh "៖".
+_COLONS = ":：፦៖"
 _REF_START = re.compile(
     rf"(?:[\[［]\^?(\d{{1,4}})[\]］]:?|(\d{{1,4}})[.)]|([{SUPERSCRIPTS}]+))\s*(.*)"
 )
-_INLINE_LIST = re.compile(f"[:：]\\s*[{_BULLETS}]\\s")  # "URL slugs: - Primary: …"
+_INLINE_LIST = re.compile(f"[{_COLONS}]\\s*[{_BULLETS}]\\s")  # "URL slugs: - Primary: …"
 # A line that ends where its list's next item or its label's value starts.
-_DANGLING = re.compile(f"(?:\\s[{_BULLETS}]|[:：])$")
+_DANGLING = re.compile(f"(?:\\s[{_BULLETS}]|[{_COLONS}])$")
 # What _reference accepts, tested on a paragraph as written: its first line starts numbered.
 _REF_HEAD = re.compile(
     rf"\s*(?:[\[［]\^?\d{{1,4}}[\]］]:?|\d{{1,4}}[.)]|[{SUPERSCRIPTS}]+(?![{SUPERSCRIPTS}]))"
@@ -90,10 +93,14 @@ _HYPHENED_SLUG = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)+")  # a slug, not a word
 _NUMBERED_ITEM = re.compile(r"\d{1,2}[.)]\s+")  # "1. ", "2) ": a numbered list's item
 _TABLE_RULE = re.compile(r"\|?(\s*:?-+:?\s*\|)*\s*:?-+:?\s*\|?")  # "|---|:--:|" under a head
 # "December 2025 Update: ..." in any language: a short label holding a year, then a colon.
-_SUMMARY_LABEL = re.compile(r"[^:：!?。]{0,60}(?<!\d)\d{4}(?!\d)[^:：!?。]{0,40}(?::\s|：)")
+_SUMMARY_LABEL = re.compile(
+    rf"[^{_COLONS}!?。]{{0,60}}(?<!\d)\d{{4}}(?!\d)[^{_COLONS}!?。]{{0,40}}(?::\s|[{_COLONS[1:]}])"
+)
 _PERIOD_THEN = re.compile(r"\.\s+(\w)")  # a period and the word after it
 # Or a short one before a dash: "January 2026 update — …", "Mise à jour de janvier 2026 — …".
-_SUMMARY_LABEL_DASHED = re.compile(r"[^:：!?。—–]{0,40}(?<!\d)\d{4}(?!\d)[^:：!?。—–]{0,30} [—–] ")
+_SUMMARY_LABEL_DASHED = re.compile(
+    rf"[^{_COLONS}!?。—–]{{0,40}}(?<!\d)\d{{4}}(?!\d)[^{_COLONS}!?。—–]{{0,30}} [—–] "
+)
 # A line written as Markdown marks a heading ("## The performance case", "**Key takeaways**")
 # or sets it apart ("*Updated December 11, 2025*").
 _MARKDOWN_HEADING = re.compile(
@@ -102,8 +109,6 @@ _MARKDOWN_HEADING = re.compile(
 _NUMBERED = re.compile(r"[^\w\s]*\s*\d+\s*$")  # "Alt 1", "Alt. 2": a numbered label's stem
 _SEO_ITEM = re.compile(r"(?:^|\s)[•·▪]\s*")
 _PARENS = re.compile(r"\s*[(（][^)）]*[)）]")
-# A label ends at a colon: ":" or, in Chinese and Japanese, the full-width "：".
-_COLONS = ":："
 _HEADING_MAX = 120
 # How a sentence (or a quote, or an aside) ends, in the scripts' own marks too: the Chinese
 # and Japanese full stop and commas, the Devanagari danda, the Urdu, Armenian, Ethiopic,
@@ -119,7 +124,7 @@ TITLE_MAX = 300
 """Characters a title may have; a longer first paragraph is no title."""
 _LABEL_MAX = 80
 _DATE_LINE_MAX = 80
-_DATE_LINE_MARKS = " ,:;–—-：、。"  # what may stand between a date line's words and its date
+_DATE_LINE_MARKS = " ,;–—-、。" + _COLONS  # what may stand between a date line's words and its date
 _LANGID_MIN_PROB = 0.9
 _LANGID_SAMPLE = 100
 UNPUBLISHED = "not published: written in"
@@ -183,10 +188,12 @@ def _heading_key(text: str) -> str:
 
 
 def _colon(text: str, end: int) -> int:
-    """Where the first colon (either kind) is in the first ``end`` characters, or -1."""
+    """Where the first colon (of any kind) is in the first ``end`` characters, or -1."""
     at = text.find(":", 0, end)
-    wide = text.find("：", 0, at if at >= 0 else end)
-    return wide if wide >= 0 else at
+    for colon in _COLONS[1:]:  # where a script has its own, the line has no ":" before it
+        other = text.find(colon, 0, at if at >= 0 else end)
+        at = other if other >= 0 else at
+    return at
 
 
 def _split_label(text: str) -> tuple[str, str, str]:
@@ -623,30 +630,20 @@ def detect_language(
     clearly reads as another language than the one profile that matches.
     """
     dated = _dated(tuple(_fold(_unmarked(p.text)[:80]) for p in paras[1:3]), profiles)
-    if len(dated) == 1:  # the usual case: the date line alone decides
-        scores = {lang: 4 if lang in dated else 0 for lang in profiles}
-    else:  # none or several: headings and audience labels decide
-        shorts = {_heading_key(p.text) for p in paras[3:] if len(p.text) <= _LABEL_MAX}
-        labels = set()
-        for p in paras[3:]:
-            colon = _colon(p.rows[0], _LABEL_MAX)
-            if colon > 0:
-                labels.add(_bare_label(p.rows[0][:colon]))
-        scores = {}
-        for lang, profile in profiles.items():
-            m = _markers(profile)
-            score = 4 if lang in dated else 0
-            score += 2 * len(shorts & m.headings.keys()) + len(labels & m.labels.keys())
-            scores[lang] = score
+    scores = _scores(paras, profiles, dated)
     best = max(scores.values(), default=0)
     candidates = [lang for lang, s in scores.items() if s == best and s > 0]
-    if len(candidates) == 1 and not second_opinion:
+    # No date line, one heading or label: a word languages share ("SEO-elemente" in Afrikaans
+    # is German's "SEO-Elemente") is no language; the model says whether it is this one.
+    weak = not dated and best < _SURE_WITHOUT_DATE
+    if len(candidates) == 1 and not second_opinion and not weak:
         return candidates[0]
     guess = identify(_langid_sample(paras), tuple(profiles))
+    sure = guess[0] if guess is not None and guess[1] >= _LANGID_MIN_PROB else None
+    if weak and len(candidates) == 1 and sure not in (None, candidates[0]):
+        candidates = []
     if not candidates:
-        hint = (
-            f"; the text looks like '{guess[0]}'" if guess and guess[1] >= _LANGID_MIN_PROB else ""
-        )
+        hint = f"; the text looks like '{sure}'" if sure else ""
         raise ArticleProblem(
             f"unknown language: no configured language profile ({', '.join(profiles)}) "
             f"matches its date line or headings{hint}",
@@ -655,11 +652,35 @@ def detect_language(
     if len(candidates) > 1:
         return guess[0] if guess and guess[0] in candidates else candidates[0]
     lang = candidates[0]
-    if guess and guess[0] != lang and guess[1] >= _LANGID_MIN_PROB and scores[guess[0]] == 0:
+    if sure is not None and sure != lang and scores[sure] == 0:
         warn.append(
-            (paras[0].line, f"the '{lang}' profile matches, but the text reads like '{guess[0]}'")
+            (paras[0].line, f"the '{lang}' profile matches, but the text reads like '{sure}'")
         )
     return lang
+
+
+_SURE_WITHOUT_DATE = 3  # a score without a date line that tells a language: two headings, say
+
+
+def _scores(
+    paras: Sequence[Paragraph], profiles: Mapping[str, LanguageProfile], dated: set[str]
+) -> dict[str, int]:
+    """How well each profile matches: its date line alone where one profile's does; else
+    two points for each of its headings, one for each of its audience labels."""
+    if len(dated) == 1:  # the usual case: the date line alone decides
+        return {lang: 4 if lang in dated else 0 for lang in profiles}
+    shorts = {_heading_key(p.text) for p in paras[3:] if len(p.text) <= _LABEL_MAX}
+    labels = set()
+    for p in paras[3:]:
+        colon = _colon(p.rows[0], _LABEL_MAX)
+        if colon > 0:
+            labels.add(_bare_label(p.rows[0][:colon]))
+    scores = {}
+    for lang, profile in profiles.items():
+        m = _markers(profile)
+        score = 4 if lang in dated else 0
+        scores[lang] = score + 2 * len(shorts & m.headings.keys()) + len(labels & m.labels.keys())
+    return scores
 
 
 # ---------------------------------------------------------------------------------------------
@@ -714,6 +735,9 @@ def _reads_as_heading(text: str) -> bool:
     last = bare[-1]
     if last == ";" and _GREEK.search(bare):  # "Γιατί έχει σημασία;" asks
         last = "?"
+    opening = bare.rfind("(" if last == ")" else "（") if last in ")）" else -1
+    if opening > 0:  # a term glossed at the end, "… of the buffer (buffer)": what it glosses
+        return _reads_as_heading(bare[:opening])
     if last in _SENTENCE_ENDS:
         return False
     # A question or exclamation can be a heading, as long as it is a single sentence.
@@ -781,7 +805,7 @@ def _audience_label(row: str, m: _Markers) -> _Label | None:
         if dashed is not None or len(row) > _LABEL_MAX:
             return dashed
         audience = m.labels.get(_bare_label(row))
-        return (audience, row.strip(" *_:："), "") if audience else None
+        return (audience, row.strip(" *_" + _COLONS), "") if audience else None
     label = row[:colon]
     if _bullet_marker(label):  # a list of the audiences: only a label the profile knows
         audience = m.labels.get(_bare_label(label))
@@ -1858,7 +1882,7 @@ _INFER_RIVALS = 3  # close languages the model may hesitate between (Indonesian,
 # An SEO title is short (search results show about 60 characters), a description is not.
 _SEO_TITLE_MAX = 80
 _LABELLED = re.compile(
-    r"(?P<label>[^:：\n]{2,80}?)\s*(?:[(（][^)）]*[)）])?\s*[:：]\s*(?P<value>.*)"
+    rf"(?P<label>[^{_COLONS}\n]{{2,80}}?)\s*(?:[(（][^)）]*[)）])?\s*[{_COLONS}]\s*(?P<value>.*)"
 )
 
 
@@ -2039,7 +2063,7 @@ def _audience_line_at(paras: Sequence[Paragraph], index: int) -> int:
     if len(para.rows) > 1 or index + 1 >= len(paras):
         return 0
     label = para.rows[0].strip(_LABEL_EDGES)
-    label = label[:-1].rstrip(_LABEL_EDGES) if label.endswith((":", "：")) else label
+    label = label[:-1].rstrip(_LABEL_EDGES) if label.endswith(tuple(_COLONS)) else label
     alone = 1 < len(label) <= _LABEL_MAX and not label.endswith((".", "!", "?"))
     if (
         not alone
@@ -2160,12 +2184,21 @@ def _a_description(value: str) -> bool:
 # "SEO" and "meta" as labels write them, also in the scripts that spell them out: Persian
 # "عنوان سئو", Arabic "وصف السيو", Urdu "ایس ای او عنوان", Hindi "एसईओ शीर्षक", Bengali
 # "এসইও শিরোনাম", Russian "Метаописание".
-_SEO_WORDS = ("seo", "meta", "سئو", "سيو", "ایس ای او", "एसईओ", "এসইও", "мета")
+# "SEO" and "meta" in the words of a label, also where a prefix is written on to them (Amharic
+# "የኤስኢኦ", "of SEO"); Arabic script, whose vowels are mostly unwritten, spells them its way.
+_SEO_WORDS = ("seo", "meta", "سئو", "سيو", "ایس ای او", "ኤስኢኦ")
+# "SEO" spelt out in a script of its own, as its letters read in Latin ones (anyascii): "एसईओ",
+# "এসইও", "ಎಸ್‌ಇಒ", "എസ്ഇഒ" are "esio", Punjabi "ਐਸਈਓ" "aisio", Georgian "ესეო" "eseo".
+_SEO_SPELT = re.compile(r"(?<![a-z])(?:eseo|aisio|e?s+e?i+o+u?)(?![a-z])")
 
 
 def _names_seo(label: str) -> bool:
     folded = label.casefold()
-    return "squarespace" not in folded and any(word in folded for word in _SEO_WORDS)
+    if "squarespace" in folded:
+        return False
+    if any(word in folded for word in _SEO_WORDS):
+        return True
+    return _SEO_SPELT.search(anyascii(folded).lower().replace("'", "")) is not None
 
 
 def _slug_label(item: str) -> str | None:
