@@ -9,10 +9,13 @@ translations."""
 
 from __future__ import annotations
 
+import email
+import email.policy
 import shutil
 import textwrap
 import tomllib
 from dataclasses import dataclass
+from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +31,8 @@ from syndicate.model import Article, Diagnostic
 from syndicate.reader import parse_article, read_articles
 from syndicate.reader.parse import profile_of
 from syndicate.routes import article_url, home_url
+from syndicate.sending import issuing, transports
+from syndicate.state import open_store
 from tests.conftest import DATA, ROOT, newsboat_reading
 
 MORE = DATA / "more"
@@ -35,6 +40,8 @@ VERSIONS = sorted(MORE.glob("*/*.txt"))
 PROFILES = parse_config({}, root=ROOT, source="(test)", env={}).languages
 KNOWN = {lang: PROFILES[lang] for lang in ("en", "nl", "de")}
 # A writer's slip, the same in every version of the article, warned of as it is.
+NOW = datetime(2026, 12, 1, 8, 0, tzinfo=UTC)
+SINCE = date(2025, 1, 1)  # every article is new to a first digest
 KINDS = ("atom.xml", "rss.xml")  # the documents a reader subscribes to
 SLIPS = {"optical-transceivers": ["footnote mark 7 has no reference"]}
 
@@ -214,6 +221,79 @@ def test_newsboat_opens_each_language_s_entries_on_its_own_pages(
             pages = {article_url(config, a.lang, a.slug) for a in found if a.lang == lang}
             assert feeds[str(doc)] == home_url(config, lang), doc.name
             assert sorted(items[str(doc)].values()) == sorted(pages), doc.name
+
+
+BUILT_IN = ("en", "nl", "de", "fr")  # the languages with a profile and catalogs of their own
+SITE = """
+[site]
+title = "Syndicate"
+base_url = "https://news.example.org"
+languages = ["en", "nl", "de", "fr"]
+
+[state]
+database = "sqlite:///{folder}/state.db"
+
+[email]
+sender = "Syndicate <digest@news.example.org>"
+list_id = "digest.news.example.org"
+max_articles = 100
+
+[smtp]
+url = "smtp://127.0.0.1:{port}"
+retry_backoff = 0
+"""
+
+
+def test_every_version_s_takeaways_reach_its_readers_through_smtp(
+    tmp_path: Path, smtp_server: tuple[Any, int]
+) -> None:
+    """The versions in the built-in languages, published and sent through a real SMTP server:
+    a reader of every audience and one of procurement alone, in each language, get one
+    digest each, which, parsed back, holds every bullet of their audiences of each article
+    it shows (the newest that fit under the size a mail client clips at) as a list item of
+    its HTML and in its text part."""
+    inbox, port = smtp_server
+    folder = tmp_path / "articles"
+    folder.mkdir()
+    for number, path in enumerate(p for p in VERSIONS if p.stem in BUILT_IN):
+        shutil.copy(path, folder / f"{number:03}.txt")
+    (tmp_path / "config.toml").write_text(SITE.format(folder=tmp_path, port=port), "utf-8")
+    config = load_config(tmp_path / "config.toml", env={})
+    found = read_articles(folder, config.profiles)
+    readers = {}
+    store = open_store(config.database_url)
+    try:
+        for lang in BUILT_IN:
+            for audiences in (list(config.audiences), ["procurement"]):
+                address = f"{lang}.{len(audiences)}@example.org"
+                store.subscribers.add_subscriber(
+                    address, lang, audiences, status="active", consent_source="t", now=NOW
+                )
+                readers[address] = (lang, set(audiences))
+        mailer = transports.open_mailer(config)
+        report = issuing.send_digests(config, NOW, mailer=mailer, store=store, since=SINCE)
+    finally:
+        store.close()
+    assert (report.refused, report.sent, report.failed) == ([], len(readers), 0)
+    assert inbox.counts() == {address: 1 for address in readers}
+    for address, raw in inbox.received:
+        lang, audiences = readers[address]
+        message = email.message_from_bytes(raw, policy=email.policy.default)
+        html, text = (message.get_body((kind,)).get_content() for kind in ("html", "plain"))
+        page = lxml.html.fromstring(html)
+        items = {" ".join(li.text_content().split()) for li in page.iter("li")}
+        text = " ".join(text.split())
+        said = " ".join(page.text_content().split())
+        shown = [a for a in found if a.lang == lang and " ".join(a.title.split()) in said]
+        expected = [
+            " ".join(bullet.split())
+            for article in shown
+            for takeaways in article.takeaways
+            if takeaways.audience in audiences
+            for bullet in takeaways.bullets
+        ]
+        assert len(shown) >= min(5, len(found.in_language(lang))) and expected, address
+        assert [b for b in expected if b not in items or b not in text] == [], address
 
 
 # The language names in the header laid out on more than one line.
