@@ -151,6 +151,16 @@ def _patterns(
             else:
                 out.append(r"[\s,.]*")
         patterns.append("".join(out))
+    patterns += _common_orders(day, month, year)
+    compiled = tuple(
+        re.compile(rf"(?<!{_WORD}){p}(?!{_WORD})", re.I) for p in dict.fromkeys(patterns)
+    )
+    return compiled, months
+
+
+def _common_orders(day: str, month: str, year: str) -> list[str]:
+    """The orders a date is written in whatever the language's own formats say: "11 December
+    2025", "December 11, 2025", and the ones below."""
     # "11 December 2025", "December 11, 2025", and a short word before the year, as in
     # Vietnamese "11 tháng 12 năm 2025" (CLDR's formats have none); or the year first, with
     # a short word after it, as Georgian, Kazakh and Uzbek write a date ("2026 წლის 27
@@ -163,17 +173,13 @@ def _patterns(
     # Burmese "၂၀၂၆ ခုနှစ် နိုဝင်ဘာလ ၁၉ ရက်" (the year, then the month, then the day).
     glued = r"(?:[^\s\d\x00-\u024f]{1,8})?"
     word = r"(?:\s+[^\s\d\x00-\u024f]{1,8})?"
-    patterns += [
+    return [
         rf"{day}\s+{month}{before_year}{year}",
         rf"{month}\s+{day}{before_year}{year}",
         rf"{year}{after_year}{day}(?:\s+|-){month}",
         rf"{glued}{day}\s+{glued}{month}\s+{glued}{year}",
         rf"{year}{word}\s+{month}{glued}\s+{day}",
     ]
-    compiled = tuple(
-        re.compile(rf"(?<!{_WORD}){p}(?!{_WORD})", re.I) for p in dict.fromkeys(patterns)
-    )
-    return compiled, months
 
 
 # Thai (and Lao) dates count years from the Buddha's death by custom (CLDR's calendar

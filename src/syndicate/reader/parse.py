@@ -190,7 +190,7 @@ def _heading_key(text: str) -> str:
 def _colon(text: str, end: int) -> int:
     """Where the first colon (of any kind) is in the first ``end`` characters, or -1."""
     at = text.find(":", 0, end)
-    for colon in _COLONS[1:]:  # where a script has its own, the line has no ":" before it
+    for colon in _COLONS[1:]:  # the earliest of any kind
         other = text.find(colon, 0, at if at >= 0 else end)
         at = other if other >= 0 else at
     return at
@@ -1958,11 +1958,10 @@ def _inferred_profile(
     if date_words is None or not order:
         return None
     first, end = run
-    labels = []
-    while first < end:  # a label alone over its bullets is two paragraphs
-        labels.append(_label(paras[first]))
-        first += _audience_line_at(paras, first)
-    first = run[0]
+    labels, at = [], first
+    while at < end:  # a label alone over its bullets is two paragraphs
+        labels.append(_label(paras[at]))
+        at += _audience_line_at(paras, at)
     audiences = _audiences(labels, order, known)
     heading = _heading(paras[first - 1]) if first > 3 else None
     references, numbered_end = _inferred_references(paras, end)
