@@ -1602,6 +1602,28 @@ def test_character_references_left_by_a_web_editor_are_their_characters(config: 
     assert article.references[1].url == "https://example.com/a?b=1&c=2"
 
 
+@pytest.mark.parametrize("lang", ["en", "nl", "de"])
+def test_a_file_that_lost_its_blank_lines_reads_as_written(config: Config, lang: str) -> None:
+    """A paste that lost every blank line: each line is a paragraph, a label's list
+    (``URL Slugs:`` over its ``•`` lines) one with its label."""
+    text = seed(lang)
+    slugs = re.search(r"(?m)^(URL Slugs:) (- .*)$", text)  # in the English one
+    if slugs is not None:  # one item a line under its label, as such a writer has it
+        text = text.replace(slugs[0], slugs[1] + "\n" + slugs[2].replace(" - ", "\n- "))
+    article, found = parse(config, text.replace("\n\n", "\n"))
+    expected, said = parse(config, seed(lang))
+    assert article is not None and expected is not None
+    assert [d.message for d in found] == [d.message for d in said]
+    assert (article.takeaways, article.references, article.seo) == (
+        expected.takeaways,
+        expected.references,
+        expected.seo,
+    )
+    assert [(b.kind, b.parts) for b in article.blocks] == [
+        (b.kind, b.parts) for b in expected.blocks
+    ]
+
+
 def test_a_reference_wrapped_before_its_year_stays_one(config: Config) -> None:
     """A hard-wrapped reference whose next line opens with a year and a full stop is one
     reference: 2026 cannot follow 2. A number that can is the next reference."""

@@ -305,6 +305,24 @@ def _referenced(reference: re.Match[str]) -> str:
     return reference[0] if character == "\n" or _CONTROL.fullmatch(character) else character
 
 
+_UNSPACED_MIN = 8  # lines in a file without a blank one, more than an article's head has
+
+
+def _unspaced(lines: list[str], start: int, end: int) -> list[tuple[int, int]]:
+    """The paragraphs of a text without a blank line (a paste that lost them): each line is
+    one, but a label's list (``URL Slugs:`` over ``• Primary: …`` lines) is one with it."""
+    spans: list[tuple[int, int]] = []
+    listing = False  # the line above is a label's, or an item of its list
+    for number in range(start, end):
+        line = lines[number].strip()
+        if listing and line[:1] in _BULLETS and line[1:2].isspace():
+            spans[-1] = (spans[-1][0], number + 1)
+        else:
+            spans.append((number, number + 1))
+            listing = line.endswith(tuple(_COLONS))
+    return spans
+
+
 class Paragraphs(Sequence[Paragraph]):
     """A text's paragraphs (runs of lines that are not blank), each made the first time it is
     read.
@@ -322,7 +340,7 @@ class Paragraphs(Sequence[Paragraph]):
         # A line of white space only is blank, as ``str.strip`` (and a regex's \s) sees it.
         # A rule drawn across (``_RULE``) is blank too.
         lines = text.split("\n")
-        items: list[Paragraph | tuple[int, int]] = []  # made, or a span of lines
+        spans: list[tuple[int, int]] = []
         first = -1
         for number, line in enumerate(lines):
             if (
@@ -333,12 +351,14 @@ class Paragraphs(Sequence[Paragraph]):
                 if first < 0:
                     first = number
             elif first >= 0:
-                items.append((first, number))
+                spans.append((first, number))
                 first = -1
         if first >= 0:
-            items.append((first, len(lines)))
+            spans.append((first, len(lines)))
+        if len(spans) == 1 and spans[0][1] - spans[0][0] >= _UNSPACED_MIN:
+            spans = _unspaced(lines, *spans[0])
         self._lines = lines
-        self._items = items
+        self._items: list[Paragraph | tuple[int, int]] = [*spans]  # made, or a span of lines
 
     def __len__(self) -> int:
         return len(self._items)
