@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from py3langid.langid import MODEL_FILE, LanguageIdentifier
 
-from syndicate.language import EVERY, LanguageModel, cache_folder, likeliest
+from syndicate.language import EVERY, LanguageModel, cache_folder, likeliest, written_language
 from tests.conftest import ARTICLES, TRANSLATED
 
 LANGS = ("de", "en", "nl")
@@ -104,3 +104,12 @@ def test_the_cache_folder_follows_the_environment(tmp_path: Path, monkeypatch) -
 
     monkeypatch.setattr(Path, "home", homeless)
     assert cache_folder() is None  # the model is then unpacked on each run, and still works
+
+
+def test_chinese_in_traditional_characters_is_zh_hant() -> None:
+    """The model knows one Chinese: which forms of the characters whose two scripts differ a
+    text uses tells Taiwan's and Hong Kong's Chinese ("zh-Hant") from the mainland's ("zh")."""
+    assert written_language("zh", "這些資料中心的電力價格與規劃") == "zh-Hant"
+    assert written_language("zh", "这些数据中心的电力价格与规划") == "zh"
+    assert written_language("zh", "中心") == "zh"  # no form of either script of its own
+    assert written_language("ja", "這些資料中心") == "ja"

@@ -1624,6 +1624,27 @@ def test_a_file_that_lost_its_blank_lines_reads_as_written(config: Config, lang:
     ]
 
 
+def test_a_byline_over_the_update_note_opens_the_body(config: Config) -> None:
+    """A byline and a note between the date line and the update note: the update is the
+    summary, they open the body as paragraphs. A label that names no month ("Outlook for
+    2027:") is no update note, wherever it stands."""
+    front = "By Helen Marsh, Senior Analyst\n\nAbout this analysis: no advice.\n\n"
+    text = SHORT.replace("December 2025 Update:", front + "December 2025 Update:", 1)
+    article, found = parse(config, text)
+    assert article is not None and problems(found) == []
+    assert article.summary == SHORT_UPDATE
+    assert [(b.kind, b.text) for b in article.blocks[:3]] == [
+        ("paragraph", "By Helen Marsh, Senior Analyst"),
+        ("paragraph", "About this analysis: no advice."),
+        ("heading", "Why it matters?"),
+    ]
+    outlook = SHORT.replace(
+        "December 2025 Update: a short note on chips.", front + "Outlook for 2027: more chips."
+    )
+    article, _ = parse(config, outlook)
+    assert article is not None and article.summary == "By Helen Marsh, Senior Analyst"
+
+
 def test_a_reference_wrapped_before_its_year_stays_one(config: Config) -> None:
     """A hard-wrapped reference whose next line opens with a year and a full stop is one
     reference: 2026 cannot follow 2. A number that can is the next reference."""

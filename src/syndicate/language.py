@@ -140,6 +140,27 @@ def _model(langs: tuple[str, ...]) -> LanguageModel | None:
     return model if len(model.langs) >= 2 else None
 
 
+# The commonest characters whose two forms differ, Simplified then Traditional, pair by pair:
+# which forms a Chinese text uses tells its script.
+_SIMPLIFIED = (
+    "这们个为说时会对国发经过现还进长问开关实应该从动电数据"
+    "网络业产务资费价节点与单无处争础设计规划较买卖购术标准"
+)
+_TRADITIONAL = (
+    "這們個為說時會對國發經過現還進長問開關實應該從動電數據"
+    "網絡業產務資費價節點與單無處爭礎設計規劃較買賣購術標準"
+)
+
+
+def written_language(lang: str, text: str) -> str:
+    """``lang`` as the model gives it, with the script where the model cannot tell it: Chinese
+    in Traditional characters is "zh-Hant" (Taiwan's, Hong Kong's), in Simplified "zh"."""
+    if lang != "zh":
+        return lang
+    traditional = sum(map(text.count, _TRADITIONAL))
+    return "zh-Hant" if traditional > sum(map(text.count, _SIMPLIFIED)) else lang
+
+
 def identify(text: str, langs: tuple[str, ...]) -> tuple[str, float] | None:
     """The model's guess among ``langs`` (those it knows; ``EVERY``: all of them), or None if
     it cannot tell."""

@@ -26,7 +26,7 @@ from anyascii import anyascii
 from babel import Locale, UnknownLocaleError
 
 from ..config import LanguageProfile, SeoFields
-from ..language import EVERY, identify, likeliest
+from ..language import EVERY, identify, likeliest, written_language
 from ..model import (
     Article,
     Block,
@@ -1342,7 +1342,7 @@ def parse_article(
 def _unpublished(article: Article) -> Diagnostic:
     """What was read of an article in a language that is not published, and how to publish
     it."""
-    name = Locale.parse(article.lang).get_display_name("en")
+    name = Locale.parse(article.lang.replace("-", "_")).get_display_name("en")
     audiences = len(article.takeaways)
     return Diagnostic(
         article.source,
@@ -1423,6 +1423,9 @@ def _body_blocks(
     blocks: tuple[Block, ...] = ()
     if keep:
         blocks = _blocks(paras[body[0] : body[1]], references, warn)
+        # What stood over the update note (``_update_first``) is no heading: a byline, a note.
+        above = paras[body[0] - 1].line
+        blocks = tuple(_as_paragraph(b) if b.line < above else b for b in blocks)
     else:
         _unanswered_marks(paras, raws, body, references, warn)
     if not subtitled:
@@ -1430,6 +1433,10 @@ def _body_blocks(
     standfirst = Block("standfirst", split_marks(_unmarked(paras[1].text)), paras[1].line)
     _unanswered(standfirst.parts, frozenset(r.number for r in references), standfirst.line, warn)
     return (standfirst, *blocks) if keep else ()
+
+
+def _as_paragraph(block: Block) -> Block:
+    return Block("paragraph", block.parts, block.line) if block.kind == "heading" else block
 
 
 def _unconfigured(
@@ -1516,8 +1523,27 @@ def _head(
     if len(paras) <= at + 1:
         raise ArticleProblem("too short: no summary paragraph after the date line", date_para.line)
     summary = at + 1
-    labelled = _labels_an_update(paras[summary].text, lang)
+    labelled = _update_first(paras, summary, lang)
     return updated, summary, summary + 1 if labelled else summary, at == 2
+
+
+_FRONT_MATTER = 3  # paragraphs a writer may put between the date line and the update note
+
+
+def _update_first(paras: Paragraphs, summary: int, lang: str) -> bool:
+    """Whether the summary's paragraph (``summary``) is labelled as an update: where a byline
+    or a note stands before it ("By Helen Marsh, Senior Analyst"), the update is moved over
+    them, the summary, and they open the body."""
+    if _labels_an_update(paras[summary].text, lang):
+        return True
+    for at in range(summary + 1, min(summary + _FRONT_MATTER + 1, len(paras))):
+        text = paras[at].text
+        # Further down, the label must name its month: "Outlook for 2027:" opens no update.
+        if _labels_an_update(text, lang) and names_a_month(text[: _colon(text, len(text))], lang):
+            head = paras[:summary]
+            paras.replace_head(at + 1, [*head, paras[at], *paras[summary:at]])
+            return True
+    return False
 
 
 def _labels_an_update(text: str, lang: str) -> bool:
@@ -1955,8 +1981,9 @@ def _languages_of(body: Sequence[Paragraph]) -> list[str]:
     sample = " ".join(p.text for p in body)[:_INFER_SAMPLE]
     found = []
     for lang in likeliest(sample, EVERY, _INFER_MIN_PROB, _INFER_RIVALS):
+        lang = written_language(lang, sample)
         try:
-            Locale.parse(lang)
+            Locale.parse(lang.replace("-", "_"))
         except (UnknownLocaleError, ValueError):
             continue
         found.append(lang)
