@@ -190,10 +190,13 @@ def _heading_key(text: str) -> str:
 def _colon(text: str, end: int) -> int:
     """Where the first colon (of any kind) is in the first ``end`` characters, or -1."""
     at = text.find(":", 0, end)
-    for colon in _COLONS[1:]:  # the earliest of any kind
-        other = text.find(colon, 0, at if at >= 0 else end)
-        at = other if other >= 0 else at
-    return at
+    if text.isascii():  # the usual line: no other kind to look for
+        return at
+    other = _SCRIPT_COLON.search(text, 0, at if at >= 0 else end)
+    return at if other is None else other.start()
+
+
+_SCRIPT_COLON = re.compile(f"[{_COLONS[1:]}]")
 
 
 def _split_label(text: str) -> tuple[str, str, str]:
