@@ -335,7 +335,7 @@ def article_html(config: Config, article: Article, url: str = "") -> str:
     Without ``url`` they are fragments, for the article's own page.
     """
     profile = config.languages[article.lang]
-    anchor = f"{article.lang}-{article.slug}-ref"
+    anchor = _reference_anchor(article)
     base = html.escape(url)
     out = _body_html(article.blocks, lambda parts: _inline(parts, article, anchor, base))
     if article.takeaways:
@@ -365,7 +365,12 @@ def standfirst_html(article: Article) -> str | None:
     first = article.blocks[0] if article.blocks else None
     if first is None or first.kind != "standfirst":
         return None
-    return _inline(first.parts, article, f"{article.lang}-{article.slug}-ref", "")
+    return _inline(first.parts, article, _reference_anchor(article), "")
+
+
+def _reference_anchor(article: Article) -> str:
+    """The stem of the ids of an article's references on its page (``<stem>-<number>``)."""
+    return f"{article.lang}-{article.slug}-ref"
 
 
 def make_entry(
